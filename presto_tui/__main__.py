@@ -1,0 +1,3 @@
+from presto_tui.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""JSONL session traces: schema, writer, reader and offline statistics (no Textual)."""

@@ -1,0 +1,4 @@
+"""The sampling core: samplers, traversal rules, randomness, backends, sessions.
+
+Never imports Textual (a test checks it), so headless commands stay light.
+"""

@@ -1,0 +1,99 @@
+"""The one protocol every engine implements (DESIGN.md sec 5), and the chain's state.
+
+A backend receives a batch of suffix requests (prefix token ids, number of new
+tokens, seed, temperature) and returns, for every sampled token, log q_tau and
+log p0 taken from the same logits, plus the full-vocabulary entropy of p0.
+Proposals always run to the requested horizon: EOS does not stop them
+(paper appendix B.1), so every state of a block has the same length T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Request:
+    """One suffix to sample: `n_new` tokens after `prefix` from q_tau with `seed`.
+
+    Two requests with equal fields must yield equal proposals, alone or in any
+    batch: the exactness of PreSTO rests on it (paper prop. 1, assumption A2).
+    """
+
+    prefix: tuple[int, ...]
+    n_new: int
+    seed: int
+    tau: float
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The sampled tokens of one request and their per-token quantities."""
+
+    tokens: tuple[int, ...]
+    logq: tuple[float, ...]  # log q_tau(token | context)
+    logp: tuple[float, ...]  # log p0(token | context)
+    entropy: tuple[float, ...]  # H(p0(. | context)), natural log
+
+    def __post_init__(self):
+        n = len(self.tokens)
+        if not (len(self.logq) == len(self.logp) == len(self.entropy) == n):
+            raise ValueError("proposal arrays differ in length")
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the samplers need from an engine."""
+
+    name: str  # e.g. "synthetic", "vllm"
+    model: str  # what a person would call the model
+    eos_id: int | None
+
+    def generate(self, requests: Sequence[Request]) -> list[Proposal]: ...
+
+    def encode_prompt(self, text: str) -> list[int]: ...
+
+    def decode(self, token_ids: Sequence[int]) -> str: ...
+
+    def token_pieces(self, token_ids: Sequence[int]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class SeqState:
+    """A chain state: prompt ids plus T generated tokens with their log-probs.
+
+    Positions are 0-based over the generated tokens; a cut c keeps tokens[:c]
+    and regenerates tokens[c:] (the paper's x_{0:c} and y_{c+1:T}).
+    """
+
+    prompt: tuple[int, ...]
+    tokens: tuple[int, ...] = ()
+    logq: tuple[float, ...] = ()
+    logp: tuple[float, ...] = ()
+    entropy: tuple[float, ...] = ()
+
+    @property
+    def T(self) -> int:
+        return len(self.tokens)
+
+    def prefix(self, cut: int) -> tuple[int, ...]:
+        """Token ids the model conditions on when resampling from `cut`."""
+        return self.prompt + self.tokens[:cut]
+
+    def with_suffix(self, cut: int, proposal: Proposal) -> SeqState:
+        """The candidate y = (x_{0:c}, new suffix)."""
+        return SeqState(
+            self.prompt,
+            self.tokens[:cut] + proposal.tokens,
+            self.logq[:cut] + proposal.logq,
+            self.logp[:cut] + proposal.logp,
+            self.entropy[:cut] + proposal.entropy,
+        )
+
+    def extended(self, proposal: Proposal) -> SeqState:
+        return self.with_suffix(self.T, proposal)
+
+    def agrees_before(self, other: SeqState, cut: int) -> bool:
+        """True iff both states hold the same tokens on positions < cut."""
+        return self.tokens[:cut] == other.tokens[:cut]

@@ -1,0 +1,201 @@
+"""PowerMH steps: sequential (paper alg. 1) and PreSTO rounds (alg. 2), as pure kernels.
+
+`sequential_step` and `presto_round` take a `ChainState` and return the next
+one together with the round's `RoundTree` and the timing of its model call;
+the session runner (session.py) loops over them and turns results into events.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator
+
+from presto_tui.runtime.backend import Backend, Request, SeqState
+from presto_tui.runtime.classifier import DEFAULT_CLASSIFIER, CertaintyClassifier
+from presto_tui.runtime.mh import accepts, score
+from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.randomness import DecisionInputs, decision_inputs, node_inputs
+from presto_tui.runtime.traversal import Plan, plan_bfs, plan_levels, plan_predictive
+from presto_tui.runtime.tree import (
+    DEFERRED, EXPANDED, LEAF, ROOT, UNREACHABLE, NodeRec, RequestRec, RoundTree, Step,
+)
+
+
+@dataclass(frozen=True)
+class ChainState:
+    state: SeqState
+    block: int  # 0-based
+    k: int = 0  # transitions done in this block
+    round: int = 0  # rounds done in this block
+    carried: DecisionInputs | None = None  # node inputs: the deferred root decision's inputs
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    requests: int
+    tokens: int
+    wall_s: float
+
+
+def timed_generate(backend: Backend, requests: list[Request]) -> tuple[list, CallInfo]:
+    t0 = time.perf_counter()
+    proposals = backend.generate(requests)
+    wall = time.perf_counter() - t0
+    return proposals, CallInfo(len(requests), sum(len(p.tokens) for p in proposals), wall)
+
+
+def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
+                    ) -> tuple[ChainState, RoundTree, CallInfo]:
+    """One PowerMH transition with one model call (alg. 1, lines 4-7).
+
+    Written independently of the PreSTO code on purpose: it is the reference
+    the coupling test holds PreSTO to.
+    """
+    x = chain.state
+    inp = decision_inputs(params.seed, chain.block, chain.k)
+    cut = inp.uniform_cut(x.T)
+    (prop,), call = timed_generate(
+        backend, [Request(x.prefix(cut), x.T - cut, inp.seed, params.proposal_tau)])
+    sc = score(x, cut, prop, params.alpha, params.epsilon)
+    accepted = accepts(inp.accept_u, sc)
+    plan = Plan()
+    plan.add_decision(index=chain.k, depth=0, cut=cut, inputs=inp, issue=True, node=0)
+    tree = RoundTree(
+        rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=params.steps - chain.k,
+        root=x, decisions=tuple(plan.decisions), requests=(RequestRec(0, cut, inp.seed, prop),),
+        scores={(0, ROOT): sc}, levels=False,
+        table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, 0, None),
+               2: NodeRec(1, LEAF, ROOT, None)},
+        steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
+        stop_reason="cap" if chain.k + 1 >= params.steps else LEAF,
+    )
+    nxt = replace(chain, state=tree.final_state, k=chain.k + 1, round=chain.round + 1)
+    return nxt, tree, call
+
+
+Kernel = Callable[[Backend, SamplerParams, ChainState], tuple[ChainState, RoundTree, CallInfo]]
+
+
+def make_kernel(params: SamplerParams, classifier: CertaintyClassifier | None = None) -> Kernel:
+    """The kernel `--prefetch` selects: sequential PowerMH or a PreSTO round."""
+    if params.prefetch == "none":
+        return sequential_step
+    clf = classifier or DEFAULT_CLASSIFIER
+    return lambda backend, p, chain: presto_round(backend, p, chain, clf)
+
+
+def run_block(backend: Backend, params: SamplerParams, chain: ChainState, kernel: Kernel
+              ) -> Iterator[tuple[ChainState, RoundTree, CallInfo]]:
+    """The K transitions of one block from `chain` (alg. 1 lines 3-7, alg. 2 lines 4-7)."""
+    while chain.k < params.steps:
+        chain, tree, call = kernel(backend, params, chain)
+        yield chain, tree, call
+
+
+def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
+                 classifier: CertaintyClassifier = DEFAULT_CLASSIFIER
+                 ) -> tuple[ChainState, RoundTree, CallInfo]:
+    """One PreSTO round: plan, one batched call, score, walk (alg. 2, lines 5-7)."""
+    root = chain.state
+    T, k0 = root.T, chain.k
+    depth_cap = params.steps - k0
+
+    def cut_of(inp: DecisionInputs) -> int:
+        return inp.uniform_cut(T)
+
+    common = dict(T=T, k0=k0, depth_cap=depth_cap, budget=params.budget, cut_of=cut_of)
+    if params.inputs == "decision":
+        plan = plan_levels(inputs_at=lambda d: decision_inputs(params.seed, chain.block, d),
+                           classifier=classifier if params.prefetch == "predictive" else None,
+                           quirk=params.prefetch == "bfs", **common)
+    else:
+        def inputs_at(node: int) -> DecisionInputs:
+            if node == 0 and chain.carried is not None:
+                return chain.carried
+            return node_inputs(params.seed, chain.block, chain.round, node)
+
+        if params.prefetch == "bfs":
+            plan = plan_bfs(inputs_at=inputs_at, **common)
+        else:
+            plan = plan_predictive(inputs_at=inputs_at, classifier=classifier, **common)
+
+    tau = params.proposal_tau
+    reqs = [Request(root.prefix(plan.decisions[p].cut), T - plan.decisions[p].cut,
+                    plan.decisions[p].seed, tau) for p in plan.request_decisions]
+    proposals, call = timed_generate(backend, reqs)
+    tree = RoundTree(
+        rule=params.prefetch, inputs=params.inputs, T=T, k0=k0, depth_cap=depth_cap, root=root,
+        decisions=tuple(plan.decisions),
+        requests=tuple(RequestRec(p, plan.decisions[p].cut, plan.decisions[p].seed, prop)
+                       for p, prop in zip(plan.request_decisions, proposals)),
+        scores={}, levels=plan.levels, table=plan.table, quirk=plan.quirk,
+    )
+    if plan.levels:
+        score_levels(tree, params, content_valid=params.prefetch == "spine")
+    else:
+        score_table(tree, params)
+    walk(tree)
+    carried = None
+    if tree.stop_reason == DEFERRED and not tree.levels:
+        dec = tree.decisions[tree.table[tree.stop_node].decision]
+        carried = DecisionInputs(dec.cut_u, dec.seed, dec.accept_u)
+    nxt = ChainState(tree.final_state, chain.block, k0 + tree.transitions, chain.round + 1, carried)
+    return nxt, tree, call
+
+
+def score_levels(tree: RoundTree, params: SamplerParams, content_valid: bool) -> None:
+    """Decision inputs: score level j's proposal against every state that may use it.
+
+    The states reachable at depth j are the root and the proposal of each
+    earlier level (the last one accepted).  Cut rules (bfs, predictive) use a
+    request iff Condition 1 holds, cut_j <= the state's cut index; the spine
+    rule iff the state agrees with the root on positions < cut_j, the prefix
+    the request was generated from (DESIGN.md sec 4).  Either way the proposal
+    is the one sequential PowerMH would draw from that state, and it is scored
+    against that state, never against the root's suffix.
+    """
+    root = tree.root
+    for j, dec in enumerate(tree.decisions):
+        prop = tree.requests[dec.request].proposal
+        for src in (ROOT, *range(j)):
+            state = tree.state_of(src)
+            if content_valid:
+                ok = src == ROOT or state.agrees_before(root, dec.cut)
+            else:
+                ok = dec.cut <= tree.cut_index(src)
+            if ok:
+                tree.scores[(j, src)] = score(state, dec.cut, prop, params.alpha, params.epsilon)
+
+
+def score_table(tree: RoundTree, params: SamplerParams) -> None:
+    """Node inputs: score each issued node's proposal against the state it holds."""
+    for rec in tree.table.values():
+        if rec.status in (EXPANDED, UNREACHABLE):
+            dec = tree.decisions[rec.decision]
+            prop = tree.requests[dec.request].proposal
+            tree.scores[(rec.decision, rec.src)] = score(
+                tree.state_of(rec.src), dec.cut, prop, params.alpha, params.epsilon)
+
+
+def walk(tree: RoundTree) -> None:
+    """Follow the realized accept/reject path with the unchanged MH rule (sec 3.2, step 3).
+
+    Stops at a leaf, at a deferred decision, or after the transitions left in
+    the block (the depth cap).
+    """
+    steps: list[Step] = []
+    node = 0
+    while True:
+        if len(steps) >= tree.depth_cap:
+            tree.stop_reason = "cap"
+            break
+        view = tree.node(node)
+        if view.status != EXPANDED:
+            tree.stop_reason = view.status
+            break
+        accepted = accepts(view.decision.accept_u, view.score)
+        steps.append(Step(node, view.pos, view.src, accepted))
+        node = 2 * node + (1 if accepted else 2)
+    tree.steps = tuple(steps)
+    tree.stop_node = node

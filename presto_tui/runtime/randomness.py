@@ -1,0 +1,52 @@
+"""The random inputs of MH decisions (DESIGN.md sec 3).
+
+Each decision owns a cut uniform, a suffix-sampling seed and an acceptance
+uniform.  In `decision` mode they come from a stream keyed by
+(session seed, block, decision index), so sequential PowerMH and PreSTO with
+the same seed meet the same inputs at the same decision and produce the same
+trajectory (the coupling in the proof of paper prop. 1).  In `node` mode every
+node of a round's prefetch tree draws its own inputs, keyed by
+(session seed, block, round, node id), as the paper's implementation does.
+
+Once drawn, inputs belong to their decision for good: a rule that has looked at
+a cut must not redraw it (deferred nodes carry theirs into the next round).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_DECISION, _NODE, _EXTEND = 1, 2, 3
+SEED_LIMIT = 2**31 - 1  # engines take per-request seeds as signed 32-bit ints
+
+
+@dataclass(frozen=True)
+class DecisionInputs:
+    cut_u: float  # in [0, 1): mapped to a cut by the sampler's cut law
+    seed: int  # suffix-sampling seed of the decision's request
+    accept_u: float  # in [0, 1): accept iff accept_u < A
+
+    def uniform_cut(self, T: int) -> int:
+        """PowerMH's cut law, Unif{0..T-1} (paper sec 3.1)."""
+        return min(int(self.cut_u * T), T - 1)
+
+
+def _draw(seed: int, key: tuple[int, ...]) -> DecisionInputs:
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+    cut_u, accept_u = rng.random(2)
+    return DecisionInputs(float(cut_u), int(rng.integers(0, SEED_LIMIT)), float(accept_u))
+
+
+def decision_inputs(seed: int, block: int, decision: int) -> DecisionInputs:
+    return _draw(seed, (_DECISION, block, decision))
+
+
+def node_inputs(seed: int, block: int, round_: int, node: int) -> DecisionInputs:
+    return _draw(seed, (_NODE, block, round_, node))
+
+
+def extension_seed(seed: int, block: int) -> int:
+    """Seed of the request that extends the state by one block (alg. 1, line 2)."""
+    return _draw(seed, (_EXTEND, block)).seed

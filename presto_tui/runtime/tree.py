@@ -1,0 +1,255 @@
+"""One prefetch round as a binary tree that unfolds lazily (paper sec 3.2, appendix C.1).
+
+Node i has accept child 2i+1 and reject child 2i+2.  Every state a round can
+reach is either its root or `root.with_suffix(cut_r, proposal_r)` for one of
+its requests r (the last proposal accepted on the path), so a node is fully
+described by its status, the state source it holds (`ROOT` or a request
+index) and the decision made at it.
+
+Two layouts share one interface, `RoundTree.node(i)`:
+- explicit (node inputs, sequential steps): a table of the nodes the rule
+  touched, at most a few per request;
+- levels (decision inputs): every node at depth j makes decision k0+j with
+  one shared request, so the binary tree can be exponentially large while its
+  content is one request per level scored against each distinct state.  A
+  node's status is derived on demand by walking its path; nothing of size
+  2^depth is ever built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from presto_tui.runtime.backend import Proposal, SeqState
+from presto_tui.runtime.mh import ACCEPT, REJECT, Score
+
+ROOT = -1  # state source of the round's root state
+
+EXPANDED = "expanded"  # its accept child's request was issued and is reachable
+DEFERRED = "deferred"  # its request was infeasible; the decision waits for a later round
+LEAF = "leaf"  # not expanded in this round (budget, depth cap)
+UNREACHABLE = "unreachable"  # issued, but below the reject child of a deferred node (BFS)
+
+
+@dataclass(frozen=True)
+class DecisionRec:
+    """The random inputs and request of one MH decision considered in a round."""
+
+    index: int  # decision index within the block: it moves x^(index) to x^(index+1)
+    depth: int
+    cut: int
+    cut_u: float  # the uniform the cut was drawn from
+    seed: int
+    accept_u: float
+    request: int | None  # index into RoundTree.requests; None when not issued
+    h_pred: float | None = None  # predicted accept-branch probability (predictive rule)
+    node: int | None = None  # its node in the explicit layout
+
+
+@dataclass(frozen=True)
+class RequestRec:
+    """A distinct request sent to the engine and the suffix it returned."""
+
+    decision: int  # position in RoundTree.decisions
+    cut: int
+    seed: int
+    proposal: Proposal
+
+
+@dataclass(frozen=True)
+class NodeRec:
+    """A node of the explicit layout."""
+
+    depth: int
+    status: str
+    src: int
+    decision: int | None  # position in RoundTree.decisions; None for untouched leaves
+
+
+@dataclass(frozen=True)
+class Step:
+    """One realized MH transition of the round's walk."""
+
+    node: int
+    decision: int  # position in RoundTree.decisions
+    src: int  # the state the decision was scored against
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What a consumer sees of one node."""
+
+    id: int
+    depth: int
+    status: str
+    src: int  # the state this node holds
+    pos: int | None  # position of its decision in RoundTree.decisions
+    decision: DecisionRec | None
+    score: Score | None  # its decision scored against its state, when expanded
+    reach: float  # probability that the walk reaches this node (exact A along the path)
+    rounded: bool  # inside the epsilon-rounded subtree (paper sec 3.3)
+    on_path: bool  # on the realized path (including the node where the walk stopped)
+
+
+def parent(i: int) -> int:
+    return (i - 1) // 2
+
+
+def depth_of(i: int) -> int:
+    return (i + 1).bit_length() - 1
+
+
+def path_bits(i: int) -> list[bool]:
+    """Accept (True) / reject (False) edges from the root down to node i."""
+    bits = []
+    while i:
+        bits.append(i % 2 == 1)
+        i = parent(i)
+    return bits[::-1]
+
+
+@dataclass
+class RoundTree:
+    rule: str  # "none" (sequential), "bfs", "predictive", "spine"
+    inputs: str  # "decision" or "node"
+    T: int
+    k0: int  # transitions done in the block before the round
+    depth_cap: int  # K - k0
+    root: SeqState
+    decisions: tuple[DecisionRec, ...]
+    requests: tuple[RequestRec, ...]
+    scores: dict[tuple[int, int], Score]  # (decision position, state source) -> score
+    levels: bool  # decision-keyed lazy layout (else `table`)
+    table: dict[int, NodeRec] = field(default_factory=dict)
+    quirk: bool = False  # BFS enqueues the reject child of a deferred node
+    steps: tuple[Step, ...] = ()
+    stop_node: int = 0
+    stop_reason: str = LEAF  # LEAF, DEFERRED or "cap" (block finished)
+    _states: dict[int, SeqState] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- states ------------------------------------------------------------
+    def state_of(self, src: int) -> SeqState:
+        if src == ROOT:
+            return self.root
+        if src not in self._states:
+            r = self.requests[src]
+            self._states[src] = self.root.with_suffix(r.cut, r.proposal)
+        return self._states[src]
+
+    def cut_index(self, src: int) -> int:
+        """Condition 1's cut index of a node holding `src` (root: T)."""
+        return self.T if src == ROOT else self.requests[src].cut
+
+    @property
+    def final_src(self) -> int:
+        return self._src_after(self.steps[-1]) if self.steps else ROOT
+
+    def _src_after(self, step: Step) -> int:
+        return self.decisions[step.decision].request if step.accepted else step.src
+
+    @property
+    def final_state(self) -> SeqState:
+        return self.state_of(self.final_src)
+
+    def states_after_steps(self) -> list[SeqState]:
+        return [self.state_of(self._src_after(s)) for s in self.steps]
+
+    @property
+    def transitions(self) -> int:
+        return len(self.steps)
+
+    @property
+    def path_nodes(self) -> tuple[int, ...]:
+        return tuple(s.node for s in self.steps) + (self.stop_node,)
+
+    # -- node status ---------------------------------------------------------
+    def _level_status(self, depth: int, src: int) -> tuple[str, int | None]:
+        if depth >= len(self.decisions):
+            return LEAF, None
+        return (EXPANDED if (depth, src) in self.scores else DEFERRED), depth
+
+    def node(self, i: int) -> NodeView | None:
+        """The node with id i, or None if the round's tree does not contain it."""
+        if i < 0:
+            return None
+        on_path = i in set(self.path_nodes)
+        if not self.levels:
+            rec = self.table.get(i)
+            if rec is None:
+                return None
+            reach, rounded = self._reach(i)
+            dec = self.decisions[rec.decision] if rec.decision is not None else None
+            sc = self.scores.get((rec.decision, rec.src)) if rec.status in (EXPANDED, UNREACHABLE) else None
+            return NodeView(i, rec.depth, rec.status, rec.src, rec.decision, dec, sc, reach, rounded, on_path)
+        src, reach, rounded, unreachable = ROOT, 1.0, True, False
+        for depth, accept in enumerate(path_bits(i)):
+            status, pos = self._level_status(depth, src)
+            if status == LEAF or (status == DEFERRED and (accept or not self.quirk)):
+                return None
+            if status == DEFERRED:
+                unreachable, reach, rounded = True, 0.0, False
+                continue
+            sc = self.scores[(pos, src)]
+            reach *= sc.accept_prob if accept else 1.0 - sc.accept_prob
+            rounded = rounded and sc.eps_class != (REJECT if accept else ACCEPT)
+            if accept:
+                src = self.decisions[pos].request
+        depth = depth_of(i)
+        status, pos = self._level_status(depth, src)
+        if unreachable and status == EXPANDED:
+            status = UNREACHABLE
+        sc = self.scores.get((pos, src)) if status in (EXPANDED, UNREACHABLE) else None
+        dec = self.decisions[pos] if pos is not None else None
+        return NodeView(i, depth, status, src, pos, dec, sc, reach, rounded, on_path)
+
+    def _reach(self, i: int) -> tuple[float, bool]:
+        reach, rounded = 1.0, True
+        node = 0
+        for accept in path_bits(i):
+            rec = self.table[node]
+            sc = self.scores.get((rec.decision, rec.src)) if rec.status == EXPANDED else None
+            if sc is None:
+                return 0.0, False
+            reach *= sc.accept_prob if accept else 1.0 - sc.accept_prob
+            rounded = rounded and sc.eps_class != (REJECT if accept else ACCEPT)
+            node = 2 * node + (1 if accept else 2)
+        return reach, rounded
+
+    def children(self, i: int) -> list[NodeView]:
+        return [v for v in (self.node(2 * i + 1), self.node(2 * i + 2)) if v is not None]
+
+    def iter_nodes(self, keep: Callable[[NodeView], bool] = lambda v: True,
+                   limit: int = 10_000) -> Iterator[NodeView]:
+        """Depth-first walk from the root, descending only into nodes `keep` accepts."""
+        stack = [self.node(0)]
+        seen = 0
+        while stack and seen < limit:
+            v = stack.pop()
+            if v is None or not (v.id == 0 or keep(v)):
+                continue
+            seen += 1
+            yield v
+            stack.extend(reversed(self.children(v.id)))
+
+    def count_nodes(self) -> int:
+        """Number of nodes in the full prefetched tree (can be astronomically large)."""
+        if not self.levels:
+            return len(self.table)
+        memo: dict[tuple[int, int, bool], int] = {}
+
+        def count(depth: int, src: int, unreachable: bool) -> int:
+            key = (depth, src, unreachable)
+            if key not in memo:
+                status, pos = self._level_status(depth, src)
+                n = 1
+                if status == EXPANDED:
+                    n += count(depth + 1, self.decisions[pos].request, unreachable)
+                    n += count(depth + 1, src, unreachable)
+                elif status == DEFERRED and self.quirk:
+                    n += count(depth + 1, src, True)
+                memo[key] = n
+            return memo[key]
+
+        return count(0, ROOT, False)

@@ -1,0 +1,1 @@
+"""Textual screens and widgets (the only package that may import Textual)."""
