@@ -97,6 +97,7 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
                  classifier: CertaintyClassifier = DEFAULT_CLASSIFIER
                  ) -> tuple[ChainState, RoundTree, CallInfo]:
     """One PreSTO round: plan, one batched call, score, walk (alg. 2, lines 5-7)."""
+    t_plan = time.perf_counter()
     root = chain.state
     T, k0 = root.T, chain.k
     depth_cap = params.steps - k0
@@ -120,6 +121,7 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
         else:
             plan = plan_predictive(inputs_at=inputs_at, classifier=classifier, **common)
 
+    t_plan = time.perf_counter() - t_plan
     tau = params.proposal_tau
     reqs = [Request(root.prefix(plan.decisions[p].cut), T - plan.decisions[p].cut,
                     plan.decisions[p].seed, tau) for p in plan.request_decisions]
@@ -131,11 +133,14 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
                        for p, prop in zip(plan.request_decisions, proposals)),
         scores={}, levels=plan.levels, table=plan.table, quirk=plan.quirk,
     )
+    t0 = time.perf_counter()
     if plan.levels:
         score_levels(tree, params, content_valid=params.prefetch == "spine")
     else:
         score_table(tree, params)
+    t1 = time.perf_counter()
     walk(tree)
+    tree.phase_s = {"plan": t_plan, "score": t1 - t0, "walk": time.perf_counter() - t1}
     carried = None
     if tree.stop_reason == DEFERRED and not tree.levels:
         dec = tree.decisions[tree.table[tree.stop_node].decision]

@@ -127,6 +127,7 @@ class RoundTree:
     steps: tuple[Step, ...] = ()
     stop_node: int = 0
     stop_reason: str = LEAF  # LEAF, DEFERRED or "cap" (block finished)
+    phase_s: dict[str, float] = field(default_factory=dict)  # sampler time: plan, score, walk
     _states: dict[int, SeqState] = field(default_factory=dict, repr=False, compare=False)
 
     # -- states ------------------------------------------------------------

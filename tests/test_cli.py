@@ -1,0 +1,93 @@
+"""The command line: options, one-line errors with exit code 2, JSON summaries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from presto_tui import __version__
+from presto_tui.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_version_and_help():
+    assert invoke("--version").stdout.strip() == f"presto-tui {__version__}"
+    res = invoke("run", "--help")
+    assert res.exit_code == 0
+    for opt in ("--prefetch", "--inputs", "--alpha", "--tau", "--max-new-tokens", "--block-size",
+                "--steps", "--budget", "--epsilon", "--seed", "--backend", "--json",
+                "--prompts-file", "--paper-settings"):
+        assert opt in res.stdout
+
+
+def test_run_json_summary_has_the_documented_fields():
+    res = invoke("run", "the cat", "--json", "--backend", "synthetic", "-n", "16", "-K", "10")
+    assert res.exit_code == 0, res.output
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    d = json.loads(line)
+    for key in ("text", "tokens", "calls", "transitions", "transitions_per_call", "time_per_call_s",
+                "acceptance_rate", "eps_certain_share", "params"):
+        assert key in d
+    assert d["transitions"] == 10 and len(d["tokens"]) == 16
+    assert d["transitions_per_call"] == pytest.approx(10 / d["calls"])
+    assert d["params"]["prefetch"] == "spine" and d["params"]["tau"] == 0.25
+
+
+def test_prefetch_none_and_spine_agree_on_the_final_tokens():
+    a = json.loads(invoke("run", "a dog", "--json", "--prefetch", "none", "--seed", "5").stdout)
+    b = json.loads(invoke("run", "a dog", "--json", "--prefetch", "spine", "--seed", "5").stdout)
+    assert a["tokens"] == b["tokens"] and a["calls"] == 24 and b["calls"] < a["calls"]
+
+
+def test_prompts_file_gives_one_object_per_prompt(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("# comment\nthe cat\n\na dog ran\n")
+    res = invoke("run", "--prompts-file", str(f), "--json", "-K", "4", "-n", "8")
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
+    assert [r["prompt"] for r in rows] == ["the cat", "a dog ran"]
+
+
+def test_text_output_shows_summary():
+    res = invoke("run", "the cat", "-K", "6", "-n", "12")
+    assert res.exit_code == 0
+    assert "transitions per call" in res.stdout and "acceptance rate" in res.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--alpha", "0"], "--alpha must be > 0"),
+    (["--budget", "0"], "--budget must be >= 1"),
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["-n", "10", "-B", "3"], "does not divide"),
+    (["--prefetch", "dfs"], "unknown prefetch rule 'dfs'"),
+    (["--prefetch", "spine", "--inputs", "node"], "needs --inputs decision"),
+    (["--backend", "nope"], "unknown backend"),
+])
+def test_bad_values_give_one_line_and_exit_2(args, needle):
+    res = invoke("run", "x", *args)
+    assert res.exit_code in (1, 2) if "backend" in needle else res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("presto-tui: error:")
+
+
+def test_missing_prompt_and_bad_files(tmp_path):
+    assert invoke("run").exit_code == 2
+    res = invoke("run", "--prompts-file", str(tmp_path / "missing.txt"))
+    assert res.exit_code == 2 and "cannot read prompts file" in res.stderr
+    bad = tmp_path / "clf.json"
+    bad.write_text("{not json")
+    res = invoke("run", "x", "--prefetch", "predictive", "--classifier", str(bad))
+    assert res.exit_code == 2 and "not JSON" in res.stderr
+
+
+def test_paper_settings_are_one_flag_away():
+    res = invoke("run", "x", "--paper-settings", "--json", "-n", "8", "-K", "3")
+    d = json.loads(res.stdout)
+    assert d["params"]["budget"] == 20 and d["params"]["block_size"] == 8 and d["params"]["steps"] == 3
