@@ -96,6 +96,9 @@ def run(
         False, "--paper-settings",
         help="The paper's settings: n=1024, one block, K=100, N_pf=20 (explicit flags still win)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary per prompt instead of text."),
+    trace: Optional[Path] = typer.Option(
+        None, "--trace", help="Write the session trace here [default: sessions/<time>-run.jsonl]."),
+    no_trace: bool = typer.Option(False, "--no-trace", help="Do not write a trace."),
 ) -> None:
     """Sample responses headless and report how PreSTO did.
 
@@ -141,8 +144,112 @@ def run(
         engine = make_backend(backend)
     except BackendError as e:
         fail(str(e), 1)
-    code = run_prompts(engine, params, prompts, classifier=clf, json_out=json_out)
+    writer = None if no_trace else open_trace(trace, "run", engine, params)
+    code = run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer)
     raise typer.Exit(code)
+
+
+def open_trace(path: Optional[Path], command: str, engine, params):
+    from presto_tui.logs.writer import TraceWriter, default_trace_path
+
+    path = path or default_trace_path(command)
+    try:
+        return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
+                           params=params.to_dict(), pieces=engine.token_pieces)
+    except FileExistsError:
+        fail(f"{path}: trace file exists already; choose another --trace path")
+    except OSError as e:
+        fail(f"{path}: cannot write trace ({e.strerror})")
+
+
+def load_traces(paths: list[Path]):
+    """Read traces or fail with the reader's `file:line: what` message."""
+    from presto_tui.logs.reader import TraceError, read_trace
+
+    traces = []
+    for p in paths:
+        try:
+            t = read_trace(p)
+        except TraceError as e:
+            fail(str(e))
+        for w in t.warnings:
+            print(f"presto-tui: warning: {w}", file=sys.stderr)
+        traces.append(t)
+    return traces
+
+
+@app.command()
+def stats(
+    traces: list[Path] = typer.Argument(..., help="Trace files (JSONL) to summarise."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: per-session rows and pooled totals."),
+) -> None:
+    """Per-session and pooled statistics of recorded traces; no model needed.
+
+    Model calls, transitions per call, time per call, acceptance rate, epsilon-class
+    shares of the scored decisions, and requests issued against requests the walk used.
+
+      presto-tui stats sessions/example.jsonl
+    """
+    from rich.console import Console
+
+    from presto_tui.logs.stats import pooled, render, session_rows
+
+    loaded = load_traces(traces)
+    rows = session_rows(loaded)
+    pool = pooled(rows)
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": pool}).decode() + "\n")
+    else:
+        render(Console(highlight=False), rows, pool)
+
+
+@app.command("fit-classifier")
+def fit_classifier(
+    traces: list[Path] = typer.Argument(..., help="Trace files whose scored decisions are the examples."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the classifier JSON."),
+    features: str = typer.Option(
+        "cut_fraction", help="Comma-separated features: cut_fraction (the paper's choice), "
+        "cut_index_fraction, gap_fraction, depth, accepts."),
+) -> None:
+    """Fit the predictive rule's epsilon-class model (3-class logistic regression).
+
+    Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
+    constant baseline (paper appendix E.7). Use the result with
+    `presto-tui run --prefetch predictive --classifier model.json`.
+    """
+    from presto_tui.runtime.classifier import FEATURES
+
+    names = tuple(f.strip() for f in features.split(",") if f.strip())
+    bad = [f for f in names if f not in FEATURES]
+    if bad or not names:
+        fail(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
+    try:
+        from presto_tui.logs.fit import FitError, fit
+    except ImportError:
+        fail("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'", 1)
+    loaded = load_traces(traces)
+    try:
+        clf = fit(loaded, names)
+    except FitError as e:
+        fail(str(e))
+    import json
+
+    try:
+        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
+    except OSError as e:
+        fail(f"{output}: cannot write ({e.strerror})")
+    m = clf.meta
+    cv = m["cross_validation"]
+    print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")
+    if cv:
+        print(f"held-out accuracy {cv['accuracy']:.3f} (baseline {cv['baseline_accuracy']:.3f}), "
+              f"log loss {cv['log_loss']:.3f} (baseline {cv['baseline_log_loss']:.3f}), "
+              f"{cv['folds']}-fold grouped by prompt")
+    else:
+        print("cross-validation skipped: it needs traces of at least two sessions")
+    print(f"wrote {output}")
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ from rich.text import Text
 
 from presto_tui.runtime.backend import Backend
 from presto_tui.runtime.classifier import CertaintyClassifier
-from presto_tui.runtime.events import RoundDone, SessionError
+from presto_tui.runtime.events import RoundDone
 from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.session import display_text, run_session
 from presto_tui.runtime.summary import SessionSummary
 from presto_tui.safetext import visible
 
@@ -22,7 +23,18 @@ EXIT_INTERRUPTED = 130
 
 
 def run_prompts(backend: Backend, params: SamplerParams, prompts: list[str], *,
-                classifier: CertaintyClassifier | None = None, json_out: bool = False) -> int:
+                classifier: CertaintyClassifier | None = None, json_out: bool = False,
+                trace: TraceWriter | None = None) -> int:
+    """Sample every prompt; record its events in `trace`. Returns the exit code."""
+    try:
+        return _run(backend, params, prompts, classifier, json_out, trace)
+    finally:
+        if trace is not None:
+            trace.close()
+            print(f"presto-tui: trace written to {trace.path}", file=sys.stderr)
+
+
+def _run(backend, params, prompts, classifier, json_out, trace) -> int:
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
     total = params.steps * params.n_blocks
@@ -37,10 +49,14 @@ def run_prompts(backend: Backend, params: SamplerParams, prompts: list[str], *,
                 for ev in run_session(backend, params, backend.encode_prompt(prompt), prompt=prompt,
                                       classifier=classifier):
                     summary.update(ev)
+                    if trace is not None:
+                        trace.write(ev)
                     if isinstance(ev, RoundDone):
                         bar.update(task, advance=ev.k_after - ev.k_before,
                                    info=f"{summary.calls} calls, {summary.transitions_per_call:.2f} tr/call")
             except KeyboardInterrupt:
+                if trace is not None:  # the trace keeps every finished round
+                    trace.end_open_session("cancelled", lambda ids: display_text(backend, ids))
                 err.print("presto-tui: interrupted", style="yellow")
                 return EXIT_INTERRUPTED
             except Exception as e:  # noqa: BLE001 - reported in one line; the event says which kind

@@ -13,6 +13,11 @@ from presto_tui.cli import app
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `run` writes traces into ./sessions by default
+
+
 def invoke(*args):
     return runner.invoke(app, list(args))
 

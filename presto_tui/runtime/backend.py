@@ -9,6 +9,7 @@ Proposals always run to the requested horizon: EOS does not stop them
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -40,6 +41,12 @@ class Proposal:
         n = len(self.tokens)
         if not (len(self.logq) == len(self.logp) == len(self.entropy) == n):
             raise ValueError("proposal arrays differ in length")
+
+    @classmethod
+    def tokens_only(cls, tokens: tuple[int, ...]) -> Proposal:
+        """A proposal read from a trace, which records tokens but not per-token values (NaN)."""
+        nan = (math.nan,) * len(tokens)
+        return cls(tokens, nan, nan, nan)
 
 
 @runtime_checkable
@@ -76,6 +83,12 @@ class SeqState:
     @property
     def T(self) -> int:
         return len(self.tokens)
+
+    @classmethod
+    def tokens_only(cls, prompt: tuple[int, ...], tokens: tuple[int, ...]) -> SeqState:
+        """A state read from a trace: tokens without per-token values (NaN)."""
+        nan = (math.nan,) * len(tokens)
+        return cls(prompt, tokens, nan, nan, nan)
 
     def prefix(self, cut: int) -> tuple[int, ...]:
         """Token ids the model conditions on when resampling from `cut`."""

@@ -8,7 +8,8 @@ panel, so a number means the same thing everywhere.
   counted apart (`extend_calls`).
 - transitions_per_call = transitions / calls; time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
-- eps_certain_share: share of realized MH decisions that were epsilon-certain.
+- eps_certain_share: share of realized MH decisions that were epsilon-certain;
+  scored_counts: epsilon classes of every scored (decision, state) pair.
 - requests_issued vs requests_realized: speculation sent vs used by the walk.
 """
 
@@ -33,6 +34,7 @@ class SessionSummary:
     transitions: int = 0
     accepted: int = 0
     eps_counts: dict = field(default_factory=lambda: {ACCEPT: 0, REJECT: 0, UNCERTAIN: 0})
+    scored_counts: dict = field(default_factory=lambda: {ACCEPT: 0, REJECT: 0, UNCERTAIN: 0})
     requests_issued: int = 0
     tokens_generated: int = 0
     rounds: int = 0
@@ -64,6 +66,8 @@ class SessionSummary:
                 sc = tree.scores[(s.decision, s.src)]
                 self.eps_counts[sc.eps_class] += 1
                 acc += s.accepted
+            for sc in tree.scores.values():
+                self.scored_counts[sc.eps_class] += 1
             self.transitions += tree.transitions
             self.accepted += acc
             self.acceptance_by_round.append(acc / max(1, tree.transitions))
@@ -105,6 +109,7 @@ class SessionSummary:
             "acceptance_rate": self.acceptance_rate,
             "eps_certain_share": self.eps_certain_share,
             "eps_counts": dict(self.eps_counts),
+            "scored_eps_counts": dict(self.scored_counts),
             "requests_issued": self.requests_issued,
             "requests_realized": self.transitions,
             "tokens_generated": self.tokens_generated,

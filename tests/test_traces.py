@@ -1,0 +1,370 @@
+"""Session traces: round trip, hostile input, interruption, stats and the classifier fit."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from helpers import small_backend
+from presto_tui.cli import app
+from presto_tui.logs.reader import TraceError, read_trace
+from presto_tui.logs.schema import SCHEMA_VERSION, encode
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.events import RoundDone, SessionEnd
+from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.session import run_session
+
+runner = CliRunner()
+
+
+def record(path, params_list, prompts=((1, 2),), backend=None):
+    backend = backend or small_backend()
+    events = []
+    with TraceWriter(path, command="test", backend=backend.name, model=backend.model,
+                     params=params_list[0].to_dict(), pieces=backend.token_pieces) as w:
+        for params in params_list:
+            for prompt in prompts:
+                for ev in run_session(backend, params, list(prompt), prompt="p" + str(prompt)):
+                    w.write(ev)
+                    events.append(ev)
+    return events
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "t.jsonl"
+    events = record(path, [SamplerParams(prefetch=r, inputs=i, budget=6, max_new_tokens=12, block_size=6,
+                                         steps=8, seed=3)
+                           for r, i in (("spine", "decision"), ("bfs", "node"), ("predictive", "node"),
+                                        ("none", "decision"), ("bfs", "decision"))])
+    return path, events
+
+
+def test_round_trip_events_equal(trace_file):
+    path, events = trace_file
+    trace = read_trace(path)
+    read = [e for s in trace.sessions for e in s.events]
+    assert len(read) == len(events) and not trace.warnings
+    for a, b in zip(events, read):
+        assert type(a) is type(b)
+        assert encode(a) == encode(b)
+        if isinstance(a, RoundDone):  # every node the views can ask for reads back the same
+            ids = [v.id for v in a.tree.iter_nodes()]
+            assert [a.tree.node(i) for i in ids] == [b.tree.node(i) for i in ids]
+            assert a.tree.final_state.tokens == b.tree.final_state.tokens
+            assert a.tree.count_nodes() == b.tree.count_nodes()
+    # replay needs no tokenizer: every token id has its text piece
+    backend = small_backend()
+    end = read[-1]
+    assert isinstance(end, SessionEnd)
+    assert trace.text(end.tokens) == "".join(backend.token_pieces(end.tokens))
+
+
+def test_summary_from_trace_matches_live(trace_file):
+    from presto_tui.runtime.summary import summarize
+
+    path, events = trace_file
+    trace = read_trace(path)
+    live = [e for e in events]
+    starts = [i for i, e in enumerate(live) if type(e).__name__ == "SessionStart"] + [len(live)]
+    for sess, (a, b) in zip(trace.sessions, zip(starts, starts[1:])):
+        assert sess.summary().to_dict() == summarize(live[a:b]).to_dict()
+
+
+def write_lines(path, lines, end="\n"):
+    path.write_bytes(("\n".join(lines) + end).encode() if isinstance(lines[0], str) else b"\n".join(lines) + end.encode())
+
+
+def lines_of(path):
+    return path.read_text().splitlines()
+
+
+def expect_error(path, needle, line=None):
+    with pytest.raises(TraceError) as e:
+        read_trace(path)
+    msg = str(e.value)
+    assert "\n" not in msg and needle in msg, msg
+    if line is not None:
+        assert f"{path}:{line}:" in msg, msg
+    res = runner.invoke(app, ["stats", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [f"presto-tui: error: {msg}"]
+
+
+def test_truncated_final_line_is_a_warning(trace_file, tmp_path):
+    path, _ = trace_file
+    raw = path.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(raw[: len(raw) - 40])
+    trace = read_trace(cut)
+    assert len(trace.warnings) == 1 and "truncated final line" in trace.warnings[0]
+    res = runner.invoke(app, ["stats", str(cut)])
+    assert res.exit_code == 0 and "warning" in res.stderr
+
+
+def test_byte_flipped_line(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"round"' in ln)
+    lines[k] = lines[k][:5] + "\x07}{" + lines[k][8:]
+    bad = tmp_path / "flip.jsonl"
+    write_lines(bad, lines)
+    expect_error(bad, "not valid JSON", line=k + 1)
+
+
+def test_missing_field_and_wrong_type(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"model_call"' in ln)
+    obj = json.loads(lines[k])
+    del obj["wall_s"]
+    bad = tmp_path / "missing.jsonl"
+    write_lines(bad, lines[:k] + [json.dumps(obj)] + lines[k + 1:])
+    expect_error(bad, "missing field 'wall_s'", line=k + 1)
+    k = next(i for i, ln in enumerate(lines) if '"type":"round"' in ln)
+    obj = json.loads(lines[k])
+    obj["tree"]["decisions"][0][2] = "seven"
+    bad2 = tmp_path / "type.jsonl"
+    write_lines(bad2, lines[:k] + [json.dumps(obj)] + lines[k + 1:])
+    expect_error(bad2, "tree.decisions[0][2]", line=k + 1)
+
+
+def test_unknown_major_version_is_refused(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    head = json.loads(lines[0])
+    head["schema"] = "9.0"
+    bad = tmp_path / "v9.jsonl"
+    write_lines(bad, [json.dumps(head)] + lines[1:])
+    expect_error(bad, f"trace schema 9.0 is not readable by this presto-tui (reads schema {SCHEMA_VERSION})",
+                 line=1)
+
+
+def test_minor_version_is_accepted(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    head = json.loads(lines[0])
+    head["schema"] = SCHEMA_VERSION.split(".")[0] + ".99"
+    ok = tmp_path / "minor.jsonl"
+    write_lines(ok, [json.dumps(head)] + lines[1:])
+    assert read_trace(ok).sessions
+
+
+def test_empty_binary_and_huge_inputs(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    expect_error(empty, "empty file", line=1)
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(bytes(range(256)) * 10)
+    expect_error(binary, "binary data", line=1)
+    notrace = tmp_path / "other.jsonl"
+    notrace.write_text('{"hello": 1}\n')
+    expect_error(notrace, "not a presto-tui trace", line=1)
+    huge = tmp_path / "huge.jsonl"
+    huge.write_bytes(b'{"type": "header", "x": "' + b"a" * (10 * 2**20) + b'"}\n')
+    expect_error(huge, "line longer than", line=1)
+    expect_error(tmp_path / "nope.jsonl", "no such file")
+
+
+def test_event_before_session_start(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"session_start"' in ln)
+    bad = tmp_path / "order.jsonl"
+    write_lines(bad, lines[:k] + lines[k + 1:])
+    expect_error(bad, "before any session_start")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_traces_never_crash_the_reader(trace_file, tmp_path_factory, data):
+    path, _ = trace_file
+    raw = bytearray(path.read_bytes())
+    ops = data.draw(st.lists(st.tuples(st.sampled_from(["flip", "cut", "delete", "insert", "dup"]),
+                                       st.integers(0, len(raw) - 1), st.integers(0, 255)),
+                             min_size=1, max_size=4))
+    for op, pos, byte in ops:
+        pos = min(pos, max(0, len(raw) - 1))
+        if op == "flip" and raw:
+            raw[pos] ^= byte or 1
+        elif op == "cut":
+            raw = raw[:pos]
+        elif op == "delete":
+            del raw[pos:pos + byte]
+        elif op == "insert":
+            raw[pos:pos] = bytes([byte]) * 3
+        elif op == "dup":
+            raw[pos:pos] = raw[max(0, pos - byte):pos]
+    bad = tmp_path_factory.mktemp("h") / "damaged.jsonl"
+    bad.write_bytes(bytes(raw))
+    try:
+        trace = read_trace(bad)
+    except TraceError as e:
+        assert "\n" not in str(e) and str(bad) in str(e)
+        return
+    for sess in trace.sessions:  # what reads back must also be usable by consumers
+        sess.summary()
+        for rd in sess.rounds:
+            list(rd.tree.iter_nodes(limit=200))
+
+
+def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path, monkeypatch):
+    """Ctrl-C inside a model call: the trace keeps every finished round and ends cleanly."""
+    from presto_tui import headless
+
+    backend = small_backend()
+    calls = {"n": 0}
+    real = backend.generate
+
+    def generate(reqs):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(reqs)
+
+    monkeypatch.setattr(backend, "generate", generate)
+    params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
+    path = tmp_path / "int.jsonl"
+    w = TraceWriter(path, command="run", backend=backend.name, model=backend.model,
+                    params=params.to_dict(), pieces=backend.token_pieces)
+    code = headless.run_prompts(backend, params, ["the cat"], trace=w)
+    assert code == 130
+    trace = read_trace(path)
+    (sess,) = trace.sessions
+    assert len(sess.rounds) == 2  # extension + 2 rounds finished before the 4th call
+    end = sess.events[-1]
+    assert isinstance(end, SessionEnd) and end.reason == "cancelled"
+    assert end.tokens == sess.rounds[-1].tree.final_state.tokens
+
+
+def test_engine_error_ends_the_trace_with_an_error_event(tmp_path, monkeypatch):
+    from presto_tui import headless
+
+    backend = small_backend()
+    real = backend.generate
+    n = {"calls": 0}
+
+    def generate(reqs):
+        n["calls"] += 1
+        if n["calls"] == 3:
+            raise MemoryError("out of memory")
+        return real(reqs)
+
+    monkeypatch.setattr(backend, "generate", generate)
+    params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
+    path = tmp_path / "err.jsonl"
+    w = TraceWriter(path, command="run", backend=backend.name, model=backend.model,
+                    params=params.to_dict(), pieces=backend.token_pieces)
+    assert headless.run_prompts(backend, params, ["x"], trace=w) == 1
+    sess = read_trace(path).sessions[0]
+    assert type(sess.events[-1]).__name__ == "SessionError"
+    assert "out of memory" in sess.events[-1].message and len(sess.rounds) == 1
+
+
+def test_run_writes_a_trace_by_default_and_stats_reads_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["run", "the cat", "-K", "6", "-n", "12", "--json"])
+    assert res.exit_code == 0
+    (path,) = list((tmp_path / "sessions").glob("*-run.jsonl"))
+    assert str(path.relative_to(tmp_path)) in res.stderr
+    res = runner.invoke(app, ["stats", str(path), "--json"])
+    assert res.exit_code == 0
+    d = json.loads(res.stdout)
+    assert d["pooled"]["transitions"] == 6 and d["sessions"][0]["prompt"] == "the cat"
+    assert runner.invoke(app, ["run", "x", "--no-trace", "-K", "2", "-n", "4"]).exit_code == 0
+    assert len(list((tmp_path / "sessions").glob("*.jsonl"))) == 1
+    res = runner.invoke(app, ["run", "x", "--trace", str(path), "-K", "2", "-n", "4"])
+    assert res.exit_code == 2 and "exists already" in res.stderr
+
+
+def test_stats_shows_trace_text_literally(tmp_path):
+    """A crafted trace cannot restyle the output or send escape sequences."""
+    backend = small_backend()
+    params = SamplerParams(max_new_tokens=6, steps=2)
+    path = tmp_path / "evil.jsonl"
+    evil = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07 \x9b31m"
+    with TraceWriter(path, command="run", backend=backend.name, model=backend.model,
+                     params=params.to_dict(), pieces=backend.token_pieces) as w:
+        for ev in run_session(backend, params, [1, 2], prompt=evil):
+            w.write(ev)
+    res = runner.invoke(app, ["stats", str(path)], env={"COLUMNS": "160"})
+    assert res.exit_code == 0
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout and "\x9b" not in res.stdout
+    assert "[bold red]boom[/]" in res.stdout and "\\x1b[2J" in res.stdout
+
+
+def test_classifier_fit_recovers_a_planted_dependence(tmp_path):
+    """Relabel real rounds with classes drawn from a known function of the cut fraction."""
+    from presto_tui.logs.fit import fit
+
+    rng = random.Random(0)
+
+    def planted(f):  # P(reject), P(accept), P(uncertain)
+        import math
+        z = [2.0 - 4.0 * f, -2.0 + 4.0 * f, 0.0]
+        e = [math.exp(v) for v in z]
+        return [v / sum(e) for v in e]
+
+    paths = []
+    for seed in range(8):
+        path = tmp_path / f"s{seed}.jsonl"
+        record(path, [SamplerParams(prefetch="bfs", inputs="node", budget=20, max_new_tokens=40,
+                                    steps=60, seed=seed)])
+        lines = lines_of(path)
+        for k, ln in enumerate(lines):
+            obj = json.loads(ln)
+            if obj["type"] == "round":
+                T = obj["tree"]["T"]
+                for s in obj["tree"]["scores"]:
+                    f = obj["tree"]["decisions"][s[0]][2] / T
+                    s[10] = rng.choices(["reject", "accept", "uncertain"], planted(f))[0]
+                lines[k] = json.dumps(obj)
+        write_lines(path, lines)
+        paths.append(path)
+    clf = fit([read_trace(p) for p in paths])
+    for f in (0.1, 0.5, 0.9):
+        got = clf.proba({"cut_fraction": f})
+        assert got == pytest.approx(planted(f), abs=0.08)
+    cv = clf.meta["cross_validation"]
+    assert cv["folds"] == 5 and cv["log_loss"] < cv["baseline_log_loss"]
+
+
+def test_fit_classifier_cli_and_use_in_run(tmp_path):
+    path = tmp_path / "fit.jsonl"
+    record(path, [SamplerParams(prefetch="bfs", inputs="node", budget=20, max_new_tokens=40, steps=60)],
+           prompts=((1, 2), (3, 4), (2, 1)))
+    out = tmp_path / "clf.json"
+    res = runner.invoke(app, ["fit-classifier", str(path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "held-out accuracy" in res.stdout and "3-fold grouped by prompt" in res.stdout
+    res = runner.invoke(app, ["run", "x", "--prefetch", "predictive", "--inputs", "node",
+                              "--classifier", str(out), "--no-trace", "-K", "4", "-n", "8", "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["fit-classifier", str(path), "-o", str(out), "--features", "nope"])
+    assert res.exit_code == 2 and "unknown feature" in res.stderr
+    one = tmp_path / "one.jsonl"
+    record(one, [SamplerParams(max_new_tokens=4, steps=1)])
+    res = runner.invoke(app, ["fit-classifier", str(one), "-o", str(out)])
+    assert res.exit_code == 2 and "no examples of class" in res.stderr
+
+
+def test_trace_lines_are_json_objects_with_type_first(trace_file):
+    path, _ = trace_file
+    for ln in path.read_bytes().splitlines():
+        obj = orjson.loads(ln)
+        assert next(iter(obj)) == "type"
+
+
+def test_shipped_example_trace_reads_cleanly():
+    from pathlib import Path
+
+    trace = read_trace(Path(__file__).parent.parent / "sessions" / "example.jsonl")
+    assert trace.sessions and not trace.warnings
+    for sess in trace.sessions:
+        assert type(sess.events[-1]).__name__ == "SessionEnd" and sess.rounds
