@@ -34,6 +34,56 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
     raise typer.Exit(code)
 
 
+# Options shared by the commands that start an engine (run, bench, chat).
+BACKEND_OPT = typer.Option(
+    None, "--backend", envvar="PRESTO_TUI_BACKEND", help="Engine: vllm (default where installed), transformers (exact float32 "
+    "reference), synthetic (tiny deterministic model for tests and demos).")
+MODEL_OPT = typer.Option(
+    None, "--model", help="Model: smollm2-135m (the embedded default), a local Hugging Face folder, "
+    "or a .gguf file.")
+CHAT_OPT = typer.Option(True, "--chat-template/--no-chat-template",
+                        help="Wrap prompts in the model's chat template.")
+DTYPE_OPT = typer.Option(None, "--dtype", help="Engine dtype [default: float32 on CPU, the model's on GPU].")
+MAXLEN_OPT = typer.Option(None, "--max-model-len", help="vLLM: context length to reserve.")
+GPUMEM_OPT = typer.Option(None, "--gpu-memory-utilization", help="vLLM on GPU: memory fraction.")
+TP_OPT = typer.Option(1, "--tensor-parallel-size", help="vLLM: GPUs to shard the model over.")
+EAGER_OPT = typer.Option(None, "--enforce-eager/--no-enforce-eager",
+                         help="vLLM: skip graph capture [default: eager on CPU].")
+THREADS_OPT = typer.Option(None, "--threads", help="CPU threads for the engine.")
+KV_OPT = typer.Option(None, "--kv-cache-gib", help="vLLM on CPU: KV-cache size in GiB [default: 1].")
+CLASSIFIER_OPT = typer.Option(
+    None, "--classifier", help="JSON classifier for --prefetch predictive (from presto-tui fit-classifier).")
+TRACE_OPT = typer.Option(None, "--trace", help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")
+NO_TRACE_OPT = typer.Option(False, "--no-trace", help="Do not write a trace.")
+
+
+def start_engine(backend: Optional[str], **opts):
+    """Start a backend with a spinner on stderr, or fail with one line."""
+    from rich.console import Console
+
+    from presto_tui.runtime.engines import BackendError, EngineOptions, default_backend, make_backend
+
+    name = backend or default_backend()
+    options = EngineOptions(**opts)
+    what = "the synthetic model" if name == "synthetic" else (options.model or "the embedded SmolLM2-135M")
+    try:
+        with Console(stderr=True).status(f"starting {name} on {what}..."):
+            return make_backend(name, options)
+    except BackendError as e:
+        fail(str(e), 1)
+
+
+def load_classifier(path: Optional[Path]):
+    if path is None:
+        return None
+    from presto_tui.runtime.classifier import CertaintyClassifier
+
+    try:
+        return CertaintyClassifier.load(path)
+    except ValueError as e:
+        fail(str(e))
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"presto-tui {__version__}")
@@ -89,16 +139,23 @@ def run(
         None, "--budget", "-N", help="Prefetch budget N_pf: distinct requests per model call [default: 8]."),
     epsilon: float = typer.Option(0.01, help="Epsilon of epsilon-certainty (A >= 1-eps or A <= eps)."),
     seed: int = typer.Option(0, help="Session seed; the same seed gives the same chain."),
-    backend: str = typer.Option("synthetic", help="Engine: synthetic (a tiny deterministic model)."),
-    classifier: Optional[Path] = typer.Option(
-        None, help="JSON classifier for --prefetch predictive (from presto-tui fit-classifier)."),
+    backend: Optional[str] = BACKEND_OPT,
+    model: Optional[str] = MODEL_OPT,
+    chat_template: bool = CHAT_OPT,
+    dtype: Optional[str] = DTYPE_OPT,
+    max_model_len: Optional[int] = MAXLEN_OPT,
+    gpu_memory_utilization: Optional[float] = GPUMEM_OPT,
+    tensor_parallel_size: int = TP_OPT,
+    enforce_eager: Optional[bool] = EAGER_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    kv_cache_gib: Optional[float] = KV_OPT,
+    classifier: Optional[Path] = CLASSIFIER_OPT,
     paper_settings: bool = typer.Option(
         False, "--paper-settings",
         help="The paper's settings: n=1024, one block, K=100, N_pf=20 (explicit flags still win)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary per prompt instead of text."),
-    trace: Optional[Path] = typer.Option(
-        None, "--trace", help="Write the session trace here [default: sessions/<time>-run.jsonl]."),
-    no_trace: bool = typer.Option(False, "--no-trace", help="Do not write a trace."),
+    trace: Optional[Path] = TRACE_OPT,
+    no_trace: bool = NO_TRACE_OPT,
 ) -> None:
     """Sample responses headless and report how PreSTO did.
 
@@ -108,11 +165,13 @@ def run(
 
     Examples:
 
-      presto-tui run "What is 7 * 8?"
+      presto-tui run "What is 7 * 8?"                  # vLLM on the embedded SmolLM2-135M
 
-      presto-tui run "Name a prime" --prefetch none            # sequential PowerMH
+      presto-tui run "Name a prime" --prefetch none    # sequential PowerMH
 
       presto-tui run --prompts-file prompts.txt --json --prefetch bfs -N 20
+
+      presto-tui run "the cat" --backend synthetic     # no model needed
     """
     from presto_tui.runtime.params import PAPER_SETTINGS, ParamError, SamplerParams
 
@@ -127,23 +186,15 @@ def run(
                             epsilon=epsilon, seed=seed, **sizes).validate()
     except ParamError as e:
         fail(str(e))
-    clf = None
-    if classifier is not None:
-        from presto_tui.runtime.classifier import CertaintyClassifier
-
-        try:
-            clf = CertaintyClassifier.load(classifier)
-        except ValueError as e:
-            fail(str(e))
+    clf = load_classifier(classifier)
     prompts = read_prompts(prompt, prompts_file)
+    engine = start_engine(backend, model=model, chat_template=chat_template, dtype=dtype,
+                          max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                          tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
+                          threads=threads, kv_cache_gib=kv_cache_gib)
 
     from presto_tui.headless import run_prompts
-    from presto_tui.runtime.engines import BackendError, make_backend
 
-    try:
-        engine = make_backend(backend)
-    except BackendError as e:
-        fail(str(e), 1)
     writer = None if no_trace else open_trace(trace, "run", engine, params)
     code = run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer)
     raise typer.Exit(code)
@@ -155,7 +206,8 @@ def open_trace(path: Optional[Path], command: str, engine, params):
     path = path or default_trace_path(command)
     try:
         return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
-                           params=params.to_dict(), pieces=engine.token_pieces)
+                           params=params.to_dict(), pieces=engine.token_pieces,
+                           engine=dict(getattr(engine, "info", {}) or {}))
     except FileExistsError:
         fail(f"{path}: trace file exists already; choose another --trace path")
     except OSError as e:
@@ -250,6 +302,169 @@ def fit_classifier(
     else:
         print("cross-validation skipped: it needs traces of at least two sessions")
     print(f"wrote {output}")
+
+
+@app.command()
+def chat(
+    prefetch: str = typer.Option("spine", help="none, bfs, predictive or spine."),
+    inputs: str = typer.Option("decision", help="decision or node random inputs."),
+    alpha: float = typer.Option(4.0, help="Power exponent."),
+    max_new_tokens: int = typer.Option(96, "--max-new-tokens", "-n", help="Response length n."),
+    steps: int = typer.Option(24, "--steps", "-K", help="MH transitions per block."),
+    budget: int = typer.Option(8, "--budget", "-N", help="Prefetch budget."),
+    seed: int = typer.Option(0, help="Session seed."),
+    backend: Optional[str] = BACKEND_OPT,
+    model: Optional[str] = MODEL_OPT,
+    chat_template: bool = CHAT_OPT,
+    dtype: Optional[str] = DTYPE_OPT,
+    max_model_len: Optional[int] = MAXLEN_OPT,
+    gpu_memory_utilization: Optional[float] = GPUMEM_OPT,
+    tensor_parallel_size: int = TP_OPT,
+    enforce_eager: Optional[bool] = EAGER_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    kv_cache_gib: Optional[float] = KV_OPT,
+    classifier: Optional[Path] = CLASSIFIER_OPT,
+    trace: Optional[Path] = TRACE_OPT,
+    no_trace: bool = NO_TRACE_OPT,
+) -> None:
+    """Chat with a model and watch every PreSTO round as a live tree.
+
+    Type a prompt; each prefetch round appears as a binary tree (accept child above,
+    reject child below), coloured and marked by epsilon class, with the realized path
+    highlighted. Select nodes with the arrow keys or the mouse to inspect their MH
+    ratio and the text they propose. ? shows every key. Starts on vLLM with the
+    embedded SmolLM2-135M unless --backend/--model say otherwise.
+
+      presto-tui chat
+
+      presto-tui chat --backend synthetic        # no model needed
+    """
+    from presto_tui.runtime.params import ParamError, SamplerParams
+
+    try:
+        params = SamplerParams(prefetch=prefetch, inputs=inputs, alpha=alpha, max_new_tokens=max_new_tokens,
+                               steps=steps, budget=budget, seed=seed).validate()
+    except ParamError as e:
+        fail(str(e))
+    clf = load_classifier(classifier)
+    from presto_tui.runtime.engines import EngineOptions, default_backend, make_backend
+
+    name = backend or default_backend()
+    opts = dict(chat_template=chat_template, dtype=dtype, max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
+                enforce_eager=enforce_eager, threads=threads, kv_cache_gib=kv_cache_gib)
+
+    def factory(model_name):
+        return make_backend(name, EngineOptions(model=model_name, **opts))
+
+    def opener(engine, p):
+        return None if no_trace else open_trace(trace, "chat", engine, p)
+
+    from presto_tui.views.app import PrestoApp
+
+    app_ = PrestoApp(mode="chat", pieces=lambda ids: [f"<{i}>" for i in ids], params=params,
+                     backend_factory=factory, model=model, classifier=clf, trace_opener=opener,
+                     title=f"{name} on {model or ('synthetic' if name == 'synthetic' else 'smollm2-135m')}")
+    app_.run()
+    if app_.trace is not None:
+        print(f"presto-tui: trace written to {app_.trace.path}", file=sys.stderr)
+
+
+@app.command()
+def replay(
+    trace: Path = typer.Argument(..., help="A trace written by presto-tui run, chat or bench."),
+    play: bool = typer.Option(False, "--play", help="Start playing at once."),
+) -> None:
+    """Replay a recorded session: the same trees, inspector and stats, no model needed.
+
+    A timeline runs over every round; space plays and pauses, < and > change the speed,
+    [ and ] step, home and end jump. ? shows every key.
+
+      presto-tui replay sessions/example.jsonl
+    """
+    traces = load_traces([trace])
+    if not any(s.rounds for s in traces[0].sessions):
+        fail(f"{trace}: the trace holds no rounds to replay")
+    from presto_tui.views.app import replay_app
+
+    replay_app(traces[0], autoplay=play).run()
+
+
+@app.command()
+def bench(
+    prompts_file: Optional[Path] = typer.Option(
+        None, "--prompts-file", help="One prompt per line [default: the shipped math, code and general set]."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N prompts."),
+    budgets: str = typer.Option("8,12,20", help="Comma-separated prefetch budgets to compare."),
+    rules: str = typer.Option("bfs,predictive,spine", help="Comma-separated traversal rules to compare."),
+    seeds: int = typer.Option(1, help="Seeds per prompt (0..seeds-1)."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", "-n", help="Response length n."),
+    steps: int = typer.Option(16, "--steps", "-K", help="MH transitions per prompt (one block)."),
+    alpha: float = typer.Option(4.0, help="Power exponent."),
+    backend: Optional[str] = BACKEND_OPT,
+    model: Optional[str] = MODEL_OPT,
+    chat_template: bool = CHAT_OPT,
+    dtype: Optional[str] = DTYPE_OPT,
+    max_model_len: Optional[int] = MAXLEN_OPT,
+    gpu_memory_utilization: Optional[float] = GPUMEM_OPT,
+    tensor_parallel_size: int = TP_OPT,
+    enforce_eager: Optional[bool] = EAGER_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    kv_cache_gib: Optional[float] = KV_OPT,
+    classifier: Optional[Path] = CLASSIFIER_OPT,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results JSON here "
+                                          "[default: sessions/<time>-bench.json]."),
+    trace: Optional[Path] = TRACE_OPT,
+    no_trace: bool = NO_TRACE_OPT,
+    json_out: bool = typer.Option(False, "--json", help="Print the results JSON on stdout instead of tables."),
+) -> None:
+    """Sequential PowerMH against PreSTO with each rule and budget, side by side in one run.
+
+    Same prompts, seeds and engine for every sampler, interleaved prompt by prompt so
+    that machine noise hits all alike. Reports model calls, transitions per call, time
+    per call, cumulative call time, speedup over sequential PowerMH (paper eq. 20),
+    tokens generated and requests issued against requests used; plus the engine's time
+    for a batch of 20 suffixes against one suffix, and the prefix-cache hit rate.
+
+      presto-tui bench                       # embedded model, shipped prompts
+
+      presto-tui bench --limit 2 -K 8 --budgets 8,20 --rules spine
+    """
+    from presto_tui.runtime.params import ParamError, SamplerParams
+
+    try:
+        budget_list = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        fail(f"--budgets must be comma-separated integers, got {budgets!r}")
+    rule_list = [r.strip() for r in rules.split(",") if r.strip()]
+    try:
+        base = SamplerParams(alpha=alpha, max_new_tokens=max_new_tokens, steps=steps).validate()
+        for r in rule_list:
+            if r == "none":
+                fail("--rules lists PreSTO rules; sequential PowerMH always runs as the reference")
+            base.with_(prefetch=r).validate()
+        for b in budget_list:
+            base.with_(budget=b).validate()
+    except ParamError as e:
+        fail(str(e))
+    if not budget_list or not rule_list or seeds < 1:
+        fail("bench needs at least one budget, one rule and one seed")
+    if prompts_file is None:
+        from importlib.resources import files
+
+        prompts_file = Path(str(files("presto_tui") / "data" / "prompts.txt"))
+    prompts = read_prompts(None, prompts_file)[: limit or None]
+    clf = load_classifier(classifier)
+    engine = start_engine(backend, model=model, chat_template=chat_template, dtype=dtype,
+                          max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                          tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
+                          threads=threads, kv_cache_gib=kv_cache_gib)
+    from presto_tui.bench import run_bench
+
+    writer = None if no_trace else open_trace(trace, "bench", engine, base)
+    code = run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, seeds=seeds,
+                     classifier=clf, trace=writer, output=output, json_out=json_out)
+    raise typer.Exit(code)
 
 
 def main() -> None:

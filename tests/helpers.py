@@ -17,7 +17,7 @@ def trajectory(backend, params: SamplerParams, prompt=(1, 2)):
     states, trees = [], []
     for ev in run_session(backend, params, list(prompt)):
         if isinstance(ev, BlockStart):
-            states.append(("extend", ev.block))
+            states.append(("extend", ev.block, ev.tokens))
         elif isinstance(ev, RoundDone):
             trees.append(ev.tree)
             states.extend(s.tokens for s in ev.tree.states_after_steps())

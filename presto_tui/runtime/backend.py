@@ -57,9 +57,14 @@ class Backend(Protocol):
     model: str  # what a person would call the model
     eos_id: int | None
 
+    @property
+    def info(self) -> dict: ...  # engine, device, dtype, ... (recorded in traces)
+
     def generate(self, requests: Sequence[Request]) -> list[Proposal]: ...
 
-    def encode_prompt(self, text: str) -> list[int]: ...
+    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
+        """Prompt ids (through the chat template); `history` holds earlier (user, assistant) turns."""
+        ...
 
     def decode(self, token_ids: Sequence[int]) -> str: ...
 

@@ -22,6 +22,10 @@ from presto_tui.runtime.presto import ChainState, make_kernel, run_block, timed_
 from presto_tui.runtime.randomness import extension_seed
 
 
+class ContextTooLong(ValueError):
+    pass
+
+
 def display_text(backend: Backend, tokens: Sequence[int]) -> str:
     """Text for people: cut at the first EOS (the chain itself always runs to T)."""
     toks = list(tokens)
@@ -32,14 +36,19 @@ def display_text(backend: Backend, tokens: Sequence[int]) -> str:
 
 def run_session(backend: Backend, params: SamplerParams, prompt_ids: Sequence[int], *,
                 prompt: str = "", classifier: CertaintyClassifier | None = None,
-                cancel: Callable[[], bool] | None = None,
-                backend_info: dict | None = None) -> Iterator[Event]:
+                cancel: Callable[[], bool] | None = None) -> Iterator[Event]:
     params.validate()
     kernel = make_kernel(params, classifier)
     yield SessionStart(uuid.uuid4().hex[:12], __version__, backend.name, backend.model,
                        params.to_dict(), prompt, tuple(prompt_ids), time.time(),
-                       dict(backend_info or {}))
+                       dict(getattr(backend, "info", {}) or {}))
     state = SeqState(tuple(prompt_ids))
+    max_len = getattr(backend, "max_len", None)
+    if max_len and len(prompt_ids) + params.max_new_tokens > max_len:
+        msg = (f"prompt ({len(prompt_ids)} tokens) plus horizon ({params.max_new_tokens}) exceeds "
+               f"the model's context of {max_len} tokens")
+        yield SessionError(msg, "input")
+        raise ContextTooLong(msg)
     try:
         for block in range(params.n_blocks):
             if cancel and cancel():

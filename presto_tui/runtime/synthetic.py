@@ -94,10 +94,15 @@ class SyntheticBackend:
             ctx.append(tok)
         return Proposal(tuple(toks), tuple(lq), tuple(lp), tuple(ent))
 
-    def encode_prompt(self, text: str) -> list[int]:
+    @property
+    def info(self) -> dict:
+        return {"engine": "synthetic", "vocab_size": self.lm.vocab_size, "order": self.lm.order,
+                "seed": self.lm.seed, "sharpness": self.lm.sharpness}
+
+    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
         index = {w: i for i, w in enumerate(self.words)}
         ids = []
-        for word in text.split():
+        for word in " ".join([*(u + " " + a for u, a in history), text]).split():
             if word in index:
                 ids.append(index[word])
             else:  # stable, not Python's salted hash

@@ -1,0 +1,168 @@
+"""`presto-tui bench`: sequential PowerMH against its PreSTO variants in one run (paper sec 5, D.2).
+
+All samplers use decision-keyed inputs, so every PreSTO variant must end in the
+same state as sequential PowerMH: the table says whether it did.  Prompts are
+the outer loop and samplers the inner one, so that drift on a shared machine
+hits every sampler alike; only ratios from one run are meaningful.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from presto_tui.logs.writer import TraceWriter, default_trace_path
+from presto_tui.runtime.backend import Backend, Request
+from presto_tui.runtime.classifier import CertaintyClassifier
+from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.session import run_session
+from presto_tui.runtime.summary import SessionSummary
+
+EXIT_INTERRUPTED = 130
+
+
+def configs(rules: list[str], budgets: list[int]) -> list[tuple[str, int | None]]:
+    return [("none", None)] + [(r, b) for r in rules for b in budgets]
+
+
+def label(rule: str, budget: int | None) -> str:
+    return "sequential" if rule == "none" else f"{rule} N={budget}"
+
+
+def engine_probe(backend: Backend, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
+    """Time of one batch of `batch` suffixes against one suffix of the same length."""
+    one = [Request(tuple(prompt_ids), length, 7, 0.25)]
+    many = [Request(tuple(prompt_ids), length, 100 + i, 0.25) for i in range(batch)]
+    backend.generate(one)  # warm caches and kernels
+    t0 = time.perf_counter()
+    backend.generate(one)
+    t1 = time.perf_counter()
+    backend.generate(many)
+    t2 = time.perf_counter()
+    return {"suffix_tokens": length, "batch": batch, "one_s": t1 - t0, "batch_s": t2 - t1,
+            "ratio": (t2 - t1) / (t1 - t0) if t1 > t0 else None}
+
+
+def aggregate(rows: list[SessionSummary], seq_call_time: float | None) -> dict:
+    call_time = statistics.mean(r.call_time_s for r in rows)
+    calls = sum(r.calls for r in rows)
+    return {
+        "sessions": len(rows),
+        "calls_per_prompt": statistics.mean(r.calls for r in rows),
+        "transitions_per_call": statistics.mean(r.transitions_per_call for r in rows),
+        "time_per_call_s": sum(r.call_time_s for r in rows) / calls if calls else 0.0,
+        "call_time_s": call_time,
+        "speedup": (seq_call_time / call_time) if seq_call_time and call_time else None,
+        "tokens_generated": statistics.mean(r.tokens_generated for r in rows),
+        "requests_issued": statistics.mean(r.requests_issued for r in rows),
+        "requests_realized": statistics.mean(r.transitions for r in rows),
+        "acceptance_rate": statistics.mean(r.acceptance_rate for r in rows),
+        "eps_certain_share": statistics.mean(r.eps_certain_share for r in rows),
+    }
+
+
+def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rules: list[str],
+              budgets: list[int], seeds: int = 1, classifier: CertaintyClassifier | None = None,
+              trace: TraceWriter | None = None, output: Path | None = None, json_out: bool = False) -> int:
+    err = Console(stderr=True, highlight=False)
+    cfgs = configs(rules, budgets)
+    results: dict[tuple, list[SessionSummary]] = {c: [] for c in cfgs}
+    same_as_seq: dict[tuple, bool] = {c: True for c in cfgs}
+    cache0 = getattr(backend, "prefix_cache_stats", dict)()
+    total = len(prompts) * seeds * len(cfgs)
+    t_start = time.perf_counter()
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("sessions", total=total)
+            for p_i, prompt in enumerate(prompts):
+                ids = backend.encode_prompt(prompt)
+                for seed in range(seeds):
+                    seq_tokens = None
+                    for cfg in cfgs:
+                        rule, budget = cfg
+                        params = base.with_(prefetch=rule, budget=budget or base.budget, seed=seed)
+                        bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
+                        s = SessionSummary()
+                        for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
+                            s.update(ev)
+                            if trace is not None:
+                                trace.write(ev)
+                        results[cfg].append(s)
+                        if rule == "none":
+                            seq_tokens = s.tokens
+                        elif s.tokens != seq_tokens:
+                            same_as_seq[cfg] = False
+                        bar.advance(task)
+            probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
+    except KeyboardInterrupt:
+        err.print("presto-tui: bench interrupted", style="yellow")
+        return EXIT_INTERRUPTED
+    finally:
+        if trace is not None:
+            trace.close()
+    cache1 = getattr(backend, "prefix_cache_stats", dict)()
+    hit_rate = None
+    if cache0 and cache1 and cache1["queries"] > cache0["queries"]:
+        hit_rate = (cache1["hits"] - cache0["hits"]) / (cache1["queries"] - cache0["queries"])
+    seq = aggregate(results[("none", None)], None)
+    table_rows = []
+    for cfg in cfgs:
+        agg = aggregate(results[cfg], seq["call_time_s"] if cfg[0] != "none" else None)
+        agg.update(sampler=label(*cfg), rule=cfg[0], budget=cfg[1],
+                   same_final_state_as_sequential=same_as_seq[cfg] if cfg[0] != "none" else None)
+        table_rows.append(agg)
+    report = {
+        "backend": backend.name, "model": backend.model, "engine": dict(getattr(backend, "info", {}) or {}),
+        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "rows": table_rows,
+        "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
+        "wall_s": time.perf_counter() - t_start,
+    }
+    out_path = output or (trace.path if trace is not None else default_trace_path("bench")).with_suffix(".json")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    except OSError as e:
+        print(f"presto-tui: error: {out_path}: cannot write results ({e.strerror})", file=sys.stderr)
+        return 1
+    if json_out:
+        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+    else:
+        render(Console(highlight=False), report)
+    err.print(f"presto-tui: results written to {out_path}" +
+              (f", trace to {trace.path}" if trace is not None else ""))
+    return 0
+
+
+def render(console: Console, report: dict) -> None:
+    p = report["params"]
+    table = Table(title=f"{report['backend']} on {report['model']}: {len(report['prompts'])} prompts x "
+                        f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
+                  title_justify="left")
+    for col in ("sampler", "calls", "tr/call", "ms/call", "call time s", "speedup", "tokens",
+                "issued/used", "= seq"):
+        table.add_column(col, justify="left" if col == "sampler" else "right")
+    for r in report["rows"]:
+        same = "" if r["same_final_state_as_sequential"] is None else ("yes" if r["same_final_state_as_sequential"] else "NO")
+        table.add_row(r["sampler"], f"{r['calls_per_prompt']:.1f}", f"{r['transitions_per_call']:.2f}",
+                      f"{r['time_per_call_s'] * 1e3:.0f}", f"{r['call_time_s']:.2f}",
+                      "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                      f"{r['tokens_generated']:.0f}", f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}",
+                      same)
+    console.print(table)
+    pr = report["engine_probe"]
+    if pr.get("ratio"):
+        console.print(f"engine: one batch of {pr['batch']} x {pr['suffix_tokens']} tokens took "
+                      f"{pr['ratio']:.2f}x one suffix ({pr['batch_s']:.2f} s vs {pr['one_s']:.2f} s)")
+    if report["prefix_cache_hit_rate"] is not None:
+        console.print(f"prefix-cache hit rate: {report['prefix_cache_hit_rate']:.3f}")
+    console.print("rows: sequential PowerMH and PreSTO with each rule and budget N. speedup = mean "
+                  "cumulative call time of sequential PowerMH / that of the row (paper eq. 20); "
+                  "'= seq': same final state as sequential PowerMH")

@@ -1,0 +1,101 @@
+"""Lay a round's prefetch tree out as text rows (pure; the tree widget draws the rows).
+
+The binary tree is drawn sideways: depth grows to the right, the accept child
+sits above its parent and the reject child below, so a run of accepts climbs
+and a run of rejects falls, and the realized path reads left to right:
+
+    │   ┌─✓ #3 d2 c=40 A=1.00
+    ┌─✓ #1 d1 c=61 A=0.98
+    │   └─✗ #4 d2 c=12 A=0.00
+    ● #0 d0 c=80 A=0.98
+    └─✗ #2 d1 ...
+
+Decision inputs can make a round's full tree astronomically large, so rows
+are unfolded lazily and only for nodes worth showing: the realized path
+always; in `rounded` mode the epsilon-rounded subtree; in `full` mode every
+node whose reach probability is at least `min_reach`.  `hidden` counts the
+rest.  Every node carries a symbol for its class or status, so the tree reads
+without colour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+
+SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·"}
+LEGEND = "✓ certain accept  ✗ certain reject  ? uncertain  ⏸ deferred  ○ leaf  · unreachable  ▶ path"
+MAX_ROWS = 4000
+
+
+@dataclass(frozen=True)
+class Row:
+    node: NodeView
+    prefix: str  # connector characters before the node's symbol
+    kind: str  # an epsilon class for expanded nodes, else the status
+
+
+@dataclass(frozen=True)
+class Layout:
+    rows: tuple[Row, ...]
+    hidden: int  # nodes of the full tree not shown
+    total: int
+
+    def row_of(self, node_id: int) -> int | None:
+        for i, r in enumerate(self.rows):
+            if r.node.id == node_id:
+                return i
+        return None
+
+
+def node_kind(v: NodeView) -> str:
+    return v.score.eps_class if v.status == EXPANDED and v.score is not None else v.status
+
+
+def label(v: NodeView) -> str:
+    d = v.decision
+    parts = [f"#{v.id}"]
+    if d is not None:
+        parts.append(f"k{d.index} c={d.cut}")
+    if v.score is not None and v.status == EXPANDED:
+        parts.append(f"A={v.score.accept_prob:.2f}")
+    elif v.status != EXPANDED:
+        parts.append(v.status)
+    return " ".join(parts)
+
+
+def visible(tree: RoundTree, v: NodeView, mode: str, min_reach: float,
+            pinned: frozenset[int] = frozenset()) -> bool:
+    if v.id == 0 or v.on_path or v.id in pinned:
+        return True
+    if mode == "rounded":
+        return v.rounded
+    # explicit trees are small (a few nodes per request): show them whole
+    return not tree.levels or v.reach >= min_reach
+
+
+def layout(tree: RoundTree, mode: str = "full", min_reach: float = 1e-3,
+           pinned: frozenset[int] = frozenset()) -> Layout:
+    """Rows to draw; `pinned` nodes (ones a person navigated to) are shown whatever their reach."""
+    rows: list[Row] = []
+
+    def draw(v: NodeView, prefix: str, branch: str, up: bool | None) -> None:
+        if len(rows) >= MAX_ROWS:
+            return
+        kids = {c.id % 2 == 1: c for c in tree.children(v.id) if visible(tree, c, mode, min_reach, pinned)}
+        if True in kids:  # accept child above
+            draw(kids[True], prefix + ("    " if up in (True, None) else "│   "), "┌─", True)
+        rows.append(Row(v, prefix + branch, node_kind(v)))
+        if False in kids:  # reject child below
+            draw(kids[False], prefix + ("│   " if up is True else "    "), "└─", False)
+
+    root = tree.node(0)
+    draw(root, "", "", None)
+    total = tree.count_nodes()
+    return Layout(tuple(rows), max(0, total - len(rows)), total)
+
+
+def symbol(kind: str) -> str:
+    return SYMBOLS.get(kind, "?")

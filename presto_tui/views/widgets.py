@@ -1,0 +1,248 @@
+"""The app's widgets: the round tree, the node inspector, the stats panel, the timeline.
+
+Widgets only draw state handed to them (a RoundTree, a SessionView); every
+string that came from a model or a trace goes through `visible()` into a
+`rich.text.Text`, never through markup.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
+
+from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+from presto_tui.safetext import visible
+from presto_tui.views.layout import LEGEND, Layout, label, layout, symbol
+from presto_tui.views.state import SessionView
+
+Pieces = Callable[[Sequence[int]], list[str]]
+
+
+class RoundTreeView(ScrollView, can_focus=True):
+    """A prefetch round drawn sideways with the line API (scales to large trees)."""
+
+    COMPONENT_CLASSES = {
+        "tree--accept", "tree--reject", "tree--uncertain", "tree--deferred", "tree--leaf",
+        "tree--unreachable", "tree--path", "tree--selected", "tree--connector",
+    }
+    DEFAULT_CSS = """
+    RoundTreeView { background: $surface; }
+    RoundTreeView > .tree--accept { color: $success; }
+    RoundTreeView > .tree--reject { color: $error; }
+    RoundTreeView > .tree--uncertain { color: $warning; }
+    RoundTreeView > .tree--deferred { color: $secondary; text-style: italic; }
+    RoundTreeView > .tree--leaf { color: $text-muted; }
+    RoundTreeView > .tree--unreachable { color: $text-disabled; }
+    RoundTreeView > .tree--path { text-style: bold; background: $primary 30%; }
+    RoundTreeView > .tree--selected { text-style: bold reverse; }
+    RoundTreeView > .tree--connector { color: $text-muted; }
+    """
+
+    class NodeSelected(Message):
+        def __init__(self, node: NodeView | None) -> None:
+            self.node = node
+            super().__init__()
+
+    # Navigation keys live here so they override ScrollView's scrolling keys while the
+    # tree has focus (and leave the prompt's own cursor keys alone).
+    BINDINGS = [
+        Binding("left,h", "app.parent", "parent", show=False),
+        Binding("up,k", "app.child(True)", "accept child", show=False),
+        Binding("down,j", "app.child(False)", "reject child", show=False),
+        Binding("right,l", "app.path_child", "path child", show=False),
+        Binding("home", "app.round_to(0)", "first round", show=False),
+        Binding("end", "app.round_to(-1)", "latest round", show=False),
+    ]
+
+    selected: reactive[int] = reactive(0)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.round_tree: RoundTree | None = None
+        self.mode = "full"
+        self.min_reach = 1e-3
+        self.lay: Layout = Layout((), 0, 0)
+        self.pinned: frozenset[int] = frozenset()  # hidden nodes a person navigated to
+
+    def show(self, tree: RoundTree | None, keep_selection: bool = False) -> None:
+        self.round_tree = tree
+        self.pinned = frozenset()
+        if not keep_selection:
+            self.selected = 0
+        self.relayout()
+
+    def relayout(self) -> None:
+        tree = self.round_tree
+        self.lay = layout(tree, self.mode, self.min_reach, self.pinned) if tree else Layout((), 0, 0)
+        width = max((len(r.prefix) + len(label(r.node)) + 4 for r in self.lay.rows), default=0)
+        self.virtual_size = Size(width, len(self.lay.rows))
+        if self.lay.row_of(self.selected) is None:
+            self.selected = 0
+        self._announce()
+        self.refresh()
+
+    def watch_selected(self, _old: int, _new: int) -> None:
+        row = self.lay.row_of(self.selected)
+        if row is not None:
+            self.scroll_to_region_row(row)
+        self._announce()
+        self.refresh()
+
+    def scroll_to_region_row(self, row: int) -> None:
+        top = self.scroll_offset.y
+        height = max(1, self.size.height)
+        if row < top or row >= top + height:
+            self.scroll_to(y=max(0, row - height // 2), animate=False)
+
+    def _announce(self) -> None:
+        node = self.round_tree.node(self.selected) if self.round_tree else None
+        self.post_message(self.NodeSelected(node))
+
+    def select(self, node_id: int | None) -> bool:
+        """Select a node of the round's tree, revealing it if it was hidden; False if none."""
+        if node_id is None or self.round_tree is None or self.round_tree.node(node_id) is None:
+            return False
+        if self.lay.row_of(node_id) is None:
+            self.pinned = self.pinned | {node_id}
+            self.relayout()
+        self.selected = node_id
+        return True
+
+    def _style(self, kind: str) -> Style:
+        return self.get_component_rich_style(f"tree--{kind}")
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        i = y + scroll_y
+        width = self.size.width
+        if i >= len(self.lay.rows):
+            return Strip.blank(width, self.rich_style)
+        row = self.lay.rows[i]
+        v = row.node
+        base = self.rich_style
+        text_style = base + self._style(row.kind)
+        if v.on_path:
+            text_style += self._style("path")
+        if v.id == self.selected:
+            text_style += self._style("selected")
+        segs = [Segment(row.prefix, base + self._style("connector")),
+                Segment(symbol(row.kind) + " ", text_style),
+                Segment(label(v), text_style),
+                Segment(" ▶" if v.on_path else "", base + self._style("path"))]
+        strip = Strip(segs).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width, base)
+
+    def on_click(self, event) -> None:
+        i = event.y + self.scroll_offset.y
+        if 0 <= i < len(self.lay.rows):
+            self.selected = self.lay.rows[i].node.id
+
+
+def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12) -> Text:
+    """The proposal made at this node against the state it holds, from the cut on."""
+    text = Text()
+    if v.decision is None:
+        return text
+    cut = v.decision.cut
+    state = tree.state_of(v.src)
+    before = pieces(state.tokens[max(0, cut - context):cut])
+    text.append("…" + visible("".join(before)), style="dim")
+    text.append("\n- " + visible("".join(pieces(state.tokens[cut:]))), style="red")
+    if v.decision.request is not None:
+        prop = tree.requests[v.decision.request].proposal
+        text.append("\n+ " + visible("".join(pieces(prop.tokens))), style="green")
+    else:
+        text.append("\n+ (not generated: deferred to a later round)", style="italic")
+    return text
+
+
+class Inspector(Static):
+    """Numbers and text diff of the selected node."""
+
+    DEFAULT_CSS = "Inspector { height: auto; padding: 0 1; }"
+
+    def show(self, tree: RoundTree | None, v: NodeView | None, pieces: Pieces) -> None:
+        if tree is None or v is None:
+            self.update(Text("no round yet", style="dim"))
+            return
+        t = Text()
+        t.append(f"node #{v.id}  depth {v.depth}  ", style="bold")
+        t.append(f"{symbol(v.score.eps_class if v.status == EXPANDED and v.score else v.status)} {v.status}")
+        t.append("  on path" if v.on_path else "")
+        t.append(f"\nreach {v.reach:.3g}{'  in eps-rounded subtree' if v.rounded else ''}")
+        d = v.decision
+        if d is not None:
+            t.append(f"\ndecision k={d.index}  cut {d.cut}/{tree.T} ({d.cut / tree.T:.2f})  u={d.accept_u:.3f}")
+            if d.h_pred is not None:
+                t.append(f"  h+={d.h_pred:.2f}")
+        sc = v.score
+        if sc is not None:
+            t.append(f"\nlog r = {sc.log_ratio:.3f} = target {sc.log_target:.3f} + proposal {sc.log_proposal:.3f}")
+            t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
+                     f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
+        elif v.status == DEFERRED:
+            t.append("\nrequest infeasible this round (Condition 1); the decision keeps its inputs")
+        elif v.status == LEAF:
+            t.append("\nnot expanded this round")
+        elif v.status == UNREACHABLE:
+            t.append("\nissued below a deferred node's reject child: the walk cannot get here")
+        if d is not None:
+            t.append("\n")
+            t.append_text(node_diff(tree, v, pieces))
+        self.update(t)
+
+
+def sparkline(values: Sequence[float], width: int = 24) -> str:
+    bars = "▁▂▃▄▅▆▇█"
+    vals = list(values)[-width:]
+    return "".join(bars[min(7, int(v * 7.999))] for v in vals)
+
+
+class StatsPanel(Static):
+    DEFAULT_CSS = "StatsPanel { height: auto; padding: 0 1; }"
+
+    def show(self, s: SessionView | None, upto: int | None = None) -> None:
+        """The session's numbers, as of round `upto` (None: now)."""
+        if s is None:
+            self.update(Text("no session yet: type a prompt below", style="dim"))
+            return
+        m = s.summary if upto is None else s.summary_upto(upto)
+        t = Text()
+        t.append(f"{m.status}", style="bold")
+        t.append(f"  transitions {m.transitions}/{s.total_steps}  calls {m.calls}")
+        t.append(f"\ntr/call {m.transitions_per_call:.2f}  time/call {m.time_per_call_s * 1e3:.0f} ms")
+        sp = s.speedup_estimate(m, upto)
+        if sp is not None:
+            t.append(f"  speedup~{sp:.2f}x")
+        t.append(f"\nacceptance {m.acceptance_rate:.2f} {sparkline(m.acceptance_by_round)}")
+        n = sum(m.eps_counts.values()) or 1
+        t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"
+                 f"  ? {m.eps_counts[UNCERTAIN] / n:.2f}")
+        if m.error:
+            t.append("\nerror: " + visible(m.error, keep_newlines=False), style="bold red")
+        self.update(t)
+
+
+class TreeTitle(Static):
+    DEFAULT_CSS = "TreeTitle { height: auto; color: $text-muted; }"
+
+    def show(self, where: str, view: RoundTreeView) -> None:
+        t = Text(where + f"  [{view.mode}]")
+        if view.lay.hidden:
+            t.append(f"  {view.lay.hidden:,} nodes hidden (+ shows more)")
+        t.append("\n" + LEGEND, style="dim")
+        self.update(t)
+
+
+__all__ = ["Inspector", "RoundTreeView", "StatsPanel", "TreeTitle", "node_diff", "sparkline"]

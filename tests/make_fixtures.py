@@ -1,0 +1,49 @@
+"""Regenerate the fixed traces under tests/data (run by hand; the tests read the files).
+
+    python tests/make_fixtures.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.session import run_session
+from presto_tui.runtime.synthetic import SyntheticBackend
+
+DATA = Path(__file__).parent / "data"
+HOSTILE = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07 \x9b31m [link=file:///etc]x[/link]"
+
+
+class HostileBackend(SyntheticBackend):
+    """Token pieces that try markup, ANSI escapes and terminal control codes."""
+
+    def token_pieces(self, ids):
+        return [HOSTILE if t == 3 else piece for t, piece in zip(ids, super().token_pieces(ids))]
+
+
+def record(path: Path, backend, sessions) -> None:
+    path.unlink(missing_ok=True)
+    with TraceWriter(path, command="fixture", backend=backend.name, model=backend.model,
+                     params=sessions[0][1].to_dict(), pieces=backend.token_pieces) as w:
+        for prompt, params in sessions:
+            for ev in run_session(backend, params, backend.encode_prompt(prompt), prompt=prompt):
+                w.write(ev)
+
+
+def main() -> None:
+    DATA.mkdir(exist_ok=True)
+    b = SyntheticBackend()
+    record(DATA / "replay.jsonl", b, [
+        ("the cat sat on", SamplerParams(max_new_tokens=32, steps=16, budget=8, seed=1)),
+        ("a dog ran", SamplerParams(prefetch="bfs", inputs="node", max_new_tokens=32, steps=12,
+                                    budget=8, seed=2)),
+    ])
+    record(DATA / "hostile.jsonl", HostileBackend(), [
+        (HOSTILE, SamplerParams(max_new_tokens=24, steps=6, budget=4, seed=0)),
+    ])
+
+
+if __name__ == "__main__":
+    main()
