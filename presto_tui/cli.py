@@ -121,7 +121,9 @@ def run(
     prompt: Optional[str] = typer.Argument(None, help="The prompt to sample a response for."),
     prompts_file: Optional[Path] = typer.Option(
         None, "--prompts-file", help="Text file with one prompt per line ('#' starts a comment)."),
-    sampler: str = typer.Option("powermh", help="The MH chain: powermh."),
+    sampler: str = typer.Option("powermh", help="The MH chain: powermh (uniform cut) or entropycut "
+                                "(cuts where p0's entropy jumps)."),
+    beta: float = typer.Option(4.0, help="EntropyCut: exponent of the entropy-jump cut law."),
     prefetch: str = typer.Option(
         "spine", help="none = sequential PowerMH (one call per transition); bfs, predictive, "
         "spine = PreSTO with that traversal rule."),
@@ -183,7 +185,7 @@ def run(
         sizes["block_size"] = None  # one block of the n the user chose
     try:
         params = base.with_(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, tau=tau,
-                            epsilon=epsilon, seed=seed, **sizes).validate()
+                            epsilon=epsilon, seed=seed, beta=beta, **sizes).validate()
     except ParamError as e:
         fail(str(e))
     clf = load_classifier(classifier)

@@ -1,13 +1,14 @@
 """The chain's law, checked against exact enumeration on a tiny model (DESIGN.md sec 3).
 
-With 3 tokens and a horizon of T = 3 there are 27 states; alpha = 2 and a
-flat model keep the K-step law spread over many of them.  The PowerMH kernel
-P is computed exactly from the model's conditionals (paper eqs. 5-6, uniform
-cut), so the distribution after K transitions from a fixed start is e_x P^K.
-Many independent chains of each sampler are compared to it by total-variation
+With 3 tokens and a horizon of T = 3 (PowerMH) or T = 4 (EntropyCut) there are
+27 or 81 states.  The MH kernel P is computed exactly from the model's
+conditionals (paper eqs. 5-6; EntropyCut's cut law and reverse-move term), so
+the distribution after K transitions from a fixed start is e_x P^K.  Many
+independent chains of each sampler are compared to it by total-variation
 distance, against a bound that holds with probability 1 - 1e-4 for the number
 of chains used (expected TV of an empirical distribution plus McDiarmid's
-deviation: one chain moves the TV by at most 1/M).
+deviation: one chain moves the TV by at most 1/M).  Each sampler's oracle is
+also checked to leave pi_alpha invariant, and shown to reject a known bug.
 """
 
 from __future__ import annotations
@@ -23,14 +24,22 @@ from presto_tui.runtime.backend import SeqState
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.runtime.presto import ChainState, make_kernel, run_block
 
-V, T, K, ALPHA = 3, 3, 3, 2.0
+V = 3
 PROMPT = (1,)
 CHAINS = 4000
 DELTA = 1e-4
 
+# name -> (model seed, sharpness, T, K, alpha, beta, start state)
+SETUPS = {
+    "powermh": (3, 0.5, 3, 3, 2.0, 0.0, (0, 2, 1)),
+    # a model whose entropy jumps make EntropyCut's reverse-move term matter
+    "entropycut": (12, 0.7, 4, 4, 2.0, 2.0, (0, 2, 1, 1)),
+}
 
-def backend():
-    return small_backend(vocab=V, order=2, seed=3, sharpness=0.5)
+
+def backend(sampler):
+    seed, sharp, *_ = SETUPS[sampler]
+    return small_backend(vocab=V, order=2, seed=seed, sharpness=sharp)
 
 
 def suffix_logprobs(lm, prefix, suffix, tau):
@@ -45,27 +54,52 @@ def suffix_logprobs(lm, prefix, suffix, tau):
     return lq, lp
 
 
-def exact_kernel(lm, alpha=ALPHA, tau=1 / ALPHA, proposal_correction=True):
+def entropies(lm, seq):
+    out, ctx = [], list(PROMPT)
+    for tok in seq:
+        out.append(lm.log_probs(ctx, 1.0)[2])
+        ctx.append(tok)
+    return out
+
+
+def cut_law(lm, x, kind, beta):
+    """{cut: probability} under state x (independent of presto_tui's cutlaw module)."""
+    T = len(x)
+    if kind == "uniform":
+        return {c: 1.0 / T for c in range(T)}
+    h = entropies(lm, x)
+    w = [max(0.0, h[j + 1] - h[j]) ** beta for j in range(T - 1)]
+    z = sum(w)
+    return {j + 1: (1.0 / (T - 1) if z <= 0 else w[j] / z) for j in range(T - 1)}
+
+
+def exact_kernel(lm, T, alpha, kind="uniform", beta=0.0, proposal_correction=True, reverse_term=True):
+    tau = 1 / alpha
     states = list(itertools.product(range(V), repeat=T))
     index = {s: i for i, s in enumerate(states)}
     P = np.zeros((len(states), len(states)))
     for x in states:
-        for c in range(T):
+        for c, pc in cut_law(lm, x, kind, beta).items():
+            if pc == 0:
+                continue
             prefix = PROMPT + x[:c]
             lq_x, lp_x = suffix_logprobs(lm, prefix, x[c:], tau)
             for tail in itertools.product(range(V), repeat=T - c):
                 y = x[:c] + tail
                 lq_y, lp_y = suffix_logprobs(lm, prefix, tail, tau)
                 log_r = alpha * (lp_y - lp_x) + ((lq_x - lq_y) if proposal_correction else 0.0)
+                if kind != "uniform" and reverse_term:
+                    py = cut_law(lm, y, kind, beta)[c]
+                    log_r += math.log(py) - math.log(pc) if py > 0 else -math.inf
                 a = math.exp(min(0.0, log_r))
-                w = math.exp(lq_y) / T
+                w = pc * math.exp(lq_y)
                 P[index[x], index[y]] += w * a
                 P[index[x], index[x]] += w * (1 - a)
     return states, index, P
 
 
-def target(lm, states):
-    w = np.array([math.exp(ALPHA * suffix_logprobs(lm, PROMPT, s, 1.0)[1]) for s in states])
+def target(lm, states, alpha):
+    w = np.array([math.exp(alpha * suffix_logprobs(lm, PROMPT, s, 1.0)[1]) for s in states])
     return w / w.sum()
 
 
@@ -73,43 +107,58 @@ def tv_bound(p, m, delta=DELTA):
     return 0.5 * float(np.sqrt(p * (1 - p) / m).sum()) + math.sqrt(math.log(1 / delta) / (2 * m))
 
 
-START = (0, 2, 1)
-
-
-@pytest.fixture(scope="module")
-def exact():
-    lm = backend().lm
-    states, index, P = exact_kernel(lm)
+def k_step_law(sampler, **kernel_kw):
+    seed, sharp, T, K, alpha, beta, start = SETUPS[sampler]
+    kind = "entropy" if sampler == "entropycut" else "uniform"
+    states, index, P = exact_kernel(backend(sampler).lm, T, alpha, kind, beta, **kernel_kw)
     p0 = np.zeros(len(states))
-    p0[index[START]] = 1.0
+    p0[index[start]] = 1.0
     return states, index, P, p0 @ np.linalg.matrix_power(P, K)
 
 
-def start_state(lm):
+@pytest.fixture(scope="module", params=sorted(SETUPS))
+def exact(request):
+    return request.param, k_step_law(request.param)
+
+
+def start_state(lm, start, tau):
     ctx, q, p, h = list(PROMPT), [], [], []
-    for tok in START:
-        logp, logq, ent = lm.log_probs(ctx, 1 / ALPHA)
+    for tok in start:
+        logp, logq, ent = lm.log_probs(ctx, tau)
         q.append(float(logq[tok])), p.append(float(logp[tok])), h.append(ent)
         ctx.append(tok)
-    return SeqState(PROMPT, START, tuple(q), tuple(p), tuple(h))
+    return SeqState(PROMPT, start, tuple(q), tuple(p), tuple(h))
 
 
-def test_kernel_leaves_the_power_target_invariant():
+def empirical_tv(sampler, prefetch, inputs, law, index):
+    _, _, T, K, alpha, beta, start = SETUPS[sampler]
+    b = backend(sampler)
+    init = start_state(b.lm, start, 1 / alpha)
+    counts = np.zeros(len(law))
+    for seed in range(CHAINS):
+        params = SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, beta=beta,
+                               max_new_tokens=T, steps=K, budget=4, seed=seed)
+        chain = ChainState(init, block=0)
+        for chain, _, _ in run_block(b, params, chain, make_kernel(params)):
+            pass
+        assert chain.k == K
+        counts[index[chain.state.tokens]] += 1
+    return 0.5 * np.abs(counts / CHAINS - law).sum()
+
+
+def test_kernels_leave_the_power_target_invariant(exact):
     """Sanity of the enumerator itself: pi_alpha P = pi_alpha, rows sum to 1."""
-    lm = backend().lm
-    states, _, P = exact_kernel(lm)
-    pi = target(lm, states)
+    sampler, (states, _, P, _) = exact
+    lm = backend(sampler).lm
+    pi = target(lm, states, SETUPS[sampler][4])
     assert np.allclose(P.sum(axis=1), 1.0, atol=1e-12)
     assert np.abs(pi @ P - pi).max() < 1e-12
 
 
-def test_bound_detects_a_wrong_kernel(exact):
-    """Power: dropping the proposal correction moves the K-step law beyond the bound."""
-    states, index, _, law = exact
-    _, _, P_wrong = exact_kernel(backend().lm, proposal_correction=False)
-    p0 = np.zeros(len(states))
-    p0[index[START]] = 1.0
-    wrong = p0 @ np.linalg.matrix_power(P_wrong, K)
+def test_bound_detects_a_wrong_kernel():
+    """Power: dropping the proposal correction moves PowerMH's K-step law beyond the bound."""
+    _, _, _, law = k_step_law("powermh")
+    _, _, _, wrong = k_step_law("powermh", proposal_correction=False)
     assert 0.5 * np.abs(wrong - law).sum() > 2 * tv_bound(law, CHAINS)
 
 
@@ -125,17 +174,23 @@ CONFIGS = [
 
 @pytest.mark.parametrize("prefetch,inputs", CONFIGS)
 def test_k_step_law_matches_enumeration(exact, prefetch, inputs):
-    states, index, _, law = exact
-    b = backend()
-    start = start_state(b.lm)
-    counts = np.zeros(len(states))
-    for seed in range(CHAINS):
-        params = SamplerParams(prefetch=prefetch, inputs=inputs, alpha=ALPHA, max_new_tokens=T,
-                               steps=K, budget=4, seed=seed)
-        chain = ChainState(start, block=0)
-        for chain, _, _ in run_block(b, params, chain, make_kernel(params)):
-            pass
-        assert chain.k == K
-        counts[index[chain.state.tokens]] += 1
-    tv = 0.5 * np.abs(counts / CHAINS - law).sum()
-    assert tv < tv_bound(law, CHAINS), f"TV {tv:.4f} exceeds bound {tv_bound(law, CHAINS):.4f}"
+    sampler, (_, index, _, law) = exact
+    tv = empirical_tv(sampler, prefetch, inputs, law, index)
+    assert tv < tv_bound(law, CHAINS), f"{sampler}: TV {tv:.4f} exceeds bound {tv_bound(law, CHAINS):.4f}"
+
+
+def test_entropycut_without_reverse_term_fails_the_law_test(monkeypatch):
+    """The reverse-move term is not optional: without it the chain has another law."""
+    from presto_tui.runtime import presto
+    from presto_tui.runtime.cutlaw import EntropyJumpCut
+
+    _, index, _, law = k_step_law("entropycut")
+    _, _, _, wrong = k_step_law("entropycut", reverse_term=False)
+    assert 0.5 * np.abs(wrong - law).sum() > 3 * tv_bound(law, CHAINS)  # the oracle sees it
+
+    class NoReverse(EntropyJumpCut):
+        reverse_term = False
+
+    monkeypatch.setattr(presto, "make_cut_law", lambda sampler, beta: NoReverse(beta))
+    tv = empirical_tv("entropycut", "none", "decision", law, index)
+    assert tv > tv_bound(law, CHAINS)  # ... and so does the law test

@@ -27,9 +27,11 @@ class Score:
     log_p_y: float
     log_target: float  # alpha * (log_p_y - log_p_x)
     log_proposal: float  # log_q_x - log_q_y
-    log_ratio: float  # log_target + log_proposal (unclamped)
+    log_ratio: float  # log_target + log_proposal + reverse cut term (unclamped)
     accept_prob: float  # A = min(1, exp(log_ratio))
     eps_class: str
+    log_cut_x: float = 0.0  # log lambda(cut; x), the cut law's mass under the current state
+    log_cut_y: float = 0.0  # log lambda(cut; y), under the proposal (EntropyCut's reverse move)
 
 
 def eps_class(accept_prob: float, epsilon: float) -> str:
@@ -41,18 +43,29 @@ def eps_class(accept_prob: float, epsilon: float) -> str:
     return UNCERTAIN
 
 
-def score(state: SeqState, cut: int, proposal: Proposal, alpha: float, epsilon: float) -> Score:
-    """Score the proposal made at `cut` against `state`, the state it was proposed from."""
+def score(state: SeqState, cut: int, proposal: Proposal, alpha: float, epsilon: float,
+          law=None) -> Score:
+    """Score the proposal made at `cut` against `state`, the state it was proposed from.
+
+    With a state-dependent cut law (EntropyCut) the ratio gains the reverse-move
+    term log lambda(cut; y) - log lambda(cut; x): the reverse move from y must
+    pick the same cut under y's own law.
+    """
     log_q_x = math.fsum(state.logq[cut:])
     log_p_x = math.fsum(state.logp[cut:])
     log_q_y = math.fsum(proposal.logq)
     log_p_y = math.fsum(proposal.logp)
     log_target = alpha * (log_p_y - log_p_x)
     log_proposal = log_q_x - log_q_y
-    log_ratio = log_target + log_proposal
-    accept_prob = math.exp(min(0.0, log_ratio))
+    log_cut_x = log_cut_y = 0.0
+    if law is not None and law.state_dependent:
+        log_cut_x = law.log_prob(cut, state)
+        log_cut_y = law.log_prob(cut, state.with_suffix(cut, proposal))
+    reverse = (log_cut_y - log_cut_x) if getattr(law, "reverse_term", True) and log_cut_x != log_cut_y else 0.0
+    log_ratio = log_target + log_proposal + reverse
+    accept_prob = math.exp(min(0.0, log_ratio)) if log_ratio == log_ratio else 0.0
     return Score(log_q_x, log_q_y, log_p_x, log_p_y, log_target, log_proposal, log_ratio,
-                 accept_prob, eps_class(accept_prob, epsilon))
+                 accept_prob, eps_class(accept_prob, epsilon), log_cut_x, log_cut_y)
 
 
 def accepts(accept_u: float, s: Score) -> bool:

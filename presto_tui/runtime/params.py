@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-SAMPLERS = ("powermh",)
+SAMPLERS = ("powermh", "entropycut")
 PREFETCH_RULES = ("none", "bfs", "predictive", "spine")
 INPUT_MODES = ("decision", "node")
 
@@ -40,6 +40,7 @@ class SamplerParams:
     budget: int = 8  # N_pf, counted in distinct requests sent to the engine
     epsilon: float = 0.01
     seed: int = 0
+    beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
 
     @property
     def proposal_tau(self) -> float:
@@ -83,6 +84,10 @@ class SamplerParams:
             raise ParamError(f"--budget must be >= 1, got {self.budget}")
         if not 0 < self.epsilon < 0.5:
             raise ParamError(f"--epsilon must lie in (0, 0.5), got {self.epsilon}")
+        if self.sampler == "entropycut" and self.block < 2:
+            raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
+        if not self.beta >= 0:
+            raise ParamError(f"--beta must be >= 0, got {self.beta}")
         if self.seed < 0:
             raise ParamError(f"--seed must be >= 0, got {self.seed}")
         return self

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 from presto_tui.runtime.backend import Backend, Request, SeqState
 from presto_tui.runtime.classifier import DEFAULT_CLASSIFIER, CertaintyClassifier
+from presto_tui.runtime.cutlaw import CutLaw, make_cut_law
 from presto_tui.runtime.mh import accepts, score
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.runtime.randomness import DecisionInputs, decision_inputs, node_inputs
@@ -53,11 +54,12 @@ def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
     the coupling test holds PreSTO to.
     """
     x = chain.state
+    law = make_cut_law(params.sampler, params.beta)
     inp = decision_inputs(params.seed, chain.block, chain.k)
-    cut = inp.uniform_cut(x.T)
+    cut = law.cut(inp.cut_u, x)
     (prop,), call = timed_generate(
         backend, [Request(x.prefix(cut), x.T - cut, inp.seed, params.proposal_tau)])
-    sc = score(x, cut, prop, params.alpha, params.epsilon)
+    sc = score(x, cut, prop, params.alpha, params.epsilon, law)
     accepted = accepts(inp.accept_u, sc)
     plan = Plan()
     plan.add_decision(index=chain.k, depth=0, cut=cut, inputs=inp, issue=True, node=0)
@@ -101,9 +103,12 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
     root = chain.state
     T, k0 = root.T, chain.k
     depth_cap = params.steps - k0
+    law = make_cut_law(params.sampler, params.beta)
 
     def cut_of(inp: DecisionInputs) -> int:
-        return inp.uniform_cut(T)
+        # A state-dependent law (EntropyCut) is read off the root, the only state known
+        # before the call; nodes holding another state re-check their cut when scored.
+        return law.cut(inp.cut_u, root)
 
     common = dict(T=T, k0=k0, depth_cap=depth_cap, budget=params.budget, cut_of=cut_of)
     if params.inputs == "decision":
@@ -135,9 +140,9 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
     )
     t0 = time.perf_counter()
     if plan.levels:
-        score_levels(tree, params, content_valid=params.prefetch == "spine")
+        score_levels(tree, params, law, content_valid=params.prefetch == "spine")
     else:
-        score_table(tree, params)
+        score_table(tree, params, law)
     t1 = time.perf_counter()
     walk(tree)
     tree.phase_s = {"plan": t_plan, "score": t1 - t0, "walk": time.perf_counter() - t1}
@@ -149,7 +154,12 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
     return nxt, tree, call
 
 
-def score_levels(tree: RoundTree, params: SamplerParams, content_valid: bool) -> None:
+def _cut_holds(law: CutLaw, dec, state: SeqState) -> bool:
+    """A prefetched cut drawn from the root's law is this state's cut too."""
+    return not law.state_dependent or law.cut(dec.cut_u, state) == dec.cut
+
+
+def score_levels(tree: RoundTree, params: SamplerParams, law: CutLaw, content_valid: bool) -> None:
     """Decision inputs: score level j's proposal against every state that may use it.
 
     The states reachable at depth j are the root and the proposal of each
@@ -158,7 +168,9 @@ def score_levels(tree: RoundTree, params: SamplerParams, content_valid: bool) ->
     rule iff the state agrees with the root on positions < cut_j, the prefix
     the request was generated from (DESIGN.md sec 4).  Either way the proposal
     is the one sequential PowerMH would draw from that state, and it is scored
-    against that state, never against the root's suffix.
+    against that state, never against the root's suffix.  With EntropyCut the
+    state's own cut law must also give the prefetched cut; otherwise the
+    decision is deferred and keeps its uniform for the next round.
     """
     root = tree.root
     for j, dec in enumerate(tree.decisions):
@@ -169,18 +181,31 @@ def score_levels(tree: RoundTree, params: SamplerParams, content_valid: bool) ->
                 ok = src == ROOT or state.agrees_before(root, dec.cut)
             else:
                 ok = dec.cut <= tree.cut_index(src)
-            if ok:
-                tree.scores[(j, src)] = score(state, dec.cut, prop, params.alpha, params.epsilon)
+            if ok and _cut_holds(law, dec, state):
+                tree.scores[(j, src)] = score(state, dec.cut, prop, params.alpha, params.epsilon, law)
 
 
-def score_table(tree: RoundTree, params: SamplerParams) -> None:
-    """Node inputs: score each issued node's proposal against the state it holds."""
-    for rec in tree.table.values():
-        if rec.status in (EXPANDED, UNREACHABLE):
-            dec = tree.decisions[rec.decision]
-            prop = tree.requests[dec.request].proposal
-            tree.scores[(rec.decision, rec.src)] = score(
-                tree.state_of(rec.src), dec.cut, prop, params.alpha, params.epsilon)
+def score_table(tree: RoundTree, params: SamplerParams, law: CutLaw) -> None:
+    """Node inputs: score each issued node's proposal against the state it holds.
+
+    A node whose own cut law gives another cut than the prefetched one
+    (EntropyCut below an accept) becomes deferred, and what lies below it
+    unreachable.
+    """
+    for v in sorted(tree.table):  # parents before children
+        rec = tree.table[v]
+        if rec.status not in (EXPANDED, UNREACHABLE):
+            continue
+        parent = tree.table.get((v - 1) // 2) if v else None
+        if rec.status == EXPANDED and parent is not None and parent.status != EXPANDED:
+            tree.table[v] = rec = NodeRec(rec.depth, UNREACHABLE, rec.src, rec.decision)
+        dec = tree.decisions[rec.decision]
+        state = tree.state_of(rec.src)
+        if not _cut_holds(law, dec, state):
+            tree.table[v] = NodeRec(rec.depth, DEFERRED, rec.src, rec.decision)
+            continue
+        prop = tree.requests[dec.request].proposal
+        tree.scores[(rec.decision, rec.src)] = score(state, dec.cut, prop, params.alpha, params.epsilon, law)
 
 
 def walk(tree: RoundTree) -> None:

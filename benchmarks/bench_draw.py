@@ -1,0 +1,99 @@
+"""Benchmark of drawing (not a test): one large round, and scrubbing a 1,000-round replay.
+
+1. A 64-request round (BFS with node inputs, ~129 nodes, and decision inputs with
+   64 levels, an astronomically large tree unfolded lazily): time to lay it out
+   and to draw every visible row with the widget's line API.
+2. A 1,000-round trace replayed in the app (headless, 120x40): time from a
+   round-step key to the screen being drawn, over 200 steps.
+
+Goal: a round drawn in under 50 ms.
+
+    python benchmarks/bench_draw.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from presto_tui.logs.reader import read_trace
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.backend import Request, SeqState
+from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.presto import ChainState, presto_round
+from presto_tui.runtime.randomness import extension_seed
+from presto_tui.runtime.session import run_session
+from presto_tui.runtime.synthetic import SyntheticBackend
+from presto_tui.views.app import PrestoApp, replay_app
+from presto_tui.views.layout import layout
+from presto_tui.views.widgets import RoundTreeView
+
+
+def big_round(backend, params):
+    (prop,) = backend.generate([Request((1, 2), params.block, extension_seed(params.seed, 0), params.proposal_tau)])
+    chain = ChainState(SeqState((1, 2)).extended(prop), 0)
+    return presto_round(backend, params, chain)[1]
+
+
+async def draw_round(tree, reps=20):
+    app = PrestoApp(mode="replay", pieces=lambda ids: [str(i) for i in ids])
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = app.query_one("#tree", RoundTreeView)
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            view.show(tree)
+            for y in range(view.size.height):
+                view.render_line(y)
+            times.append(time.perf_counter() - t0)
+            await pilot.pause()
+        return statistics.median(times), len(view.lay.rows), view.lay.total
+
+
+async def scrub(path: Path, steps=200):
+    app = replay_app(read_trace(path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), max(times), len(app.state.all_rounds())
+
+
+def main() -> None:
+    backend = SyntheticBackend()
+    print("1. one round with 64 requests (T=128), layout + drawing every visible row")
+    for rule, inputs in (("bfs", "node"), ("predictive", "node"), ("spine", "decision"), ("bfs", "decision")):
+        params = SamplerParams(prefetch=rule, inputs=inputs, budget=64, max_new_tokens=128, steps=200)
+        tree = big_round(backend, params)
+        t0 = time.perf_counter()
+        lay = layout(tree)
+        t_layout = time.perf_counter() - t0
+        med, rows, total = asyncio.run(draw_round(tree))
+        print(f"   {rule}/{inputs:<8} nodes {total:>22,}  rows drawn {rows:>4}  "
+              f"layout {t_layout * 1e3:6.1f} ms  show+draw {med * 1e3:6.1f} ms")
+    print("2. scrubbing a 1,000-round replay")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "big.jsonl"
+        params = SamplerParams(max_new_tokens=96, steps=100, budget=8, prefetch="bfs", inputs="node")
+        with TraceWriter(path, command="bench", backend=backend.name, model=backend.model,
+                         params=params.to_dict(), pieces=backend.token_pieces) as w:
+            rounds = seed = 0
+            while rounds < 1000:
+                for ev in run_session(backend, params.with_(seed=seed), backend.encode_prompt("the cat")):
+                    w.write(ev)
+                    rounds += type(ev).__name__ == "RoundDone"
+                seed += 1
+        t0 = time.perf_counter()
+        med, worst, n = asyncio.run(scrub(path))
+        print(f"   {n} rounds: step to next round and redraw, median {med * 1e3:.1f} ms, "
+              f"worst {worst * 1e3:.1f} ms (200 steps, {time.perf_counter() - t0:.1f} s with app start)")
+
+
+if __name__ == "__main__":
+    main()
