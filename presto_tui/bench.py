@@ -1,7 +1,7 @@
-"""`presto-tui bench`: sequential PowerMH against its PreSTO variants in one run (paper sec 5, D.2).
+"""`presto-tui bench`: each sampler against its PreSTO variants in one run (paper sec 5, D.2).
 
 All samplers use decision-keyed inputs, so every PreSTO variant must end in the
-same state as sequential PowerMH: the table says whether it did.  Prompts are
+same state as its sequential sampler: the table says whether it did.  Prompts are
 the outer loop and samplers the inner one, so that drift on a shared machine
 hits every sampler alike; only ratios from one run are meaningful.
 """
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import orjson
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -28,12 +29,15 @@ from presto_tui.runtime.summary import SessionSummary
 EXIT_INTERRUPTED = 130
 
 
-def configs(rules: list[str], budgets: list[int]) -> list[tuple[str, int | None]]:
-    return [("none", None)] + [(r, b) for r in rules for b in budgets]
+Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
 
 
-def label(rule: str, budget: int | None) -> str:
-    return "sequential" if rule == "none" else f"{rule} N={budget}"
+def configs(samplers: list[str], rules: list[str], budgets: list[int]) -> list[Config]:
+    return [c for smp in samplers for c in [(smp, "none", None)] + [(smp, r, b) for r in rules for b in budgets]]
+
+
+def label(sampler: str, rule: str, budget: int | None) -> str:
+    return f"{sampler} " + ("seq" if rule == "none" else f"{rule} {budget}")
 
 
 def engine_probe(backend: Backend, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
@@ -69,12 +73,13 @@ def aggregate(rows: list[SessionSummary], seq_call_time: float | None) -> dict:
 
 
 def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rules: list[str],
-              budgets: list[int], seeds: int = 1, classifier: CertaintyClassifier | None = None,
-              trace: TraceWriter | None = None, output: Path | None = None, json_out: bool = False) -> int:
+              budgets: list[int], samplers: list[str] = ("powermh",), seeds: int = 1,
+              classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
+              output: Path | None = None, json_out: bool = False) -> int:
     err = Console(stderr=True, highlight=False)
-    cfgs = configs(rules, budgets)
-    results: dict[tuple, list[SessionSummary]] = {c: [] for c in cfgs}
-    same_as_seq: dict[tuple, bool] = {c: True for c in cfgs}
+    cfgs = configs(list(samplers), rules, budgets)
+    results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
+    same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
     cache0 = getattr(backend, "prefix_cache_stats", dict)()
     total = len(prompts) * seeds * len(cfgs)
     t_start = time.perf_counter()
@@ -85,10 +90,11 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
             for p_i, prompt in enumerate(prompts):
                 ids = backend.encode_prompt(prompt)
                 for seed in range(seeds):
-                    seq_tokens = None
+                    seq_tokens = {}
                     for cfg in cfgs:
-                        rule, budget = cfg
-                        params = base.with_(prefetch=rule, budget=budget or base.budget, seed=seed)
+                        sampler, rule, budget = cfg
+                        params = base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget,
+                                            seed=seed)
                         bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
                         s = SessionSummary()
                         for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
@@ -97,8 +103,8 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
                                 trace.write(ev)
                         results[cfg].append(s)
                         if rule == "none":
-                            seq_tokens = s.tokens
-                        elif s.tokens != seq_tokens:
+                            seq_tokens[sampler] = s.tokens
+                        elif s.tokens != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
                         bar.advance(task)
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
@@ -112,12 +118,13 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
     hit_rate = None
     if cache0 and cache1 and cache1["queries"] > cache0["queries"]:
         hit_rate = (cache1["hits"] - cache0["hits"]) / (cache1["queries"] - cache0["queries"])
-    seq = aggregate(results[("none", None)], None)
     table_rows = []
     for cfg in cfgs:
-        agg = aggregate(results[cfg], seq["call_time_s"] if cfg[0] != "none" else None)
-        agg.update(sampler=label(*cfg), rule=cfg[0], budget=cfg[1],
-                   same_final_state_as_sequential=same_as_seq[cfg] if cfg[0] != "none" else None)
+        sampler, rule, budget = cfg
+        seq = aggregate(results[(sampler, "none", None)], None)
+        agg = aggregate(results[cfg], seq["call_time_s"] if rule != "none" else None)
+        agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget,
+                   same_final_state_as_sequential=same_as_seq[cfg] if rule != "none" else None)
         table_rows.append(agg)
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(getattr(backend, "info", {}) or {}),
@@ -145,13 +152,13 @@ def render(console: Console, report: dict) -> None:
     p = report["params"]
     table = Table(title=f"{report['backend']} on {report['model']}: {len(report['prompts'])} prompts x "
                         f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
-                  title_justify="left")
-    for col in ("sampler", "calls", "tr/call", "ms/call", "call time s", "speedup", "tokens",
-                "issued/used", "= seq"):
-        table.add_column(col, justify="left" if col == "sampler" else "right")
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("sampler rule N", "calls", "tr/call", "ms/call", "sum s", "speedup", "tok",
+                "req/use", "=seq"):
+        table.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
     for r in report["rows"]:
         same = "" if r["same_final_state_as_sequential"] is None else ("yes" if r["same_final_state_as_sequential"] else "NO")
-        table.add_row(r["sampler"], f"{r['calls_per_prompt']:.1f}", f"{r['transitions_per_call']:.2f}",
+        table.add_row(r["label"], f"{r['calls_per_prompt']:.1f}", f"{r['transitions_per_call']:.2f}",
                       f"{r['time_per_call_s'] * 1e3:.0f}", f"{r['call_time_s']:.2f}",
                       "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x",
                       f"{r['tokens_generated']:.0f}", f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}",
@@ -163,6 +170,6 @@ def render(console: Console, report: dict) -> None:
                       f"{pr['ratio']:.2f}x one suffix ({pr['batch_s']:.2f} s vs {pr['one_s']:.2f} s)")
     if report["prefix_cache_hit_rate"] is not None:
         console.print(f"prefix-cache hit rate: {report['prefix_cache_hit_rate']:.3f}")
-    console.print("rows: sequential PowerMH and PreSTO with each rule and budget N. speedup = mean "
-                  "cumulative call time of sequential PowerMH / that of the row (paper eq. 20); "
-                  "'= seq': same final state as sequential PowerMH")
+    console.print("rows: each sampler sequentially and with PreSTO at each rule and budget N. speedup = "
+                  "mean cumulative call time of the sequential sampler / that of the row (paper eq. 20); "
+                  "'=seq': same final state as the sequential sampler; sum s: cumulative call time; tok: tokens generated")

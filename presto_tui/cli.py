@@ -53,6 +53,11 @@ THREADS_OPT = typer.Option(None, "--threads", help="CPU threads for the engine."
 KV_OPT = typer.Option(None, "--kv-cache-gib", help="vLLM on CPU: KV-cache size in GiB [default: 1].")
 CLASSIFIER_OPT = typer.Option(
     None, "--classifier", help="JSON classifier for --prefetch predictive (from presto-tui fit-classifier).")
+SAMPLER_OPT = typer.Option(
+    "powermh", "--sampler", help="The MH chain: powermh (uniform cut), entropycut (cuts where p0's "
+    "entropy jumps) or multitry (multiple-try Metropolis over 4 candidate suffixes).")
+BETA_OPT = typer.Option(4.0, "--beta", help="EntropyCut: exponent of the entropy-jump cut law.")
+TRIES_OPT = typer.Option(4, "--tries", help="MultiTryMH: candidates per transition.")
 TRACE_OPT = typer.Option(None, "--trace", help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")
 NO_TRACE_OPT = typer.Option(False, "--no-trace", help="Do not write a trace.")
 
@@ -121,9 +126,9 @@ def run(
     prompt: Optional[str] = typer.Argument(None, help="The prompt to sample a response for."),
     prompts_file: Optional[Path] = typer.Option(
         None, "--prompts-file", help="Text file with one prompt per line ('#' starts a comment)."),
-    sampler: str = typer.Option("powermh", help="The MH chain: powermh (uniform cut) or entropycut "
-                                "(cuts where p0's entropy jumps)."),
-    beta: float = typer.Option(4.0, help="EntropyCut: exponent of the entropy-jump cut law."),
+    sampler: str = SAMPLER_OPT,
+    beta: float = BETA_OPT,
+    tries: int = TRIES_OPT,
     prefetch: str = typer.Option(
         "spine", help="none = sequential PowerMH (one call per transition); bfs, predictive, "
         "spine = PreSTO with that traversal rule."),
@@ -185,7 +190,7 @@ def run(
         sizes["block_size"] = None  # one block of the n the user chose
     try:
         params = base.with_(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, tau=tau,
-                            epsilon=epsilon, seed=seed, beta=beta, **sizes).validate()
+                            epsilon=epsilon, seed=seed, beta=beta, tries=tries, **sizes).validate()
     except ParamError as e:
         fail(str(e))
     clf = load_classifier(classifier)
@@ -308,6 +313,9 @@ def fit_classifier(
 
 @app.command()
 def chat(
+    sampler: str = SAMPLER_OPT,
+    beta: float = BETA_OPT,
+    tries: int = TRIES_OPT,
     prefetch: str = typer.Option("spine", help="none, bfs, predictive or spine."),
     inputs: str = typer.Option("decision", help="decision or node random inputs."),
     alpha: float = typer.Option(4.0, help="Power exponent."),
@@ -344,8 +352,9 @@ def chat(
     from presto_tui.runtime.params import ParamError, SamplerParams
 
     try:
-        params = SamplerParams(prefetch=prefetch, inputs=inputs, alpha=alpha, max_new_tokens=max_new_tokens,
-                               steps=steps, budget=budget, seed=seed).validate()
+        params = SamplerParams(sampler=sampler, beta=beta, tries=tries, prefetch=prefetch, inputs=inputs,
+                               alpha=alpha, max_new_tokens=max_new_tokens, steps=steps, budget=budget,
+                               seed=seed).validate()
     except ParamError as e:
         fail(str(e))
     clf = load_classifier(classifier)
@@ -399,6 +408,10 @@ def bench(
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N prompts."),
     budgets: str = typer.Option("8,12,20", help="Comma-separated prefetch budgets to compare."),
     rules: str = typer.Option("bfs,predictive,spine", help="Comma-separated traversal rules to compare."),
+    samplers: str = typer.Option("powermh", help="Comma-separated samplers, each against its own "
+                                 "sequential run: powermh, entropycut, multitry."),
+    beta: float = BETA_OPT,
+    tries: int = TRIES_OPT,
     seeds: int = typer.Option(1, help="Seeds per prompt (0..seeds-1)."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", "-n", help="Response length n."),
     steps: int = typer.Option(16, "--steps", "-K", help="MH transitions per prompt (one block)."),
@@ -420,7 +433,7 @@ def bench(
     no_trace: bool = NO_TRACE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the results JSON on stdout instead of tables."),
 ) -> None:
-    """Sequential PowerMH against PreSTO with each rule and budget, side by side in one run.
+    """Each sampler run sequentially against PreSTO with each rule and budget, side by side in one run.
 
     Same prompts, seeds and engine for every sampler, interleaved prompt by prompt so
     that machine noise hits all alike. Reports model calls, transitions per call, time
@@ -431,6 +444,8 @@ def bench(
       presto-tui bench                       # embedded model, shipped prompts
 
       presto-tui bench --limit 2 -K 8 --budgets 8,20 --rules spine
+
+      presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
     """
     from presto_tui.runtime.params import ParamError, SamplerParams
 
@@ -439,18 +454,20 @@ def bench(
     except ValueError:
         fail(f"--budgets must be comma-separated integers, got {budgets!r}")
     rule_list = [r.strip() for r in rules.split(",") if r.strip()]
+    sampler_list = [x.strip() for x in samplers.split(",") if x.strip()]
     try:
-        base = SamplerParams(alpha=alpha, max_new_tokens=max_new_tokens, steps=steps).validate()
+        base = SamplerParams(alpha=alpha, max_new_tokens=max_new_tokens, steps=steps, beta=beta,
+                             tries=tries).validate()
         for r in rule_list:
             if r == "none":
-                fail("--rules lists PreSTO rules; sequential PowerMH always runs as the reference")
-            base.with_(prefetch=r).validate()
-        for b in budget_list:
-            base.with_(budget=b).validate()
+                fail("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
+            for smp in sampler_list:
+                for b in budget_list:
+                    base.with_(sampler=smp, prefetch=r, budget=b).validate()
     except ParamError as e:
         fail(str(e))
-    if not budget_list or not rule_list or seeds < 1:
-        fail("bench needs at least one budget, one rule and one seed")
+    if not budget_list or not rule_list or not sampler_list or seeds < 1:
+        fail("bench needs at least one sampler, budget, rule and seed")
     if prompts_file is None:
         from importlib.resources import files
 
@@ -464,7 +481,7 @@ def bench(
     from presto_tui.bench import run_bench
 
     writer = None if no_trace else open_trace(trace, "bench", engine, base)
-    code = run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, seeds=seeds,
+    code = run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
                      classifier=clf, trace=writer, output=output, json_out=json_out)
     raise typer.Exit(code)
 

@@ -77,6 +77,22 @@ def test_presto_entropycut_reproduces_sequential_entropycut(schedule, rule, budg
         assert deferred_by_law > 0
 
 
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("budget", (4, 8, 20, 64))
+def test_presto_multitry_reproduces_sequential_multitry(schedule, rule, budget):
+    """PreSTO-MultiTryMH prefetches whole decisions (all 4 candidates) across transitions."""
+    for seed in SEEDS:
+        expected, seq_trees = reference("v7", schedule, seed, sampler="multitry")
+        params = SamplerParams(sampler="multitry", prefetch=rule, budget=budget, seed=seed,
+                               **SCHEDULES[schedule])
+        got, trees = trajectory(small_backend(**BACKENDS["v7"]), params)
+        assert got == expected
+        assert all(len(t.requests) <= budget for t in trees)
+        if budget >= 8:
+            assert len(trees) < len(seq_trees)
+
+
 def test_budget_one_is_one_transition_per_call():
     params = SamplerParams(prefetch="spine", budget=1, **SCHEDULES["one-block"])
     _, trees = trajectory(small_backend(), params)

@@ -39,10 +39,13 @@ def record(path, params_list, prompts=((1, 2),), backend=None):
 @pytest.fixture
 def trace_file(tmp_path):
     path = tmp_path / "t.jsonl"
-    events = record(path, [SamplerParams(prefetch=r, inputs=i, budget=6, max_new_tokens=12, block_size=6,
-                                         steps=8, seed=3)
-                           for r, i in (("spine", "decision"), ("bfs", "node"), ("predictive", "node"),
-                                        ("none", "decision"), ("bfs", "decision"))])
+    events = record(path, [SamplerParams(sampler=smp, prefetch=r, inputs=i, budget=8, max_new_tokens=12,
+                                         block_size=6, steps=8, seed=3)
+                           for smp, r, i in (("powermh", "spine", "decision"), ("powermh", "bfs", "node"),
+                                             ("powermh", "predictive", "node"), ("powermh", "none", "decision"),
+                                             ("powermh", "bfs", "decision"), ("entropycut", "bfs", "node"),
+                                             ("entropycut", "spine", "decision"), ("multitry", "spine", "decision"),
+                                             ("multitry", "bfs", "node"), ("multitry", "none", "decision"))])
     return path, events
 
 

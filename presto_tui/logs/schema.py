@@ -162,11 +162,13 @@ def encode_tree(t: RoundTree) -> dict:
         "rule": t.rule, "inputs": t.inputs, "T": t.T, "k0": t.k0, "depth_cap": t.depth_cap,
         "levels": t.levels, "quirk": t.quirk,
         "prompt": list(t.root.prompt), "root": list(t.root.tokens),
-        "decisions": [[d.index, d.depth, d.cut, d.cut_u, d.seed, d.accept_u, d.request, d.h_pred, d.node]
-                      for d in t.decisions],
-        "requests": [[r.decision, r.cut, r.seed, list(r.proposal.tokens)] for r in t.requests],
+        "decisions": [[d.index, d.depth, d.cut, d.cut_u, d.seed, d.accept_u, d.request, d.h_pred, d.node,
+                       list(d.candidates)] for d in t.decisions],
+        "requests": [[r.decision, r.cut, r.seed, list(r.proposal.tokens), r.tau] for r in t.requests],
         "scores": [[pos, src, _num(s.log_q_x), _num(s.log_q_y), _num(s.log_p_x), _num(s.log_p_y),
-                    _num(s.log_target), _num(s.log_proposal), _num(s.log_ratio), s.accept_prob, s.eps_class]
+                    _num(s.log_target), _num(s.log_proposal), _num(s.log_ratio), s.accept_prob, s.eps_class,
+                    _num(s.log_cut_x), _num(s.log_cut_y), [[c[0], _num(c[1]), c[2]] for c in s.candidates],
+                    s.selected]
                    for (pos, src), s in t.scores.items()],
         "table": [[v, r.depth, r.status, r.src, r.decision] for v, r in t.table.items()],
         "steps": [[s.node, s.decision, s.src, s.accepted] for s in t.steps],
@@ -193,35 +195,44 @@ def decode_tree(d: dict) -> RoundTree:
     root_tokens = tuple(_get(d, "root", "ints", "tree."))
     _check(len(root_tokens) == T, "tree.root", f"should hold T={T} tokens")
     decisions = []
-    for i, r in enumerate(_rows(d, "decisions", 9)):
+    for i, r in enumerate(_rows(d, "decisions", 10)):
         w = f"tree.decisions[{i}]"
         for j, kind in ((0, int), (1, int), (2, int), (3, float), (4, int), (5, float), (6, "int?"),
-                        (7, "float?"), (8, "int?")):
+                        (7, "float?"), (8, "int?"), (9, "ints")):
             _check(_is(r[j], kind), f"{w}[{j}]", f"should be {_name(kind)}")
         _check(0 <= r[2] < T, f"{w}[2]", "is a cut outside 0..T-1")
         decisions.append(DecisionRec(r[0], r[1], r[2], float(r[3]), r[4], float(r[5]), r[6],
-                                     None if r[7] is None else float(r[7]), r[8]))
+                                     None if r[7] is None else float(r[7]), r[8], tuple(r[9])))
     requests = []
-    for i, r in enumerate(_rows(d, "requests", 4)):
+    for i, r in enumerate(_rows(d, "requests", 5)):
         w = f"tree.requests[{i}]"
         _check(_is(r[0], int) and 0 <= r[0] < len(decisions), f"{w}[0]", "is not a decision position")
         _check(_is(r[1], int) and 0 <= r[1] < T, f"{w}[1]", "is a cut outside 0..T-1")
         _check(_is(r[2], int), f"{w}[2]", "should be an integer")
         _check(_is(r[3], "ints") and len(r[3]) == T - r[1], f"{w}[3]", "should hold T - cut token ids")
-        requests.append(RequestRec(r[0], r[1], r[2], Proposal.tokens_only(tuple(r[3]))))
+        _check(_is(r[4], float), f"{w}[4]", "should be a temperature")
+        requests.append(RequestRec(r[0], r[1], r[2], Proposal.tokens_only(tuple(r[3])), float(r[4])))
     for i, dec in enumerate(decisions):
         _check(dec.request is None or 0 <= dec.request < len(requests), f"tree.decisions[{i}][6]",
                "is not a request index")
+        _check(all(0 <= c < len(requests) for c in dec.candidates), f"tree.decisions[{i}][9]",
+               "holds a candidate that is not a request index")
     n_src = len(requests)
     scores = {}
-    for i, r in enumerate(_rows(d, "scores", 11)):
+    for i, r in enumerate(_rows(d, "scores", 15)):
         w = f"tree.scores[{i}]"
         _check(_is(r[0], int) and 0 <= r[0] < len(decisions), f"{w}[0]", "is not a decision position")
         _check(_is(r[1], int) and -1 <= r[1] < n_src, f"{w}[1]", "is not a state source")
         _check(_is(r[9], float) and 0.0 <= r[9] <= 1.0, f"{w}[9]", "is not a probability")
         _check(r[10] in EPS_CLASSES, f"{w}[10]", f"should be one of {', '.join(EPS_CLASSES)}")
         nums = [_unnum(r[j], f"{w}[{j}]") for j in range(2, 9)]
-        scores[(r[0], r[1])] = Score(*nums, float(r[9]), r[10])
+        _check(isinstance(r[13], list) and all(isinstance(c, list) and len(c) == 3 for c in r[13]),
+               f"{w}[13]", "should list [temperature, log weight, probability] per candidate")
+        _check(_is(r[14], int), f"{w}[14]", "should be an integer")
+        cands = tuple((_unnum(c[0], f"{w}[13]"), _unnum(c[1], f"{w}[13]"), _unnum(c[2], f"{w}[13]"))
+                      for c in r[13])
+        scores[(r[0], r[1])] = Score(*nums, float(r[9]), r[10], _unnum(r[11], f"{w}[11]"),
+                                     _unnum(r[12], f"{w}[12]"), cands, r[14])
     table = {}
     for i, r in enumerate(_rows(d, "table", 5)):
         w = f"tree.table[{i}]"

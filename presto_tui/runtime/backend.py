@@ -26,6 +26,9 @@ class Request:
     n_new: int
     seed: int
     tau: float
+    # Extra temperatures at which to report log q of each sampled token, from the same
+    # logits (MultiTryMH's mixture proposal); never a second scoring pass.
+    score_taus: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,13 @@ class Proposal:
     logq: tuple[float, ...]  # log q_tau(token | context)
     logp: tuple[float, ...]  # log p0(token | context)
     entropy: tuple[float, ...]  # H(p0(. | context)), natural log
+    logq_at: tuple[tuple[float, ...], ...] = ()  # log q at each of the request's score_taus
 
     def __post_init__(self):
         n = len(self.tokens)
         if not (len(self.logq) == len(self.logp) == len(self.entropy) == n):
+            raise ValueError("proposal arrays differ in length")
+        if any(len(a) != n for a in self.logq_at):
             raise ValueError("proposal arrays differ in length")
 
     @classmethod
@@ -84,6 +90,7 @@ class SeqState:
     logq: tuple[float, ...] = ()
     logp: tuple[float, ...] = ()
     entropy: tuple[float, ...] = ()
+    logq_at: tuple[tuple[float, ...], ...] = ()  # per score temperature (MultiTryMH)
 
     @property
     def T(self) -> int:
@@ -107,7 +114,14 @@ class SeqState:
             self.logq[:cut] + proposal.logq,
             self.logp[:cut] + proposal.logp,
             self.entropy[:cut] + proposal.entropy,
+            self._join_logq_at(cut, proposal),
         )
+
+    def _join_logq_at(self, cut: int, proposal: Proposal) -> tuple[tuple[float, ...], ...]:
+        if not proposal.logq_at or (cut and len(self.logq_at) != len(proposal.logq_at)):
+            return ()
+        heads = self.logq_at or tuple(() for _ in proposal.logq_at)
+        return tuple(a[:cut] + b for a, b in zip(heads, proposal.logq_at))
 
     def extended(self, proposal: Proposal) -> SeqState:
         return self.with_suffix(self.T, proposal)

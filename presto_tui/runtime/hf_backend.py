@@ -88,6 +88,7 @@ class TransformersBackend:
         out_lq: list[list[float]] = [[] for _ in requests]
         out_lp: list[list[float]] = [[] for _ in requests]
         out_h: list[list[float]] = [[] for _ in requests]
+        out_x: list[list[list[float]]] = [[[] for _ in r.score_taus] for r in requests]
         with torch.inference_mode():
             cache = None
             if shared:
@@ -102,7 +103,8 @@ class TransformersBackend:
             for pos in range(shared, total):
                 # row r replays its prefix up to len(prefix_r), then samples
                 inputs = [prefixes[r][pos] if pos < len(prefixes[r]) else
-                          self._sample(r, logits[r], taus[r], gens[r], out_tokens, out_lq, out_lp, out_h)
+                          self._sample(r, logits[r], taus[r], gens[r], out_tokens, out_lq, out_lp, out_h,
+                                       requests[r].score_taus, out_x[r])
                           for r in range(B)]
                 if pos == total - 1:
                     break  # every row has drawn its last token; no forward needed
@@ -110,10 +112,10 @@ class TransformersBackend:
                                   use_cache=True)
                 cache = res.past_key_values
                 logits = res.logits[:, -1, :].to(torch.float64)
-        return [Proposal(tuple(t), tuple(q), tuple(p), tuple(h))
-                for t, q, p, h in zip(out_tokens, out_lq, out_lp, out_h)]
+        return [Proposal(tuple(t), tuple(q), tuple(p), tuple(h), tuple(tuple(e) for e in x))
+                for t, q, p, h, x in zip(out_tokens, out_lq, out_lp, out_h, out_x)]
 
-    def _sample(self, r, z, tau, gen, toks, lqs, lps, hs) -> int:
+    def _sample(self, r, z, tau, gen, toks, lqs, lps, hs, score_taus=(), extra=()) -> int:
         torch = self.torch
         logp = torch.log_softmax(z, dim=-1)
         logq = torch.log_softmax(z / tau, dim=-1)
@@ -125,4 +127,6 @@ class TransformersBackend:
         lqs[r].append(float(logq[tok]))
         lps[r].append(float(logp[tok]))
         hs[r].append(float(-torch.special.xlogy(logp.exp(), logp.exp()).sum()))
+        for t2, out in zip(score_taus, extra):
+            out.append(float(z[tok] / t2 - torch.logsumexp(z / t2, dim=-1)))
         return tok

@@ -32,6 +32,9 @@ class Score:
     eps_class: str
     log_cut_x: float = 0.0  # log lambda(cut; x), the cut law's mass under the current state
     log_cut_y: float = 0.0  # log lambda(cut; y), under the proposal (EntropyCut's reverse move)
+    # MultiTryMH: (temperature, log w_j, selection probability) per candidate, and the one selected
+    candidates: tuple[tuple[float, float, float], ...] = ()
+    selected: int = -1
 
 
 def eps_class(accept_prob: float, epsilon: float) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-SAMPLERS = ("powermh", "entropycut")
+SAMPLERS = ("powermh", "entropycut", "multitry")
+MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
 PREFETCH_RULES = ("none", "bfs", "predictive", "spine")
 INPUT_MODES = ("decision", "node")
 
@@ -41,6 +42,11 @@ class SamplerParams:
     epsilon: float = 0.01
     seed: int = 0
     beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
+    tries: int = 4  # MultiTryMH's candidates per transition
+
+    @property
+    def requests_per_decision(self) -> int:
+        return self.tries if self.sampler == "multitry" else 1
 
     @property
     def proposal_tau(self) -> float:
@@ -86,6 +92,12 @@ class SamplerParams:
             raise ParamError(f"--epsilon must lie in (0, 0.5), got {self.epsilon}")
         if self.sampler == "entropycut" and self.block < 2:
             raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
+        if self.sampler == "multitry":
+            if self.tries < 1:
+                raise ParamError(f"--tries must be >= 1, got {self.tries}")
+            if self.prefetch != "none" and self.budget < self.tries:
+                raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
+                                 "decision needs all its candidates in one call")
         if not self.beta >= 0:
             raise ParamError(f"--beta must be >= 0, got {self.beta}")
         if self.seed < 0:

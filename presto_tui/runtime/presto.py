@@ -15,11 +15,12 @@ from presto_tui.runtime.backend import Backend, Request, SeqState
 from presto_tui.runtime.classifier import DEFAULT_CLASSIFIER, CertaintyClassifier
 from presto_tui.runtime.cutlaw import CutLaw, make_cut_law
 from presto_tui.runtime.mh import accepts, score
-from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.multitry import candidates, mtm_score, selected_candidate
+from presto_tui.runtime.params import MULTITRY_TAUS, SamplerParams
 from presto_tui.runtime.randomness import DecisionInputs, decision_inputs, node_inputs
-from presto_tui.runtime.traversal import Plan, plan_bfs, plan_levels, plan_predictive
+from presto_tui.runtime.traversal import Draws, Plan, plan_bfs, plan_levels, plan_predictive, single_draw
 from presto_tui.runtime.tree import (
-    DEFERRED, EXPANDED, LEAF, ROOT, UNREACHABLE, NodeRec, RequestRec, RoundTree, Step,
+    DEFERRED, EXPANDED, LEAF, ROOT, UNREACHABLE, DecisionRec, NodeRec, RequestRec, RoundTree, Step,
 )
 
 
@@ -46,9 +47,20 @@ def timed_generate(backend: Backend, requests: list[Request]) -> tuple[list, Cal
     return proposals, CallInfo(len(requests), sum(len(p.tokens) for p in proposals), wall)
 
 
+def decision_draws(params: SamplerParams) -> Draws:
+    """(seed, temperature) of each request a decision makes: MultiTryMH makes one per candidate."""
+    if params.sampler != "multitry":
+        return single_draw
+    return lambda inp: list(zip(*(lambda c: (c.seeds, c.taus))(candidates(inp, params.tries))))
+
+
+def score_taus(params: SamplerParams) -> tuple[float, ...]:
+    return MULTITRY_TAUS if params.sampler == "multitry" else ()
+
+
 def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
                     ) -> tuple[ChainState, RoundTree, CallInfo]:
-    """One PowerMH transition with one model call (alg. 1, lines 4-7).
+    """One transition with one model call (alg. 1, lines 4-7; MultiTryMH: M candidates in it).
 
     Written independently of the PreSTO code on purpose: it is the reference
     the coupling test holds PreSTO to.
@@ -57,17 +69,27 @@ def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
     law = make_cut_law(params.sampler, params.beta)
     inp = decision_inputs(params.seed, chain.block, chain.k)
     cut = law.cut(inp.cut_u, x)
-    (prop,), call = timed_generate(
-        backend, [Request(x.prefix(cut), x.T - cut, inp.seed, params.proposal_tau)])
-    sc = score(x, cut, prop, params.alpha, params.epsilon, law)
+    draws = decision_draws(params)(inp)
+    props, call = timed_generate(backend, [
+        Request(x.prefix(cut), x.T - cut, seed, tau or params.proposal_tau, score_taus(params))
+        for seed, tau in draws])
+    if params.sampler == "multitry":
+        sc = mtm_score(x, cut, props, candidates(inp, params.tries), params.alpha, params.epsilon)
+    else:
+        sc = score(x, cut, props[0], params.alpha, params.epsilon, law)
     accepted = accepts(inp.accept_u, sc)
     plan = Plan()
-    plan.add_decision(index=chain.k, depth=0, cut=cut, inputs=inp, issue=True, node=0)
+    plan.add_decision(index=chain.k, depth=0, cut=cut, inputs=inp, issue=True, node=0,
+                      draws=decision_draws(params))
+    selected = max(sc.selected, 0)
+    decision = replace(plan.decisions[0], request=selected)
     tree = RoundTree(
         rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=params.steps - chain.k,
-        root=x, decisions=tuple(plan.decisions), requests=(RequestRec(0, cut, inp.seed, prop),),
+        root=x, decisions=(decision,),
+        requests=tuple(RequestRec(0, cut, seed, p, tau or params.proposal_tau)
+                       for (seed, tau), p in zip(draws, props)),
         scores={(0, ROOT): sc}, levels=False,
-        table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, 0, None),
+        table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, selected, None),
                2: NodeRec(1, LEAF, ROOT, None)},
         steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
         stop_reason="cap" if chain.k + 1 >= params.steps else LEAF,
@@ -110,7 +132,8 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
         # before the call; nodes holding another state re-check their cut when scored.
         return law.cut(inp.cut_u, root)
 
-    common = dict(T=T, k0=k0, depth_cap=depth_cap, budget=params.budget, cut_of=cut_of)
+    common = dict(T=T, k0=k0, depth_cap=depth_cap, budget=params.budget, cut_of=cut_of,
+                  draws=decision_draws(params), cost=params.requests_per_decision)
     if params.inputs == "decision":
         plan = plan_levels(inputs_at=lambda d: decision_inputs(params.seed, chain.block, d),
                            classifier=classifier if params.prefetch == "predictive" else None,
@@ -127,16 +150,20 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
             plan = plan_predictive(inputs_at=inputs_at, classifier=classifier, **common)
 
     t_plan = time.perf_counter() - t_plan
-    tau = params.proposal_tau
-    reqs = [Request(root.prefix(plan.decisions[p].cut), T - plan.decisions[p].cut,
-                    plan.decisions[p].seed, tau) for p in plan.request_decisions]
+    taus = [tau or params.proposal_tau for _, _, tau in plan.requests]
+    reqs = [Request(root.prefix(plan.decisions[p].cut), T - plan.decisions[p].cut, seed, tau, score_taus(params))
+            for (p, seed, _), tau in zip(plan.requests, taus)]
     proposals, call = timed_generate(backend, reqs)
+    requests = tuple(RequestRec(p, plan.decisions[p].cut, seed, prop, tau)
+                     for (p, seed, _), prop, tau in zip(plan.requests, proposals, taus))
+    decisions = tuple(_with_selection(d, requests, params) for d in plan.decisions)
+    # MultiTryMH: an accept child holds the selected candidate, known only now
+    remap = {a.request: b.request for a, b in zip(plan.decisions, decisions) if a.request != b.request}
+    table = {v: replace(rec, src=remap.get(rec.src, rec.src)) for v, rec in plan.table.items()}
     tree = RoundTree(
         rule=params.prefetch, inputs=params.inputs, T=T, k0=k0, depth_cap=depth_cap, root=root,
-        decisions=tuple(plan.decisions),
-        requests=tuple(RequestRec(p, plan.decisions[p].cut, plan.decisions[p].seed, prop)
-                       for p, prop in zip(plan.request_decisions, proposals)),
-        scores={}, levels=plan.levels, table=plan.table, quirk=plan.quirk,
+        decisions=decisions, requests=requests, scores={}, levels=plan.levels, table=table,
+        quirk=plan.quirk,
     )
     t0 = time.perf_counter()
     if plan.levels:
@@ -152,6 +179,27 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
         carried = DecisionInputs(dec.cut_u, dec.seed, dec.accept_u)
     nxt = ChainState(tree.final_state, chain.block, k0 + tree.transitions, chain.round + 1, carried)
     return nxt, tree, call
+
+
+def _with_selection(dec: DecisionRec, requests, params: SamplerParams) -> DecisionRec:
+    """MultiTryMH: the decision's proposal is the selected candidate (independent of the state)."""
+    if not dec.candidates:
+        return dec
+    props = [requests[r].proposal for r in dec.candidates]
+    J = selected_candidate(props, _candidates_of(dec, params), params.alpha)
+    return replace(dec, request=dec.candidates[J])
+
+
+def _candidates_of(dec: DecisionRec, params: SamplerParams):
+    return candidates(DecisionInputs(dec.cut_u, dec.seed, dec.accept_u), params.tries)
+
+
+def decision_score(tree: RoundTree, pos: int, state: SeqState, params: SamplerParams, law: CutLaw):
+    dec = tree.decisions[pos]
+    if dec.candidates:
+        props = [tree.requests[r].proposal for r in dec.candidates]
+        return mtm_score(state, dec.cut, props, _candidates_of(dec, params), params.alpha, params.epsilon)
+    return score(state, dec.cut, tree.requests[dec.request].proposal, params.alpha, params.epsilon, law)
 
 
 def _cut_holds(law: CutLaw, dec, state: SeqState) -> bool:
@@ -173,16 +221,17 @@ def score_levels(tree: RoundTree, params: SamplerParams, law: CutLaw, content_va
     decision is deferred and keeps its uniform for the next round.
     """
     root = tree.root
+    earlier: list[int] = [ROOT]  # state sources reachable at depth j: the root, earlier proposals
     for j, dec in enumerate(tree.decisions):
-        prop = tree.requests[dec.request].proposal
-        for src in (ROOT, *range(j)):
+        for src in tuple(earlier):
             state = tree.state_of(src)
             if content_valid:
                 ok = src == ROOT or state.agrees_before(root, dec.cut)
             else:
                 ok = dec.cut <= tree.cut_index(src)
             if ok and _cut_holds(law, dec, state):
-                tree.scores[(j, src)] = score(state, dec.cut, prop, params.alpha, params.epsilon, law)
+                tree.scores[(j, src)] = decision_score(tree, j, state, params, law)
+        earlier.append(dec.request)
 
 
 def score_table(tree: RoundTree, params: SamplerParams, law: CutLaw) -> None:
@@ -204,8 +253,7 @@ def score_table(tree: RoundTree, params: SamplerParams, law: CutLaw) -> None:
         if not _cut_holds(law, dec, state):
             tree.table[v] = NodeRec(rec.depth, DEFERRED, rec.src, rec.decision)
             continue
-        prop = tree.requests[dec.request].proposal
-        tree.scores[(rec.decision, rec.src)] = score(state, dec.cut, prop, params.alpha, params.epsilon, law)
+        tree.scores[(rec.decision, rec.src)] = decision_score(tree, rec.decision, state, params, law)
 
 
 def walk(tree: RoundTree) -> None:

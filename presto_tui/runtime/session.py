@@ -18,7 +18,7 @@ from presto_tui.runtime.events import (
     BlockStart, Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart,
 )
 from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.presto import ChainState, make_kernel, run_block, timed_generate
+from presto_tui.runtime.presto import ChainState, make_kernel, run_block, score_taus, timed_generate
 from presto_tui.runtime.randomness import extension_seed
 
 
@@ -55,7 +55,7 @@ def run_session(backend: Backend, params: SamplerParams, prompt_ids: Sequence[in
                 yield SessionEnd("cancelled", state.tokens, display_text(backend, state.tokens))
                 return
             req = Request(state.prefix(state.T), params.block, extension_seed(params.seed, block),
-                          params.proposal_tau)
+                          params.proposal_tau, score_taus(params))
             (prop,), call = timed_generate(backend, [req])
             yield ModelCall(block, -1, "extend", call.requests, call.tokens, call.wall_s)
             L = state.T

@@ -83,6 +83,7 @@ class SyntheticBackend:
         rng = np.random.default_rng(req.seed)
         ctx = list(req.prefix)
         toks, lq, lp, ent = [], [], [], []
+        extra: list[list[float]] = [[] for _ in req.score_taus]
         for _ in range(req.n_new):
             logp, logq, h = self.lm.log_probs(ctx, req.tau)
             cdf = np.cumsum(np.exp(logq))
@@ -91,8 +92,10 @@ class SyntheticBackend:
             lq.append(float(logq[tok]))
             lp.append(float(logp[tok]))
             ent.append(h)
+            for tau, out in zip(req.score_taus, extra):
+                out.append(float(self.lm.log_probs(ctx, tau)[1][tok]))
             ctx.append(tok)
-        return Proposal(tuple(toks), tuple(lq), tuple(lp), tuple(ent))
+        return Proposal(tuple(toks), tuple(lq), tuple(lp), tuple(ent), tuple(tuple(e) for e in extra))
 
     @property
     def info(self) -> dict:

@@ -30,58 +30,69 @@ from presto_tui.runtime.tree import (
 )
 
 CutOf = Callable[[DecisionInputs], int]
+# A decision's suffix draws: (seed, temperature or None for the chain's own) per request;
+# one for PowerMH and EntropyCut, one per candidate for MultiTryMH.
+Draws = Callable[[DecisionInputs], list[tuple[int, float | None]]]
+
+
+def single_draw(inp: DecisionInputs) -> list[tuple[int, float | None]]:
+    return [(inp.seed, None)]
 
 
 @dataclass
 class Plan:
     decisions: list[DecisionRec] = field(default_factory=list)
-    request_decisions: list[int] = field(default_factory=list)  # decision position per request
+    requests: list[tuple[int, int, float | None]] = field(default_factory=list)  # decision pos, seed, tau
     levels: bool = False
     table: dict[int, NodeRec] = field(default_factory=dict)
     quirk: bool = False
-    _by_key: dict[tuple[int, int], int] = field(default_factory=dict)
+    _by_key: dict[tuple, int] = field(default_factory=dict)
 
     def add_decision(self, *, index, depth, cut, inputs: DecisionInputs, issue: bool,
-                     h_pred=None, node=None) -> int:
-        """Record a decision; issue (or share) its request when `issue`. Returns its position."""
+                     h_pred=None, node=None, draws: Draws = single_draw) -> int:
+        """Record a decision; issue (or share) its requests when `issue`. Returns its position."""
         pos = len(self.decisions)
-        request = None
+        issued = []
         if issue:
-            key = (cut, inputs.seed)
-            if key not in self._by_key:
-                self._by_key[key] = len(self.request_decisions)
-                self.request_decisions.append(pos)
-            request = self._by_key[key]
-        self.decisions.append(DecisionRec(index, depth, cut, inputs.cut_u, inputs.seed,
-                                          inputs.accept_u, request, h_pred, node))
+            for seed, tau in draws(inputs):
+                key = (cut, seed, tau)
+                if key not in self._by_key:
+                    self._by_key[key] = len(self.requests)
+                    self.requests.append((pos, seed, tau))
+                issued.append(self._by_key[key])
+        self.decisions.append(DecisionRec(index, depth, cut, inputs.cut_u, inputs.seed, inputs.accept_u,
+                                          issued[0] if issued else None, h_pred, node,
+                                          tuple(issued) if len(issued) > 1 else ()))
         return pos
 
     @property
     def n_requests(self) -> int:
-        return len(self.request_decisions)
+        return len(self.requests)
 
 
 def plan_levels(*, T: int, k0: int, depth_cap: int, budget: int,
                 inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
-                classifier: CertaintyClassifier | None = None, quirk: bool = False) -> Plan:
+                classifier: CertaintyClassifier | None = None, quirk: bool = False,
+                draws: Draws = single_draw, cost: int = 1) -> Plan:
     """Decision inputs: one request per depth, depths 0..min(budget, depth_cap)-1.
 
     `quirk` keeps BFS's shape: below the reject child of a deferred node the
     (shared) requests count as issued but unreachable.
     """
     plan = Plan(levels=True, quirk=quirk)
-    for j in range(min(budget, depth_cap)):
+    for j in range(min(budget // cost, depth_cap)):
         inp = inputs_at(k0 + j)
         cut = cut_of(inp)
         # With shared requests the rules need no prediction to choose; the
         # predictive rule still records h+ as seen from the all-reject path.
         h = classifier.branch_prob(node_features(cut, T, j, 0, T)) if classifier else None
-        plan.add_decision(index=k0 + j, depth=j, cut=cut, inputs=inp, issue=True, h_pred=h)
+        plan.add_decision(index=k0 + j, depth=j, cut=cut, inputs=inp, issue=True, h_pred=h, draws=draws)
     return plan
 
 
 def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
-             inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf) -> Plan:
+             inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
+             draws: Draws = single_draw, cost: int = 1) -> Plan:
     """Paper sec 3.2: BFS from the root, Condition 1, deferral keeping the drawn cut.
 
     As in the paper's implementation, the reject child of a deferred node is
@@ -91,14 +102,14 @@ def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
     queue = deque([(0, 0, ROOT, T, False)])  # node, depth, state source, cut index, below a deferral
     while queue:
         v, depth, src, cut_index, unreachable = queue.popleft()
-        if plan.n_requests >= budget or depth >= depth_cap:
+        if plan.n_requests + cost > budget or depth >= depth_cap:
             plan.table[v] = NodeRec(depth, LEAF, src, None)
             continue
         inp = inputs_at(v)
         cut = cut_of(inp)
         feasible = cut <= cut_index  # Condition 1
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
-                                issue=feasible, node=v)
+                                issue=feasible, node=v, draws=draws)
         if feasible:
             status = UNREACHABLE if unreachable else EXPANDED
             plan.table[v] = NodeRec(depth, status, src, pos)
@@ -112,7 +123,7 @@ def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
 
 def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
                     inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
-                    classifier: CertaintyClassifier) -> Plan:
+                    classifier: CertaintyClassifier, draws: Draws = single_draw, cost: int = 1) -> Plan:
     """Paper sec 3.3 / appendix C: maximise the predicted transition count (eq. 17).
 
     Reach weights strictly decrease along every path (0 < h+ < 1), so the
@@ -127,7 +138,7 @@ def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
     heap = [(-1.0, order, 0, 0, ROOT, T, 0)]  # -reach, order, node, depth, src, cut index, accepts
     while heap:
         neg_reach, _, v, depth, src, cut_index, accepts = heapq.heappop(heap)
-        if plan.n_requests >= budget or depth >= depth_cap:
+        if plan.n_requests + cost > budget or depth >= depth_cap:
             plan.table[v] = NodeRec(depth, LEAF, src, None)
             continue
         inp = inputs_at(v)
@@ -139,7 +150,7 @@ def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
             continue
         h = classifier.branch_prob(node_features(cut, cut_index, depth, accepts, T))
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
-                                issue=True, h_pred=h, node=v)
+                                issue=True, h_pred=h, node=v, draws=draws)
         plan.table[v] = NodeRec(depth, EXPANDED, src, pos)
         reach = -neg_reach
         req = plan.decisions[pos].request

@@ -45,6 +45,7 @@ class DecisionRec:
     request: int | None  # index into RoundTree.requests; None when not issued
     h_pred: float | None = None  # predicted accept-branch probability (predictive rule)
     node: int | None = None  # its node in the explicit layout
+    candidates: tuple[int, ...] = ()  # MultiTryMH: every candidate's request; `request` is the selected one
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class RequestRec:
     cut: int
     seed: int
     proposal: Proposal
+    tau: float = 0.0  # the temperature it was sampled at
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from presto_tui.runtime.tokenizer import ChatTokenizer
 TAG = "presto_tag"
 SELF_CHECK_TOL = 1e-3
 
-# tag -> {position: (lse_1, lse_tau, entropy, top_token, top_logit)}
-_RECORDS: dict[str, dict[int, tuple[float, float, float, int, float]]] = {}
+# tag -> {position: (lse_1, lse_tau, entropy, top_token, top_logit, (lse at each score tau))}
+_RECORDS: dict[str, dict[int, tuple]] = {}
+SCORE_TAUS = "presto_score_taus"
 
 
 def _processor_class():
@@ -40,7 +41,7 @@ def _processor_class():
         """Records normalisers and entropy of the raw logits; changes nothing."""
 
         def __init__(self, vllm_config, device, is_pin_memory):
-            self.rows: dict[int, tuple[str, float, list[int]]] = {}
+            self.rows: dict[int, tuple[str, float, list[int], tuple[float, ...]]] = {}
 
         def is_argmax_invariant(self) -> bool:
             return False  # so that vLLM calls it on every step, greedy or not
@@ -48,7 +49,8 @@ def _processor_class():
         def update_state(self, batch_update) -> None:
             process_dict_updates(
                 self.rows, batch_update,
-                lambda params, _prompt, out: (params.extra_args[TAG], float(params.temperature), out)
+                lambda params, _prompt, out: (params.extra_args[TAG], float(params.temperature), out,
+                                              tuple(params.extra_args.get(SCORE_TAUS, ())))
                 if params.extra_args and TAG in params.extra_args else None)
 
         def apply(self, logits):
@@ -65,9 +67,10 @@ def _processor_class():
             ent = -torch.special.xlogy(logp.exp(), logp.exp()).sum(dim=-1)
             top_logit, top = z.max(dim=-1)
             for k, i in enumerate(idx):
-                tag, _, out = self.rows[i]
+                tag, _, out, score_taus = self.rows[i]
+                extra = tuple(float(torch.logsumexp(z[k] / t, dim=-1)) for t in score_taus)
                 _RECORDS.setdefault(tag, {})[len(out)] = (
-                    float(lse1[k]), float(lse_tau[k]), float(ent[k]), int(top[k]), float(top_logit[k]))
+                    float(lse1[k]), float(lse_tau[k]), float(ent[k]), int(top[k]), float(top_logit[k]), extra)
             return logits
 
     return LogitStats
@@ -154,7 +157,8 @@ class VLLMBackend:
             # Fixed horizon (app. B.1): ignore_eos keeps going past EOS.  Never min_tokens:
             # it masks EOS out of the logits, so the suffix would not come from q_tau.
             max_tokens=req.n_new, ignore_eos=True,
-            logprobs=logprobs, detokenize=False, extra_args={TAG: tag})
+            logprobs=logprobs, detokenize=False,
+            extra_args={TAG: tag, SCORE_TAUS: list(req.score_taus)})
 
     def _run(self, requests: Sequence[Request], logprobs: int = 0):
         from vllm.inputs import TokensPrompt
@@ -183,13 +187,16 @@ class VLLMBackend:
                 raise EngineError(f"vLLM returned {len(toks)} tokens and {len(rec)} records for "
                                   f"{req.n_new} requested")
             lp, lq, h = [], [], []
+            extra: list[list[float]] = [[] for _ in req.score_taus]
             for i, tok in enumerate(toks):
-                lse1, lse_tau, ent, _, _ = rec[i]
+                lse1, lse_tau, ent, _, _, lse_extra = rec[i]
                 logp = float(comp.logprobs[i][tok].logprob)
                 lp.append(logp)
                 lq.append((logp + lse1) / req.tau - lse_tau)
                 h.append(ent)
-            out.append(Proposal(toks, tuple(lq), tuple(lp), tuple(h)))
+                for t2, lse2, acc in zip(req.score_taus, lse_extra, extra):
+                    acc.append((logp + lse1) / t2 - lse2)
+            out.append(Proposal(toks, tuple(lq), tuple(lp), tuple(h), tuple(tuple(e) for e in extra)))
         return out
 
     def self_check(self, prefix: Sequence[int], tau: float) -> float:
@@ -205,7 +212,7 @@ class VLLMBackend:
         rec = _RECORDS.pop(tag)
         worst = 0.0
         for i in range(len(comp.token_ids)):
-            lse1, lse_tau, _, top, top_logit = rec[i]
+            lse1, lse_tau, _, top, top_logit, _ = rec[i]
             if top not in comp.logprobs[i]:
                 raise EngineError("self-check: vLLM's top token differs from the processor's")
             logp_top = float(comp.logprobs[i][top].logprob)

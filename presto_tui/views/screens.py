@@ -52,6 +52,7 @@ class HelpScreen(ModalScreen[None]):
 
 
 FIELDS = [
+    ("sampler", "sampler (powermh/entropycut/multitry)"),
     ("prefetch", "rule (none/bfs/predictive/spine)"),
     ("inputs", "inputs (decision/node)"),
     ("alpha", "alpha"),
@@ -102,7 +103,8 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
     def save(self) -> None:
         values = {name: self.query_one(f"#f-{name}", Input).value.strip() for name, _ in FIELDS}
         try:
-            changes = dict(prefetch=values["prefetch"], inputs=values["inputs"], alpha=float(values["alpha"]),
+            changes = dict(sampler=values["sampler"], prefetch=values["prefetch"], inputs=values["inputs"],
+                           alpha=float(values["alpha"]),
                            budget=int(values["budget"]), steps=int(values["steps"]),
                            max_new_tokens=int(values["max_new_tokens"]), seed=int(values["seed"]),
                            block_size=None)

@@ -7,6 +7,7 @@ string that came from a model or a trace goes through `visible()` into a
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from rich.segment import Segment
@@ -191,6 +192,14 @@ class Inspector(Static):
             t.append(f"\nlog r = {sc.log_ratio:.3f} = target {sc.log_target:.3f} + proposal {sc.log_proposal:.3f}")
             t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
                      f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
+            if sc.log_cut_x or sc.log_cut_y:  # EntropyCut: the cut law's mass under x and y
+                t.append(f"\ncut law: lambda(x)={math.exp(sc.log_cut_x):.3f}  lambda(y)={math.exp(sc.log_cut_y):.3f}"
+                         f"  reverse term {sc.log_cut_y - sc.log_cut_x:+.3f}")
+            if sc.candidates:  # MultiTryMH: the candidate table
+                t.append("\ncand  tau   log w    P(select)", style="bold")
+                for j, (tau, log_w, prob) in enumerate(sc.candidates):
+                    mark = "*" if j == sc.selected else " "
+                    t.append(f"\n{mark}{j:<4} {tau:<5} {log_w:8.2f}  {prob:.3f}")
         elif v.status == DEFERRED:
             t.append("\nrequest infeasible this round (Condition 1); the decision keeps its inputs")
         elif v.status == LEAF:

@@ -1,0 +1,107 @@
+"""MultiTryMH: a multiple-try Metropolis transition over whole suffixes (paper sec 5, D.1).
+
+Each transition draws a uniform cut c and M candidate suffixes after x_{0:c},
+each at a temperature drawn uniformly from {0.25, 0.5, 1.0} and held for its
+whole suffix.  Drawing the temperature per candidate makes the candidates
+i.i.d. from the mixture Q(z) = (1/3) sum_tau prod_t q_tau(z_t | ...), so this
+is the independence form of multiple-try Metropolis (Liu et al. 2000):
+
+    log w_j = alpha (log p0(y_j) - log p0(u)) + log Q(u) - log Q(y_j)
+    select J with probability w_J / W,  W = sum_j w_j
+    accept with min{1, W / (1 + W - w_J)}
+
+with u the current suffix.  The log-probabilities at the other temperatures
+come from the same forward pass (`Request.score_taus`).
+
+The issue that specified this sampler wrote Q as (1/M) sum_m over the M
+*drawn* temperatures; that density is not the candidates' proposal law, and
+the law test shows the chain it gives has another stationary law
+(`mixture="drawn"`, kept for that test only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from presto_tui.runtime.backend import Proposal, SeqState
+from presto_tui.runtime.mh import Score, eps_class
+from presto_tui.runtime.params import MULTITRY_TAUS
+from presto_tui.runtime.randomness import SEED_LIMIT, DecisionInputs
+
+
+@dataclass(frozen=True)
+class Candidates:
+    seeds: tuple[int, ...]
+    taus: tuple[float, ...]
+    select_u: float
+
+
+def candidates(inp: DecisionInputs, tries: int) -> Candidates:
+    """The decision's candidate seeds, temperatures and selection uniform, derived from its inputs."""
+    rng = np.random.default_rng([inp.seed, 0x4D54])
+    seeds = tuple(int(s) for s in rng.integers(0, SEED_LIMIT, tries))
+    taus = tuple(MULTITRY_TAUS[int(i)] for i in rng.integers(0, len(MULTITRY_TAUS), tries))
+    return Candidates(seeds, taus, float(rng.random()))
+
+
+def _lse(xs) -> float:
+    xs = [x for x in xs if x != -math.inf]
+    if not xs:
+        return -math.inf
+    m = max(xs)
+    return m + math.log(math.fsum(math.exp(x - m) for x in xs))
+
+
+def log_mixture(logq_at_sums: list[float], taus_for_mixture: list[int]) -> float:
+    """log of (1/n) sum over the given temperature indices of q_tau(suffix)."""
+    return _lse([logq_at_sums[i] for i in taus_for_mixture]) - math.log(len(taus_for_mixture))
+
+
+def select(probs: list[float], u: float) -> int:
+    acc = 0.0
+    for j, p in enumerate(probs):
+        acc += p
+        if u < acc:
+            return j
+    return max(j for j, p in enumerate(probs) if p > 0)
+
+
+def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float, mixture: str = "set") -> int:
+    """J depends on the candidates alone: w_J / W does not depend on the current suffix."""
+    return mtm_weights(None, 0, proposals, cands, alpha, mixture)[2]
+
+
+def mtm_weights(state: SeqState | None, cut: int, proposals: list[Proposal], cands: Candidates,
+                alpha: float, mixture: str = "set"):
+    """(log w_j, selection probabilities, J, log Q(u), log Q(y_j), log p0(u), log p0(y_j))."""
+    mix = ([MULTITRY_TAUS.index(t) for t in cands.taus] if mixture == "drawn"
+           else list(range(len(MULTITRY_TAUS))))
+    lp_y = [math.fsum(p.logp) for p in proposals]
+    lq_y = [log_mixture([math.fsum(a) for a in p.logq_at], mix) for p in proposals]
+    if state is None:
+        lp_u = lq_u = 0.0
+    else:
+        lp_u = math.fsum(state.logp[cut:])
+        lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at], mix)
+    log_w = [alpha * (lp - lp_u) + lq_u - lq for lp, lq in zip(lp_y, lq_y)]
+    log_W = _lse(log_w)
+    probs = [math.exp(lw - log_W) if log_W > -math.inf else 1.0 / len(log_w) for lw in log_w]
+    J = select(probs, cands.select_u)
+    return log_w, probs, J, lq_u, lq_y, lp_u, lp_y
+
+
+def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float,
+              epsilon: float, mixture: str = "set") -> Score:
+    log_w, probs, J, lq_u, lq_y, lp_u, lp_y = mtm_weights(state, cut, proposals, cands, alpha, mixture)
+    log_W = _lse(log_w)
+    rest = _lse([lw for j, lw in enumerate(log_w) if j != J])
+    log_ratio = log_W - _lse([0.0, rest])  # log W - log(1 + W - w_J)
+    accept_prob = math.exp(min(0.0, log_ratio)) if log_ratio == log_ratio else 0.0
+    return Score(
+        log_q_x=lq_u, log_q_y=lq_y[J], log_p_x=lp_u, log_p_y=lp_y[J],
+        log_target=alpha * (lp_y[J] - lp_u), log_proposal=lq_u - lq_y[J], log_ratio=log_ratio,
+        accept_prob=accept_prob, eps_class=eps_class(accept_prob, epsilon),
+        candidates=tuple((t, lw, p) for t, lw, p in zip(cands.taus, log_w, probs)), selected=J)
