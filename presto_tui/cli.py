@@ -62,14 +62,24 @@ TRACE_OPT = typer.Option(None, "--trace", help="Write the session trace here [de
 NO_TRACE_OPT = typer.Option(False, "--no-trace", help="Do not write a trace.")
 
 
-def start_engine(backend: Optional[str], **opts):
+def engine_options(model, chat_template, dtype, max_model_len, gpu_memory_utilization,
+                   tensor_parallel_size, enforce_eager, threads, kv_cache_gib):
+    """The engine flags shared by run, bench and chat, as EngineOptions."""
+    from presto_tui.runtime.engines import EngineOptions
+
+    return EngineOptions(model=model, chat_template=chat_template, dtype=dtype, max_model_len=max_model_len,
+                         gpu_memory_utilization=gpu_memory_utilization,
+                         tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
+                         threads=threads, kv_cache_gib=kv_cache_gib)
+
+
+def start_engine(backend: Optional[str], options):
     """Start a backend with a spinner on stderr, or fail with one line."""
     from rich.console import Console
 
-    from presto_tui.runtime.engines import BackendError, EngineOptions, default_backend, make_backend
+    from presto_tui.runtime.engines import BackendError, default_backend, make_backend
 
     name = backend or default_backend()
-    options = EngineOptions(**opts)
     what = "the synthetic model" if name == "synthetic" else (options.model or "the embedded SmolLM2-135M")
     try:
         with Console(stderr=True).status(f"starting {name} on {what}..."):
@@ -195,10 +205,9 @@ def run(
         fail(str(e))
     clf = load_classifier(classifier)
     prompts = read_prompts(prompt, prompts_file)
-    engine = start_engine(backend, model=model, chat_template=chat_template, dtype=dtype,
-                          max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                          tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
-                          threads=threads, kv_cache_gib=kv_cache_gib)
+    engine = start_engine(backend, engine_options(model, chat_template, dtype, max_model_len,
+                                                  gpu_memory_utilization, tensor_parallel_size,
+                                                  enforce_eager, threads, kv_cache_gib))
 
     from presto_tui.headless import run_prompts
 
@@ -358,15 +367,16 @@ def chat(
     except ParamError as e:
         fail(str(e))
     clf = load_classifier(classifier)
-    from presto_tui.runtime.engines import EngineOptions, default_backend, make_backend
+    from dataclasses import replace
+
+    from presto_tui.runtime.engines import default_backend, make_backend
 
     name = backend or default_backend()
-    opts = dict(chat_template=chat_template, dtype=dtype, max_model_len=max_model_len,
-                gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
-                enforce_eager=enforce_eager, threads=threads, kv_cache_gib=kv_cache_gib)
+    options = engine_options(model, chat_template, dtype, max_model_len, gpu_memory_utilization,
+                             tensor_parallel_size, enforce_eager, threads, kv_cache_gib)
 
-    def factory(model_name):
-        return make_backend(name, EngineOptions(model=model_name, **opts))
+    def factory(model_name):  # the settings screen can change the model between prompts
+        return make_backend(name, replace(options, model=model_name))
 
     def opener(engine, p):
         return None if no_trace else open_trace(trace, "chat", engine, p)
@@ -474,10 +484,9 @@ def bench(
         prompts_file = Path(str(files("presto_tui") / "data" / "prompts.txt"))
     prompts = read_prompts(None, prompts_file)[: limit or None]
     clf = load_classifier(classifier)
-    engine = start_engine(backend, model=model, chat_template=chat_template, dtype=dtype,
-                          max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                          tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
-                          threads=threads, kv_cache_gib=kv_cache_gib)
+    engine = start_engine(backend, engine_options(model, chat_template, dtype, max_model_len,
+                                                  gpu_memory_utilization, tensor_parallel_size,
+                                                  enforce_eager, threads, kv_cache_gib))
     from presto_tui.bench import run_bench
 
     writer = None if no_trace else open_trace(trace, "bench", engine, base)

@@ -252,3 +252,25 @@ def test_no_textual_in_views_state_and_layout():
             "sys.exit(int(any(m.split('.')[0] == 'textual' for m in sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
+
+
+async def test_chat_engine_start_failure_is_reported_and_retried():
+    from presto_tui.runtime.engines import BackendError
+
+    attempts = []
+
+    def factory(model):
+        attempts.append(model)
+        if len(attempts) == 1:
+            raise BackendError("could not start --backend vllm on x: simulated")
+        return SlowBackend()
+
+    app = PrestoApp(mode="chat", pieces=lambda ids: [], params=SamplerParams(max_new_tokens=8, steps=4),
+                    backend_factory=factory, title="test")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: attempts)
+        await pilot.pause(0.2)
+        assert app.backend is None and not app.running
+        await submit(pilot, app, "the cat")  # the prompt starts the engine again
+        await wait_until(pilot, lambda: app.state.current and app.state.current.status == "done")
+        assert len(attempts) == 2

@@ -33,9 +33,6 @@ class EngineOptions:
     threads: int | None = None
     kv_cache_gib: float | None = None  # vLLM on CPU
 
-    def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
 
 def default_backend() -> str:
     return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from presto_tui.runtime.backend import Proposal, Request
-from presto_tui.runtime.tokenizer import ChatTokenizer
+from presto_tui.runtime.tokenizer import ChatTokenizer, TextMixin
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
@@ -31,7 +31,7 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
-class TransformersBackend:
+class TransformersBackend(TextMixin):
     name = "transformers"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
@@ -58,16 +58,7 @@ class TransformersBackend:
         return {"engine": "transformers", "dtype": str(self._model.dtype).replace("torch.", ""),
                 "threads": self.torch.get_num_threads(), "max_model_len": self.max_len}
 
-    # -- protocol ------------------------------------------------------------
-    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
-        return self.text.encode_prompt(text, history)
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.text.decode(token_ids)
-
-    def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
-        return self.text.token_pieces(token_ids)
-
+    # -- protocol (text: TextMixin) -------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Proposal]:
         if not requests:
             return []

@@ -43,3 +43,18 @@ class ChatTokenizer:
                 self._pieces[t] = self.tok.decode([t], skip_special_tokens=False)
             out.append(self._pieces[t])
         return out
+
+
+class TextMixin:
+    """The text half of the Backend protocol for engines that hold a `ChatTokenizer` as `text`."""
+
+    text: ChatTokenizer
+
+    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
+        return self.text.encode_prompt(text, history)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.text.decode(token_ids)
+
+    def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
+        return self.text.token_pieces(token_ids)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from presto_tui.runtime.backend import Proposal, Request
-from presto_tui.runtime.tokenizer import ChatTokenizer
+from presto_tui.runtime.tokenizer import ChatTokenizer, TextMixin
 
 TAG = "presto_tag"
 SELF_CHECK_TOL = 1e-3
@@ -80,7 +80,7 @@ class EngineError(RuntimeError):
     """The engine cannot start or refused the request; one line."""
 
 
-class VLLMBackend:
+class VLLMBackend(TextMixin):
     name = "vllm"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
@@ -139,15 +139,6 @@ class VLLMBackend:
             return {}
         get = lambda name: sum(float(getattr(m, "value", 0) or 0) for m in metrics if m.name == name)  # noqa: E731
         return {"queries": get("vllm:prefix_cache_queries"), "hits": get("vllm:prefix_cache_hits")}
-
-    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
-        return self.text.encode_prompt(text, history)
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.text.decode(token_ids)
-
-    def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
-        return self.text.token_pieces(token_ids)
 
     def _params(self, req: Request, tag: str, logprobs: int = 0):
         from vllm import SamplingParams

@@ -108,6 +108,8 @@ class PrestoApp(App):
             self.bind("p", "pause", description="pause")
             self.bind("i,slash", "focus_prompt", description="prompt", show=False)
             self.query_one("#prompt", Input).focus()
+            # start the engine now, so that it is warm by the time the first prompt is typed
+            self.run_worker(self._ensure_backend, thread=True, exit_on_error=False, group="engine")
         else:
             self.bind("space", "play", description="play/pause")
             self.bind("less_than_sign", "speed(-1)", description="slower")
@@ -347,6 +349,8 @@ class PrestoApp(App):
                 self.call_from_thread(self.notify, "starting the engine...", timeout=5)
                 self.backend = self.backend_factory(self.model)
                 self.pieces = self.backend.token_pieces
+                self.call_from_thread(self.notify, f"{self.backend.name} on {self.backend.model} is ready",
+                                      timeout=3)
             return self.backend
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler")
@@ -384,6 +388,11 @@ class PrestoApp(App):
         return toks[: toks.index(eos)] if eos is not None and eos in toks else toks
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "engine" and event.state == WorkerState.ERROR:
+            err = event.worker.error
+            self.notify(f"engine failed to start: {visible(str(err).splitlines()[0] if str(err) else type(err).__name__)}"
+                        " (the next prompt tries again)", severity="error", timeout=15)
+            return
         if event.worker.group != "sampler":
             return
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):

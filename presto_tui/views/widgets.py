@@ -253,5 +253,3 @@ class TreeTitle(Static):
         t.append("\n" + LEGEND, style="dim")
         self.update(t)
 
-
-__all__ = ["Inspector", "RoundTreeView", "StatsPanel", "TreeTitle", "node_diff", "sparkline"]
