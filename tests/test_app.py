@@ -99,6 +99,20 @@ async def test_replay_plays_and_scrubs():
         assert f"transitions {first.rounds[0].k_after}/" in text_of(app, "#stats")
 
 
+async def test_replay_output_is_cut_at_the_first_eos():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        timeline = app.state.all_rounds()
+        with_eos = [i for i, (s, r) in enumerate(timeline)
+                    if 0 in app.state.sessions[s].rounds[r].tree.final_state.tokens]  # 0: the synthetic EOS
+        assert with_eos, "the fixture should hold a state with an EOS"
+        for _ in range(with_eos[0]):
+            await pilot.press("right_square_bracket")
+        tokens = list(app.current_round().tree.final_state.tokens)
+        out = text_of(app, "#output-text")
+        assert "<eos>" not in out and f"[EOS; {len(tokens) - tokens.index(0)} more tokens" in out
+
+
 async def test_replay_in_80x24_keeps_every_panel():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(80, 24)) as pilot:

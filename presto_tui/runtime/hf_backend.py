@@ -55,7 +55,7 @@ class TransformersBackend(TextMixin):
 
     @property
     def info(self) -> dict:
-        return {"engine": "transformers", "dtype": str(self._model.dtype).replace("torch.", ""),
+        return {"engine": "transformers", "eos_id": self.eos_id, "dtype": str(self._model.dtype).replace("torch.", ""),
                 "threads": self.torch.get_num_threads(), "max_model_len": self.max_len}
 
     # -- protocol (text: TextMixin) -------------------------------------------

@@ -99,7 +99,7 @@ class SyntheticBackend:
 
     @property
     def info(self) -> dict:
-        return {"engine": "synthetic", "vocab_size": self.lm.vocab_size, "order": self.lm.order,
+        return {"engine": "synthetic", "eos_id": self.eos_id, "vocab_size": self.lm.vocab_size, "order": self.lm.order,
                 "seed": self.lm.seed, "sharpness": self.lm.sharpness}
 
     def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:

@@ -129,7 +129,7 @@ class VLLMBackend(TextMixin):
 
     @property
     def info(self) -> dict:
-        return {"engine": "vllm", "device": self.device, "dtype": self._dtype, "max_model_len": self.max_len}
+        return {"engine": "vllm", "eos_id": self.eos_id, "device": self.device, "dtype": self._dtype, "max_model_len": self.max_len}
 
     def prefix_cache_stats(self) -> dict:
         """Cumulative prefix-cache token queries and hits (paper D.2's hit rate)."""

@@ -160,11 +160,19 @@ class PrestoApp(App):
             return Text("the chain's current state appears here", style="dim")
         t = Text()
         t.append("> " + visible(session.start.prompt) + "\n", style="bold")
-        tokens = session.tokens
+        tokens = list(session.tokens)
         rd = self.current_round()
         if self.mode == "replay" and rd is not None:
-            tokens = rd.tree.final_state.tokens
+            tokens = list(rd.tree.final_state.tokens)
+        # the chain always runs to the horizon; people read the answer up to its first EOS
+        eos = session.start.backend_info.get("eos_id")
+        after = 0
+        if eos is not None and eos in tokens:
+            after = len(tokens) - tokens.index(eos)
+            tokens = tokens[: tokens.index(eos)]
         t.append(visible("".join(self.pieces(tokens))))
+        if after:
+            t.append(f"  [EOS; {after} more tokens in the state]", style="dim")
         return t
 
     def _timeline(self) -> Text:
