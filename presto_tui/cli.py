@@ -131,91 +131,6 @@ def read_prompts(prompt: Optional[str], prompts_file: Optional[Path]) -> list[st
     return prompts
 
 
-@app.command()
-def run(
-    prompt: Optional[str] = typer.Argument(None, help="The prompt to sample a response for."),
-    prompts_file: Optional[Path] = typer.Option(
-        None, "--prompts-file", help="Text file with one prompt per line ('#' starts a comment)."),
-    sampler: str = SAMPLER_OPT,
-    beta: float = BETA_OPT,
-    tries: int = TRIES_OPT,
-    prefetch: str = typer.Option(
-        "spine", help="none = sequential PowerMH (one call per transition); bfs, predictive, "
-        "spine = PreSTO with that traversal rule."),
-    inputs: str = typer.Option(
-        "decision", help="decision = random inputs keyed by decision (PreSTO reproduces "
-        "sequential PowerMH token for token); node = each tree node draws its own, as in the paper."),
-    alpha: float = typer.Option(4.0, help="Power exponent: the target is p0^alpha."),
-    tau: Optional[float] = typer.Option(None, help="Proposal temperature [default: 1/alpha]."),
-    max_new_tokens: Optional[int] = typer.Option(
-        None, "--max-new-tokens", "-n", help="Response length n (fixed; EOS does not stop it) [default: 96]."),
-    block_size: Optional[int] = typer.Option(
-        None, "--block-size", "-B", help="Block size B, must divide n [default: n, one block]."),
-    steps: Optional[int] = typer.Option(None, "--steps", "-K", help="MH transitions per block K [default: 24]."),
-    budget: Optional[int] = typer.Option(
-        None, "--budget", "-N", help="Prefetch budget N_pf: distinct requests per model call [default: 8]."),
-    epsilon: float = typer.Option(0.01, help="Epsilon of epsilon-certainty (A >= 1-eps or A <= eps)."),
-    seed: int = typer.Option(0, help="Session seed; the same seed gives the same chain."),
-    backend: Optional[str] = BACKEND_OPT,
-    model: Optional[str] = MODEL_OPT,
-    chat_template: bool = CHAT_OPT,
-    dtype: Optional[str] = DTYPE_OPT,
-    max_model_len: Optional[int] = MAXLEN_OPT,
-    gpu_memory_utilization: Optional[float] = GPUMEM_OPT,
-    tensor_parallel_size: int = TP_OPT,
-    enforce_eager: Optional[bool] = EAGER_OPT,
-    threads: Optional[int] = THREADS_OPT,
-    kv_cache_gib: Optional[float] = KV_OPT,
-    classifier: Optional[Path] = CLASSIFIER_OPT,
-    paper_settings: bool = typer.Option(
-        False, "--paper-settings",
-        help="The paper's settings: n=1024, one block, K=100, N_pf=20 (explicit flags still win)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary per prompt instead of text."),
-    trace: Optional[Path] = TRACE_OPT,
-    no_trace: bool = NO_TRACE_OPT,
-) -> None:
-    """Sample responses headless and report how PreSTO did.
-
-    Shows a progress bar on stderr (one tick per MH transition) and prints the final
-    text with a summary: model calls, transitions per call, time per call, acceptance
-    rate and epsilon-certain share.
-
-    Examples:
-
-      presto-tui run "What is 7 * 8?"                  # vLLM on the embedded SmolLM2-135M
-
-      presto-tui run "Name a prime" --prefetch none    # sequential PowerMH
-
-      presto-tui run --prompts-file prompts.txt --json --prefetch bfs -N 20
-
-      presto-tui run "the cat" --backend synthetic     # no model needed
-    """
-    from presto_tui.runtime.params import PAPER_SETTINGS, ParamError, SamplerParams
-
-    base = SamplerParams()
-    sizes = dict(PAPER_SETTINGS) if paper_settings else {}
-    given = dict(max_new_tokens=max_new_tokens, block_size=block_size, steps=steps, budget=budget)
-    sizes.update({k: v for k, v in given.items() if v is not None})
-    if paper_settings and max_new_tokens is not None and block_size is None:
-        sizes["block_size"] = None  # one block of the n the user chose
-    try:
-        params = base.with_(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, tau=tau,
-                            epsilon=epsilon, seed=seed, beta=beta, tries=tries, **sizes).validate()
-    except ParamError as e:
-        fail(str(e))
-    clf = load_classifier(classifier)
-    prompts = read_prompts(prompt, prompts_file)
-    engine = start_engine(backend, engine_options(model, chat_template, dtype, max_model_len,
-                                                  gpu_memory_utilization, tensor_parallel_size,
-                                                  enforce_eager, threads, kv_cache_gib))
-
-    from presto_tui.headless import run_prompts
-
-    writer = None if no_trace else open_trace(trace, "run", engine, params)
-    code = run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer)
-    raise typer.Exit(code)
-
-
 def open_trace(path: Optional[Path], command: str, engine, params):
     from presto_tui.logs.writer import TraceWriter, default_trace_path
 
@@ -246,78 +161,6 @@ def load_traces(paths: list[Path]):
     return traces
 
 
-@app.command()
-def stats(
-    traces: list[Path] = typer.Argument(..., help="Trace files (JSONL) to summarise."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: per-session rows and pooled totals."),
-) -> None:
-    """Per-session and pooled statistics of recorded traces; no model needed.
-
-    Model calls, transitions per call, time per call, acceptance rate, epsilon-class
-    shares of the scored decisions, and requests issued against requests the walk used.
-
-      presto-tui stats sessions/example.jsonl
-    """
-    from rich.console import Console
-
-    from presto_tui.logs.stats import pooled, render, session_rows
-
-    loaded = load_traces(traces)
-    rows = session_rows(loaded)
-    pool = pooled(rows)
-    if json_out:
-        import orjson
-
-        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": pool}).decode() + "\n")
-    else:
-        render(Console(highlight=False), rows, pool)
-
-
-@app.command("fit-classifier")
-def fit_classifier(
-    traces: list[Path] = typer.Argument(..., help="Trace files whose scored decisions are the examples."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the classifier JSON."),
-    features: str = typer.Option(
-        "cut_fraction", help="Comma-separated features: cut_fraction (the paper's choice), "
-        "cut_index_fraction, gap_fraction, depth, accepts."),
-) -> None:
-    """Fit the predictive rule's epsilon-class model (3-class logistic regression).
-
-    Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
-    constant baseline (paper appendix E.7). Use the result with
-    `presto-tui run --prefetch predictive --classifier model.json`.
-    """
-    from presto_tui.runtime.classifier import FEATURES
-
-    names = tuple(f.strip() for f in features.split(",") if f.strip())
-    bad = [f for f in names if f not in FEATURES]
-    if bad or not names:
-        fail(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
-    try:
-        from presto_tui.logs.fit import FitError, fit
-    except ImportError:
-        fail("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'", 1)
-    loaded = load_traces(traces)
-    try:
-        clf = fit(loaded, names)
-    except FitError as e:
-        fail(str(e))
-    import json
-
-    try:
-        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
-    except OSError as e:
-        fail(f"{output}: cannot write ({e.strerror})")
-    m = clf.meta
-    cv = m["cross_validation"]
-    print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")
-    if cv:
-        print(f"held-out accuracy {cv['accuracy']:.3f} (baseline {cv['baseline_accuracy']:.3f}), "
-              f"log loss {cv['log_loss']:.3f} (baseline {cv['baseline_log_loss']:.3f}), "
-              f"{cv['folds']}-fold grouped by prompt")
-    else:
-        print("cross-validation skipped: it needs traces of at least two sessions")
-    print(f"wrote {output}")
 
 
 @app.command()
@@ -412,6 +255,91 @@ def replay(
 
 
 @app.command()
+def run(
+    prompt: Optional[str] = typer.Argument(None, help="The prompt to sample a response for."),
+    prompts_file: Optional[Path] = typer.Option(
+        None, "--prompts-file", help="Text file with one prompt per line ('#' starts a comment)."),
+    sampler: str = SAMPLER_OPT,
+    beta: float = BETA_OPT,
+    tries: int = TRIES_OPT,
+    prefetch: str = typer.Option(
+        "spine", help="none = sequential PowerMH (one call per transition); bfs, predictive, "
+        "spine = PreSTO with that traversal rule."),
+    inputs: str = typer.Option(
+        "decision", help="decision = random inputs keyed by decision (PreSTO reproduces "
+        "sequential PowerMH token for token); node = each tree node draws its own, as in the paper."),
+    alpha: float = typer.Option(4.0, help="Power exponent: the target is p0^alpha."),
+    tau: Optional[float] = typer.Option(None, help="Proposal temperature [default: 1/alpha]."),
+    max_new_tokens: Optional[int] = typer.Option(
+        None, "--max-new-tokens", "-n", help="Response length n (fixed; EOS does not stop it) [default: 96]."),
+    block_size: Optional[int] = typer.Option(
+        None, "--block-size", "-B", help="Block size B, must divide n [default: n, one block]."),
+    steps: Optional[int] = typer.Option(None, "--steps", "-K", help="MH transitions per block K [default: 24]."),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", "-N", help="Prefetch budget N_pf: distinct requests per model call [default: 8]."),
+    epsilon: float = typer.Option(0.01, help="Epsilon of epsilon-certainty (A >= 1-eps or A <= eps)."),
+    seed: int = typer.Option(0, help="Session seed; the same seed gives the same chain."),
+    backend: Optional[str] = BACKEND_OPT,
+    model: Optional[str] = MODEL_OPT,
+    chat_template: bool = CHAT_OPT,
+    dtype: Optional[str] = DTYPE_OPT,
+    max_model_len: Optional[int] = MAXLEN_OPT,
+    gpu_memory_utilization: Optional[float] = GPUMEM_OPT,
+    tensor_parallel_size: int = TP_OPT,
+    enforce_eager: Optional[bool] = EAGER_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    kv_cache_gib: Optional[float] = KV_OPT,
+    classifier: Optional[Path] = CLASSIFIER_OPT,
+    paper_settings: bool = typer.Option(
+        False, "--paper-settings",
+        help="The paper's settings: n=1024, one block, K=100, N_pf=20 (explicit flags still win)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary per prompt instead of text."),
+    trace: Optional[Path] = TRACE_OPT,
+    no_trace: bool = NO_TRACE_OPT,
+) -> None:
+    """Sample responses headless and report how PreSTO did.
+
+    Shows a progress bar on stderr (one tick per MH transition) and prints the final
+    text with a summary: model calls, transitions per call, time per call, acceptance
+    rate and epsilon-certain share.
+
+    Examples:
+
+      presto-tui run "What is 7 * 8?"                  # vLLM on the embedded SmolLM2-135M
+
+      presto-tui run "Name a prime" --prefetch none    # sequential PowerMH
+
+      presto-tui run --prompts-file prompts.txt --json --prefetch bfs -N 20
+
+      presto-tui run "the cat" --backend synthetic     # no model needed
+    """
+    from presto_tui.runtime.params import PAPER_SETTINGS, ParamError, SamplerParams
+
+    base = SamplerParams()
+    sizes = dict(PAPER_SETTINGS) if paper_settings else {}
+    given = dict(max_new_tokens=max_new_tokens, block_size=block_size, steps=steps, budget=budget)
+    sizes.update({k: v for k, v in given.items() if v is not None})
+    if paper_settings and max_new_tokens is not None and block_size is None:
+        sizes["block_size"] = None  # one block of the n the user chose
+    try:
+        params = base.with_(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, tau=tau,
+                            epsilon=epsilon, seed=seed, beta=beta, tries=tries, **sizes).validate()
+    except ParamError as e:
+        fail(str(e))
+    clf = load_classifier(classifier)
+    prompts = read_prompts(prompt, prompts_file)
+    engine = start_engine(backend, engine_options(model, chat_template, dtype, max_model_len,
+                                                  gpu_memory_utilization, tensor_parallel_size,
+                                                  enforce_eager, threads, kv_cache_gib))
+
+    from presto_tui.headless import run_prompts
+
+    writer = None if no_trace else open_trace(trace, "run", engine, params)
+    code = run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer)
+    raise typer.Exit(code)
+
+
+@app.command()
 def bench(
     prompts_file: Optional[Path] = typer.Option(
         None, "--prompts-file", help="One prompt per line [default: the shipped math, code and general set]."),
@@ -443,7 +371,7 @@ def bench(
     no_trace: bool = NO_TRACE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the results JSON on stdout instead of tables."),
 ) -> None:
-    """Each sampler run sequentially against PreSTO with each rule and budget, side by side in one run.
+    """Each sampler sequentially against PreSTO at every rule and budget, in one run.
 
     Same prompts, seeds and engine for every sampler, interleaved prompt by prompt so
     that machine noise hits all alike. Reports model calls, transitions per call, time
@@ -493,6 +421,80 @@ def bench(
     code = run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
                      classifier=clf, trace=writer, output=output, json_out=json_out)
     raise typer.Exit(code)
+
+
+@app.command()
+def stats(
+    traces: list[Path] = typer.Argument(..., help="Trace files (JSONL) to summarise."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: per-session rows and pooled totals."),
+) -> None:
+    """Per-session and pooled statistics of recorded traces; no model needed.
+
+    Model calls, transitions per call, time per call, acceptance rate, epsilon-class
+    shares of the scored decisions, and requests issued against requests the walk used.
+
+      presto-tui stats sessions/example.jsonl
+    """
+    from rich.console import Console
+
+    from presto_tui.logs.stats import pooled, render, session_rows
+
+    loaded = load_traces(traces)
+    rows = session_rows(loaded)
+    pool = pooled(rows)
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": pool}).decode() + "\n")
+    else:
+        render(Console(highlight=False), rows, pool)
+
+
+@app.command("fit-classifier")
+def fit_classifier(
+    traces: list[Path] = typer.Argument(..., help="Trace files whose scored decisions are the examples."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the classifier JSON."),
+    features: str = typer.Option(
+        "cut_fraction", help="Comma-separated features: cut_fraction (the paper's choice), "
+        "cut_index_fraction, gap_fraction, depth, accepts."),
+) -> None:
+    """Fit the predictive rule's epsilon-class model (3-class logistic regression).
+
+    Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
+    constant baseline (paper appendix E.7). Use the result with
+    `presto-tui run --prefetch predictive --classifier model.json`.
+    """
+    from presto_tui.runtime.classifier import FEATURES
+
+    names = tuple(f.strip() for f in features.split(",") if f.strip())
+    bad = [f for f in names if f not in FEATURES]
+    if bad or not names:
+        fail(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
+    try:
+        from presto_tui.logs.fit import FitError, fit
+    except ImportError:
+        fail("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'", 1)
+    loaded = load_traces(traces)
+    try:
+        clf = fit(loaded, names)
+    except FitError as e:
+        fail(str(e))
+    import json
+
+    try:
+        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
+    except OSError as e:
+        fail(f"{output}: cannot write ({e.strerror})")
+    m = clf.meta
+    cv = m["cross_validation"]
+    print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")
+    if cv:
+        print(f"held-out accuracy {cv['accuracy']:.3f} (baseline {cv['baseline_accuracy']:.3f}), "
+              f"log loss {cv['log_loss']:.3f} (baseline {cv['baseline_log_loss']:.3f}), "
+              f"{cv['folds']}-fold grouped by prompt")
+    else:
+        print("cross-validation skipped: it needs traces of at least two sessions")
+    print(f"wrote {output}")
 
 
 def main() -> None:
