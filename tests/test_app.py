@@ -288,3 +288,13 @@ async def test_chat_engine_start_failure_is_reported_and_retried():
         await submit(pilot, app, "the cat")  # the prompt starts the engine again
         await wait_until(pilot, lambda: app.state.current and app.state.current.status == "done")
         assert len(attempts) == 2
+
+
+async def test_replay_shows_reader_warnings(tmp_path):
+    raw = (DATA / "replay.jsonl").read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(raw[:-30])  # a session cut off mid-write
+    app = replay_app(read_trace(cut))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert any("truncated final line" in n.message for n in app._notifications)

@@ -96,3 +96,11 @@ def test_paper_settings_are_one_flag_away():
     res = invoke("run", "x", "--paper-settings", "--json", "-n", "8", "-K", "3")
     d = json.loads(res.stdout)
     assert d["params"]["budget"] == 20 and d["params"]["block_size"] == 8 and d["params"]["steps"] == 3
+
+
+def test_missing_model_is_one_line_and_non_zero(tmp_path):
+    pytest.importorskip("transformers")
+    res = invoke("run", "x", "--backend", "transformers", "--model", str(tmp_path / "nope.gguf"))
+    assert res.exit_code == 1
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("presto-tui: error:") and "no such model file or folder" in lines[-1]

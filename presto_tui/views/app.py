@@ -56,8 +56,9 @@ class PrestoApp(App):
     def __init__(self, *, mode: str, pieces: Pieces, events: Sequence[Event] = (),
                  params: SamplerParams | None = None, backend_factory: Callable | None = None,
                  model: str | None = None, classifier=None, trace_opener: Callable | None = None,
-                 title: str = "", autoplay: bool = False) -> None:
+                 title: str = "", autoplay: bool = False, warnings: Sequence[str] = ()) -> None:
         super().__init__()
+        self.startup_warnings = list(warnings)  # e.g. the reader's "truncated final line ignored"
         self.mode = mode  # "chat" or "replay"
         self.pieces = pieces
         self.state = AppState()
@@ -119,6 +120,8 @@ class PrestoApp(App):
                 self.cursor = self.state.all_rounds()[0]
             if self.playing:
                 self._start_timer()
+        for w in self.startup_warnings:
+            self.notify(visible(w, keep_newlines=False), severity="warning", timeout=10)
         self.redraw()
 
     # -- drawing ---------------------------------------------------------------
@@ -422,4 +425,4 @@ def replay_app(trace, autoplay: bool = False) -> PrestoApp:
     """The replay app for a trace that the reader has already validated."""
     events = [e for s in trace.sessions for e in s.events]
     return PrestoApp(mode="replay", pieces=trace.pieces, events=events,
-                     title=f"replay {trace.path.name}", autoplay=autoplay)
+                     title=f"replay {trace.path.name}", autoplay=autoplay, warnings=trace.warnings)
