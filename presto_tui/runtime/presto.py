@@ -1,4 +1,4 @@
-"""PowerMH steps: sequential (paper alg. 1) and PreSTO rounds (alg. 2), as pure kernels.
+"""MH steps of the three samplers: sequential (paper alg. 1) and PreSTO rounds (alg. 2), as kernels.
 
 `sequential_step` and `presto_round` take a `ChainState` and return the next
 one together with the round's `RoundTree` and the timing of its model call;
@@ -51,7 +51,12 @@ def decision_draws(params: SamplerParams) -> Draws:
     """(seed, temperature) of each request a decision makes: MultiTryMH makes one per candidate."""
     if params.sampler != "multitry":
         return single_draw
-    return lambda inp: list(zip(*(lambda c: (c.seeds, c.taus))(candidates(inp, params.tries))))
+
+    def draws(inp: DecisionInputs) -> list[tuple[int, float | None]]:
+        c = candidates(inp, params.tries)
+        return list(zip(c.seeds, c.taus))
+
+    return draws
 
 
 def score_taus(params: SamplerParams) -> tuple[float, ...]:

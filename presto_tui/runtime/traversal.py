@@ -60,9 +60,9 @@ class Plan:
                     self._by_key[key] = len(self.requests)
                     self.requests.append((pos, seed, tau))
                 issued.append(self._by_key[key])
+        candidates = tuple(issued) if draws is not single_draw else ()  # MultiTryMH, even with 1 try
         self.decisions.append(DecisionRec(index, depth, cut, inputs.cut_u, inputs.seed, inputs.accept_u,
-                                          issued[0] if issued else None, h_pred, node,
-                                          tuple(issued) if len(issued) > 1 else ()))
+                                          issued[0] if issued else None, h_pred, node, candidates))
         return pos
 
     @property
