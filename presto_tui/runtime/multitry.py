@@ -13,10 +13,10 @@ is the independence form of multiple-try Metropolis (Liu et al. 2000):
 with u the current suffix.  The log-probabilities at the other temperatures
 come from the same forward pass (`Request.score_taus`).
 
-The issue that specified this sampler wrote Q as (1/M) sum_m over the M
+An earlier specification of this sampler wrote Q as (1/M) sum_m over the M
 *drawn* temperatures; that density is not the candidates' proposal law, and
-the law test shows the chain it gives has another stationary law
-(`mixture="drawn"`, kept for that test only).
+the exact oracle in tests/test_law.py shows that the chain it gives does not
+leave pi_alpha invariant.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def _lse(xs) -> float:
     return m + math.log(math.fsum(math.exp(x - m) for x in xs))
 
 
-def log_mixture(logq_at_sums: list[float], taus_for_mixture: list[int]) -> float:
-    """log of (1/n) sum over the given temperature indices of q_tau(suffix)."""
-    return _lse([logq_at_sums[i] for i in taus_for_mixture]) - math.log(len(taus_for_mixture))
+def log_mixture(logq_at_sums: list[float]) -> float:
+    """log Q(suffix) = log of (1/3) sum_tau q_tau(suffix), from the per-temperature sums."""
+    return _lse(logq_at_sums) - math.log(len(logq_at_sums))
 
 
 def select(probs: list[float], u: float) -> int:
@@ -69,23 +69,20 @@ def select(probs: list[float], u: float) -> int:
     return max(j for j, p in enumerate(probs) if p > 0)
 
 
-def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float, mixture: str = "set") -> int:
+def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float) -> int:
     """J depends on the candidates alone: w_J / W does not depend on the current suffix."""
-    return mtm_weights(None, 0, proposals, cands, alpha, mixture)[2]
+    return mtm_weights(None, 0, proposals, cands, alpha)[2]
 
 
-def mtm_weights(state: SeqState | None, cut: int, proposals: list[Proposal], cands: Candidates,
-                alpha: float, mixture: str = "set"):
+def mtm_weights(state: SeqState | None, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float):
     """(log w_j, selection probabilities, J, log Q(u), log Q(y_j), log p0(u), log p0(y_j))."""
-    mix = ([MULTITRY_TAUS.index(t) for t in cands.taus] if mixture == "drawn"
-           else list(range(len(MULTITRY_TAUS))))
     lp_y = [math.fsum(p.logp) for p in proposals]
-    lq_y = [log_mixture([math.fsum(a) for a in p.logq_at], mix) for p in proposals]
+    lq_y = [log_mixture([math.fsum(a) for a in p.logq_at]) for p in proposals]
     if state is None:
         lp_u = lq_u = 0.0
     else:
         lp_u = math.fsum(state.logp[cut:])
-        lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at], mix)
+        lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at])
     log_w = [alpha * (lp - lp_u) + lq_u - lq for lp, lq in zip(lp_y, lq_y)]
     log_W = _lse(log_w)
     probs = [math.exp(lw - log_W) if log_W > -math.inf else 1.0 / len(log_w) for lw in log_w]
@@ -94,8 +91,8 @@ def mtm_weights(state: SeqState | None, cut: int, proposals: list[Proposal], can
 
 
 def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float,
-              epsilon: float, mixture: str = "set") -> Score:
-    log_w, probs, J, lq_u, lq_y, lp_u, lp_y = mtm_weights(state, cut, proposals, cands, alpha, mixture)
+              epsilon: float) -> Score:
+    log_w, probs, J, lq_u, lq_y, lp_u, lp_y = mtm_weights(state, cut, proposals, cands, alpha)
     log_W = _lse(log_w)
     rest = _lse([lw for j, lw in enumerate(log_w) if j != J])
     log_ratio = log_W - _lse([0.0, rest])  # log W - log(1 + W - w_J)
