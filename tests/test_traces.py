@@ -217,25 +217,34 @@ def test_damaged_traces_never_crash_the_reader(trace_file, tmp_path_factory, dat
             list(rd.tree.iter_nodes(limit=200))
 
 
-def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path, monkeypatch):
+def failing_backend(on_call: int, error: BaseException):
+    """A synthetic backend whose `on_call`-th model call raises `error` (Ctrl-C, out of memory)."""
+    backend = small_backend()
+    real, calls = backend.generate, []
+
+    def generate(reqs):
+        calls.append(len(reqs))
+        if len(calls) == on_call:
+            raise error
+        return real(reqs)
+
+    backend.generate = generate
+    return backend
+
+
+def run_writer(path, backend, params):
+    return TraceWriter(path, command="run", backend=backend.name, model=backend.model,
+                       params=params.to_dict(), pieces=backend.token_pieces)
+
+
+def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path):
     """Ctrl-C inside a model call: the trace keeps every finished round and ends cleanly."""
     from presto_tui import headless
 
-    backend = small_backend()
-    calls = {"n": 0}
-    real = backend.generate
-
-    def generate(reqs):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise KeyboardInterrupt
-        return real(reqs)
-
-    monkeypatch.setattr(backend, "generate", generate)
+    backend = failing_backend(on_call=4, error=KeyboardInterrupt())
     params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "int.jsonl"
-    w = TraceWriter(path, command="run", backend=backend.name, model=backend.model,
-                    params=params.to_dict(), pieces=backend.token_pieces)
+    w = run_writer(path, backend, params)
     code = headless.run_prompts(backend, params, ["the cat"], trace=w)
     assert code == 130
     trace = read_trace(path)
@@ -246,24 +255,13 @@ def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path, monkeypatch):
     assert end.tokens == sess.rounds[-1].tree.final_state.tokens
 
 
-def test_engine_error_ends_the_trace_with_an_error_event(tmp_path, monkeypatch):
+def test_engine_error_ends_the_trace_with_an_error_event(tmp_path):
     from presto_tui import headless
 
-    backend = small_backend()
-    real = backend.generate
-    n = {"calls": 0}
-
-    def generate(reqs):
-        n["calls"] += 1
-        if n["calls"] == 3:
-            raise MemoryError("out of memory")
-        return real(reqs)
-
-    monkeypatch.setattr(backend, "generate", generate)
+    backend = failing_backend(on_call=3, error=MemoryError("out of memory"))
     params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "err.jsonl"
-    w = TraceWriter(path, command="run", backend=backend.name, model=backend.model,
-                    params=params.to_dict(), pieces=backend.token_pieces)
+    w = run_writer(path, backend, params)
     assert headless.run_prompts(backend, params, ["x"], trace=w) == 1
     sess = read_trace(path).sessions[0]
     assert type(sess.events[-1]).__name__ == "SessionError"
