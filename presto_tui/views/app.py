@@ -81,6 +81,7 @@ class PrestoApp(App):
         self.speed_i = 2
         self._timer = None
         self.sub_title = title
+        self._inspected: tuple | None = None  # (round, node) the inspector shows
         for ev in events:
             self.state.apply(ev)
 
@@ -134,8 +135,10 @@ class PrestoApp(App):
     def redraw(self, keep_selection: bool = False) -> None:
         tree_view = self.query_one("#tree", RoundTreeView)
         rd = self.current_round()
-        tree_view.show(rd.tree if rd else None, keep_selection=keep_selection)
-        self._draw_panels()
+        with self.batch_update():  # one screen update for the tree and every panel
+            tree_view.show(rd.tree if rd else None, keep_selection=keep_selection)
+            self._draw_panels()
+            self._draw_inspector()
 
     def _draw_panels(self) -> None:
         tree_view = self.query_one("#tree", RoundTreeView)
@@ -147,7 +150,7 @@ class PrestoApp(App):
         self.query_one("#tree-title", TreeTitle).show(self._where(), tree_view)
         self.query_one("#output-text", Static).update(self._output_text(session))
         if self.mode == "replay":
-            self.query_one("#timeline", Static).update(self._timeline())
+            self.query_one("#timeline", Static).update(self._timeline(), layout=False)  # one fixed line
 
     def _where(self) -> str:
         timeline = self.state.all_rounds()
@@ -192,8 +195,17 @@ class PrestoApp(App):
         return t
 
     def on_round_tree_view_node_selected(self, message: RoundTreeView.NodeSelected) -> None:
+        self._draw_inspector()
+
+    def _draw_inspector(self) -> None:
+        tv = self._tree()
         rd = self.current_round()
-        self.query_one("#inspector", Inspector).show(rd.tree if rd else None, message.node, self.pieces)
+        node = rd.tree.node(tv.selected) if rd else None
+        shown = (id(rd), tv.selected)
+        if self._inspected == shown:
+            return  # already drawn (redraw draws at once; the message arrives after)
+        self._inspected = shown
+        self.query_one("#inspector", Inspector).show(rd.tree if rd else None, node, self.pieces)
 
     # -- navigation --------------------------------------------------------------
     def _tree(self) -> RoundTreeView:
