@@ -86,7 +86,7 @@ def main() -> None:
         params = SamplerParams(prefetch=rule, inputs=inputs, budget=64, max_new_tokens=128, steps=200)
         tree = big_round(backend, params)
         t0 = time.perf_counter()
-        lay = layout(tree)
+        layout(tree)
         t_layout = time.perf_counter() - t0
         med, rows, total = asyncio.run(draw_round(tree))
         print(f"   {rule}/{inputs:<8} nodes {total:>22,}  rows drawn {rows:>4}  "

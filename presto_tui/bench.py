@@ -19,15 +19,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from presto_tui.headless import EXIT_INTERRUPTED
 from presto_tui.logs.writer import TraceWriter, default_trace_path
 from presto_tui.runtime.backend import Backend, Request
 from presto_tui.runtime.classifier import CertaintyClassifier
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.runtime.session import run_session
 from presto_tui.runtime.summary import SessionSummary
-
-EXIT_INTERRUPTED = 130
-
 
 Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
 

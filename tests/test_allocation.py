@@ -13,6 +13,7 @@ from functools import lru_cache
 import pytest
 
 from presto_tui.runtime.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.cutlaw import uniform_cut
 from presto_tui.runtime.randomness import DecisionInputs
 from presto_tui.runtime.traversal import plan_predictive
 from presto_tui.runtime.tree import EXPANDED, path_bits
@@ -38,7 +39,7 @@ class RandomTree:
         return self._inputs[node]
 
     def cut(self, node: int) -> int:
-        return self.inputs_at(node).uniform_cut(self.T)
+        return uniform_cut(self.inputs_at(node).cut_u, self.T)
 
     def h(self, node: int, cut_index: int, depth: int, accepts: int) -> float:
         return self.clf.branch_prob(node_features(self.cut(node), cut_index, depth, accepts, self.T))
@@ -86,7 +87,7 @@ class RandomTree:
 
     def greedy(self, budget: int) -> float:
         plan = plan_predictive(T=self.T, k0=0, depth_cap=self.depth_cap, budget=budget,
-                               inputs_at=self.inputs_at, cut_of=lambda i: i.uniform_cut(self.T),
+                               inputs_at=self.inputs_at, cut_of=lambda i: uniform_cut(i.cut_u, self.T),
                                classifier=self.clf)
         h_at = {rec_node: plan.decisions[rec.decision].h_pred
                 for rec_node, rec in plan.table.items() if rec.status == EXPANDED}
@@ -123,7 +124,7 @@ def test_best_first_equals_dp_at_larger_budgets(seed):
 def test_selection_is_ancestor_closed_and_feasible():
     tree = RandomTree(3, T=40, depth_cap=20)
     plan = plan_predictive(T=40, k0=0, depth_cap=20, budget=12, inputs_at=tree.inputs_at,
-                           cut_of=lambda i: i.uniform_cut(40), classifier=tree.clf)
+                           cut_of=lambda i: uniform_cut(i.cut_u, 40), classifier=tree.clf)
     expanded = {v for v, r in plan.table.items() if r.status == EXPANDED}
     assert len(expanded) == 12
     for v in expanded - {0}:

@@ -10,7 +10,7 @@ from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.runtime.synthetic import SyntheticBackend
 from presto_tui.views.app import PrestoApp, replay_app
-from presto_tui.views.widgets import Inspector, RoundTreeView
+from presto_tui.views.widgets import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,9 +10,9 @@ import pytest
 from helpers import small_backend, trajectory
 from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN, eps_class
 from presto_tui.runtime.params import ParamError, SamplerParams
-from presto_tui.runtime.presto import ChainState, make_kernel, presto_round, run_block
+from presto_tui.runtime.presto import ChainState, make_kernel, presto_round
 from presto_tui.runtime.randomness import decision_inputs, node_inputs
-from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, ROOT, UNREACHABLE
+from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE
 
 
 def first_block(backend, params, n_rounds=None):

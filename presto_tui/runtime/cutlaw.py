@@ -25,13 +25,18 @@ class CutLaw(Protocol):
     def log_prob(self, cut: int, state: SeqState) -> float: ...
 
 
+def uniform_cut(u: float, T: int) -> int:
+    """Unif{0..T-1} from a uniform in [0, 1)."""
+    return min(int(u * T), T - 1)
+
+
 class UniformCut:
-    """PowerMH: c ~ Unif{0..T-1}."""
+    """PowerMH: c ~ Unif{0..T-1} (paper sec 3.1)."""
 
     state_dependent = False
 
     def cut(self, u: float, state: SeqState) -> int:
-        return min(int(u * state.T), state.T - 1)
+        return uniform_cut(u, state.T)
 
     def log_prob(self, cut: int, state: SeqState) -> float:
         return -math.log(state.T)
@@ -58,7 +63,7 @@ class EntropyJumpCut:
         w = self.weights(state)
         total = math.fsum(w)
         if total <= 0.0:
-            return min(int(u * len(w)), len(w) - 1) + 1
+            return uniform_cut(u, len(w)) + 1
         target = u * total
         acc = 0.0
         last = 0

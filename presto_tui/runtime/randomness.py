@@ -28,10 +28,6 @@ class DecisionInputs:
     seed: int  # suffix-sampling seed of the decision's request
     accept_u: float  # in [0, 1): accept iff accept_u < A
 
-    def uniform_cut(self, T: int) -> int:
-        """PowerMH's cut law, Unif{0..T-1} (paper sec 3.1)."""
-        return min(int(self.cut_u * T), T - 1)
-
 
 def _draw(seed: int, key: tuple[int, ...]) -> DecisionInputs:
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))

@@ -106,6 +106,7 @@ class SessionSummary:
             "transitions_per_call": self.transitions_per_call,
             "time_per_call_s": self.time_per_call_s,
             "call_time_s": self.call_time_s,
+            "extend_time_s": self.extend_time_s,
             "acceptance_rate": self.acceptance_rate,
             "eps_certain_share": self.eps_certain_share,
             "eps_counts": dict(self.eps_counts),
