@@ -95,6 +95,12 @@ class NodeView:
     on_path: bool  # on the realized path (including the node where the walk stopped)
 
 
+def _follow(reach: float, rounded: bool, sc: Score, accept: bool) -> tuple[float, bool]:
+    """Reach probability and epsilon-rounded membership after one edge (sec 3.3)."""
+    reach *= sc.accept_prob if accept else 1.0 - sc.accept_prob
+    return reach, rounded and sc.eps_class != (REJECT if accept else ACCEPT)
+
+
 def parent(i: int) -> int:
     return (i - 1) // 2
 
@@ -177,7 +183,7 @@ class RoundTree:
         """The node with id i, or None if the round's tree does not contain it."""
         if i < 0:
             return None
-        on_path = i in set(self.path_nodes)
+        on_path = i in self.path_nodes
         if not self.levels:
             rec = self.table.get(i)
             if rec is None:
@@ -194,9 +200,7 @@ class RoundTree:
             if status == DEFERRED:
                 unreachable, reach, rounded = True, 0.0, False
                 continue
-            sc = self.scores[(pos, src)]
-            reach *= sc.accept_prob if accept else 1.0 - sc.accept_prob
-            rounded = rounded and sc.eps_class != (REJECT if accept else ACCEPT)
+            reach, rounded = _follow(reach, rounded, self.scores[(pos, src)], accept)
             if accept:
                 src = self.decisions[pos].request
         depth = depth_of(i)
@@ -215,8 +219,7 @@ class RoundTree:
             sc = self.scores.get((rec.decision, rec.src)) if rec.status == EXPANDED else None
             if sc is None:
                 return 0.0, False
-            reach *= sc.accept_prob if accept else 1.0 - sc.accept_prob
-            rounded = rounded and sc.eps_class != (REJECT if accept else ACCEPT)
+            reach, rounded = _follow(reach, rounded, sc, accept)
             node = 2 * node + (1 if accept else 2)
         return reach, rounded
 

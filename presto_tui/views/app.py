@@ -24,10 +24,9 @@ from presto_tui.runtime.events import Event, RoundDone, SessionEnd, SessionError
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.safetext import visible
 from presto_tui.views.screens import HelpScreen, SettingsScreen
-from presto_tui.views.state import AppState
+from presto_tui.views.state import AppState, Pieces
 from presto_tui.views.widgets import Inspector, RoundTreeView, StatsPanel, TreeTitle
 
-Pieces = Callable[[Sequence[int]], list[str]]
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # replay rounds per second
 
 

@@ -8,7 +8,7 @@ string that came from a model or a trace goes through `visible()` into a
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
@@ -25,9 +25,8 @@ from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
 from presto_tui.safetext import visible
 from presto_tui.views.layout import LEGEND, Layout, label, layout, symbol
-from presto_tui.views.state import SessionView
+from presto_tui.views.state import Pieces, SessionView
 
-Pieces = Callable[[Sequence[int]], list[str]]
 
 
 class RoundTreeView(ScrollView, can_focus=True):
