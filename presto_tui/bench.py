@@ -24,7 +24,7 @@ from presto_tui.logs.writer import TraceWriter, default_trace_path
 from presto_tui.runtime.backend import Backend, Request
 from presto_tui.runtime.classifier import CertaintyClassifier
 from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
+from presto_tui.runtime.session import display_text, run_session
 from presto_tui.runtime.summary import SessionSummary
 
 Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
@@ -107,6 +107,8 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
                         bar.advance(task)
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
     except KeyboardInterrupt:
+        if trace is not None:  # like `run`: the trace ends at the last finished round
+            trace.end_open_session("cancelled", lambda ids: display_text(backend, ids))
         err.print("presto-tui: bench interrupted", style="yellow")
         return EXIT_INTERRUPTED
     finally:
