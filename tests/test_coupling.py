@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from helpers import small_backend, trajectory
+from helpers import noisy_backend, small_backend, trajectory
 from presto_tui.runtime.mh import score
 from presto_tui.runtime.params import SamplerParams
 from presto_tui.runtime.tree import ROOT
@@ -135,3 +135,69 @@ def test_two_accepts_in_one_round_are_scored_against_the_state_they_replace():
         assert state.tokens == tree.final_state.tokens
     # The fixture must contain cases where scoring against the root would be wrong.
     assert differing > 0
+
+
+@pytest.mark.parametrize("sampler", ["powermh", "entropycut", "multitry"])
+@pytest.mark.parametrize("budget", (8, 20))
+def test_spine_keeps_the_records_the_sequential_chain_holds(sampler, budget):
+    """Records of the same tokens differ between calls on a real engine (float noise).
+
+    When an accepted proposal reproduced the old tokens past a later decision's
+    cut, the spine's content check lets that decision use its prefetched
+    proposal; the new state must then keep the accepted proposal's records
+    before the cut (as sequential PowerMH does), not the round root's.  With
+    request-dependent record noise, taking them from the root changes decisions.
+    """
+    content_passes = 0
+    for seed in range(12):
+        params = SamplerParams(sampler=sampler, prefetch="none", seed=seed, **SCHEDULES["one-block"])
+        expected, _ = trajectory(noisy_backend(), params)
+        got, trees = trajectory(noisy_backend(), params.with_(prefetch="spine", budget=budget))
+        assert got == expected
+        for t in trees:
+            cut_index = t.T
+            for s in t.steps:
+                dec = t.decisions[s.decision]
+                content_passes += dec.cut > cut_index
+                if s.accepted:
+                    cut_index = dec.cut
+    assert content_passes > 0  # the content check (not Condition 1) was exercised
+
+
+def test_multitry_selection_on_a_boundary_moves_to_the_candidate_it_scores(monkeypatch):
+    """MultiTryMH draws J once, from the candidates alone; the walk moves to candidate J and
+    accepts with J's probability, even for a selection uniform within rounding of a boundary
+    of the cumulative selection probabilities (where two computations of J could differ)."""
+    import oracle
+    from presto_tui.runtime import presto
+    from presto_tui.runtime.multitry import Candidates, candidates
+    from presto_tui.runtime.presto import ChainState, presto_round, sequential_step
+    from presto_tui.runtime.randomness import decision_inputs
+
+    b = small_backend(**BACKENDS["v7"])
+    params = SamplerParams(sampler="multitry", prefetch="none", budget=4, max_new_tokens=8, steps=6)
+    _, trees = trajectory(b, params)
+    checked = 0
+    for tree in trees:
+        chain = ChainState(tree.root, 0, k=tree.k0)
+        dec = tree.decisions[0]
+        tails = [tree.requests[r].proposal.tokens for r in dec.candidates]
+        x = tree.root.tokens
+        log_w, probs = oracle.multitry_weights(b.lm, (1, 2), x, dec.cut, tails, params.alpha)
+        real = candidates(decision_inputs(params.seed, 0, tree.k0), params.tries)
+        for j in range(len(probs) - 1):
+            edge = math.fsum(probs[: j + 1])
+            for u in (edge, math.nextafter(edge, 0), math.nextafter(edge, 1), math.nextafter(math.nextafter(edge, 1), 1)):
+                monkeypatch.setattr(presto, "candidates", lambda inp, tries, u=u: Candidates(real.seeds, real.taus, u))
+                results = []
+                for step in (sequential_step, lambda be, p, c: presto_round(be, p.with_(prefetch="spine"), c)):
+                    nxt, t, _ = step(b, params, chain)
+                    d = t.decisions[0]
+                    sc = t.scores[(0, -1)]
+                    J = d.candidates.index(d.request)
+                    assert sc.selected == J  # scored the candidate the walk moves to
+                    assert math.isclose(sc.accept_prob, oracle.multitry_accept_prob(log_w, J), rel_tol=1e-9, abs_tol=1e-12)
+                    results.append((J, nxt.state.tokens))
+                assert results[0] == results[1]  # and PreSTO agrees with the sequential kernel
+                checked += 1
+    assert checked > 0

@@ -43,46 +43,60 @@ class UniformCut:
 
 
 class EntropyJumpCut:
-    """EntropyCut (Zhou et al. 2026): lambda_beta(j) proportional to D_j^beta, cut m = j + 1.
+    """EntropyCut (Zhou et al. 2026) made irreducible by a uniform share.
 
-    D_j = max(0, h_{j+1} - h_j) with h_t the full-vocabulary entropy of p0 at
-    generated position t; uniform over j in {0..T-2} when every jump is zero.
-    The cut m keeps tokens[:m] and resamples from m, so position 0 is never cut.
+    The published law is lambda_beta(j) proportional to D_j^beta with
+    D_j = max(0, h_{j+1} - h_j), h_t the full-vocabulary entropy of p0 at
+    generated position t, and cut m = j + 1 (uniform over j in {0..T-2} when
+    every jump is zero).  It never cuts at m = 0, so the first generated token
+    keeps the value the block extension drew for the whole run: the chain
+    leaves pi_alpha invariant but is reducible.  We therefore draw the cut from
+
+        lambda(m; x) = (1 - mix) * lambda_beta(m; x) + mix / T,   m in 0..T-1,
+
+    which reaches every position (and every state in one step).  The MH ratio's
+    reverse-move term log lambda(m; y) - log lambda(m; x) keeps the chain exact
+    for any mix; mix = 0 is the published law.
     """
 
     state_dependent = True
 
-    def __init__(self, beta: float = 4.0):
+    def __init__(self, beta: float = 4.0, mix: float = 0.1):
         self.beta = beta
+        self.mix = mix
 
     def weights(self, state: SeqState) -> list[float]:
+        """The published law's unnormalised jump weights D_j^beta, j = 0..T-2 (cut j + 1)."""
         h = state.entropy
         return [max(0.0, h[j + 1] - h[j]) ** self.beta for j in range(len(h) - 1)]
 
-    def cut(self, u: float, state: SeqState) -> int:
+    def probs(self, state: SeqState) -> list[float]:
+        """lambda(m; x) for m = 0..T-1."""
+        T = state.T
         w = self.weights(state)
         total = math.fsum(w)
-        if total <= 0.0:
-            return uniform_cut(u, len(w)) + 1
-        target = u * total
+        if total > 0.0:
+            jump = [0.0] + [wj / total for wj in w]
+        else:
+            jump = [0.0] + [1.0 / (T - 1)] * (T - 1) if T > 1 else [1.0]
+        return [(1.0 - self.mix) * pj + self.mix / T for pj in jump]
+
+    def cut(self, u: float, state: SeqState) -> int:
         acc = 0.0
         last = 0
-        for j, wj in enumerate(w):
-            if wj > 0.0:
-                last = j
-                acc += wj
-                if acc > target:
-                    return j + 1
-        return last + 1  # float rounding at the very top of the range
+        for m, pm in enumerate(self.probs(state)):
+            if pm > 0.0:
+                last = m
+                acc += pm
+                if acc > u:
+                    return m
+        return last  # float rounding at the very top of the range
 
     def log_prob(self, cut: int, state: SeqState) -> float:
-        w = self.weights(state)
-        total = math.fsum(w)
-        if total <= 0.0:
-            return -math.log(len(w))
-        wj = w[cut - 1] if 1 <= cut <= len(w) else 0.0
-        return math.log(wj) - math.log(total) if wj > 0.0 else -math.inf
+        p = self.probs(state)
+        pm = p[cut] if 0 <= cut < len(p) else 0.0
+        return math.log(pm) if pm > 0.0 else -math.inf
 
 
-def make_cut_law(sampler: str, beta: float = 4.0) -> CutLaw:
-    return EntropyJumpCut(beta) if sampler == "entropycut" else UniformCut()
+def make_cut_law(sampler: str, beta: float = 4.0, mix: float = 0.1) -> CutLaw:
+    return EntropyJumpCut(beta, mix) if sampler == "entropycut" else UniformCut()

@@ -69,30 +69,33 @@ def select(probs: list[float], u: float) -> int:
     return max(j for j, p in enumerate(probs) if p > 0)
 
 
-def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float) -> int:
-    """J depends on the candidates alone: w_J / W does not depend on the current suffix."""
-    return mtm_weights(None, 0, proposals, cands, alpha)[2]
+def selection(proposals: list[Proposal], cands: Candidates, alpha: float) -> tuple[list[float], int]:
+    """(selection probabilities w_j / W, the selected J), from the candidates alone.
 
-
-def mtm_weights(state: SeqState | None, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float):
-    """(log w_j, selection probabilities, J, log Q(u), log Q(y_j), log p0(u), log p0(y_j))."""
-    lp_y = [math.fsum(p.logp) for p in proposals]
-    lq_y = [log_mixture([math.fsum(a) for a in p.logq_at]) for p in proposals]
-    if state is None:
-        lp_u = lq_u = 0.0
-    else:
-        lp_u = math.fsum(state.logp[cut:])
-        lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at])
-    log_w = [alpha * (lp - lp_u) + lq_u - lq for lp, lq in zip(lp_y, lq_y)]
+    w_j / W does not depend on the current suffix u (its terms cancel), so J is
+    drawn once, before any state is known, and every later step uses this J:
+    recomputing it with weights shifted by u could, for a selection uniform
+    within rounding of a boundary, pick another candidate than the walk moved to.
+    """
+    log_w = [alpha * math.fsum(p.logp) - log_mixture([math.fsum(a) for a in p.logq_at]) for p in proposals]
     log_W = _lse(log_w)
     probs = [math.exp(lw - log_W) if log_W > -math.inf else 1.0 / len(log_w) for lw in log_w]
-    J = select(probs, cands.select_u)
-    return log_w, probs, J, lq_u, lq_y, lp_u, lp_y
+    return probs, select(probs, cands.select_u)
+
+
+def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float) -> int:
+    return selection(proposals, cands, alpha)[1]
 
 
 def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float,
-              epsilon: float) -> Score:
-    log_w, probs, J, lq_u, lq_y, lp_u, lp_y = mtm_weights(state, cut, proposals, cands, alpha)
+              epsilon: float, J: int) -> Score:
+    """The multiple-try acceptance probability of the selected candidate J against `state`."""
+    probs, _ = selection(proposals, cands, alpha)
+    lp_y = [math.fsum(p.logp) for p in proposals]
+    lq_y = [log_mixture([math.fsum(a) for a in p.logq_at]) for p in proposals]
+    lp_u = math.fsum(state.logp[cut:])
+    lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at])
+    log_w = [alpha * (lp - lp_u) + lq_u - lq for lp, lq in zip(lp_y, lq_y)]
     log_W = _lse(log_w)
     rest = _lse([lw for j, lw in enumerate(log_w) if j != J])
     log_ratio = log_W - _lse([0.0, rest])  # log W - log(1 + W - w_J)

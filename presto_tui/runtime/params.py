@@ -42,6 +42,7 @@ class SamplerParams:
     epsilon: float = 0.01
     seed: int = 0
     beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
+    cut_mix: float = 0.1  # EntropyCut: uniform share of the cut law (reaches the first token)
     tries: int = 4  # MultiTryMH's candidates per transition
 
     @property
@@ -88,8 +89,8 @@ class SamplerParams:
             raise ParamError(f"--steps must be >= 1, got {self.steps}")
         if self.budget < 1:
             raise ParamError(f"--budget must be >= 1, got {self.budget}")
-        if not 0 < self.epsilon < 0.5:
-            raise ParamError(f"--epsilon must lie in (0, 0.5), got {self.epsilon}")
+        if not 0 <= self.epsilon <= 0.5:  # the paper's range; epsilon only sets the certainty classes
+            raise ParamError(f"--epsilon must lie in [0, 0.5], got {self.epsilon}")
         if self.sampler == "entropycut" and self.block < 2:
             raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
         if self.sampler == "multitry":
@@ -98,6 +99,8 @@ class SamplerParams:
             if self.prefetch != "none" and self.budget < self.tries:
                 raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
                                  "decision needs all its candidates in one call")
+        if not 0 <= self.cut_mix <= 1:
+            raise ParamError(f"--cut-mix must lie in [0, 1], got {self.cut_mix}")
         if not self.beta >= 0:
             raise ParamError(f"--beta must be >= 0, got {self.beta}")
         if self.seed < 0:

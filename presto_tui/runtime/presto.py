@@ -71,7 +71,7 @@ def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
     the coupling test holds PreSTO to.
     """
     x = chain.state
-    law = make_cut_law(params.sampler, params.beta)
+    law = make_cut_law(params.sampler, params.beta, params.cut_mix)
     inp = decision_inputs(params.seed, chain.block, chain.k)
     cut = law.cut(inp.cut_u, x)
     draws = decision_draws(params)(inp)
@@ -79,7 +79,9 @@ def sequential_step(backend: Backend, params: SamplerParams, chain: ChainState
         Request(x.prefix(cut), x.T - cut, seed, tau or params.proposal_tau, score_taus(params))
         for seed, tau in draws])
     if params.sampler == "multitry":
-        sc = mtm_score(x, cut, props, candidates(inp, params.tries), params.alpha, params.epsilon)
+        cands = candidates(inp, params.tries)
+        J = selected_candidate(props, cands, params.alpha)
+        sc = mtm_score(x, cut, props, cands, params.alpha, params.epsilon, J)
     else:
         sc = score(x, cut, props[0], params.alpha, params.epsilon, law)
     accepted = accepts(inp.accept_u, sc)
@@ -130,7 +132,7 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
     root = chain.state
     T, k0 = root.T, chain.k
     depth_cap = params.steps - k0
-    law = make_cut_law(params.sampler, params.beta)
+    law = make_cut_law(params.sampler, params.beta, params.cut_mix)
 
     def cut_of(inp: DecisionInputs) -> int:
         # A state-dependent law (EntropyCut) is read off the root, the only state known
@@ -176,7 +178,12 @@ def presto_round(backend: Backend, params: SamplerParams, chain: ChainState,
     else:
         score_table(tree, params, law)
     t1 = time.perf_counter()
-    walk(tree)
+
+    def rescore(pos: int, state: SeqState):
+        dec = tree.decisions[pos]
+        return decision_score(tree, pos, state, params, law) if _cut_holds(law, dec, state) else None
+
+    walk(tree, rescore)
     tree.phase_s = {"plan": t_plan, "score": t1 - t0, "walk": time.perf_counter() - t1}
     carried = None
     if tree.stop_reason == DEFERRED and not tree.levels:
@@ -203,7 +210,8 @@ def decision_score(tree: RoundTree, pos: int, state: SeqState, params: SamplerPa
     dec = tree.decisions[pos]
     if dec.candidates:
         props = [tree.requests[r].proposal for r in dec.candidates]
-        return mtm_score(state, dec.cut, props, _candidates_of(dec, params), params.alpha, params.epsilon)
+        J = dec.candidates.index(dec.request)  # chosen once, in _with_selection
+        return mtm_score(state, dec.cut, props, _candidates_of(dec, params), params.alpha, params.epsilon, J)
     return score(state, dec.cut, tree.requests[dec.request].proposal, params.alpha, params.epsilon, law)
 
 
@@ -261,13 +269,23 @@ def score_table(tree: RoundTree, params: SamplerParams, law: CutLaw) -> None:
         tree.scores[(rec.decision, rec.src)] = decision_score(tree, rec.decision, state, params, law)
 
 
-def walk(tree: RoundTree) -> None:
+def walk(tree: RoundTree, rescore: Callable[[int, SeqState], object] | None = None) -> None:
     """Follow the realized accept/reject path with the unchanged MH rule (sec 3.2, step 3).
 
     Stops at a leaf, at a deferred decision, or after the transitions left in
-    the block (the depth cap).
+    the block (the depth cap).  The walk builds the chain's exact states as the
+    sequential sampler would: accepting proposal y at cut c from state x gives
+    x[:c] + y, keeping x's own per-token records before c.  A node's tree state
+    `state_of(src)` takes those records from the round's root instead; the two
+    hold the same tokens (Condition 1 or the spine's content check) but, on a
+    real engine, records of the same token computed in different calls differ
+    by float noise.  Where they differ, `rescore(pos, exact_state)` scores the
+    decision against the exact state (None: its cut law gives another cut
+    there, so the decision is deferred).
     """
     steps: list[Step] = []
+    states: list[SeqState] = []
+    state = tree.root
     node = 0
     while True:
         if len(steps) >= tree.depth_cap:
@@ -277,8 +295,20 @@ def walk(tree: RoundTree) -> None:
         if view.status != EXPANDED:
             tree.stop_reason = view.status
             break
-        accepted = accepts(view.decision.accept_u, view.score)
+        sc = view.score
+        if rescore is not None and state != tree.state_of(view.src):
+            sc = rescore(view.pos, state)
+            if sc is None:
+                tree.stop_reason = DEFERRED
+                break
+            tree.scores[(view.pos, view.src)] = sc  # the path shows what the chain used
+        accepted = accepts(view.decision.accept_u, sc)
         steps.append(Step(node, view.pos, view.src, accepted))
+        if accepted:
+            dec = view.decision
+            state = state.with_suffix(dec.cut, tree.requests[dec.request].proposal)
+        states.append(state)
         node = 2 * node + (1 if accepted else 2)
     tree.steps = tuple(steps)
+    tree.walked = tuple(states)
     tree.stop_node = node

@@ -41,6 +41,7 @@ class SyntheticLM:
         self.sharpness = sharpness
         self.eos_id = eos_id
         self._logits = lru_cache(maxsize=1 << 16)(self._logits_uncached)
+        self._log_probs = lru_cache(maxsize=1 << 16)(self._log_probs_uncached)
 
     def _logits_uncached(self, key: tuple[int, ...]) -> np.ndarray:
         rng = np.random.default_rng([self.seed, len(key), *key])
@@ -52,7 +53,10 @@ class SyntheticLM:
 
     def log_probs(self, context: Sequence[int], tau: float) -> tuple[np.ndarray, np.ndarray, float]:
         """(log p0, log q_tau, entropy of p0) of the next token, from one set of logits."""
-        z = self.logits(context)
+        return self._log_probs(tuple(context[-self.order:]) if self.order else (), tau)
+
+    def _log_probs_uncached(self, key: tuple[int, ...], tau: float) -> tuple[np.ndarray, np.ndarray, float]:
+        z = self._logits(key)
         logp = _log_softmax(z)
         logq = _log_softmax(z / tau)
         entropy = float(-(np.exp(logp) * logp).sum())

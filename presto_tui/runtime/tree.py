@@ -136,6 +136,9 @@ class RoundTree:
     stop_node: int = 0
     stop_reason: str = LEAF  # LEAF, DEFERRED or "cap" (block finished)
     phase_s: dict[str, float] = field(default_factory=dict)  # sampler time: plan, score, walk
+    # The chain's exact state after each step, as the walk built it (see presto.walk); empty for
+    # trees read from a trace, whose states are rebuilt from their sources (same tokens).
+    walked: tuple[SeqState, ...] = ()
     _states: dict[int, SeqState] = field(default_factory=dict, repr=False, compare=False)
 
     # -- states ------------------------------------------------------------
@@ -160,9 +163,11 @@ class RoundTree:
 
     @property
     def final_state(self) -> SeqState:
-        return self.state_of(self.final_src)
+        return self.states_after_steps()[-1] if self.steps else self.root
 
     def states_after_steps(self) -> list[SeqState]:
+        if self.walked:
+            return list(self.walked)
         return [self.state_of(self._src_after(s)) for s in self.steps]
 
     @property
