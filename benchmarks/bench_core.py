@@ -17,11 +17,11 @@ import argparse
 import statistics
 import time
 
-from presto_tui.runtime.events import RoundDone
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
-from presto_tui.runtime.summary import summarize
-from presto_tui.runtime.synthetic import SyntheticBackend, SyntheticLM
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
+from presto_tui.runtime.session.events import RoundDone
+from presto_tui.runtime.session.runner import run_session
+from presto_tui.runtime.session.summary import summarize
 
 PROMPTS = ["the cat sat on", "a dog ran under the tree", "then it was warm", "the small red home"]
 CONFIGS = [("bfs", "decision"), ("predictive", "decision"), ("spine", "decision"),
@@ -41,28 +41,28 @@ def main() -> None:
     ap.add_argument("--sharpness", type=float, default=2.0,
                     help="synthetic logit scale; 2.0 gives acceptance near 0.3 and ~95%% eps-certain decisions")
     args = ap.parse_args()
-    backend = SyntheticBackend(SyntheticLM(sharpness=args.sharpness))
+    backend = SyntheticEngine(SyntheticLM(sharpness=args.sharpness))
     base = SamplerParams(max_new_tokens=args.horizon, steps=args.steps)
     print(f"synthetic backend {backend.model}, T={args.horizon}, K={args.steps}, "
           f"{len(PROMPTS)} prompts x {args.seeds} seeds, alpha={base.alpha}")
 
     print("\n1. sampler time per round, excluding the model call (ms, median over rounds)")
-    print(f"{'rule':<22}{'N':>4}{'plan':>9}{'score':>9}{'walk':>9}{'total':>9}{'tr/round':>10}")
+    print(f"{'rule':<22}{'N':>4}{'plan':>9}{'finish':>9}{'total':>9}{'tr/round':>10}")
     for budget in (8, 20, 64):
         for rule, inputs in CONFIGS:
             params = base.with_(prefetch=rule, inputs=inputs, budget=budget, seed=0)
-            phases = {"plan": [], "score": [], "walk": []}
+            phases: dict[str, list[float]] = {"plan": [], "finish": []}
             trs = []
             for prompt in PROMPTS[:2]:
                 events, _ = run(backend, params, prompt)
                 for ev in events:
                     if isinstance(ev, RoundDone):
                         for k in phases:
-                            phases[k].append(ev.tree.phase_s[k] * 1e3)
+                            phases[k].append(ev.sampler_s[k] * 1e3)
                         trs.append(ev.tree.transitions)
             med = {k: statistics.median(v) for k, v in phases.items()}
-            print(f"{rule + '/' + inputs:<22}{budget:>4}{med['plan']:>9.3f}{med['score']:>9.3f}"
-                  f"{med['walk']:>9.3f}{sum(med.values()):>9.3f}{statistics.mean(trs):>10.2f}")
+            print(f"{rule + '/' + inputs:<22}{budget:>4}{med['plan']:>9.3f}{med['finish']:>9.3f}"
+                  f"{sum(med.values()):>9.3f}{statistics.mean(trs):>10.2f}")
 
     print("\n2. mean MH transitions per model call (same prompts and seeds)")
     budgets = (8, 12, 20, 64)

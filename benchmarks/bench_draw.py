@@ -22,27 +22,29 @@ from pathlib import Path
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
-from presto_tui.runtime.backend import Request, SeqState
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.presto import ChainState, presto_round
-from presto_tui.runtime.randomness import extension_seed
-from presto_tui.runtime.session import run_session
-from presto_tui.runtime.synthetic import SyntheticBackend
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.randomness import extension_seed
+from presto_tui.runtime.core.types import Request, SeqState
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
+from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import PrestoApp, replay_app
 from presto_tui.views.layout import layout
+from presto_tui.views.replay import ReplayScreen
+from presto_tui.views.state import AppState
 from presto_tui.views.widgets import RoundTreeView
 
 
 def big_round(backend, params):
     (prop,) = backend.generate([Request((1, 2), params.block, extension_seed(params.seed, 0), params.proposal_tau)])
     chain = ChainState(SeqState((1, 2)).extended(prop), 0)
-    return presto_round(backend, params, chain)[1]
+    return build_kernel(params).step(backend, chain)[1]
 
 
 async def draw_round(tree, reps=20):
-    app = PrestoApp(mode="replay", pieces=lambda ids: [str(i) for i in ids])
+    app = PrestoApp(ReplayScreen(AppState()))
     async with app.run_test(size=(120, 40)) as pilot:
-        view = app.query_one("#tree", RoundTreeView)
+        view = app.screen.query_one("#tree", RoundTreeView)
         times = []
         for _ in range(reps):
             t0 = time.perf_counter()
@@ -74,13 +76,13 @@ async def scrub(path: Path, steps=200):
         direct = []
         for _ in range(steps):
             t0 = time.perf_counter()
-            app.action_round(-1)
+            app.screen.action_round(-1)
             direct.append(time.perf_counter() - t0)
-        return baseline, step, statistics.median(direct), len(app.state.all_rounds())
+        return baseline, step, statistics.median(direct), len(app.screen.state.all_rounds())
 
 
 def main() -> None:
-    backend = SyntheticBackend()
+    backend = SyntheticEngine()
     print("1. one round with 64 requests (T=128), layout + drawing every visible row")
     for rule, inputs in (("bfs", "node"), ("predictive", "node"), ("spine", "decision"), ("bfs", "decision")):
         params = SamplerParams(prefetch=rule, inputs=inputs, budget=64, max_new_tokens=128, steps=200)

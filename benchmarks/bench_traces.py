@@ -17,9 +17,9 @@ from pathlib import Path
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.stats import pooled, session_rows
 from presto_tui.logs.writer import TraceWriter
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
-from presto_tui.runtime.synthetic import SyntheticBackend
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.session.runner import run_session
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--budget", type=int, default=8)
     args = ap.parse_args()
-    backend = SyntheticBackend()
+    backend = SyntheticEngine()
     params = SamplerParams(max_new_tokens=96, steps=100, budget=args.budget, prefetch="bfs", inputs="node")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "big.jsonl"

@@ -1,9 +1,30 @@
-import sys
-from pathlib import Path
+"""Markers: `engine` (needs torch, transformers and vLLM: the README's set-up) and `slow`.
+
+Engine tests skip where the engines are not installed, except in CI (CI=true)
+or under PRESTO_TUI_REQUIRE_ENGINES=1, where a missing engine fails them.
+A quick loop while editing: pytest -m "not engine and not slow".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+ENGINE_PACKAGES = ("torch", "transformers", "gguf", "vllm")
+REQUIRE_ENGINES = os.environ.get("PRESTO_TUI_REQUIRE_ENGINES") == "1" or os.environ.get("CI") == "true"
+
+
+def pytest_runtest_setup(item):
+    """Before any fixture starts an engine."""
+    if item.get_closest_marker("engine") is None:
+        return
+    missing = [m for m in ENGINE_PACKAGES if importlib.util.find_spec(m) is None]
+    if missing:
+        if REQUIRE_ENGINES:
+            pytest.fail(f"engine packages missing: {missing}")
+        pytest.skip(f"needs {missing} (the README's set-up)")
 
 
 @pytest.fixture(autouse=True)

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from presto_tui.runtime.events import BlockStart, RoundDone
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
-from presto_tui.runtime.synthetic import SyntheticBackend, SyntheticLM
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
+from presto_tui.runtime.session.events import BlockStart, RoundDone
+from presto_tui.runtime.session.runner import run_session
 
 
 def small_backend(vocab: int = 5, order: int = 2, seed: int = 1, sharpness: float = 1.5):
-    return SyntheticBackend(SyntheticLM(vocab_size=vocab, order=order, seed=seed, sharpness=sharpness))
+    return SyntheticEngine(SyntheticLM(vocab_size=vocab, order=order, seed=seed, sharpness=sharpness))
+
+
+def run_chain(engine, params: SamplerParams, chain):
+    """Advance `chain` to the end of its block with the kernel `params` select."""
+    from presto_tui.runtime.prefetch.kernel import build_kernel
+
+    kernel = build_kernel(params)
+    while chain.k < params.steps:
+        chain, _ = kernel.step(engine, chain)
+    return chain
 
 
 def trajectory(backend, params: SamplerParams, prompt=(1, 2)):
@@ -24,7 +34,7 @@ def trajectory(backend, params: SamplerParams, prompt=(1, 2)):
     return states, trees
 
 
-class RecordNoiseBackend(SyntheticBackend):
+class RecordNoiseBackend(SyntheticEngine):
     """A synthetic model whose per-token records carry noise that depends on the request.
 
     On a real engine the same token in the same context gets slightly different
@@ -42,12 +52,12 @@ class RecordNoiseBackend(SyntheticBackend):
     def _one(self, req):
         import numpy as np
 
-        from presto_tui.runtime.backend import Proposal
+        from presto_tui.runtime.core.types import Proposal
 
         p = super()._one(req)
         rng = np.random.default_rng([req.seed, len(req.prefix), 0x4E])
         n = len(p.tokens)
-        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))  # noqa: E731
+        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))
         lq, lp, h = jitter(), jitter(), jitter()
         return Proposal(p.tokens, tuple(a + b for a, b in zip(p.logq, lq)),
                         tuple(a + b for a, b in zip(p.logp, lp)),

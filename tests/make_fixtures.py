@@ -8,15 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from presto_tui.logs.writer import TraceWriter
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
-from presto_tui.runtime.synthetic import SyntheticBackend
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.session.runner import run_session
 
 DATA = Path(__file__).parent / "data"
 HOSTILE = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07 \x9b31m [link=file:///etc]x[/link]"
 
 
-class HostileBackend(SyntheticBackend):
+class HostileBackend(SyntheticEngine):
     """Token pieces that try markup, ANSI escapes and terminal control codes."""
 
     def token_pieces(self, ids):
@@ -34,7 +34,7 @@ def record(path: Path, backend, sessions) -> None:
 
 def main() -> None:
     DATA.mkdir(exist_ok=True)
-    b = SyntheticBackend()
+    b = SyntheticEngine()
     record(DATA / "replay.jsonl", b, [
         ("the cat sat on", SamplerParams(max_new_tokens=32, steps=16, budget=8, seed=1)),
         ("a dog ran", SamplerParams(prefetch="bfs", inputs="node", max_new_tokens=32, steps=12,

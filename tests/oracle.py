@@ -7,8 +7,8 @@ transition and convergence tests hold presto-tui's code against these.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 

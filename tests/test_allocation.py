@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import itertools
 import random
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-from presto_tui.runtime.classifier import CertaintyClassifier, node_features
-from presto_tui.runtime.cutlaw import uniform_cut
-from presto_tui.runtime.randomness import DecisionInputs
-from presto_tui.runtime.traversal import plan_predictive
-from presto_tui.runtime.tree import EXPANDED, path_bits
+from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.core.cutlaw import uniform_cut
+from presto_tui.runtime.core.randomness import DecisionInputs
+from presto_tui.runtime.prefetch.rules import plan_predictive
+from presto_tui.runtime.prefetch.tree import EXPANDED, path_bits
+from presto_tui.runtime.samplers.families import PowerMH
+
+FAMILY = PowerMH(alpha=4.0, tau=0.25, epsilon=0.01)
 
 
 class RandomTree:
@@ -50,7 +53,7 @@ class RandomTree:
     def dp(self, budget: int) -> float:
         """V(v0, N) by eq. 19."""
 
-        @lru_cache(maxsize=None)
+        @cache
         def V(v: int, b: int, cut_index: int, depth: int, accepts: int) -> float:
             if b == 0 or not self.candidate(v, cut_index, depth):
                 return 0.0
@@ -86,7 +89,7 @@ class RandomTree:
         return best
 
     def greedy(self, budget: int) -> float:
-        plan = plan_predictive(T=self.T, k0=0, depth_cap=self.depth_cap, budget=budget,
+        plan = plan_predictive(family=FAMILY, T=self.T, k0=0, depth_cap=self.depth_cap, budget=budget,
                                inputs_at=self.inputs_at, cut_of=lambda i: uniform_cut(i.cut_u, self.T),
                                classifier=self.clf)
         h_at = {rec_node: plan.decisions[rec.decision].h_pred
@@ -123,7 +126,7 @@ def test_best_first_equals_dp_at_larger_budgets(seed):
 
 def test_selection_is_ancestor_closed_and_feasible():
     tree = RandomTree(3, T=40, depth_cap=20)
-    plan = plan_predictive(T=40, k0=0, depth_cap=20, budget=12, inputs_at=tree.inputs_at,
+    plan = plan_predictive(family=FAMILY, T=40, k0=0, depth_cap=20, budget=12, inputs_at=tree.inputs_at,
                            cut_of=lambda i: uniform_cut(i.cut_u, 40), classifier=tree.clf)
     expanded = {v for v, r in plan.table.items() if r.status == EXPANDED}
     assert len(expanded) == 12

@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from textual.widgets._toast import Toast
+
 from presto_tui.logs.reader import read_trace
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.synthetic import SyntheticBackend
-from presto_tui.views.app import PrestoApp, replay_app
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.session.chat import ChatSession
+from presto_tui.runtime.session.events import SessionEnd
+from presto_tui.views.app import chat_app, replay_app
 from presto_tui.views.widgets import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
@@ -25,21 +29,21 @@ async def wait_until(pilot, cond, timeout=10.0):
 
 
 def text_of(app, selector) -> str:
-    return str(app.query_one(selector).content)
+    return str(app.screen.query_one(selector).content)
 
 
 async def test_replay_navigates_rounds_and_nodes():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
-        timeline = app.state.all_rounds()
-        assert app.cursor == timeline[0]
+        timeline = app.screen.state.all_rounds()
+        assert app.screen.cursor == timeline[0]
         await pilot.press("right_square_bracket")
-        assert app.cursor == timeline[1]
+        assert app.screen.cursor == timeline[1]
         await pilot.press("end")
-        assert app.cursor == timeline[-1]
+        assert app.screen.cursor == timeline[-1]
         await pilot.press("home")
-        assert app.cursor == timeline[0]
-        tree = app.query_one("#tree", RoundTreeView)
+        assert app.screen.cursor == timeline[0]
+        tree = app.screen.query_one("#tree", RoundTreeView)
         assert tree.selected == 0
         # walk down the realized path and back up
         await pilot.press("right")
@@ -59,7 +63,7 @@ async def test_replay_navigates_rounds_and_nodes():
 async def test_replay_toggle_rounded_and_show_more():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
-        tree = app.query_one("#tree", RoundTreeView)
+        tree = app.screen.query_one("#tree", RoundTreeView)
         full_rows = len(tree.lay.rows)
         await pilot.press("f")
         assert tree.mode == "rounded"
@@ -76,7 +80,7 @@ async def test_replay_toggle_rounded_and_show_more():
 async def test_replay_click_selects_a_node():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
-        tree = app.query_one("#tree", RoundTreeView)
+        tree = app.screen.query_one("#tree", RoundTreeView)
         target_row = next(i for i, r in enumerate(tree.lay.rows) if r.node.id != 0)
         node_id = tree.lay.rows[target_row].node.id
         await pilot.click("#tree", offset=(len(tree.lay.rows[target_row].prefix) + 1, target_row))
@@ -89,26 +93,26 @@ async def test_replay_plays_and_scrubs():
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")  # 8 rounds/s
         await pilot.press("space")
-        assert app.playing
-        timeline = app.state.all_rounds()
-        await wait_until(pilot, lambda: app.cursor == timeline[-1] and not app.playing, timeout=10)
+        assert app.screen.playing
+        timeline = app.screen.state.all_rounds()
+        await wait_until(pilot, lambda: app.screen.cursor == timeline[-1] and not app.screen.playing, timeout=10)
         assert "⏸" in text_of(app, "#timeline")
         # stats show the numbers as of the round on screen
         await pilot.press("home")
-        first = app.state.sessions[0]
+        first = app.screen.state.sessions[0]
         assert f"transitions {first.rounds[0].k_after}/" in text_of(app, "#stats")
 
 
 async def test_replay_output_is_cut_at_the_first_eos():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
-        timeline = app.state.all_rounds()
+        timeline = app.screen.state.all_rounds()
         with_eos = [i for i, (s, r) in enumerate(timeline)
-                    if 0 in app.state.sessions[s].rounds[r].tree.final_state.tokens]  # 0: the synthetic EOS
+                    if 0 in app.screen.state.sessions[s].rounds[r].tree.final_state.tokens]  # 0: the synthetic EOS
         assert with_eos, "the fixture should hold a state with an EOS"
         for _ in range(with_eos[0]):
             await pilot.press("right_square_bracket")
-        tokens = list(app.current_round().tree.final_state.tokens)
+        tokens = list(app.screen.current_round().tree.final_state.tokens)
         out = text_of(app, "#output-text")
         assert "<eos>" not in out and f"[EOS; {len(tokens) - tokens.index(0)} more tokens" in out
 
@@ -118,11 +122,11 @@ async def test_replay_in_80x24_keeps_every_panel():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         for sel in ("#tree", "#inspector", "#stats", "#output", "#timeline"):
-            w = app.query_one(sel)
+            w = app.screen.query_one(sel)
             assert w.region.width > 0 and w.region.height > 0, sel
         await pilot.resize_terminal(160, 50)
         await pilot.pause()
-        assert app.query_one("#tree").region.width > 60
+        assert app.screen.query_one("#tree").region.width > 60
 
 
 async def test_untrusted_text_appears_literally():
@@ -139,7 +143,7 @@ async def test_untrusted_text_appears_literally():
         assert "\x1b" not in ins and "\x9b" not in ins
 
 
-class SlowBackend(SyntheticBackend):
+class SlowBackend(SyntheticEngine):
     """Synthetic model whose calls take a while and can be made to fail."""
 
     def __init__(self, delay=0.0, fail_on_call=None):
@@ -154,98 +158,127 @@ class SlowBackend(SyntheticBackend):
         return super().generate(requests)
 
 
-def chat_app(backend, **params):
-    return PrestoApp(mode="chat", pieces=backend.token_pieces,
-                     params=SamplerParams(max_new_tokens=24, steps=12, budget=4, **params),
-                     backend_factory=lambda model: backend, title="test")
+def make_chat(backend=None, factory=None, trace_opener=None, **params):
+    session = ChatSession(engine_factory=factory or (lambda model: backend), trace_opener=trace_opener)
+    app = chat_app(session, SamplerParams(**{**dict(max_new_tokens=24, steps=12, budget=4), **params}),
+                   backend="synthetic", model=None)
+    return app, session
+
+
+def toasts(app) -> list[str]:
+    """The notifications a person sees on screen now."""
+    return [str(t.render()) for t in app.screen.query(Toast)]
 
 
 async def submit(pilot, app, prompt):
-    app.query_one("#prompt").focus()
+    app.screen.query_one("#prompt").focus()
     await pilot.press(*prompt, "enter")
 
 
 async def test_chat_runs_a_prompt_and_draws_its_rounds():
     backend = SlowBackend()
-    app = chat_app(backend)
+    app, session = make_chat(backend)
     async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
         await submit(pilot, app, "the cat")
-        await wait_until(pilot, lambda: app.state.current and app.state.current.status == "done")
-        await wait_until(pilot, lambda: not app.running)
-        s = app.state.current
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
+        await wait_until(pilot, lambda: not scr.running)
+        s = scr.state.current
         assert s.summary.transitions == 12 and s.rounds
-        assert app.cursor == (0, len(s.rounds) - 1)  # followed the live rounds
-        tree = app.query_one("#tree", RoundTreeView)
+        assert scr.cursor == (0, len(s.rounds) - 1)  # followed the live rounds
+        tree = scr.query_one("#tree", RoundTreeView)
         assert tree.round_tree is s.rounds[-1].tree
         await pilot.press("right")
         assert tree.selected in (1, 2)
         assert "node #" in text_of(app, "#inspector")
         assert "12/12" in text_of(app, "#stats")
+        # token text came from the worker's vocabulary, not placeholders
+        assert "<" not in text_of(app, "#output-text").split("\n", 1)[1]
         # multi-turn: the first answer enters the history of the next prompt
-        assert app.history and app.history[0][0] == "the cat"
+        assert session.history and session.history[0][0] == "the cat"
 
 
 async def test_chat_cancel_takes_effect_within_one_round():
     backend = SlowBackend(delay=0.15)
-    app = chat_app(backend, prefetch="none")  # one transition per round: 12 rounds
+    app, _ = make_chat(backend, prefetch="none")  # one transition per round: 12 rounds
     async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
         await submit(pilot, app, "the cat")
-        await wait_until(pilot, lambda: app.state.current and len(app.state.current.rounds) >= 2)
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 2)
         await pilot.press("escape")
-        rounds_at_cancel = len(app.state.current.rounds)
-        await wait_until(pilot, lambda: app.state.current.status == "cancelled")
-        assert len(app.state.current.rounds) <= rounds_at_cancel + 1
-        await wait_until(pilot, lambda: not app.running)
+        rounds_at_cancel = len(scr.state.current.rounds)
+        await wait_until(pilot, lambda: scr.state.current.status == "cancelled")
+        assert len(scr.state.current.rounds) <= rounds_at_cancel + 1
+        await wait_until(pilot, lambda: not scr.running)
 
 
 async def test_chat_pause_and_resume():
     backend = SlowBackend(delay=0.1)
-    app = chat_app(backend, prefetch="none")
+    app, _ = make_chat(backend, prefetch="none")
     async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
         await submit(pilot, app, "a dog")
-        await wait_until(pilot, lambda: app.state.current and len(app.state.current.rounds) >= 1)
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
         await pilot.press("p")
         await pilot.pause(0.4)
-        n = len(app.state.current.rounds)
+        n = len(scr.state.current.rounds)
         await pilot.pause(0.5)
-        assert len(app.state.current.rounds) <= n + 1  # stopped after the current round
+        assert len(scr.state.current.rounds) <= n + 1  # stopped after the current round
         await pilot.press("p")
-        await wait_until(pilot, lambda: app.state.current.status == "done")
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
 
 
-async def test_chat_worker_failure_is_shown_and_app_stays_usable():
+async def test_chat_worker_failure_is_shown_once_and_app_stays_usable():
     backend = SlowBackend(fail_on_call=3)
-    app = chat_app(backend)
-    async with app.run_test(size=(100, 30)) as pilot:
+    app, _ = make_chat(backend)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        scr = app.screen
         await submit(pilot, app, "the cat")
-        await wait_until(pilot, lambda: app.state.current and app.state.current.status == "error")
-        await wait_until(pilot, lambda: not app.running)
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "error")
+        await wait_until(pilot, lambda: not scr.running)
         assert "out of memory" in text_of(app, "#stats")
+        await pilot.pause(0.2)
+        assert sum("out of memory" in t for t in toasts(app)) == 1  # one toast per failure
         await submit(pilot, app, "a dog")  # the next prompt runs normally
-        await wait_until(pilot, lambda: len(app.state.sessions) == 2 and app.state.current.status == "done")
+        await wait_until(pilot, lambda: len(scr.state.sessions) == 2 and scr.state.current.status == "done")
 
 
 async def test_settings_apply_to_the_next_prompt():
     backend = SlowBackend()
-    app = chat_app(backend)
+    app, _ = make_chat(backend)
     async with app.run_test(size=(100, 40)) as pilot:
+        scr = app.screen
         await pilot.press("ctrl+s")
         await pilot.pause()
-        screen = app.screen
-        budget = screen.query_one("#f-budget")
+        settings = app.screen
+        budget = settings.query_one("#f-budget")
         budget.value = "0"
         await pilot.click("#save")
-        assert "--budget must be >= 1" in str(screen.query_one("#settings-error").content)
+        assert "--budget must lie in [1, 4096]" in str(settings.query_one("#settings-error").content)
         budget.value = "2"
-        screen.query_one("#f-prefetch").value = "bfs"
+        settings.query_one("#f-prefetch").value = "bfs"
         await pilot.pause(0.3)  # a second click at once would count as a double click
         await pilot.click("#save")
         await pilot.pause()
-        assert app.params.budget == 2 and app.params.prefetch == "bfs"
+        assert scr.params.budget == 2 and scr.params.prefetch == "bfs"
         await submit(pilot, app, "the cat")
-        await wait_until(pilot, lambda: app.state.current and app.state.current.status == "done")
-        assert app.state.current.params["budget"] == 2
-        assert all(len(r.tree.requests) <= 2 for r in app.state.current.rounds)
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
+        assert scr.state.current.params["budget"] == 2
+        assert all(len(r.tree.requests) <= 2 for r in scr.state.current.rounds)
+
+
+async def test_enter_in_a_settings_field_saves_and_is_not_a_prompt(tmp_path):
+    backend = SlowBackend()
+    app, _ = make_chat(backend)
+    async with app.run_test(size=(100, 40)) as pilot:
+        scr = app.screen
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        app.screen.query_one("#f-budget").focus()
+        await pilot.press("ctrl+u", "2", "0", "enter")
+        await pilot.pause(0.3)
+        assert app.screen is scr and scr.params.budget == 20
+        assert scr.state.current is None and not scr.running  # nothing was sampled
 
 
 async def test_help_screen_lists_bindings():
@@ -269,25 +302,48 @@ def test_no_textual_in_views_state_and_layout():
 
 
 async def test_chat_engine_start_failure_is_reported_and_retried():
-    from presto_tui.runtime.engines import BackendError
+    from presto_tui.errors import EngineError
 
     attempts = []
 
     def factory(model):
         attempts.append(model)
         if len(attempts) == 1:
-            raise BackendError("could not start --backend vllm on x: simulated")
+            raise EngineError("could not start --backend vllm on x: simulated")
         return SlowBackend()
 
-    app = PrestoApp(mode="chat", pieces=lambda ids: [], params=SamplerParams(max_new_tokens=8, steps=4),
-                    backend_factory=factory, title="test")
-    async with app.run_test(size=(100, 30)) as pilot:
+    app, _ = make_chat(factory=factory, max_new_tokens=8)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        scr = app.screen
         await wait_until(pilot, lambda: attempts)
         await pilot.pause(0.2)
-        assert app.backend is None and not app.running
+        assert any("simulated" in t for t in toasts(app)) and not scr.running
         await submit(pilot, app, "the cat")  # the prompt starts the engine again
-        await wait_until(pilot, lambda: app.state.current and app.state.current.status == "done")
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
         assert len(attempts) == 2
+
+
+async def test_quit_while_a_call_is_in_flight_ends_the_session_cancelled(tmp_path):
+    from presto_tui.logs.writer import TraceWriter
+
+    backend = SlowBackend(delay=0.3)
+    path = tmp_path / "chat.jsonl"
+
+    def opener(engine, params):
+        return TraceWriter(path, command="chat", backend=engine.name, model=engine.model,
+                           params=params.to_dict(), pieces=engine.token_pieces)
+
+    app, session = make_chat(backend, trace_opener=opener, prefetch="none")
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "the cat")
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.rounds)
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: not scr.running, timeout=10)
+    session.close()
+    (sess,) = read_trace(path).sessions
+    assert isinstance(sess.events[-1], SessionEnd) and sess.events[-1].reason == "cancelled"
+    assert sess.summary().status == "cancelled"
 
 
 async def test_replay_shows_reader_warnings(tmp_path):
@@ -295,6 +351,6 @@ async def test_replay_shows_reader_warnings(tmp_path):
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(raw[:-30])  # a session cut off mid-write
     app = replay_app(read_trace(cut))
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.pause()
-        assert any("truncated final line" in n.message for n in app._notifications)
+        assert any("truncated final line" in t for t in toasts(app))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from helpers import noisy_backend, small_backend, trajectory
-from presto_tui.runtime.mh import score
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.tree import ROOT
+
+from presto_tui.runtime.core.mh import score
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.prefetch.tree import ROOT
 
 SCHEDULES = {
     "one-block": dict(max_new_tokens=16, steps=30),
@@ -169,10 +169,11 @@ def test_multitry_selection_on_a_boundary_moves_to_the_candidate_it_scores(monke
     accepts with J's probability, even for a selection uniform within rounding of a boundary
     of the cumulative selection probabilities (where two computations of J could differ)."""
     import oracle
-    from presto_tui.runtime import presto
-    from presto_tui.runtime.multitry import Candidates, candidates
-    from presto_tui.runtime.presto import ChainState, presto_round, sequential_step
-    from presto_tui.runtime.randomness import decision_inputs
+
+    from presto_tui.runtime.core.randomness import decision_inputs
+    from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
+    from presto_tui.runtime.samplers import families
+    from presto_tui.runtime.samplers.multitry import Candidates, candidates
 
     b = small_backend(**BACKENDS["v7"])
     params = SamplerParams(sampler="multitry", prefetch="none", budget=4, max_new_tokens=8, steps=6)
@@ -187,16 +188,19 @@ def test_multitry_selection_on_a_boundary_moves_to_the_candidate_it_scores(monke
         real = candidates(decision_inputs(params.seed, 0, tree.k0), params.tries)
         for j in range(len(probs) - 1):
             edge = math.fsum(probs[: j + 1])
-            for u in (edge, math.nextafter(edge, 0), math.nextafter(edge, 1), math.nextafter(math.nextafter(edge, 1), 1)):
-                monkeypatch.setattr(presto, "candidates", lambda inp, tries, u=u: Candidates(real.seeds, real.taus, u))
+            above = math.nextafter(edge, 1)
+            for u in (edge, math.nextafter(edge, 0), above, math.nextafter(above, 1)):
+                monkeypatch.setattr(families, "candidates",
+                                    lambda inp, tries, u=u, c=real: Candidates(c.seeds, c.taus, u))
                 results = []
-                for step in (sequential_step, lambda be, p, c: presto_round(be, p.with_(prefetch="spine"), c)):
-                    nxt, t, _ = step(b, params, chain)
+                for kernel in (build_kernel(params), build_kernel(params.with_(prefetch="spine"))):
+                    nxt, t = kernel.step(b, chain)
                     d = t.decisions[0]
                     sc = t.scores[(0, -1)]
                     J = d.candidates.index(d.request)
                     assert sc.selected == J  # scored the candidate the walk moves to
-                    assert math.isclose(sc.accept_prob, oracle.multitry_accept_prob(log_w, J), rel_tol=1e-9, abs_tol=1e-12)
+                    A = oracle.multitry_accept_prob(log_w, J)
+                    assert math.isclose(sc.accept_prob, A, rel_tol=1e-9, abs_tol=1e-12)
                     results.append((J, nxt.state.tokens))
                 assert results[0] == results[1]  # and PreSTO agrees with the sequential kernel
                 checked += 1

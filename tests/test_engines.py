@@ -1,37 +1,24 @@
 """Real backends on the embedded SmolLM2-135M: exact per-token quantities, seeds, coupling.
 
-These need the engines installed by the README's set-up command.  They skip
-when torch/transformers/vLLM are missing, except in CI (CI=true) or under
-PRESTO_TUI_REQUIRE_ENGINES=1, where a missing engine fails.
+These need the engines installed by the README's set-up command (marker
+`engine`; see conftest.py for when they skip and when they fail).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
-from presto_tui.runtime.backend import Request
-from presto_tui.runtime.params import SamplerParams
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.types import Request
 
-REQUIRE = os.environ.get("PRESTO_TUI_REQUIRE_ENGINES") == "1" or os.environ.get("CI") == "true"
+pytestmark = pytest.mark.engine
 TOL = 5e-4  # per token, nats: fp32 logits from an incremental pass vs one full pass
-
-
-def need(*mods):
-    missing = [m for m in mods if importlib.util.find_spec(m) is None]
-    if missing:
-        if REQUIRE:
-            pytest.fail(f"engine packages missing: {missing}")
-        pytest.skip(f"needs {missing}")
 
 
 @pytest.fixture(scope="module")
 def model_dir():
-    need("torch", "transformers", "gguf")
-    from presto_tui.runtime.engines import _prepare_environment
-    from presto_tui.runtime.models import resolve
+    from presto_tui.runtime.engines.models import resolve
+    from presto_tui.runtime.engines.registry import _prepare_environment
 
     _prepare_environment(None)
     return resolve(None, quiet=True)
@@ -39,17 +26,16 @@ def model_dir():
 
 @pytest.fixture(scope="module")
 def hf(model_dir):
-    from presto_tui.runtime.hf_backend import TransformersBackend
+    from presto_tui.runtime.engines.hf_engine import TransformersEngine
 
-    return TransformersBackend(model_dir, model_name="smollm2-135m")
+    return TransformersEngine(model_dir, model_name="smollm2-135m")
 
 
 @pytest.fixture(scope="module")
 def vllm(model_dir):
-    need("vllm")
-    from presto_tui.runtime.engines import EngineOptions, make_backend
+    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
 
-    return make_backend("vllm", EngineOptions(max_model_len=512))
+    return start_engine("vllm", EngineOptions(max_model_len=512))
 
 
 @pytest.fixture(scope="module")
@@ -132,11 +118,12 @@ def test_presto_reproduces_powermh_on_vllm(vllm, rule):
 
 
 def test_context_overflow_is_one_line_error(vllm):
-    from presto_tui.runtime.events import SessionError
-    from presto_tui.runtime.session import ContextTooLong, run_session
+    from presto_tui.errors import InputError
+    from presto_tui.runtime.session.events import SessionError
+    from presto_tui.runtime.session.runner import run_session
 
     events = []
-    with pytest.raises(ContextTooLong):
+    with pytest.raises(InputError):
         for ev in run_session(vllm, SamplerParams(max_new_tokens=600, steps=1), [1, 2, 3]):
             events.append(ev)
     assert isinstance(events[-1], SessionError) and "exceeds the model's context of 512" in events[-1].message

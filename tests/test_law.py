@@ -18,13 +18,15 @@ import itertools
 import math
 
 import numpy as np
-import pytest
-
 import oracle
-from helpers import small_backend
-from presto_tui.runtime.backend import SeqState
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.presto import ChainState, make_kernel, run_block
+import pytest
+from helpers import run_chain, small_backend
+
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.prefetch.kernel import ChainState
+
+pytestmark = pytest.mark.slow
 
 PROMPT = (1,)
 CHAINS = 4000  # MultiTryMH: half (8 states, and each transition costs 4 candidates)
@@ -171,9 +173,7 @@ def final_state_counts(sampler, prefetch, inputs, index, *, start=None, K=None, 
         params = SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, beta=beta,
                                max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
                                seed=seed, **extra)
-        chain = ChainState(init, block=0)
-        for chain, _, _ in run_block(b, params, chain, make_kernel(params)):
-            pass
+        chain = run_chain(b, params, ChainState(init, block=0))
         assert chain.k == K
         counts[index[chain.state.tokens]] += 1
     return counts
@@ -224,8 +224,8 @@ def test_k_step_law_matches_enumeration(exact, prefetch, inputs):
 
 def test_entropycut_without_reverse_term_fails_the_law_test(monkeypatch):
     """The reverse-move term is not optional: without it the chain has another law."""
-    from presto_tui.runtime import presto
-    from presto_tui.runtime.cutlaw import EntropyJumpCut
+    from presto_tui.runtime.core.cutlaw import EntropyJumpCut
+    from presto_tui.runtime.samplers import families
 
     _, index, _, law = k_step_law("entropycut")
     _, _, _, wrong = k_step_law("entropycut", reverse_term=False)
@@ -234,7 +234,7 @@ def test_entropycut_without_reverse_term_fails_the_law_test(monkeypatch):
     class NoReverse(EntropyJumpCut):
         reverse_term = False
 
-    monkeypatch.setattr(presto, "make_cut_law", lambda sampler, beta, mix: NoReverse(beta, mix))
+    monkeypatch.setattr(families, "EntropyJumpCut", NoReverse)
     tv = empirical_tv("entropycut", "none", "decision", law, index)
     assert tv > tv_bound(law, CHAINS)  # ... and so does the law test
 

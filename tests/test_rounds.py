@@ -6,27 +6,27 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import small_backend, trajectory
-from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN, eps_class
-from presto_tui.runtime.params import ParamError, SamplerParams
-from presto_tui.runtime.presto import ChainState, make_kernel, presto_round
-from presto_tui.runtime.randomness import decision_inputs, node_inputs
-from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE
+
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN, eps_class
+from presto_tui.runtime.core.params import ParamError, SamplerParams
+from presto_tui.runtime.core.randomness import decision_inputs, node_inputs
+from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
+from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, LevelTree
 
 
 def first_block(backend, params, n_rounds=None):
     """Extend once, then yield (chain before, chain after, tree) for the block's rounds."""
-    from presto_tui.runtime.backend import Request, SeqState
-    from presto_tui.runtime.randomness import extension_seed
+    from presto_tui.runtime.core.randomness import extension_seed
+    from presto_tui.runtime.core.types import Request, SeqState
 
     (prop,) = backend.generate([Request((1, 2), params.block, extension_seed(params.seed, 0),
                                         params.proposal_tau)])
     chain = ChainState(SeqState((1, 2)).extended(prop), 0)
-    kernel = make_kernel(params)
+    kernel = build_kernel(params)
     out = []
     while chain.k < params.steps and (n_rounds is None or len(out) < n_rounds):
-        nxt, tree, _ = kernel(backend, params, chain)
+        nxt, tree = kernel.step(backend, chain)
         out.append((chain, nxt, tree))
         chain = nxt
     return out
@@ -36,7 +36,7 @@ def first_block(backend, params, n_rounds=None):
 def test_node_mode_requests_satisfy_condition_1_and_use_root_prefixes(rule):
     params = SamplerParams(prefetch=rule, inputs="node", budget=12, max_new_tokens=24, steps=40)
     for _, _, tree in first_block(small_backend(), params):
-        for v, rec in tree.table.items():
+        for rec in tree.table.values():
             if rec.status in (EXPANDED, UNREACHABLE):
                 dec = tree.decisions[rec.decision]
                 assert dec.cut <= tree.cut_index(rec.src)  # Condition 1
@@ -65,12 +65,12 @@ def test_bfs_enqueues_reject_child_of_deferred_node_as_unreachable():
 def test_node_mode_deferred_decision_keeps_its_inputs_in_the_next_round():
     params = SamplerParams(prefetch="bfs", inputs="node", budget=6, max_new_tokens=24, steps=80)
     checked = 0
-    for before, after, tree in first_block(small_backend(), params):
+    for _, after, tree in first_block(small_backend(), params):
         if tree.stop_reason == DEFERRED:
             dec = tree.decisions[tree.table[tree.stop_node].decision]
             assert after.carried is not None
             assert (after.carried.seed, after.carried.accept_u) == (dec.seed, dec.accept_u)
-            nxt_chain, nxt_tree, _ = presto_round(small_backend(), params, after)
+            nxt_chain, nxt_tree = build_kernel(params).step(small_backend(), after)
             root_dec = nxt_tree.decisions[nxt_tree.table[0].decision]
             assert (root_dec.cut, root_dec.seed, root_dec.accept_u) == (dec.cut, dec.seed, dec.accept_u)
             # and not what a fresh draw for the next round's root would have given
@@ -111,7 +111,7 @@ def test_depth_cap_never_exceeds_transitions_left(rule, inputs):
     for tree in trees:
         assert tree.depth_cap == params.steps - tree.k0
         assert tree.transitions <= tree.depth_cap
-        if tree.levels:
+        if isinstance(tree, LevelTree):
             assert len(tree.decisions) <= tree.depth_cap
         else:
             assert all(rec.depth <= tree.depth_cap for rec in tree.table.values())
@@ -173,8 +173,10 @@ def test_walk_uses_the_decision_inputs_on_the_path():
 @pytest.mark.parametrize("changes,needle", [
     (dict(alpha=0), "--alpha"), (dict(alpha=-1), "--alpha"), (dict(budget=0), "--budget"),
     (dict(steps=0), "--steps"), (dict(max_new_tokens=10, block_size=3), "divide"),
-    (dict(prefetch="dfs"), "prefetch rule"), (dict(prefetch="spine", inputs="node"), "spine"),
+    (dict(prefetch="dfs"), "unknown --prefetch"), (dict(prefetch="spine", inputs="node"), "spine"),
     (dict(epsilon=0.7), "--epsilon"), (dict(tau=0.0), "--tau"), (dict(sampler="x"), "sampler"),
+    (dict(alpha=float("inf")), "finite"), (dict(tau=float("nan")), "finite"), (dict(beta=1e308), "--beta"),
+    (dict(max_new_tokens=10**20), "--max-new-tokens"), (dict(epsilon=-0.1), "--epsilon"),
 ])
 def test_invalid_parameters_are_refused(changes, needle):
     with pytest.raises(ParamError, match=needle):
@@ -182,13 +184,13 @@ def test_invalid_parameters_are_refused(changes, needle):
 
 
 def test_runtime_never_imports_textual():
-    code = ("import sys, presto_tui.runtime.session, presto_tui.runtime.presto, presto_tui.headless, "
+    code = ("import sys, presto_tui.runtime.session.runner, presto_tui.runtime.prefetch.kernel, presto_tui.cli, "
             "presto_tui.cli; sys.exit(int(any(m.split('.')[0] == 'textual' for m in sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_same_request_gives_same_proposal_alone_and_in_a_batch():
-    from presto_tui.runtime.backend import Request
+    from presto_tui.runtime.core.types import Request
 
     b = small_backend()
     reqs = [Request((1, 2, 3)[:k], 6, 100 + k, 0.25) for k in range(1, 4)]

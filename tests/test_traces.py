@@ -7,18 +7,18 @@ import random
 
 import orjson
 import pytest
+from helpers import small_backend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from helpers import small_backend
 from presto_tui.cli import app
 from presto_tui.logs.reader import TraceError, read_trace
 from presto_tui.logs.schema import SCHEMA_VERSION, encode
 from presto_tui.logs.writer import TraceWriter
-from presto_tui.runtime.events import RoundDone, SessionEnd
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.session.events import RoundDone, SessionEnd
+from presto_tui.runtime.session.runner import run_session
 
 runner = CliRunner()
 
@@ -70,7 +70,7 @@ def test_round_trip_events_equal(trace_file):
 
 
 def test_summary_from_trace_matches_live(trace_file):
-    from presto_tui.runtime.summary import summarize
+    from presto_tui.runtime.session.summary import summarize
 
     path, events = trace_file
     trace = read_trace(path)
@@ -81,7 +81,8 @@ def test_summary_from_trace_matches_live(trace_file):
 
 
 def write_lines(path, lines, end="\n"):
-    path.write_bytes(("\n".join(lines) + end).encode() if isinstance(lines[0], str) else b"\n".join(lines) + end.encode())
+    data = ("\n".join(lines) + end).encode() if isinstance(lines[0], str) else b"\n".join(lines) + end.encode()
+    path.write_bytes(data)
 
 
 def lines_of(path):
@@ -239,14 +240,14 @@ def run_writer(path, backend, params):
 
 def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path):
     """Ctrl-C inside a model call: the trace keeps every finished round and ends cleanly."""
-    from presto_tui import headless
+    from presto_tui.cli.run import run_prompts
 
     backend = failing_backend(on_call=4, error=KeyboardInterrupt())
     params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "int.jsonl"
     w = run_writer(path, backend, params)
-    code = headless.run_prompts(backend, params, ["the cat"], trace=w)
-    assert code == 130
+    with pytest.raises(KeyboardInterrupt):
+        run_prompts(backend, params, ["the cat"], trace=w)
     trace = read_trace(path)
     (sess,) = trace.sessions
     assert len(sess.rounds) == 2  # extension + 2 rounds finished before the 4th call
@@ -256,13 +257,14 @@ def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path):
 
 
 def test_engine_error_ends_the_trace_with_an_error_event(tmp_path):
-    from presto_tui import headless
+    from presto_tui.cli.run import run_prompts
 
     backend = failing_backend(on_call=3, error=MemoryError("out of memory"))
     params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "err.jsonl"
     w = run_writer(path, backend, params)
-    assert headless.run_prompts(backend, params, ["x"], trace=w) == 1
+    with pytest.raises(MemoryError):
+        run_prompts(backend, params, ["x"], trace=w)
     sess = read_trace(path).sessions[0]
     assert type(sess.events[-1]).__name__ == "SessionError"
     assert "out of memory" in sess.events[-1].message and len(sess.rounds) == 1

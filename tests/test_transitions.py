@@ -21,15 +21,17 @@ transitions where the K-step law needs hundreds of thousands of chains.
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
+from helpers import small_backend
 from scipy import stats
 
-import oracle
-from helpers import small_backend
-from presto_tui.runtime.backend import SeqState
-from presto_tui.runtime.events import BlockStart, RoundDone
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import run_session
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.session.events import RoundDone
+from presto_tui.runtime.session.runner import run_session
+
+pytestmark = pytest.mark.slow
 
 PROMPT = (1, 2)
 T, K, CHAINS = 10, 20, 150
@@ -158,23 +160,23 @@ def test_deferred_predictive_decision_carries_its_inputs_into_the_next_round():
     """White-box, node inputs, predictive rule: a deferred decision that stops the walk keeps
     cut, seed and acceptance uniform as the next round's root decision (the bfs twin is in
     test_rounds.py)."""
-    from presto_tui.runtime.presto import ChainState, make_kernel
-    from presto_tui.runtime.randomness import node_inputs
-    from presto_tui.runtime.tree import DEFERRED
+    from presto_tui.runtime.core.randomness import node_inputs
+    from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
+    from presto_tui.runtime.prefetch.tree import DEFERRED
 
     params = SamplerParams(prefetch="predictive", inputs="node", budget=6, max_new_tokens=24, steps=80)
     b = small_backend()
-    (prop,) = b.generate([__import__("presto_tui.runtime.backend", fromlist=["Request"]).Request(
+    (prop,) = b.generate([__import__("presto_tui.runtime.core.types", fromlist=["Request"]).Request(
         PROMPT, params.block, 7, params.proposal_tau)])
     chain = ChainState(SeqState(PROMPT).extended(prop), 0)
-    kernel = make_kernel(params)
+    kernel = build_kernel(params)
     checked = 0
     while chain.k < params.steps:
-        after, tree, _ = kernel(b, params, chain)
+        after, tree = kernel.step(b, chain)
         if tree.stop_reason == DEFERRED and after.k < params.steps:
             dec = tree.decisions[tree.table[tree.stop_node].decision]
             assert after.carried is not None
-            _, nxt, _ = kernel(b, params, after)
+            _, nxt = kernel.step(b, after)
             root = nxt.decisions[nxt.table[0].decision]
             assert (root.cut, root.seed, root.accept_u) == (dec.cut, dec.seed, dec.accept_u)
             fresh = node_inputs(params.seed, 0, after.round, 0)

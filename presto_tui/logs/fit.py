@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from presto_tui.errors import InputError
 from presto_tui.logs.reader import Trace
-from presto_tui.runtime.classifier import CertaintyClassifier, node_features
-from presto_tui.runtime.mh import EPS_CLASSES
-from presto_tui.runtime.tree import EXPANDED, ROOT, RoundTree, path_bits
+from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.core.mh import EPS_CLASSES
+from presto_tui.runtime.prefetch.tree import RoundTree
 
 
-class FitError(ValueError):
+class FitError(InputError):
     """Not enough or unsuitable data to fit; one line."""
 
 
@@ -37,19 +38,9 @@ class Examples:
 
 def tree_examples(tree: RoundTree, features: tuple[str, ...]) -> list[tuple[list[float], int]]:
     out = []
-
-    def add(pos, src, depth, accepts):
-        dec = tree.decisions[pos]
-        f = node_features(dec.cut, tree.cut_index(src), depth, accepts, tree.T)
+    for pos, src, depth, accepts in tree.scored_nodes():
+        f = node_features(tree.decisions[pos].cut, tree.cut_index(src), depth, accepts, tree.T)
         out.append(([f[n] for n in features], EPS_CLASSES.index(tree.scores[(pos, src)].eps_class)))
-
-    if tree.levels:
-        for (pos, src) in tree.scores:
-            add(pos, src, tree.decisions[pos].depth, int(src != ROOT))
-    else:
-        for v, rec in tree.table.items():
-            if rec.status == EXPANDED and (rec.decision, rec.src) in tree.scores:
-                add(rec.decision, rec.src, rec.depth, sum(path_bits(v)))
     return out
 
 
@@ -60,7 +51,9 @@ def collect(traces: list[Trace], features: tuple[str, ...]) -> Examples:
         for sess in t.sessions:
             for rd in sess.rounds:
                 for x, label in tree_examples(rd.tree, features):
-                    X.append(x), y.append(label), g.append(group)
+                    X.append(x)
+                    y.append(label)
+                    g.append(group)
             group += 1
     if not X:
         raise FitError("the traces hold no scored decisions to learn from")

@@ -8,21 +8,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import orjson
 
+from presto_tui.errors import TraceError
 from presto_tui.logs.schema import SchemaError, check_header, decode
-from presto_tui.runtime.events import Event, RoundDone, SessionStart
-from presto_tui.runtime.summary import SessionSummary
+from presto_tui.runtime.session.events import Event, RoundDone, SessionStart
+from presto_tui.runtime.session.summary import SessionSummary, summarize
 
 MAX_LINE = 8 * 2**20  # the largest real round line (T=1024, N=64) is well under 1 MiB
-
-
-class TraceError(ValueError):
-    """Bad trace input; str() is one line naming file, line and problem."""
 
 
 @dataclass
@@ -36,10 +33,7 @@ class SessionTrace:
         return [e for e in self.events if isinstance(e, RoundDone)]
 
     def summary(self) -> SessionSummary:
-        s = SessionSummary()
-        for e in self.events:
-            s.update(e)
-        return s
+        return summarize(self.events)
 
 
 @dataclass

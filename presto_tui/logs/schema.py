@@ -16,13 +16,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from presto_tui.runtime.backend import Proposal, SeqState
-from presto_tui.runtime.events import (
-    BlockStart, Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart,
+from presto_tui.runtime.core.mh import EPS_CLASSES, Score
+from presto_tui.runtime.core.types import Proposal, SeqState
+from presto_tui.runtime.prefetch.tree import (
+    DEFERRED,
+    EXPANDED,
+    LEAF,
+    UNREACHABLE,
+    DecisionRec,
+    LevelTree,
+    NodeRec,
+    RequestRec,
+    RoundTree,
+    Step,
+    TableTree,
 )
-from presto_tui.runtime.mh import EPS_CLASSES, Score
-from presto_tui.runtime.tree import (
-    DEFERRED, EXPANDED, LEAF, UNREACHABLE, DecisionRec, NodeRec, RequestRec, RoundTree, Step,
+from presto_tui.runtime.session.events import (
+    BlockStart,
+    Event,
+    ModelCall,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
 )
 
 SCHEMA_VERSION = "1.0"  # major.minor: a reader refuses another major version
@@ -118,7 +134,7 @@ def encode(ev: Event) -> dict:
     if isinstance(ev, RoundDone):
         return {"type": "round", "block": ev.block, "round": ev.round, "k_before": ev.k_before,
                 "k_after": ev.k_after, "steps": ev.steps, "call_wall_s": ev.call_wall_s,
-                "tree": encode_tree(ev.tree)}
+                "tree": encode_tree(ev.tree, ev.sampler_s)}
     if isinstance(ev, SessionEnd):
         return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text}
     if isinstance(ev, SessionError):
@@ -145,9 +161,13 @@ def decode(d: Any) -> Event:
         return BlockStart(_get(d, "block", int), _get(d, "L", int), _get(d, "T", int),
                           tuple(_get(d, "tokens", "ints")))
     if kind == "round":
+        tree_d = _get(d, "tree", dict)
+        phase = tree_d.get("phase_s") or {}
+        _check(isinstance(phase, dict) and all(_is(v, float) for v in phase.values()), "tree.phase_s",
+               "should map phases to seconds")
         return RoundDone(_get(d, "block", int), _get(d, "round", int), _get(d, "k_before", int),
-                         _get(d, "k_after", int), _get(d, "steps", int), decode_tree(_get(d, "tree", dict)),
-                         float(_get(d, "call_wall_s", float)))
+                         _get(d, "k_after", int), _get(d, "steps", int), decode_tree(tree_d),
+                         float(_get(d, "call_wall_s", float)), dict(phase))
     if kind == "session_end":
         return SessionEnd(_get(d, "reason", str), tuple(_get(d, "tokens", "ints")), _get(d, "text", str))
     if kind == "error":
@@ -157,10 +177,10 @@ def decode(d: Any) -> Event:
 
 # -- round trees --------------------------------------------------------------
 
-def encode_tree(t: RoundTree) -> dict:
+def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
     return {
         "rule": t.rule, "inputs": t.inputs, "T": t.T, "k0": t.k0, "depth_cap": t.depth_cap,
-        "levels": t.levels, "quirk": t.quirk,
+        "levels": isinstance(t, LevelTree), "quirk": isinstance(t, LevelTree) and t.quirk,
         "prompt": list(t.root.prompt), "root": list(t.root.tokens),
         "decisions": [[d.index, d.depth, d.cut, d.cut_u, d.seed, d.accept_u, d.request, d.h_pred, d.node,
                        list(d.candidates)] for d in t.decisions],
@@ -170,9 +190,10 @@ def encode_tree(t: RoundTree) -> dict:
                     _num(s.log_cut_x), _num(s.log_cut_y), [[c[0], _num(c[1]), c[2]] for c in s.candidates],
                     s.selected]
                    for (pos, src), s in t.scores.items()],
-        "table": [[v, r.depth, r.status, r.src, r.decision] for v, r in t.table.items()],
+        "table": [[v, r.depth, r.status, r.src, r.decision] for v, r in t.table.items()]
+        if isinstance(t, TableTree) else [],
         "steps": [[s.node, s.decision, s.src, s.accepted] for s in t.steps],
-        "stop_node": t.stop_node, "stop_reason": t.stop_reason, "phase_s": t.phase_s,
+        "stop_node": t.stop_node, "stop_reason": t.stop_reason, "phase_s": phase_s or {},
     }
 
 
@@ -231,8 +252,11 @@ def decode_tree(d: dict) -> RoundTree:
         _check(_is(r[14], int), f"{w}[14]", "should be an integer")
         cands = tuple((_unnum(c[0], f"{w}[13]"), _unnum(c[1], f"{w}[13]"), _unnum(c[2], f"{w}[13]"))
                       for c in r[13])
-        scores[(r[0], r[1])] = Score(*nums, float(r[9]), r[10], _unnum(r[11], f"{w}[11]"),
-                                     _unnum(r[12], f"{w}[12]"), cands, r[14])
+        scores[(r[0], r[1])] = Score(
+            log_q_x=nums[0], log_q_y=nums[1], log_p_x=nums[2], log_p_y=nums[3], log_target=nums[4],
+            log_proposal=nums[5], log_ratio=nums[6], accept_prob=float(r[9]), eps_class=r[10],
+            log_cut_x=_unnum(r[11], f"{w}[11]"), log_cut_y=_unnum(r[12], f"{w}[12]"), candidates=cands,
+            selected=r[14])
     table = {}
     for i, r in enumerate(_rows(d, "table", 5)):
         w = f"tree.table[{i}]"
@@ -255,14 +279,12 @@ def decode_tree(d: dict) -> RoundTree:
             _check(s.node in table, f"tree.steps[{i}]", "names a node outside the table")
     stop_reason = _get(d, "stop_reason", str, "tree.")
     _check(stop_reason in STOP_REASONS, "tree.stop_reason", f"should be one of {', '.join(STOP_REASONS)}")
-    phase = d.get("phase_s") or {}
-    _check(isinstance(phase, dict) and all(_is(v, float) for v in phase.values()), "tree.phase_s",
-           "should map phases to seconds")
-    return RoundTree(
+    common = dict(
         rule=_get(d, "rule", str, "tree."), inputs=_get(d, "inputs", str, "tree."), T=T,
         k0=_get(d, "k0", int, "tree."), depth_cap=_get(d, "depth_cap", int, "tree."),
         root=SeqState.tokens_only(prompt, root_tokens), decisions=tuple(decisions),
-        requests=tuple(requests), scores=scores, levels=levels, table=table,
-        quirk=_get(d, "quirk", bool, "tree."), steps=tuple(steps),
-        stop_node=_get(d, "stop_node", int, "tree."), stop_reason=stop_reason, phase_s=dict(phase),
+        requests=tuple(requests), scores=scores, steps=tuple(steps),
+        stop_node=_get(d, "stop_node", int, "tree."), stop_reason=stop_reason,
     )
+    quirk = _get(d, "quirk", bool, "tree.")
+    return LevelTree(**common, quirk=quirk) if levels else TableTree(**common, table=table)

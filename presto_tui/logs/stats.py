@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.logs.reader import Trace
-from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Sequence
 
 import orjson
 
 from presto_tui import __version__
 from presto_tui.logs.schema import encode, header
-from presto_tui.runtime.events import (
-    BlockStart, Event, RoundDone, SessionEnd, SessionError, SessionStart,
-)
+from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.runtime.session.vocab import Vocab
 
 DEFAULT_DIR = Path("sessions")
 
@@ -34,21 +34,6 @@ def default_trace_path(command: str, directory: Path = DEFAULT_DIR) -> Path:
     return path
 
 
-def event_token_ids(ev: Event) -> list[int]:
-    if isinstance(ev, SessionStart):
-        return list(ev.prompt_ids)
-    if isinstance(ev, BlockStart):
-        return list(ev.tokens)
-    if isinstance(ev, RoundDone):
-        ids = list(ev.tree.root.prompt) + list(ev.tree.root.tokens)
-        for r in ev.tree.requests:
-            ids += r.proposal.tokens
-        return ids
-    if isinstance(ev, SessionEnd):
-        return list(ev.tokens)
-    return []
-
-
 class TraceWriter:
     """Appends events of one or more sessions to a new trace file."""
 
@@ -57,11 +42,9 @@ class TraceWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # 'x': never overwrite (and so never corrupt) an existing trace
-        self._f = open(self.path, "xb")
-        self._pieces = pieces
-        self._seen: set[int] = set()
-        self._open_session: SessionStart | None = None
-        self._last_tokens: tuple[int, ...] = ()
+        self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
+        self._vocab = Vocab(pieces)
+        self._open: SessionSummary | None = None  # the session being written, if any
         self._line(header(__version__, command, backend, model, params, engine, time.time()))
 
     def _line(self, obj: dict) -> None:
@@ -69,24 +52,22 @@ class TraceWriter:
         self._f.flush()
 
     def write(self, ev: Event) -> None:
-        new = sorted({i for i in event_token_ids(ev) if i not in self._seen})
+        new = self._vocab.new_pieces(ev)
         if new:
-            self._line({"type": "vocab", "pieces": {str(i): p for i, p in zip(new, self._pieces(new))}})
-            self._seen.update(new)
+            self._line({"type": "vocab", "pieces": {str(i): p for i, p in new.items()}})
         self._line(encode(ev))
         if isinstance(ev, SessionStart):
-            self._open_session, self._last_tokens = ev, ()
-        elif isinstance(ev, BlockStart):
-            self._last_tokens = self._last_tokens + tuple(ev.tokens)
-        elif isinstance(ev, RoundDone):
-            self._last_tokens = ev.tree.final_state.tokens
-        elif isinstance(ev, (SessionEnd, SessionError)):
-            self._open_session = None
+            self._open = SessionSummary()
+        if self._open is not None:
+            self._open.update(ev)
+            if isinstance(ev, (SessionEnd, SessionError)):
+                self._open = None
 
     def end_open_session(self, reason: str, text_of: Callable[[Sequence[int]], str]) -> None:
         """Close a session cut short (Ctrl-C) with an end event at its last finished round."""
-        if self._open_session is not None:
-            self.write(SessionEnd(reason, self._last_tokens, text_of(self._last_tokens)))
+        if self._open is not None:
+            tokens = self._open.tokens
+            self.write(SessionEnd(reason, tokens, text_of(tokens)))
 
     def close(self) -> None:
         if not self._f.closed:

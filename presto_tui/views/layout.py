@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
 
 SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·"}
 LEGEND = "✓ certain accept  ✗ certain reject  ? uncertain  ⏸ deferred  ○ leaf  · unreachable  ▶ path"
@@ -73,7 +73,7 @@ def visible(tree: RoundTree, v: NodeView, mode: str, min_reach: float,
     if mode == "rounded":
         return v.rounded
     # explicit trees are small (a few nodes per request): show them whole
-    return not tree.levels or v.reach >= min_reach
+    return not tree.lazy or v.reach >= min_reach
 
 
 def layout(tree: RoundTree, mode: str = "full", min_reach: float = 1e-3,
@@ -92,6 +92,7 @@ def layout(tree: RoundTree, mode: str = "full", min_reach: float = 1e-3,
             draw(kids[False], prefix + ("│   " if up is True else "    "), "└─", False)
 
     root = tree.node(0)
+    assert root is not None  # every round has its root
     draw(root, "", "", None)
     total = tree.count_nodes()
     return Layout(tuple(rows), max(0, total - len(rows)), total)

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from presto_tui.runtime.params import ParamError, SamplerParams
+from presto_tui.runtime.core.params import ParamError, SamplerParams
 
 HELP = """\
 Tree (focus it with Tab or a click)
@@ -97,7 +97,8 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
         else:
             self.save()
 
-    def on_input_submitted(self, _event: Input.Submitted) -> None:
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # Enter in a field saves the settings; it is not a prompt
         self.save()
 
     def save(self) -> None:

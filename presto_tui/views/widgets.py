@@ -8,7 +8,7 @@ string that came from a model or a trace goes through `visible()` into a
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
@@ -21,12 +21,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
 from presto_tui.safetext import visible
 from presto_tui.views.layout import LEGEND, Layout, label, layout, symbol
 from presto_tui.views.state import Pieces, SessionView
-
 
 
 class RoundTreeView(ScrollView, can_focus=True):
@@ -57,12 +56,12 @@ class RoundTreeView(ScrollView, can_focus=True):
     # Navigation keys live here so they override ScrollView's scrolling keys while the
     # tree has focus (and leave the prompt's own cursor keys alone).
     BINDINGS = [
-        Binding("left,h", "app.parent", "parent", show=False),
-        Binding("up,k", "app.child(True)", "accept child", show=False),
-        Binding("down,j", "app.child(False)", "reject child", show=False),
-        Binding("right,l", "app.path_child", "path child", show=False),
-        Binding("home", "app.round_to(0)", "first round", show=False),
-        Binding("end", "app.round_to(-1)", "latest round", show=False),
+        Binding("left,h", "parent", "parent", show=False),
+        Binding("up,k", "child(True)", "accept child", show=False),
+        Binding("down,j", "child(False)", "reject child", show=False),
+        Binding("right,l", "path_child", "path child", show=False),
+        Binding("home", "screen.round_to(0)", "first round", show=False),
+        Binding("end", "screen.round_to(-1)", "latest round", show=False),
     ]
 
     selected: reactive[int] = reactive(0)
@@ -118,6 +117,22 @@ class RoundTreeView(ScrollView, can_focus=True):
             self.relayout()
         self.selected = node_id
         return True
+
+    def action_parent(self) -> None:
+        if self.selected > 0:
+            self.select((self.selected - 1) // 2)
+
+    def action_child(self, accept: bool) -> None:
+        self.select(2 * self.selected + (1 if accept else 2))
+
+    def action_path_child(self) -> None:
+        """The child on the realized path (else the accept child)."""
+        for child in (2 * self.selected + 1, 2 * self.selected + 2):
+            v = self.round_tree.node(child) if self.round_tree else None
+            if v is not None and v.on_path:
+                self.select(child)
+                return
+        self.action_child(True)
 
     def _style(self, kind: str) -> Style:
         return self.get_component_rich_style(f"tree--{kind}")
@@ -230,9 +245,9 @@ class StatsPanel(Static):
         t.append(f"{m.status}", style="bold")
         t.append(f"  transitions {m.transitions}/{s.total_steps}  calls {m.calls}")
         t.append(f"\ntr/call {m.transitions_per_call:.2f}  time/call {m.time_per_call_s * 1e3:.0f} ms")
-        sp = s.speedup_estimate(m, upto)
+        sp = m.speedup_estimate
         if sp is not None:
-            t.append(f"  speedup~{sp:.2f}x")
+            t.append(f"\nspeedup ~{sp:.2f}x vs sequential (est.)")
         t.append(f"\nacceptance {m.acceptance_rate:.2f} {sparkline(m.acceptance_by_round)}")
         n = sum(m.eps_counts.values()) or 1
         t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"

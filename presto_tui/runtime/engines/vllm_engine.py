@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from presto_tui.runtime.backend import Proposal, Request
-from presto_tui.runtime.tokenizer import ChatTokenizer, TextMixin
+from presto_tui.errors import EngineError
+from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.engines.tokenizer import ChatTokenizer, TextMixin
 
 TAG = "presto_tag"
 SELF_CHECK_TOL = 1e-3
@@ -76,11 +77,7 @@ def _processor_class():
     return LogitStats
 
 
-class EngineError(RuntimeError):
-    """The engine cannot start or refused the request; one line."""
-
-
-class VLLMBackend(TextMixin):
+class VLLMEngine(TextMixin):
     name = "vllm"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
@@ -118,7 +115,7 @@ class VLLMBackend(TextMixin):
             args["max_model_len"] = max_model_len
         try:
             self.llm = LLM(**args)
-        except Exception as e:  # noqa: BLE001 - vLLM raises many kinds; the person needs one line
+        except Exception as e:
             raise EngineError(f"vLLM could not start on {self.model}: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
         cfg = self.llm.llm_engine.model_config
@@ -129,15 +126,16 @@ class VLLMBackend(TextMixin):
 
     @property
     def info(self) -> dict:
-        return {"engine": "vllm", "eos_id": self.eos_id, "device": self.device, "dtype": self._dtype, "max_model_len": self.max_len}
+        return {"engine": "vllm", "eos_id": self.eos_id, "device": self.device, "dtype": self._dtype,
+                "max_model_len": self.max_len}
 
     def prefix_cache_stats(self) -> dict:
         """Cumulative prefix-cache token queries and hits (paper D.2's hit rate)."""
         try:
             metrics = self.llm.get_metrics()
-        except Exception:  # noqa: BLE001 - metrics are optional
+        except Exception:
             return {}
-        get = lambda name: sum(float(getattr(m, "value", 0) or 0) for m in metrics if m.name == name)  # noqa: E731
+        get = lambda name: sum(float(getattr(m, "value", 0) or 0) for m in metrics if m.name == name)
         return {"queries": get("vllm:prefix_cache_queries"), "hits": get("vllm:prefix_cache_hits")}
 
     def _params(self, req: Request, tag: str, logprobs: int = 0):

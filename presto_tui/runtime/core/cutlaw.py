@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from presto_tui.runtime.backend import SeqState
+from presto_tui.runtime.core.types import SeqState
 
 
 class CutLaw(Protocol):

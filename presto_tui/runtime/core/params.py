@@ -6,7 +6,10 @@ but a one-line message (see `ParamError`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
+
+from presto_tui.errors import InputError
 
 SAMPLERS = ("powermh", "entropycut", "multitry")
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
@@ -16,10 +19,28 @@ INPUT_MODES = ("decision", "node")
 # The paper's sizes (appendix D.4, table 6): one block of n = 1024, K = 100,
 # N_pf = 20 (alpha = 4, tau = 1/alpha are the defaults).  `--paper-settings` selects them.
 PAPER_SETTINGS = dict(max_new_tokens=1024, block_size=1024, steps=100, budget=20)
+# `bench` compares many configurations on every prompt; its default sizes keep a run to minutes.
+BENCH_SIZES = dict(max_new_tokens=64, steps=16)
 
 
-class ParamError(ValueError):
+class ParamError(InputError):
     """A parameter value that cannot be sampled with; the message is one line."""
+
+
+# Every numeric parameter's documented range (inclusive); values must also be finite.
+LIMITS: dict[str, tuple[float, float]] = {
+    "alpha": (0.0, 1000.0),  # and > 0
+    "tau": (1e-4, 100.0),
+    "max_new_tokens": (1, 65536),
+    "block_size": (1, 65536),
+    "steps": (1, 1_000_000),
+    "budget": (1, 4096),
+    "epsilon": (0.0, 0.5),  # the paper's range: epsilon only sets the certainty classes
+    "seed": (0, 2**63 - 1),
+    "beta": (0.0, 64.0),
+    "cut_mix": (0.0, 1.0),
+    "tries": (1, 64),
+}
 
 
 @dataclass(frozen=True)
@@ -46,10 +67,6 @@ class SamplerParams:
     tries: int = 4  # MultiTryMH's candidates per transition
 
     @property
-    def requests_per_decision(self) -> int:
-        return self.tries if self.sampler == "multitry" else 1
-
-    @property
     def proposal_tau(self) -> float:
         return self.tau if self.tau is not None else 1.0 / self.alpha
 
@@ -62,49 +79,30 @@ class SamplerParams:
         return self.max_new_tokens // self.block
 
     def validate(self) -> SamplerParams:
-        """Return self, or raise ParamError naming the first bad value."""
-        if self.sampler not in SAMPLERS:
-            raise ParamError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
-        if self.prefetch not in PREFETCH_RULES:
-            raise ParamError(
-                f"unknown prefetch rule {self.prefetch!r}; choose one of {', '.join(PREFETCH_RULES)}"
-            )
-        if self.inputs not in INPUT_MODES:
-            raise ParamError(f"unknown inputs mode {self.inputs!r}; choose one of {', '.join(INPUT_MODES)}")
+        """Return self, or raise ParamError naming the first bad value (every range in LIMITS)."""
+        for name, choices in (("sampler", SAMPLERS), ("prefetch", PREFETCH_RULES), ("inputs", INPUT_MODES)):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ParamError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
         if self.prefetch == "spine" and self.inputs != "decision":
             raise ParamError("--prefetch spine needs --inputs decision (its requests are shared per decision)")
-        if not self.alpha > 0:
+        for name, (lo, hi) in LIMITS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ParamError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+            if not lo <= value <= hi:
+                raise ParamError(f"--{name.replace('_', '-')} must lie in [{lo:g}, {hi:g}], got {value}")
+        if self.alpha <= 0:
             raise ParamError(f"--alpha must be > 0, got {self.alpha}")
-        if self.tau is not None and not self.tau > 0:
-            raise ParamError(f"--tau must be > 0, got {self.tau}")
-        if self.max_new_tokens < 1:
-            raise ParamError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
-        if self.block < 1:
-            raise ParamError(f"--block-size must be >= 1, got {self.block}")
         if self.max_new_tokens % self.block:
-            raise ParamError(
-                f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}"
-            )
-        if self.steps < 1:
-            raise ParamError(f"--steps must be >= 1, got {self.steps}")
-        if self.budget < 1:
-            raise ParamError(f"--budget must be >= 1, got {self.budget}")
-        if not 0 <= self.epsilon <= 0.5:  # the paper's range; epsilon only sets the certainty classes
-            raise ParamError(f"--epsilon must lie in [0, 0.5], got {self.epsilon}")
+            raise ParamError(f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}")
         if self.sampler == "entropycut" and self.block < 2:
             raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
-        if self.sampler == "multitry":
-            if self.tries < 1:
-                raise ParamError(f"--tries must be >= 1, got {self.tries}")
-            if self.prefetch != "none" and self.budget < self.tries:
-                raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
-                                 "decision needs all its candidates in one call")
-        if not 0 <= self.cut_mix <= 1:
-            raise ParamError(f"--cut-mix must lie in [0, 1], got {self.cut_mix}")
-        if not self.beta >= 0:
-            raise ParamError(f"--beta must be >= 0, got {self.beta}")
-        if self.seed < 0:
-            raise ParamError(f"--seed must be >= 0, got {self.seed}")
+        if self.sampler == "multitry" and self.prefetch != "none" and self.budget < self.tries:
+            raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
+                             "decision needs all its candidates in one call")
         return self
 
     def to_dict(self) -> dict:

@@ -19,7 +19,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from presto_tui.runtime.mh import EPS_CLASSES
+from presto_tui.errors import InputError
+from presto_tui.runtime.core.mh import EPS_CLASSES
+from presto_tui.safetext import visible
 
 # Features the rule can compute for a candidate node before generation
 # (paper E.7, feature sets 1 and 2).
@@ -51,11 +53,16 @@ class CertaintyClassifier:
         f = len(self.features)
         unknown = [n for n in self.features if n not in FEATURES]
         if unknown:
-            raise ValueError(f"unknown classifier feature {unknown[0]!r}; known: {', '.join(FEATURES)}")
+            raise InputError(f"unknown classifier feature {str(unknown[0])[:40]!r}; known: {', '.join(FEATURES)}")
+        if not self.features:
+            raise InputError("classifier needs at least one feature")
         if len(self.coef) != 3 or any(len(r) != f for r in self.coef) or len(self.intercept) != 3:
-            raise ValueError("classifier needs 3 classes x len(features) coefficients and 3 intercepts")
+            raise InputError("classifier needs 3 classes x len(features) coefficients and 3 intercepts")
         if len(self.mean) != f or len(self.scale) != f or any(s == 0 for s in self.scale):
-            raise ValueError("classifier needs one non-zero scale and one mean per feature")
+            raise InputError("classifier needs one non-zero scale and one mean per feature")
+        numbers = [v for row in self.coef for v in row] + [*self.intercept, *self.mean, *self.scale]
+        if not all(math.isfinite(v) and abs(v) < 1e12 for v in numbers):
+            raise InputError("classifier numbers must be finite (|x| < 1e12)")
 
     def proba(self, feats: dict[str, float]) -> tuple[float, float, float]:
         """(P reject, P accept, P uncertain)."""
@@ -87,33 +94,55 @@ class CertaintyClassifier:
     @classmethod
     def from_json(cls, d: dict) -> CertaintyClassifier:
         if not isinstance(d, dict) or d.get("kind") != "presto-tui/certainty-classifier":
-            raise ValueError("not a presto-tui classifier file (missing kind)")
-        if list(d.get("classes", [])) != list(EPS_CLASSES):
-            raise ValueError(f"classifier classes must be {list(EPS_CLASSES)}")
-        try:
-            return cls(
-                features=tuple(d["features"]),
-                coef=tuple(tuple(float(v) for v in r) for r in d["coef"]),
-                intercept=tuple(float(v) for v in d["intercept"]),
-                mean=tuple(float(v) for v in d["mean"]),
-                scale=tuple(float(v) for v in d["scale"]),
-                meta=dict(d.get("meta", {})),
-            )
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"classifier file is missing or mistypes a field ({e})") from None
+            raise InputError("not a presto-tui classifier file (missing kind)")
+        if d.get("classes") != list(EPS_CLASSES):
+            raise InputError(f"classifier classes must be {list(EPS_CLASSES)}")
+
+        def numbers(v, what: str) -> tuple[float, ...]:
+            if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                raise InputError(f"classifier field '{what}' should be a list of numbers")
+            return tuple(float(x) for x in v)
+
+        missing = [k for k in ("features", "coef", "intercept", "mean", "scale") if k not in d]
+        if missing:
+            raise InputError(f"classifier file is missing field '{missing[0]}'")
+        feats = d["features"]
+        if not isinstance(feats, list) or not all(isinstance(f, str) for f in feats):
+            raise InputError("classifier field 'features' should be a list of names")
+        if not isinstance(d["coef"], list):
+            raise InputError("classifier field 'coef' should be a list of rows")
+        meta = d.get("meta", {})
+        return cls(features=tuple(feats), coef=tuple(numbers(r, "coef") for r in d["coef"]),
+                   intercept=numbers(d["intercept"], "intercept"), mean=numbers(d["mean"], "mean"),
+                   scale=numbers(d["scale"], "scale"), meta=meta if isinstance(meta, dict) else {})
 
     @classmethod
     def load(cls, path: str | Path) -> CertaintyClassifier:
+        """Read a classifier file as untrusted input; every error names the file."""
+        shown = visible(str(path), keep_newlines=False)
         try:
-            data = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise ValueError(f"{path}: cannot read classifier ({e.strerror})") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-        try:
+            raw = Path(path).read_bytes()
+            if len(raw) > MAX_FILE:
+                raise InputError(f"larger than {MAX_FILE // 2**20} MiB, not a classifier")
+            data = json.loads(raw, parse_constant=_no_constant)
             return cls.from_json(data)
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+        except OSError as e:
+            raise InputError(f"{shown}: cannot read classifier ({e.strerror})") from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"{shown}: not JSON ({e.msg} at line {e.lineno})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{shown}: not JSON (not UTF-8 text)") from None
+        except RecursionError:
+            raise InputError(f"{shown}: JSON nested too deeply, not a classifier") from None
+        except InputError as e:
+            raise InputError(f"{shown}: {e}") from None
+
+
+MAX_FILE = 2**20
+
+
+def _no_constant(name: str):
+    raise InputError(f"{name} is not a number a classifier can hold")
 
 
 DEFAULT_CLASSIFIER = CertaintyClassifier()

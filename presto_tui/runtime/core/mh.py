@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from presto_tui.runtime.backend import Proposal, SeqState
+from presto_tui.runtime.core.types import Proposal, SeqState
 
 ACCEPT, REJECT, UNCERTAIN = "accept", "reject", "uncertain"
 EPS_CLASSES = (REJECT, ACCEPT, UNCERTAIN)  # the classifier's order (paper C.3)

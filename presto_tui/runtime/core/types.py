@@ -1,17 +1,17 @@
-"""The one protocol every engine implements (DESIGN.md sec 5), and the chain's state.
+"""The values the samplers work on: requests, proposals and the chain's state.
 
-A backend receives a batch of suffix requests (prefix token ids, number of new
-tokens, seed, temperature) and returns, for every sampled token, log q_tau and
-log p0 taken from the same logits, plus the full-vocabulary entropy of p0.
-Proposals always run to the requested horizon: EOS does not stop them
-(paper appendix B.1), so every state of a block has the same length T.
+An engine receives suffix requests (prefix token ids, number of new tokens,
+seed, temperature) and returns, for every sampled token, log q_tau and log p0
+taken from the same logits, plus the full-vocabulary entropy of p0.  Proposals
+always run to the requested horizon: EOS does not stop them (paper appendix
+B.1), so every state of a block has the same length T.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -53,28 +53,6 @@ class Proposal:
         """A proposal read from a trace, which records tokens but not per-token values (NaN)."""
         nan = (math.nan,) * len(tokens)
         return cls(tokens, nan, nan, nan)
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What the samplers need from an engine."""
-
-    name: str  # e.g. "synthetic", "vllm"
-    model: str  # what a person would call the model
-    eos_id: int | None
-
-    @property
-    def info(self) -> dict: ...  # engine, device, dtype, ... (recorded in traces)
-
-    def generate(self, requests: Sequence[Request]) -> list[Proposal]: ...
-
-    def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
-        """Prompt ids (through the chat template); `history` holds earlier (user, assistant) turns."""
-        ...
-
-    def decode(self, token_ids: Sequence[int]) -> str: ...
-
-    def token_pieces(self, token_ids: Sequence[int]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -129,3 +107,9 @@ class SeqState:
     def agrees_before(self, other: SeqState, cut: int) -> bool:
         """True iff both states hold the same tokens on positions < cut."""
         return self.tokens[:cut] == other.tokens[:cut]
+
+
+def cut_at_eos(tokens: Sequence[int], eos_id: int | None) -> tuple[int, ...]:
+    """The tokens a person reads: up to the first EOS (the chain itself always runs to T)."""
+    toks = tuple(tokens)
+    return toks[: toks.index(eos_id)] if eos_id is not None and eos_id in toks else toks

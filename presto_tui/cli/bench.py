@@ -1,9 +1,9 @@
 """`presto-tui bench`: each sampler against its PreSTO variants in one run (paper sec 5, D.2).
 
-All samplers use decision-keyed inputs, so every PreSTO variant must end in the
-same state as its sequential sampler: the table says whether it did.  Prompts are
-the outer loop and samplers the inner one, so that drift on a shared machine
-hits every sampler alike; only ratios from one run are meaningful.
+With decision-keyed inputs every PreSTO variant must end in the same state as its
+sequential sampler: the table says whether it did.  Prompts are the outer loop
+and samplers the inner one, so that drift on a shared machine hits every sampler
+alike; only ratios from one run are meaningful.
 """
 
 from __future__ import annotations
@@ -11,21 +11,27 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import orjson
+import typer
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from presto_tui.headless import EXIT_INTERRUPTED
-from presto_tui.logs.writer import TraceWriter, default_trace_path
-from presto_tui.runtime.backend import Backend, Request
-from presto_tui.runtime.classifier import CertaintyClassifier
-from presto_tui.runtime.params import SamplerParams
-from presto_tui.runtime.session import display_text, run_session
-from presto_tui.runtime.summary import SessionSummary
+from presto_tui.cli import app
+from presto_tui.cli import options as o
+from presto_tui.errors import InputError, OutputError
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.params import BENCH_SIZES, SamplerParams
+from presto_tui.runtime.core.types import Request
+from presto_tui.runtime.session.runner import display_text, run_session
+from presto_tui.runtime.session.summary import SessionSummary
 
 Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
 
@@ -38,7 +44,7 @@ def label(sampler: str, rule: str, budget: int | None) -> str:
     return f"{sampler} " + ("seq" if rule == "none" else f"{rule} {budget}")
 
 
-def engine_probe(backend: Backend, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
+def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
     """Time of one batch of `batch` suffixes against one suffix of the same length."""
     one = [Request(tuple(prompt_ids), length, 7, 0.25)]
     many = [Request(tuple(prompt_ids), length, 100 + i, 0.25) for i in range(batch)]
@@ -70,15 +76,15 @@ def aggregate(rows: list[SessionSummary], seq_call_time: float | None) -> dict:
     }
 
 
-def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rules: list[str],
-              budgets: list[int], samplers: list[str] = ("powermh",), seeds: int = 1,
+def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
+              budgets: list[int], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
-              output: Path | None = None, json_out: bool = False) -> int:
+              output: Path, json_out: bool = False) -> None:
     err = Console(stderr=True, highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
-    cache0 = getattr(backend, "prefix_cache_stats", dict)()
+    cache0 = backend.prefix_cache_stats()
     total = len(prompts) * seeds * len(cfgs)
     t_start = time.perf_counter()
     try:
@@ -92,7 +98,7 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
                     for cfg in cfgs:
                         sampler, rule, budget = cfg
                         params = base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget,
-                                            seed=seed)
+                                            seed=seed, inputs="decision" if rule == "none" else base.inputs)
                         bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
                         s = SessionSummary()
                         for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
@@ -109,12 +115,11 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
     except KeyboardInterrupt:
         if trace is not None:  # like `run`: the trace ends at the last finished round
             trace.end_open_session("cancelled", lambda ids: display_text(backend, ids))
-        err.print("presto-tui: bench interrupted", style="yellow")
-        return EXIT_INTERRUPTED
+        raise
     finally:
         if trace is not None:
             trace.close()
-    cache1 = getattr(backend, "prefix_cache_stats", dict)()
+    cache1 = backend.prefix_cache_stats()
     hit_rate = None
     if cache0 and cache1 and cache1["queries"] > cache0["queries"]:
         hit_rate = (cache1["hits"] - cache0["hits"]) / (cache1["queries"] - cache0["queries"])
@@ -124,7 +129,8 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
         seq = aggregate(results[(sampler, "none", None)], None)
         agg = aggregate(results[cfg], seq["call_time_s"] if rule != "none" else None)
         agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget,
-                   same_final_state_as_sequential=same_as_seq[cfg] if rule != "none" else None)
+                   same_final_state_as_sequential=same_as_seq[cfg]
+                   if rule != "none" and base.inputs == "decision" else None)
         table_rows.append(agg)
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(getattr(backend, "info", {}) or {}),
@@ -132,20 +138,18 @@ def run_bench(backend: Backend, base: SamplerParams, prompts: list[str], *, rule
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
         "wall_s": time.perf_counter() - t_start,
     }
-    out_path = output or (trace.path if trace is not None else default_trace_path("bench")).with_suffix(".json")
+    out_path = output
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     except OSError as e:
-        print(f"presto-tui: error: {out_path}: cannot write results ({e.strerror})", file=sys.stderr)
-        return 1
+        raise OutputError(f"{out_path}: cannot write results ({e.strerror})") from None
     if json_out:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
         render(Console(highlight=False), report)
     err.print(f"presto-tui: results written to {out_path}" +
               (f", trace to {trace.path}" if trace is not None else ""))
-    return 0
 
 
 def render(console: Console, report: dict) -> None:
@@ -154,11 +158,13 @@ def render(console: Console, report: dict) -> None:
                         f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     wide = console.width >= 96  # narrower terminals get the rest from the JSON file
-    cols = ["sampler rule N", "calls", "tr/call", "ms/call", "sum s", "speedup"] + (["tok", "req/use"] if wide else []) + ["=seq"]
+    cols = ["sampler rule N", "calls", "tr/call", "ms/call", "sum s", "speedup"]
+    cols += (["tok", "req/use"] if wide else []) + ["=seq"]
     for col in cols:
         table.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
     for r in report["rows"]:
-        same = "" if r["same_final_state_as_sequential"] is None else ("yes" if r["same_final_state_as_sequential"] else "NO")
+        same_seq = r["same_final_state_as_sequential"]
+        same = "" if same_seq is None else ("yes" if same_seq else "NO")
         cells = [r["label"], f"{r['calls_per_prompt']:.1f}", f"{r['transitions_per_call']:.2f}",
                  f"{r['time_per_call_s'] * 1e3:.0f}", f"{r['call_time_s']:.2f}",
                  "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x"]
@@ -174,4 +180,100 @@ def render(console: Console, report: dict) -> None:
         console.print(f"prefix-cache hit rate: {report['prefix_cache_hit_rate']:.3f}")
     console.print("rows: each sampler sequentially and with PreSTO at each rule and budget N. speedup = "
                   "mean cumulative call time of the sequential sampler / that of the row (paper eq. 20); "
-                  "'=seq': same final state as the sequential sampler; sum s: cumulative call time; tok: tokens generated")
+                  "'=seq': same final state as the sequential sampler; sum s: cumulative call time; "
+                  "tok: tokens generated")
+
+
+@app.command()
+@o.handled
+def bench(
+    ctx: typer.Context,
+    prompts_file: Annotated[Path | None, typer.Option(
+        "--prompts-file", show_default=False,
+        help="One prompt per line \\[default: the shipped math, code and general set].")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", show_default=False,
+                                                 help="Use only the first N prompts.")] = None,
+    budgets: Annotated[str, typer.Option(help="Comma-separated prefetch budgets to compare.")] = "8,12,20",
+    rules: Annotated[str, typer.Option(help="Comma-separated traversal rules to compare.")] = "bfs,predictive,spine",
+    samplers: Annotated[str, typer.Option(help="Comma-separated samplers, each against its own "
+                                          "sequential run: powermh, entropycut, multitry.")] = "powermh",
+    seeds: Annotated[int, typer.Option(help="Seeds per prompt (0..seeds-1).")] = 1,
+    inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", "-n", rich_help_panel=o.SAMPLER, show_default=False,
+        help="Response length n \\[default: 64].")] = None,
+    steps: Annotated[int | None, typer.Option(
+        "--steps", "-K", rich_help_panel=o.SAMPLER, show_default=False,
+        help="MH transitions per prompt (one block) \\[default: 16].")] = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, classifier: o.Classifier = None,
+    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
+    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
+    tensor_parallel_size: o.TensorParallel = 1, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    kv_cache_gib: o.KvCache = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
+        help="Write the results JSON here \\[default: beside the trace, sessions/<time>-bench.json].")] = None,
+    trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
+                                           help="Print the results JSON on stdout instead of tables.")] = False,
+) -> None:
+    """Each sampler sequentially against PreSTO at every rule and budget, in one run.
+
+    Same prompts, seeds and engine for every sampler, interleaved prompt by prompt so
+    that machine noise hits all alike. Reports model calls, transitions per call, time
+    per call, cumulative call time, speedup over the sequential sampler (paper eq. 20),
+    tokens generated and requests issued against requests used; plus the engine's time
+    for a batch of 20 suffixes against one suffix, and the prefix-cache hit rate.
+    --inputs node runs the paper's own BFS and predictive allocations (their chains then
+    differ from the sequential one, with the same law).
+
+      presto-tui bench                       # embedded model, shipped prompts
+
+      presto-tui bench --limit 2 -K 8 --budgets 8,20 --rules spine
+
+      presto-tui bench --inputs node --rules bfs,predictive --budgets 20
+
+      presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
+    """
+    flags = ctx.params
+    budget_list = _int_list("--budgets", budgets)
+    rule_list = _names(rules)
+    sampler_list = _names(samplers)
+    if not budget_list or not rule_list or not sampler_list:
+        raise InputError("bench needs at least one sampler, budget and rule")
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit must be >= 1, got {limit}")
+    if not 1 <= seeds <= 10_000:
+        raise InputError(f"--seeds must lie in [1, 10000], got {seeds}")
+    if "none" in rule_list:
+        raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
+    base = o.sampler_params(flags, preset=BENCH_SIZES)
+    for r in rule_list:
+        for smp in sampler_list:
+            for b in budget_list:
+                base.with_(sampler=smp, prefetch=r, budget=b).validate()
+    if prompts_file is None:
+        from importlib.resources import files
+
+        prompts_file = Path(str(files("presto_tui") / "data" / "prompts.txt"))
+    prompts = o.read_prompts(None, prompts_file)[:limit]
+    clf = o.load_classifier(classifier)
+    name, engine_opts = o.engine_options(flags)
+    path = o.trace_path(flags, "bench")
+    out_path = o.check_output_path(output or (path or o.default_trace_path("bench")).with_suffix(".json"),
+                                   "results", overwrite=output is not None)
+    engine = o.start_engine(name, engine_opts)
+    writer = o.open_trace(path, "bench", engine, base)
+    run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
+              classifier=clf, trace=writer, output=out_path, json_out=json_out)
+
+
+def _names(csv: str) -> list[str]:
+    return [x.strip() for x in csv.split(",") if x.strip()]
+
+
+def _int_list(flag: str, csv: str) -> list[int]:
+    try:
+        return [int(x) for x in _names(csv)]
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated integers, got {csv!r}") from None

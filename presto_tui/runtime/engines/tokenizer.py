@@ -6,8 +6,8 @@ token ids end to end: a prefix is never decoded and re-encoded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 class ChatTokenizer:

@@ -11,16 +11,29 @@ panel, so a number means the same thing everywhere.
 - eps_certain_share: share of realized MH decisions that were epsilon-certain;
   scored_counts: epsilon classes of every scored (decision, state) pair.
 - requests_issued vs requests_realized: speculation sent vs used by the walk.
+- tokens: the chain's current state (generated tokens), after every event.
+- speedup_estimate: sequential time / this session's time for the same
+  transitions.  Sequential PowerMH would make one single-request call per
+  realized transition, decoding T - c tokens; its cost per token is measured
+  from this session's own single-request calls (every block's extension, and
+  any one-request proposal call), so with a budget of 1 the estimate is about
+  1 by construction.  `bench` measures the sequential sampler instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from presto_tui.runtime.events import (
-    BlockStart, Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart,
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.session.events import (
+    BlockStart,
+    Event,
+    ModelCall,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
 )
-from presto_tui.runtime.mh import ACCEPT, REJECT, UNCERTAIN
 
 
 @dataclass
@@ -39,6 +52,9 @@ class SessionSummary:
     tokens_generated: int = 0
     rounds: int = 0
     acceptance_by_round: list = field(default_factory=list)
+    sequential_tokens: int = 0  # what sequential PowerMH would decode for the realized transitions
+    single_request_s: float = 0.0  # time and tokens of this session's single-request calls
+    single_request_tokens: int = 0
     text: str = ""
     tokens: tuple = ()
     status: str = "running"  # running, done, cancelled, error
@@ -49,6 +65,9 @@ class SessionSummary:
             self.params, self.prompt = dict(ev.params), ev.prompt
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
+            if ev.requests == 1:
+                self.single_request_s += ev.wall_s
+                self.single_request_tokens += ev.tokens
             if ev.purpose == "extend":
                 self.extend_calls += 1
                 self.extend_time_s += ev.wall_s
@@ -57,7 +76,7 @@ class SessionSummary:
                 self.call_time_s += ev.wall_s
                 self.requests_issued += ev.requests
         elif isinstance(ev, BlockStart):
-            pass
+            self.tokens = self.tokens + tuple(ev.tokens)
         elif isinstance(ev, RoundDone):
             tree = ev.tree
             self.rounds += 1
@@ -65,7 +84,9 @@ class SessionSummary:
             for s in tree.steps:
                 sc = tree.scores[(s.decision, s.src)]
                 self.eps_counts[sc.eps_class] += 1
+                self.sequential_tokens += tree.T - tree.decisions[s.decision].cut
                 acc += s.accepted
+            self.tokens = tree.final_state.tokens
             for sc in tree.scores.values():
                 self.scored_counts[sc.eps_class] += 1
             self.transitions += tree.transitions
@@ -88,6 +109,14 @@ class SessionSummary:
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.transitions if self.transitions else 0.0
+
+    @property
+    def speedup_estimate(self) -> float | None:
+        """Estimated sequential time / this session's call time (see the module docstring)."""
+        if not (self.single_request_tokens and self.call_time_s and self.sequential_tokens):
+            return None
+        per_token = self.single_request_s / self.single_request_tokens
+        return self.sequential_tokens * per_token / self.call_time_s
 
     @property
     def eps_certain_share(self) -> float:
@@ -114,6 +143,7 @@ class SessionSummary:
             "requests_issued": self.requests_issued,
             "requests_realized": self.transitions,
             "tokens_generated": self.tokens_generated,
+            "speedup_estimate": self.speedup_estimate,
             "rounds": self.rounds,
             "params": self.params,
             **({"error": self.error} if self.error else {}),

@@ -20,85 +20,87 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from presto_tui.runtime.classifier import CertaintyClassifier, node_features
-from presto_tui.runtime.randomness import DecisionInputs
-from presto_tui.runtime.tree import (
-    DEFERRED, EXPANDED, LEAF, ROOT, UNREACHABLE, DecisionRec, NodeRec,
+from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.core.randomness import DecisionInputs
+from presto_tui.runtime.prefetch.tree import (
+    DEFERRED,
+    EXPANDED,
+    LEAF,
+    ROOT,
+    UNREACHABLE,
+    DecisionRec,
+    NodeRec,
 )
+from presto_tui.runtime.samplers.families import SamplerFamily
 
 CutOf = Callable[[DecisionInputs], int]
-# A decision's suffix draws: (seed, temperature or None for the chain's own) per request;
-# one for PowerMH and EntropyCut, one per candidate for MultiTryMH.
-Draws = Callable[[DecisionInputs], list[tuple[int, float | None]]]
-
-
-def single_draw(inp: DecisionInputs) -> list[tuple[int, float | None]]:
-    return [(inp.seed, None)]
 
 
 @dataclass
 class Plan:
+    """What a rule decided before any proposal exists: decisions, distinct requests, nodes."""
+
+    family: SamplerFamily
     decisions: list[DecisionRec] = field(default_factory=list)
-    requests: list[tuple[int, int, float | None]] = field(default_factory=list)  # decision pos, seed, tau
-    levels: bool = False
-    table: dict[int, NodeRec] = field(default_factory=dict)
-    quirk: bool = False
+    requests: list[tuple[int, int, float]] = field(default_factory=list)  # decision pos, seed, tau
+    table: dict[int, NodeRec] = field(default_factory=dict)  # node inputs: the nodes touched
     _by_key: dict[tuple, int] = field(default_factory=dict)
 
     def add_decision(self, *, index, depth, cut, inputs: DecisionInputs, issue: bool,
-                     h_pred=None, node=None, draws: Draws = single_draw) -> int:
+                     h_pred=None, node=None) -> int:
         """Record a decision; issue (or share) its requests when `issue`. Returns its position."""
         pos = len(self.decisions)
         issued = []
         if issue:
-            for seed, tau in draws(inputs):
+            for seed, tau in self.family.draws(inputs):
                 key = (cut, seed, tau)
                 if key not in self._by_key:
                     self._by_key[key] = len(self.requests)
                     self.requests.append((pos, seed, tau))
                 issued.append(self._by_key[key])
-        candidates = tuple(issued) if draws is not single_draw else ()  # MultiTryMH, even with 1 try
+        candidates = tuple(issued) if self.family.multiple else ()  # MultiTryMH, even with 1 try
         self.decisions.append(DecisionRec(index, depth, cut, inputs.cut_u, inputs.seed, inputs.accept_u,
                                           issued[0] if issued else None, h_pred, node, candidates))
         return pos
+
+    def request_of(self, pos: int) -> int:
+        """The (selected) request of an issued decision."""
+        req = self.decisions[pos].request
+        assert req is not None, "decision was not issued"
+        return req
 
     @property
     def n_requests(self) -> int:
         return len(self.requests)
 
 
-def plan_levels(*, T: int, k0: int, depth_cap: int, budget: int,
+def plan_levels(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: int,
                 inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
-                classifier: CertaintyClassifier | None = None, quirk: bool = False,
-                draws: Draws = single_draw, cost: int = 1) -> Plan:
-    """Decision inputs: one request per depth, depths 0..min(budget, depth_cap)-1.
-
-    `quirk` keeps BFS's shape: below the reject child of a deferred node the
-    (shared) requests count as issued but unreachable.
-    """
-    plan = Plan(levels=True, quirk=quirk)
-    for j in range(min(budget // cost, depth_cap)):
+                classifier: CertaintyClassifier | None = None) -> Plan:
+    """Decision inputs: one request per depth, depths 0..min(budget, depth_cap)-1."""
+    plan = Plan(family)
+    for j in range(min(budget // family.requests_per_decision, depth_cap)):
         inp = inputs_at(k0 + j)
         cut = cut_of(inp)
         # With shared requests the rules need no prediction to choose; the
         # predictive rule still records h+ as seen from the all-reject path.
         h = classifier.branch_prob(node_features(cut, T, j, 0, T)) if classifier else None
-        plan.add_decision(index=k0 + j, depth=j, cut=cut, inputs=inp, issue=True, h_pred=h, draws=draws)
+        plan.add_decision(index=k0 + j, depth=j, cut=cut, inputs=inp, issue=True, h_pred=h)
     return plan
 
 
-def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
-             inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
-             draws: Draws = single_draw, cost: int = 1) -> Plan:
+def plan_bfs(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: int,
+             inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf) -> Plan:
     """Paper sec 3.2: BFS from the root, Condition 1, deferral keeping the drawn cut.
 
     As in the paper's implementation, the reject child of a deferred node is
     enqueued too; what BFS places below it is issued but unreachable.
     """
-    plan = Plan(quirk=True)
+    plan = Plan(family)
+    cost = family.requests_per_decision
     queue = deque([(0, 0, ROOT, T, False)])  # node, depth, state source, cut index, below a deferral
     while queue:
         v, depth, src, cut_index, unreachable = queue.popleft()
@@ -109,11 +111,11 @@ def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
         cut = cut_of(inp)
         feasible = cut <= cut_index  # Condition 1
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
-                                issue=feasible, node=v, draws=draws)
+                                issue=feasible, node=v)
         if feasible:
             status = UNREACHABLE if unreachable else EXPANDED
             plan.table[v] = NodeRec(depth, status, src, pos)
-            queue.append((2 * v + 1, depth + 1, plan.decisions[pos].request, cut, unreachable))
+            queue.append((2 * v + 1, depth + 1, plan.request_of(pos), cut, unreachable))
             queue.append((2 * v + 2, depth + 1, src, cut_index, unreachable))
         else:
             plan.table[v] = NodeRec(depth, DEFERRED, src, pos)
@@ -121,9 +123,9 @@ def plan_bfs(*, T: int, k0: int, depth_cap: int, budget: int,
     return plan
 
 
-def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
+def plan_predictive(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: int,
                     inputs_at: Callable[[int], DecisionInputs], cut_of: CutOf,
-                    classifier: CertaintyClassifier, draws: Draws = single_draw, cost: int = 1) -> Plan:
+                    classifier: CertaintyClassifier) -> Plan:
     """Paper sec 3.3 / appendix C: maximise the predicted transition count (eq. 17).
 
     Reach weights strictly decrease along every path (0 < h+ < 1), so the
@@ -133,9 +135,11 @@ def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
     is not a candidate: it keeps its drawn inputs (deferred) and its subtree
     is left out.
     """
-    plan = Plan()
+    plan = Plan(family)
+    cost = family.requests_per_decision
     order = 0  # ties: first pushed first, so ancestors precede descendants
-    heap = [(-1.0, order, 0, 0, ROOT, T, 0)]  # -reach, order, node, depth, src, cut index, accepts
+    # -reach, order, node, depth, src, cut index, accepts
+    heap: list[tuple[float, int, int, int, int, int, int]] = [(-1.0, order, 0, 0, ROOT, T, 0)]
     while heap:
         neg_reach, _, v, depth, src, cut_index, accepts = heapq.heappop(heap)
         if plan.n_requests + cost > budget or depth >= depth_cap:
@@ -150,10 +154,10 @@ def plan_predictive(*, T: int, k0: int, depth_cap: int, budget: int,
             continue
         h = classifier.branch_prob(node_features(cut, cut_index, depth, accepts, T))
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
-                                issue=True, h_pred=h, node=v, draws=draws)
+                                issue=True, h_pred=h, node=v)
         plan.table[v] = NodeRec(depth, EXPANDED, src, pos)
         reach = -neg_reach
-        req = plan.decisions[pos].request
+        req = plan.request_of(pos)
         order += 1
         heapq.heappush(heap, (-reach * h, order, 2 * v + 1, depth + 1, req, cut, accepts + 1))
         order += 1

@@ -9,12 +9,12 @@ are there so that a demo reads like text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
-from presto_tui.runtime.backend import Proposal, Request
+from presto_tui.runtime.core.types import Proposal, Request
 
 DEMO_WORDS = (
     "<eos>", "the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "tree",
@@ -63,10 +63,11 @@ class SyntheticLM:
         return logp, logq, entropy
 
 
-class SyntheticBackend:
+class SyntheticEngine:
     """The `Backend` protocol over a `SyntheticLM`; one numpy generator per request seed."""
 
     name = "synthetic"
+    max_len = None  # no context limit
 
     def __init__(self, lm: SyntheticLM | None = None, words: Sequence[str] | None = None):
         self.lm = lm or SyntheticLM()
@@ -100,6 +101,9 @@ class SyntheticBackend:
                 out.append(float(self.lm.log_probs(ctx, tau)[1][tok]))
             ctx.append(tok)
         return Proposal(tuple(toks), tuple(lq), tuple(lp), tuple(ent), tuple(tuple(e) for e in extra))
+
+    def prefix_cache_stats(self) -> dict:
+        return {}
 
     @property
     def info(self) -> dict:

@@ -1,0 +1,61 @@
+"""`presto-tui chat`: the interactive app on a live engine."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import typer
+
+from presto_tui.cli import app
+from presto_tui.cli import options as o
+
+
+@app.command()
+@o.handled
+def chat(
+    ctx: typer.Context,
+    sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
+    tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
+    steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
+    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
+    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
+    tensor_parallel_size: o.TensorParallel = 1, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    kv_cache_gib: o.KvCache = None,
+    trace: o.TracePath = None, no_trace: o.NoTrace = False,
+) -> None:
+    """Chat with a model and watch every PreSTO round as a live tree.
+
+    Type a prompt; each prefetch round appears as a binary tree (accept child above,
+    reject child below), coloured and marked by epsilon class, with the realized path
+    marked. Select nodes with the arrow keys or the mouse to inspect their MH ratio and
+    the text they propose. ? shows every key. Starts on vLLM with the embedded
+    SmolLM2-135M unless --backend/--model say otherwise.
+
+      presto-tui chat
+
+      presto-tui chat --backend synthetic        # no model needed
+    """
+    flags = ctx.params
+    params = o.sampler_params(flags)
+    clf = o.load_classifier(classifier)
+    name, engine_opts = o.engine_options(flags)
+    path = o.trace_path(flags, "chat")
+    from presto_tui.runtime.engines.registry import start_engine
+    from presto_tui.runtime.session.chat import ChatSession
+
+    def factory(model_name):  # the settings screen can change the model between prompts
+        return start_engine(name, replace(engine_opts, model=model_name))
+
+    session = ChatSession(engine_factory=factory, model=engine_opts.model, classifier=clf,
+                          trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
+    from presto_tui.views.app import chat_app
+
+    try:
+        chat_app(session, params, backend=name, model=engine_opts.model).run()
+    finally:
+        session.close()
+    if session.trace is not None:
+        print(f"presto-tui: trace written to {session.trace.path}", file=sys.stderr)

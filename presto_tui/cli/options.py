@@ -1,0 +1,315 @@
+"""Options shared by the commands, declared once, and the one place that turns them into objects.
+
+Every sampler flag defaults to None ("not given"); `sampler_params` fills in
+`SamplerParams`' own defaults (or a preset such as the paper's sizes) and
+validates, so `run`, `chat` and `bench` can never disagree on a default.
+`engine_options` does the same for the engine flags.  Everything a person can
+get wrong is checked here, before any engine starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import stat
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describe
+from presto_tui.safetext import visible
+
+SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
+
+# -- the sampler ----------------------------------------------------------------
+Sampler = Annotated[str | None, typer.Option(
+    "--sampler", rich_help_panel=SAMPLER, show_default=False,
+    help="The MH chain: powermh (uniform cut), entropycut (cuts where p0's entropy jumps) or "
+    "multitry (multiple-try Metropolis over --tries candidate suffixes) \\[default: powermh].")]
+Prefetch = Annotated[str | None, typer.Option(
+    "--prefetch", rich_help_panel=SAMPLER, show_default=False,
+    help="none = the sequential sampler (one model call per transition); PreSTO with a traversal "
+    "rule: spine (one request per future decision), bfs or predictive (the paper's rules; with "
+    "decision inputs they plan the same requests as each other, so their allocations differ only "
+    "with --inputs node); stream (continuous speculation, no rounds) \\[default: spine].")]
+Inputs = Annotated[str | None, typer.Option(
+    "--inputs", rich_help_panel=SAMPLER, show_default=False,
+    help="decision = random inputs keyed by decision (PreSTO reproduces the sequential sampler token "
+    "for token); node = every tree node draws its own, as in the paper \\[default: decision].")]
+Alpha = Annotated[float | None, typer.Option(
+    "--alpha", rich_help_panel=SAMPLER, show_default=False,
+    help="Power exponent: the target is p0^alpha \\[default: 4].")]
+Tau = Annotated[float | None, typer.Option(
+    "--tau", rich_help_panel=SAMPLER, show_default=False,
+    help="Proposal temperature \\[default: 1/alpha].")]
+NewTokens = Annotated[int | None, typer.Option(
+    "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
+    help="Response length n (fixed; EOS does not stop it) \\[default: 96].")]
+BlockSize = Annotated[int | None, typer.Option(
+    "--block-size", "-B", rich_help_panel=SAMPLER, show_default=False,
+    help="Block size B, must divide n \\[default: n, one block].")]
+Steps = Annotated[int | None, typer.Option(
+    "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
+    help="MH transitions per block K \\[default: 24].")]
+Budget = Annotated[int | None, typer.Option(
+    "--budget", "-N", rich_help_panel=SAMPLER, show_default=False,
+    help="Prefetch budget N: distinct requests per model call (stream: live requests) \\[default: 8].")]
+Epsilon = Annotated[float | None, typer.Option(
+    "--epsilon", rich_help_panel=SAMPLER, show_default=False,
+    help="Epsilon of epsilon-certainty, in [0, 0.5]: certain accept if A >= 1-eps, certain reject if "
+    "A <= eps \\[default: 0.01].")]
+Seed = Annotated[int | None, typer.Option(
+    "--seed", rich_help_panel=SAMPLER, show_default=False,
+    help="Session seed; the same seed gives the same chain \\[default: 0].")]
+Beta = Annotated[float | None, typer.Option(
+    "--beta", rich_help_panel=SAMPLER, show_default=False,
+    help="EntropyCut: exponent of the entropy-jump cut law \\[default: 4].")]
+CutMix = Annotated[float | None, typer.Option(
+    "--cut-mix", rich_help_panel=SAMPLER, show_default=False,
+    help="EntropyCut: share of cuts drawn uniformly over every position; > 0 lets the chain resample "
+    "the first token (the published law, 0, never does) \\[default: 0.1].")]
+Tries = Annotated[int | None, typer.Option(
+    "--tries", rich_help_panel=SAMPLER, show_default=False,
+    help="MultiTryMH: candidates per transition \\[default: 4].")]
+PaperSettings = Annotated[bool, typer.Option(
+    "--paper-settings", rich_help_panel=SAMPLER,
+    help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
+Classifier = Annotated[Path | None, typer.Option(
+    "--classifier", rich_help_panel=SAMPLER, show_default=False,
+    help="JSON epsilon-class model for --prefetch predictive (from presto-tui fit-classifier).")]
+
+# -- the engine -----------------------------------------------------------------
+Backend = Annotated[str | None, typer.Option(
+    "--backend", envvar="PRESTO_TUI_BACKEND", rich_help_panel=ENGINE, show_default=False,
+    help="Engine: vllm (default where installed), transformers (exact float32 reference), "
+    "synthetic (tiny deterministic model for tests and demos).")]
+Model = Annotated[str | None, typer.Option(
+    "--model", rich_help_panel=ENGINE, show_default=False,
+    help="smollm2-135m (the embedded default), a local Hugging Face folder, or a .gguf file.")]
+ChatTemplate = Annotated[bool, typer.Option(
+    "--chat-template/--no-chat-template", rich_help_panel=ENGINE, help="Wrap prompts in the model's chat template.")]
+Dtype = Annotated[str | None, typer.Option(
+    "--dtype", rich_help_panel=ENGINE, show_default=False,
+    help="auto, float32, bfloat16 or float16 \\[default: float32 on CPU, the model's on GPU].")]
+MaxModelLen = Annotated[int | None, typer.Option(
+    "--max-model-len", rich_help_panel=ENGINE, show_default=False,
+    help="vLLM: context length to reserve.")]
+GpuMem = Annotated[float | None, typer.Option(
+    "--gpu-memory-utilization", rich_help_panel=ENGINE, show_default=False,
+    help="vLLM on GPU: memory fraction.")]
+TensorParallel = Annotated[int, typer.Option(
+    "--tensor-parallel-size", rich_help_panel=ENGINE, help="vLLM: GPUs to shard the model over.")]
+Eager = Annotated[bool | None, typer.Option(
+    "--enforce-eager/--no-enforce-eager", rich_help_panel=ENGINE, show_default=False,
+    help="vLLM: skip graph capture \\[default: eager on CPU].")]
+Threads = Annotated[int | None, typer.Option(
+    "--threads", rich_help_panel=ENGINE, show_default=False,
+    help="CPU threads for the engine \\[default: all cores; 1 is faster on a busy machine].")]
+KvCache = Annotated[float | None, typer.Option(
+    "--kv-cache-gib", rich_help_panel=ENGINE, show_default=False,
+    help="vLLM on CPU: KV-cache size in GiB \\[default: 1].")]
+
+# -- output ---------------------------------------------------------------------
+TracePath = Annotated[Path | None, typer.Option(
+    "--trace", rich_help_panel=OUTPUT, show_default=False,
+    help="Write the session trace here \\[default: sessions/<time>-<command>.jsonl].")]
+NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
+JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
+
+SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
+                 "budget", "epsilon", "seed", "beta", "cut_mix", "tries")
+ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
+                "tensor_parallel_size", "enforce_eager", "threads", "kv_cache_gib")
+
+
+def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
+    """SamplerParams from the flags given (None: not given), over `preset` and the defaults."""
+    from presto_tui.runtime.core.params import PAPER_SETTINGS, SamplerParams
+
+    values = dict(preset or {})
+    if flags.get("paper_settings"):
+        values.update(PAPER_SETTINGS)
+        if flags.get("max_new_tokens") is not None and flags.get("block_size") is None:
+            values["block_size"] = None  # one block of the n the person chose
+    values.update({k: flags[k] for k in SAMPLER_FLAGS if flags.get(k) is not None})
+    return SamplerParams(**values).validate()
+
+
+def engine_options(flags: dict[str, Any]):
+    """The engine the flags name and its options, checked (no engine starts here)."""
+    from presto_tui.runtime.engines.registry import EngineOptions, default_backend
+
+    name = flags.get("backend") or default_backend()
+    return name, EngineOptions(**{k: flags[k] for k in ENGINE_FLAGS if k in flags}).check(name)
+
+
+def start_engine(name: str, options):
+    """Start an engine with a spinner on stderr (failures raise with one line)."""
+    from rich.console import Console
+
+    from presto_tui.runtime.engines.registry import start_engine as start
+
+    what = "the synthetic model" if name == "synthetic" else (options.model or "the embedded SmolLM2-135M")
+    with Console(stderr=True).status(f"starting {name} on {visible(what, keep_newlines=False)}..."):
+        return start(name, options)
+
+
+def check_output_path(path: Path, what: str = "trace", overwrite: bool = False) -> Path:
+    """Refuse an output path that cannot be created, with the real reason, before any work.
+    Traces are never overwritten (a trace is a record); results may be, if `overwrite`."""
+    shown = visible(str(path), keep_newlines=False)
+    if path.is_dir():
+        raise InputError(f"{shown}: is a directory; give a file path for the {what}")
+    if path.exists() or path.is_symlink():
+        if not overwrite:
+            raise InputError(f"{shown}: {what} file exists already; choose another path")
+        if not path.is_file():
+            raise InputError(f"{shown}: not a regular file; cannot write the {what} there")
+    parent = path.parent
+    for p in [parent, *parent.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{shown}: {visible(str(p), keep_newlines=False)} is not a directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise InputError(f"{shown}: cannot write in {visible(str(p), keep_newlines=False)} (permission denied)")
+            break
+    return path
+
+
+def trace_path(flags: dict[str, Any], command: str) -> Path | None:
+    """Where this command's trace goes (checked), or None with --no-trace."""
+    if flags.get("no_trace"):
+        if flags.get("trace") is not None:
+            raise InputError("--trace and --no-trace contradict each other")
+        return None
+    return check_output_path(flags.get("trace") or default_trace_path(command))
+
+
+def default_trace_path(command: str) -> Path:
+    from presto_tui.logs.writer import default_trace_path as default
+
+    return default(command)
+
+
+def open_trace(path: Path | None, command: str, engine, params):
+    if path is None:
+        return None
+    from presto_tui.logs.writer import TraceWriter
+
+    try:
+        return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
+                           params=params.to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
+    except FileExistsError:
+        raise InputError(f"{visible(str(path), keep_newlines=False)}: trace file exists already; "
+                         "choose another --trace path") from None
+    except OSError as e:
+        raise InputError(f"{visible(str(path), keep_newlines=False)}: cannot write trace ({e.strerror})") from None
+
+
+def regular_file(path: Path, what: str) -> Path:
+    """A path that names a regular file (a FIFO or device would hang or never end)."""
+    shown = visible(str(path), keep_newlines=False)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{shown}: no such {what}") from None
+    except OSError as e:
+        raise InputError(f"{shown}: cannot read {what} ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{shown}: is a directory, not a {what}")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{shown}: not a regular file (a pipe or device cannot be a {what})")
+    return path
+
+
+def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
+    """Prompts from the argument and/or a file with one prompt per line ('#' comments)."""
+    prompts = []
+    if prompt is not None:
+        if not prompt.strip():
+            raise InputError("the prompt is empty")
+        prompts.append(prompt)
+    if prompts_file is not None:
+        regular_file(prompts_file, "prompts file")
+        try:
+            text = prompts_file.read_text(encoding="utf-8-sig")  # -sig: a BOM is not part of a prompt
+        except OSError as e:
+            raise InputError(f"{visible(str(prompts_file))}: cannot read prompts file ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{visible(str(prompts_file))}: prompts file is not UTF-8 text") from None
+        prompts += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        if not prompts:
+            raise InputError(f"{visible(str(prompts_file))}: no prompts in file (one per line, '#' starts a comment)")
+    if not prompts:
+        raise InputError("give a prompt, e.g. presto-tui run \"What is 7 * 8?\", or --prompts-file FILE")
+    return prompts
+
+
+def load_classifier(path: Path | None):
+    if path is None:
+        return None
+    from presto_tui.runtime.core.classifier import CertaintyClassifier
+
+    return CertaintyClassifier.load(regular_file(path, "classifier file"))
+
+
+def load_traces(paths: list[Path]):
+    """Read traces (each one validated); warnings go to stderr."""
+    from presto_tui.logs.reader import read_trace
+
+    traces = []
+    for p in paths:
+        t = read_trace(p)
+        for w in t.warnings:
+            print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=sys.stderr)
+        traces.append(t)
+    return traces
+
+
+def finite(name: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value}")
+
+
+# -- one error handler per surface ------------------------------------------------
+
+DEBUG = {"on": False}  # set by the root callback's --debug
+VERBOSE = {"on": False}  # --verbose: engine logs on the terminal
+
+
+def fail(message: str, code: int) -> None:
+    print(f"presto-tui: error: {visible(message, keep_newlines=False)}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def handled(fn: Callable) -> Callable:
+    """Every command ends the same way: one line and the error kind's exit code, 130 on Ctrl-C,
+    a traceback only under --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except KeyboardInterrupt:
+            print("presto-tui: interrupted", file=sys.stderr)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except PrestoError as e:
+            if DEBUG["on"]:
+                traceback.print_exc()
+            fail(e.line, e.exit_code)
+        except Exception as e:
+            if DEBUG["on"]:
+                traceback.print_exc()
+            kind, message = describe(e)
+            print(f"presto-tui: internal error: {visible(message, keep_newlines=False)} "
+                  "(run with --debug for the traceback)", file=sys.stderr)
+            raise typer.Exit(1) from None
+
+    return wrapper

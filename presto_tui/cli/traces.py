@@ -1,0 +1,113 @@
+"""Commands over recorded traces: `replay`, `stats`, `fit-classifier` (no model needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from presto_tui.cli import app
+from presto_tui.cli import options as o
+from presto_tui.errors import InputError, OutputError
+
+
+@app.command()
+@o.handled
+def replay(
+    trace: Annotated[Path, typer.Argument(help="A trace written by presto-tui run, chat or bench.")],
+    play: Annotated[bool, typer.Option("--play", help="Start playing at once.")] = False,
+) -> None:
+    """Replay a recorded session: the same trees, inspector and stats, no model needed.
+
+    A timeline runs over every round; space plays and pauses, < and > change the speed,
+    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key.
+
+      presto-tui replay sessions/example.jsonl
+    """
+    (loaded,) = o.load_traces([trace])
+    if not any(s.rounds for s in loaded.sessions):
+        raise InputError(f"{trace}: the trace holds no rounds to replay")
+    from presto_tui.views.app import replay_app
+
+    replay_app(loaded, autoplay=play).run()
+
+
+@app.command()
+@o.handled
+def stats(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON: per-session rows and pooled totals.")] = False,
+) -> None:
+    """Per-session and pooled statistics of recorded traces; no model needed.
+
+    Model calls, transitions per call, time per call, acceptance rate, epsilon-class
+    shares of the scored decisions, requests issued against requests the walk used,
+    and the estimated speedup over the sequential sampler. Sessions cut short (no
+    end event) are marked.
+
+      presto-tui stats sessions/example.jsonl
+    """
+    from rich.console import Console
+
+    from presto_tui.logs.stats import pooled, render, session_rows
+
+    rows = session_rows(o.load_traces(traces))
+    pool = pooled(rows)
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": pool}).decode() + "\n")
+    else:
+        render(Console(highlight=False), rows, pool)
+
+
+@app.command("fit-classifier")
+@o.handled
+def fit_classifier(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files whose scored decisions are the examples.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the classifier JSON.")],
+    features: Annotated[str, typer.Option(
+        help="Comma-separated features: cut_fraction (the paper's choice), cut_index_fraction, "
+        "gap_fraction, depth, accepts.")] = "cut_fraction",
+) -> None:
+    """Fit the predictive rule's epsilon-class model (3-class logistic regression).
+
+    Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
+    constant baseline (paper appendix E.7), and warns when the model does no better
+    than the baseline. Use the result with
+    `presto-tui run --prefetch predictive --inputs node --classifier model.json`.
+    """
+    from presto_tui.runtime.core.classifier import FEATURES
+
+    names = tuple(f.strip() for f in features.split(",") if f.strip())
+    bad = [f for f in names if f not in FEATURES]
+    if bad or not names:
+        raise InputError(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
+    o.check_output_path(output, "classifier", overwrite=True)
+    try:
+        from presto_tui.logs.fit import fit
+    except ImportError:
+        raise InputError("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'") from None
+    clf = fit(o.load_traces(traces), names)
+    import json
+
+    try:
+        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
+    except OSError as e:
+        raise OutputError(f"{output}: cannot write ({e.strerror})") from None
+    m = clf.meta
+    cv = m["cross_validation"]
+    print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")
+    if cv:
+        print(f"held-out accuracy {cv['accuracy']:.3f} (baseline {cv['baseline_accuracy']:.3f}), "
+              f"log loss {cv['log_loss']:.3f} (baseline {cv['baseline_log_loss']:.3f}), "
+              f"{cv['folds']}-fold grouped by prompt")
+        if cv["log_loss"] >= cv["baseline_log_loss"]:
+            print("presto-tui: warning: the fitted model predicts held-out prompts no better than the "
+                  "constant baseline (log loss); the built-in prior may serve --prefetch predictive as well. "
+                  "Record more sessions or try other --features.", file=sys.stderr)
+    else:
+        print("cross-validation skipped: it needs traces of at least two sessions")
+    print(f"wrote {output}")

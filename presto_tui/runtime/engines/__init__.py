@@ -1,0 +1,1 @@
+"""Engines that generate proposals: synthetic, transformers, vLLM; choosing and starting them."""

@@ -1,0 +1,1 @@
+"""The three MH sampler families (PowerMH, EntropyCut, MultiTryMH), as objects."""

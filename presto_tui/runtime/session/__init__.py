@@ -1,0 +1,1 @@
+"""Running chains: the session runner, its events and summary, the chat session."""

@@ -1,0 +1,167 @@
+"""`presto-tui chat`: prompts run by a `ChatSession` on a worker thread, drawn live.
+
+The worker only runs `ChatSession` methods and posts what they emit
+(`FromWorker`, safe from any thread); this screen folds the events into its
+state and draws.  It never touches the engine or the trace: it asks the session
+to cancel or pause, and the app closes the session after the worker stopped.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Input
+from textual.worker import Worker, WorkerState
+
+from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
+from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.events import RoundDone, SessionError, SessionStart
+from presto_tui.safetext import visible
+from presto_tui.views.round_screen import RoundScreen
+from presto_tui.views.screens import SettingsScreen
+
+
+class FromWorker(Message):
+    """Something the chat session emitted on the worker thread."""
+
+    def __init__(self, item: object) -> None:
+        self.item = item
+        super().__init__()
+
+
+class ChatScreen(RoundScreen):
+    BINDINGS = [
+        Binding("ctrl+s", "settings", "settings"),
+        Binding("escape", "cancel", "cancel"),
+        Binding("p", "pause", "pause"),
+        Binding("i,slash", "focus_prompt", "prompt", show=False),
+    ]
+
+    def __init__(self, session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> None:
+        super().__init__()
+        self.session = session
+        self.params = params
+        self.backend = backend
+        self.model = model
+        self.running = False
+
+    def compose_bottom(self) -> ComposeResult:
+        yield Input(placeholder="Type a prompt and press Enter (Tab to the tree; ? there for help)", id="prompt")
+
+    def on_mount(self) -> None:
+        self.query_one("#prompt", Input).focus()
+        # start the engine now, so that it is warm by the time the first prompt is typed
+        self.run_worker(lambda: self.session.start_engine(self.model, self._emit), thread=True,
+                        exit_on_error=False, group="engine")
+        self.redraw()
+
+    def _emit(self, item: object) -> None:  # the worker thread
+        self.post_message(FromWorker(item))
+
+    # -- what the worker sends ------------------------------------------------------
+    def on_from_worker(self, message: FromWorker) -> None:
+        item = message.item
+        if isinstance(item, VocabUpdate):
+            self.state.vocab.update(item.pieces)
+        elif isinstance(item, Notice):
+            self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=10)
+        elif isinstance(item, EngineReady):
+            self.app.sub_title = f"{visible(item.backend)} on {visible(item.model)}"
+            self.notify(f"{visible(item.backend)} on {visible(item.model)} is ready", timeout=3)
+        else:
+            self.state.apply(item)  # type: ignore[arg-type]
+            if isinstance(item, SessionStart):
+                self.follow = True
+            if isinstance(item, RoundDone) and self.follow:
+                self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
+                self.redraw()
+                return
+            if isinstance(item, SessionError):
+                self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8)
+            self.draw_panels()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "sampler" or event.state not in (
+                WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        self.running = False
+        if event.state == WorkerState.ERROR:  # the session reports its own failures: this is a bug
+            err = event.worker.error
+            self.notify(f"internal error: {visible(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
+                        severity="error", timeout=10)
+        self.draw_panels()
+        if getattr(self.app, "quitting", False):
+            self.app.exit()
+
+    # -- prompts --------------------------------------------------------------------------
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        prompt = event.value.strip()
+        if not prompt:
+            return
+        if self.running:
+            self.notify("a run is in progress: escape cancels it", severity="warning")
+            return
+        event.input.value = ""
+        self.running = True
+        self.follow = True
+        self.tree_view.focus()
+        params, model = self.params, self.model
+        self.run_worker(lambda: self.session.run(prompt, params, model, self._emit), thread=True,
+                        exclusive=True, exit_on_error=False, group="sampler")
+
+    def stop_for_quit(self) -> bool:
+        """Ask a running prompt to stop; True if the app must wait for it before exiting."""
+        if not self.running:
+            return False
+        self.session.cancel()
+        self.notify("stopping the running prompt, then quitting...", timeout=5)
+        return True
+
+    def action_cancel(self) -> None:
+        if self.running:
+            self.session.cancel()
+            self.notify("cancelling after the current round", timeout=3)
+
+    def action_pause(self) -> None:
+        if not self.running:
+            return
+        if self.session.paused:
+            self.session.resume()
+            self.notify("resumed", timeout=2)
+        else:
+            self.session.pause()
+            self.notify("paused after the current round (p resumes)", timeout=3)
+
+    def action_focus_prompt(self) -> None:
+        self.query_one("#prompt", Input).focus()
+
+    # -- settings ---------------------------------------------------------------------------
+    def action_settings(self) -> None:
+        def done(result) -> None:
+            if result is None:
+                return
+            self.params, model = result
+            if model != self.model:
+                self.model = model  # the engine restarts on the next prompt
+            self.notify("settings apply from the next prompt", timeout=3)
+
+        self.app.push_screen(SettingsScreen(self.params, self.model), done)
+
+    def set_params(self, **changes) -> None:
+        try:
+            self.params = self.params.with_(**changes).validate()
+        except ValueError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.notify(f"next prompt: {self.params.prefetch}, N={self.params.budget}", timeout=3)
+
+    def system_commands(self):
+        yield SystemCommand("Settings", "Sampler settings for the next prompt", self.action_settings)
+        for rule in PREFETCH_RULES:
+            yield SystemCommand(f"Prefetch rule: {rule}", "Use this rule from the next prompt",
+                                lambda r=rule: self.set_params(prefetch=r))
+        for n in (8, 12, 20, 64):
+            yield SystemCommand(f"Budget: {n}", "Prefetch budget N from the next prompt",
+                                lambda n=n: self.set_params(budget=n))
+        yield SystemCommand("Toggle full / rounded tree", "Epsilon-rounded subtree", self.action_toggle_view)
