@@ -13,7 +13,19 @@ def small_backend(vocab: int = 5, order: int = 2, seed: int = 1, sharpness: floa
 
 
 def run_chain(engine, params: SamplerParams, chain):
-    """Advance `chain` to the end of its block with the kernel `params` select."""
+    """Advance `chain` to the end of its block with the rule `params` select (the streaming rule
+    through the engine loop, the others through their kernel)."""
+    if params.prefetch == "stream":
+        from presto_tui.runtime.session.events import RoundDone
+        from presto_tui.runtime.session.loop import make_driver, run_chains
+
+        driver = make_driver(engine, params.with_(max_new_tokens=chain.state.T, block_size=None),
+                             chain.state.prompt, state=chain.state)
+        k = 0
+        for _, ev in run_chains(engine, [driver]):
+            if isinstance(ev, RoundDone):
+                k = ev.k_after
+        return type(chain)(driver.state, chain.block, k)
     from presto_tui.runtime.prefetch.kernel import build_kernel
 
     kernel = build_kernel(params)
@@ -49,15 +61,14 @@ class RecordNoiseBackend(SyntheticEngine):
         super().__init__(*args, **kwargs)
         self.noise = noise
 
-    def _one(self, req):
+    def finished(self, req, p):
         import numpy as np
 
         from presto_tui.runtime.core.types import Proposal
 
-        p = super()._one(req)
         rng = np.random.default_rng([req.seed, len(req.prefix), 0x4E])
         n = len(p.tokens)
-        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))
+        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))  # noqa: E731
         lq, lp, h = jitter(), jitter(), jitter()
         return Proposal(p.tokens, tuple(a + b for a, b in zip(p.logq, lq)),
                         tuple(a + b for a, b in zip(p.logp, lp)),
@@ -67,3 +78,35 @@ class RecordNoiseBackend(SyntheticEngine):
 
 def noisy_backend(vocab: int = 4, seed: int = 1, sharpness: float = 2.5, noise: float = 0.3):
     return RecordNoiseBackend(SyntheticLM(vocab_size=vocab, order=2, seed=seed, sharpness=sharpness), noise=noise)
+
+
+class ScriptedEngine(SyntheticEngine):
+    """The synthetic engine with calls that take a while or fail.
+
+    A call is a batch submitted to an idle engine (a round, a sequential step,
+    a block extension): call n is slowed by `delay` seconds, and the
+    `fail_on_call`-th raises `error` as it is submitted.
+    """
+
+    def __init__(self, *args, delay: float = 0.0, fail_on_call: int | None = None,
+                 error: BaseException | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.delay, self.fail_on_call, self.error = delay, fail_on_call, error
+        self.calls = 0
+        self._slow = False
+
+    def submit(self, request):
+        if not self.live:
+            self.calls += 1
+            self._slow = True
+            if self.calls == self.fail_on_call:
+                raise self.error or MemoryError("out of memory (simulated)")
+        return super().submit(request)
+
+    def step(self):
+        if self._slow and self.delay:
+            import time
+
+            time.sleep(self.delay)
+        self._slow = False
+        return super().step()

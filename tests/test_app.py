@@ -10,7 +10,7 @@ from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from helpers import ScriptedEngine
 from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.views.app import chat_app, replay_app
@@ -143,19 +143,9 @@ async def test_untrusted_text_appears_literally():
         assert "\x1b" not in ins and "\x9b" not in ins
 
 
-class SlowBackend(SyntheticEngine):
+def SlowBackend(delay=0.0, fail_on_call=None):  # noqa: N802 - reads as the engine it makes
     """Synthetic model whose calls take a while and can be made to fail."""
-
-    def __init__(self, delay=0.0, fail_on_call=None):
-        super().__init__()
-        self.delay, self.fail_on_call, self.calls = delay, fail_on_call, 0
-
-    def generate(self, requests):
-        self.calls += 1
-        if self.fail_on_call == self.calls:
-            raise MemoryError("out of memory (simulated)")
-        time.sleep(self.delay)
-        return super().generate(requests)
+    return ScriptedEngine(delay=delay, fail_on_call=fail_on_call)
 
 
 def make_chat(backend=None, factory=None, trace_opener=None, **params):

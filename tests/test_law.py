@@ -209,6 +209,7 @@ CONFIGS = [
     ("bfs", "decision"),
     ("predictive", "decision"),
     ("spine", "decision"),
+    ("stream", "decision"),
     ("bfs", "node"),
     ("predictive", "node"),
 ]

@@ -220,17 +220,9 @@ def test_damaged_traces_never_crash_the_reader(trace_file, tmp_path_factory, dat
 
 def failing_backend(on_call: int, error: BaseException):
     """A synthetic backend whose `on_call`-th model call raises `error` (Ctrl-C, out of memory)."""
-    backend = small_backend()
-    real, calls = backend.generate, []
+    from helpers import ScriptedEngine
 
-    def generate(reqs):
-        calls.append(len(reqs))
-        if len(calls) == on_call:
-            raise error
-        return real(reqs)
-
-    backend.generate = generate
-    return backend
+    return ScriptedEngine(small_backend().lm, fail_on_call=on_call, error=error)
 
 
 def run_writer(path, backend, params):

@@ -45,13 +45,16 @@ CASES = [
     ("powermh", "bfs", "decision", 6),
     ("powermh", "predictive", "decision", 6),
     ("powermh", "spine", "decision", 6),
+    ("powermh", "stream", "decision", 6),
     ("entropycut", "none", "decision", 1),
     ("entropycut", "bfs", "node", 6),
     ("entropycut", "predictive", "node", 6),
     ("entropycut", "spine", "decision", 6),
+    ("entropycut", "stream", "decision", 6),
     ("multitry", "none", "decision", 4),
     ("multitry", "predictive", "node", 8),
     ("multitry", "spine", "decision", 8),
+    ("multitry", "stream", "decision", 8),
 ]
 
 

@@ -1,7 +1,16 @@
-"""What the samplers need from an engine (DESIGN.md sec 5): the protocol, no implementation.
+"""What the samplers need from an engine (DESIGN.md sec 5 and 7): the protocol, no implementation.
 
 Engines live in `runtime.engines`; the sampling core only ever sees this
 protocol, so it imports no engine (an import-linter contract holds it).
+
+Two ways to use an engine, the second underneath the first:
+- `generate(requests)`: one batch, all proposals back (a PreSTO round);
+- `submit` / `abort` / `step`: an engine loop.  `step()` advances every live
+  request by (about) one token and hands back those that finished; requests
+  can join and leave between steps (continuous batching), which is what the
+  streaming rule and many chains on one engine need.
+`clock()` is the time the engine's work is measured in: wall time on real
+engines, a deterministic cost per step on the synthetic one.
 """
 
 from __future__ import annotations
@@ -28,6 +37,29 @@ class Engine(Protocol):
     def generate(self, requests: Sequence[Request]) -> list[Proposal]:
         """One proposal per request; the same request gives the same proposal in any batch."""
         ...
+
+    def submit(self, request: Request) -> int:
+        """Start a request; returns its handle."""
+        ...
+
+    def abort(self, handle: int) -> int:
+        """Stop a live request (no-op if it has finished); returns the tokens it had decoded."""
+        ...
+
+    def step(self) -> list[tuple[int, Proposal]]:
+        """Advance every live request; (handle, proposal) of each that finished."""
+        ...
+
+    def progress(self, handle: int) -> int:
+        """Tokens a live request has decoded so far (an estimate where the engine hides it)."""
+        ...
+
+    @property
+    def live(self) -> int:
+        """Requests submitted and not yet finished or aborted."""
+        ...
+
+    def clock(self) -> float: ...
 
     def prefix_cache_stats(self) -> dict:
         """Cumulative prefix-token queries and hits ({} if the engine keeps none)."""

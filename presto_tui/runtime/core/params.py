@@ -13,7 +13,7 @@ from presto_tui.errors import InputError
 
 SAMPLERS = ("powermh", "entropycut", "multitry")
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
-PREFETCH_RULES = ("none", "bfs", "predictive", "spine")
+PREFETCH_RULES = ("none", "bfs", "predictive", "spine", "stream")
 INPUT_MODES = ("decision", "node")
 
 # The paper's sizes (appendix D.4, table 6): one block of n = 1024, K = 100,
@@ -84,8 +84,9 @@ class SamplerParams:
             value = getattr(self, name)
             if value not in choices:
                 raise ParamError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
-        if self.prefetch == "spine" and self.inputs != "decision":
-            raise ParamError("--prefetch spine needs --inputs decision (its requests are shared per decision)")
+        if self.prefetch in ("spine", "stream") and self.inputs != "decision":
+            raise ParamError(f"--prefetch {self.prefetch} needs --inputs decision (its requests are keyed by "
+                             "decision, which is what keeps it exact)")
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
             if value is None:

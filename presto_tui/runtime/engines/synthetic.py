@@ -9,12 +9,15 @@ are there so that a demo reads like text.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
 from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.engines.base import LoopEngine
 
 DEMO_WORDS = (
     "<eos>", "the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "tree",
@@ -63,13 +66,34 @@ class SyntheticLM:
         return logp, logq, entropy
 
 
-class SyntheticEngine:
-    """The `Backend` protocol over a `SyntheticLM`; one numpy generator per request seed."""
+@dataclass
+class _Live:
+    request: Request
+    rng: np.random.Generator
+    ctx: list[int]
+    toks: list[int] = field(default_factory=list)
+    lq: list[float] = field(default_factory=list)
+    lp: list[float] = field(default_factory=list)
+    ent: list[float] = field(default_factory=list)
+    extra: list[list[float]] = field(default_factory=list)
+
+
+class SyntheticEngine(LoopEngine):
+    """The `Engine` protocol over a `SyntheticLM`, stepped token by token.
+
+    Each request samples by inverse CDF with one uniform per token from its own
+    generator (seeded by the request's seed), so the same request gives the same
+    tokens in any batch.  Its clock is virtual and deterministic: one step costs
+    `step_s * (1 + slope * (live - 1))` with `live` requests in the batch (the
+    cost model of DESIGN.md sec 7), so tests and benchmarks can reason about time
+    without a real model.
+    """
 
     name = "synthetic"
     max_len = None  # no context limit
 
-    def __init__(self, lm: SyntheticLM | None = None, words: Sequence[str] | None = None):
+    def __init__(self, lm: SyntheticLM | None = None, words: Sequence[str] | None = None,
+                 step_s: float = 0.01, slope: float = 0.05):
         self.lm = lm or SyntheticLM()
         self.eos_id = self.lm.eos_id
         if words is None:
@@ -78,32 +102,62 @@ class SyntheticEngine:
             ]
         self.words = tuple(words)
         self.model = f"synthetic-v{self.lm.vocab_size}-o{self.lm.order}-s{self.lm.seed}"
+        self.step_s, self.slope = step_s, slope
+        self._live: dict[int, _Live] = {}
+        self._handles = itertools.count()
+        self._clock = 0.0
 
-    def generate(self, requests: Sequence[Request]) -> list[Proposal]:
-        return [self._one(r) for r in requests]
+    # -- the engine loop ----------------------------------------------------------
+    def submit(self, request: Request) -> int:
+        h = next(self._handles)
+        self._live[h] = _Live(request, np.random.default_rng(request.seed), list(request.prefix),
+                              extra=[[] for _ in request.score_taus])
+        return h
 
-    def _one(self, req: Request) -> Proposal:
-        # Inverse-CDF sampling with one uniform per token from the request's own
-        # generator: the same request gives the same tokens in any batch.
-        rng = np.random.default_rng(req.seed)
-        ctx = list(req.prefix)
-        toks, lq, lp, ent = [], [], [], []
-        extra: list[list[float]] = [[] for _ in req.score_taus]
-        for _ in range(req.n_new):
-            logp, logq, h = self.lm.log_probs(ctx, req.tau)
-            cdf = np.cumsum(np.exp(logq))
-            tok = int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
-            toks.append(tok)
-            lq.append(float(logq[tok]))
-            lp.append(float(logp[tok]))
-            ent.append(h)
-            for tau, out in zip(req.score_taus, extra):
-                out.append(float(self.lm.log_probs(ctx, tau)[1][tok]))
-            ctx.append(tok)
-        return Proposal(tuple(toks), tuple(lq), tuple(lp), tuple(ent), tuple(tuple(e) for e in extra))
+    def abort(self, handle: int) -> int:
+        live = self._live.pop(handle, None)
+        return len(live.toks) if live else 0
 
-    def prefix_cache_stats(self) -> dict:
-        return {}
+    def progress(self, handle: int) -> int:
+        live = self._live.get(handle)
+        return len(live.toks) if live else 0
+
+    @property
+    def live(self) -> int:
+        return len(self._live)
+
+    def clock(self) -> float:
+        return self._clock
+
+    def step(self) -> list[tuple[int, Proposal]]:
+        if not self._live:
+            return []
+        self._clock += self.step_s * (1 + self.slope * (len(self._live) - 1))
+        done = []
+        for h, r in list(self._live.items()):
+            if len(r.toks) < r.request.n_new:
+                self._sample_one(r)
+            if len(r.toks) >= r.request.n_new:
+                del self._live[h]
+                done.append((h, self.finished(r.request, Proposal(
+                    tuple(r.toks), tuple(r.lq), tuple(r.lp), tuple(r.ent), tuple(tuple(e) for e in r.extra)))))
+        return done
+
+    def finished(self, request: Request, proposal: Proposal) -> Proposal:
+        """A hook on each finished proposal (tests perturb records through it)."""
+        return proposal
+
+    def _sample_one(self, r: _Live) -> None:
+        logp, logq, h = self.lm.log_probs(r.ctx, r.request.tau)
+        cdf = np.cumsum(np.exp(logq))
+        tok = int(min(np.searchsorted(cdf, r.rng.random() * cdf[-1], side="right"), len(cdf) - 1))
+        r.toks.append(tok)
+        r.lq.append(float(logq[tok]))
+        r.lp.append(float(logp[tok]))
+        r.ent.append(h)
+        for tau, out in zip(r.request.score_taus, r.extra):
+            out.append(float(self.lm.log_probs(r.ctx, tau)[1][tok]))
+        r.ctx.append(tok)
 
     @property
     def info(self) -> dict:

@@ -34,6 +34,8 @@ EXPANDED = "expanded"  # its accept child's request was issued and is reachable
 DEFERRED = "deferred"  # its request was infeasible; the decision waits for a later round
 LEAF = "leaf"  # not expanded in this round (budget, depth cap)
 UNREACHABLE = "unreachable"  # issued, but below the reject child of a deferred node (BFS)
+LIVE = "live"  # streaming: its request was still decoding when the tree was recorded
+ABORTED = "aborted"  # streaming: its request was aborted (no reachable state needed it any more)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ class RequestRec:
     decision: int  # position in RoundTree.decisions
     cut: int
     seed: int
-    proposal: Proposal
+    proposal: Proposal  # no tokens while the request is live or after it was aborted
     tau: float = 0.0  # the temperature it was sampled at
+    parent: int = -1  # the state its prefix was taken from: ROOT, or a request whose proposal it extends
+    done: int | None = None  # streaming: tokens decoded by a request that has not finished
 
 
 @dataclass(frozen=True)
@@ -151,12 +155,13 @@ class RoundTree:
 
     # -- states ------------------------------------------------------------
     def state_of(self, src: int) -> SeqState:
-        """The state a node holding `src` has: the root, or the root with request src's suffix."""
+        """The state a node holding `src` has: the root, or the state request src was made from
+        (the root for every rule but streaming) with src's suffix."""
         if src == ROOT:
             return self.root
         if src not in self._states:
             r = self.requests[src]
-            self._states[src] = self.root.with_suffix(r.cut, r.proposal)
+            self._states[src] = self.state_of(r.parent).with_suffix(r.cut, r.proposal)
         return self._states[src]
 
     def cut_index(self, src: int) -> int:

@@ -1,4 +1,15 @@
-"""The typed events a session emits: the only thing traces, the TUI and progress consume."""
+"""The typed events a session emits: the only thing traces, the TUI and progress consume.
+
+Round rules emit `ModelCall` and `RoundDone` per round.  The streaming rule has
+no rounds: it emits a `RequestEvent` when a request is issued, finishes or is
+aborted, a `DecisionWalked` for every decision the walker takes, and a
+`RoundDone` per epoch (the decisions walked from one state, up to and including
+the accept that moves it) whose tree is the epoch's speculation tree, so that
+everything that reads rounds (stats, replay, the app) reads epochs alike.
+
+`InFlight` and `LiveTree` are transient: they show work in progress to a person
+(at most ten a second) and are never written to a trace.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +57,57 @@ class RoundDone:
     k_after: int
     steps: int  # K
     tree: RoundTree
-    call_wall_s: float
-    sampler_s: dict = field(default_factory=dict)  # the sampler's own time: plan, finish
+    call_wall_s: float  # the round's model call; an epoch's time from its first decision to its last
+    sampler_s: dict = field(default_factory=dict)  # the sampler's own time: plan, finish (s)
+    clock: float | None = None  # engine time since the session started, when it ended
+
+
+@dataclass(frozen=True)
+class RequestEvent:
+    """Streaming: a request group (MultiTryMH: all candidates of a decision) issued, finished or aborted."""
+
+    kind: str  # "issued", "finished", "aborted"
+    block: int
+    request: int  # session-unique id of the group
+    decision: int
+    cut: int
+    size: int  # requests in the group
+    tokens: int  # finished: tokens generated; aborted: tokens decoded before the abort
+    clock: float  # engine time since the session started
+    live: int  # this chain's live requests after the event
+
+
+@dataclass(frozen=True)
+class DecisionWalked:
+    """Streaming: the walker took decision k with the proposal of group `request`."""
+
+    block: int
+    k: int
+    cut: int
+    request: int
+    accepted: bool
+    accept_prob: float
+    eps_class: str
+    clock: float
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Transient: the round in flight (requests issued, tokens decoded so far)."""
+
+    requests: int
+    decoded: int
+    total: int
+
+
+@dataclass(frozen=True)
+class LiveTree:
+    """Transient: the streaming epoch in progress, as its tree so far."""
+
+    block: int
+    k_before: int
+    k_now: int
+    tree: RoundTree
 
 
 @dataclass(frozen=True)
@@ -63,4 +123,6 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
-Event = SessionStart | ModelCall | BlockStart | RoundDone | SessionEnd | SessionError
+Event = (SessionStart | ModelCall | BlockStart | RoundDone | RequestEvent | DecisionWalked | SessionEnd
+         | SessionError | InFlight | LiveTree)
+TRANSIENT = (InFlight, LiveTree)

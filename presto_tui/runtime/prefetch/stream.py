@@ -1,0 +1,373 @@
+"""The streaming rule (DESIGN.md sec 7): speculation that never waits for a round.
+
+With decision-keyed inputs, the request sequential PowerMH makes at decision d
+from state x is a function of (d, x's tokens before the cut): its seed, its
+temperature and its horizon are fixed by d.  So proposals can be computed at
+any time and in any order; the chain stays exact as long as the walker, at
+decision k holding state x, uses only the proposal of exactly that request.
+
+`StreamChain` holds one chain's block:
+- the walker takes decisions strictly in order, each as soon as the proposal
+  its own state asks for has finished, with the unchanged MH rule;
+- the scheduler keeps up to N requests live, chosen by their predicted chance
+  of being needed.  It expands a speculation tree from the walker's state
+  best-first by reach probability (eqs. 14/17/19 made continuous): a decision
+  whose proposal has finished branches with its exact acceptance probability
+  A; one still unknown with the epsilon-class classifier's h+.  An accept
+  child whose proposal is still decoding has a known prefix up to its cut, so
+  requests for later decisions with earlier cuts (the spine) can already be
+  made.  A request is wanted with the summed reach of the tree nodes that ask
+  for it, i.e. the model's probability that the walker will need it;
+- a live request that no state the walker can still reach would ask for is
+  aborted: its decision is behind the walker, or (uniform cuts) its prefix
+  differs from the walker's state at a position no later decision can cut.
+
+Nothing here calls the engine: the session's engine loop submits, aborts and
+delivers, and this object only answers what to submit and what to abort.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.core.mh import Score, accepts
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.randomness import DecisionInputs, decision_inputs
+from presto_tui.runtime.core.types import Proposal, Request, SeqState
+from presto_tui.runtime.prefetch.tree import (
+    ABORTED, EXPANDED, LEAF, LIVE, ROOT, DecisionRec, NodeRec, RequestRec, Step, TableTree,
+)
+from presto_tui.runtime.samplers.families import SamplerFamily
+
+MIN_REACH = 1e-4  # speculation below this predicted reach is not worth a slot
+EPOCH_NODES = 400  # an epoch's recorded tree: at most this many nodes (the path always)
+
+PLANNED, RUNNING, FINISHED, ABANDONED = "planned", "live", "finished", "aborted"
+
+
+@dataclass(frozen=True)
+class Want:
+    """What the walker asks for at decision d from a state whose tokens before `cut` are `prefix`."""
+
+    d: int
+    cut: int
+    prefix: tuple[int, ...]
+
+
+@dataclass(eq=False)
+class Group:
+    """The requests of one Want (MultiTryMH: one per candidate) and what became of them."""
+
+    want: Want
+    requests: tuple[Request, ...]
+    id: int  # session-unique, for events and traces
+    status: str = PLANNED
+    handles: list[int | None] = field(default_factory=list)
+    proposals: list[Proposal | None] = field(default_factory=list)
+    selected: int | None = None  # MultiTryMH's J, drawn once when all candidates have finished
+    decoded: int = 0  # tokens decoded before an abort
+
+    @property
+    def finished(self) -> bool:
+        return self.status == FINISHED
+
+    @property
+    def size(self) -> int:
+        return len(self.requests)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """Decisions walked from one state, up to the accept that moved it (or the block's end)."""
+
+    k0: int
+    root: SeqState
+    walked: list[Walked]
+    stop_reason: str  # "accepted" or "cap"
+
+
+@dataclass(frozen=True)
+class Walked:
+    """One decision the walker took."""
+
+    k: int
+    group: Group
+    cut: int
+    score: Score
+    accepted: bool
+    before: SeqState
+    after: SeqState
+
+
+class StreamChain:
+    """Walker and scheduler of one chain's block (decision inputs; see the module docstring)."""
+
+    def __init__(self, params: SamplerParams, family: SamplerFamily, classifier: CertaintyClassifier,
+                 block: int, state: SeqState, ids: Callable[[], int] | None = None):
+        self.params, self.family, self.classifier = params, family, classifier
+        self.block = block
+        self.T = state.T
+        self.K = params.steps
+        self.k = 0
+        self.state = state
+        self.groups: dict[Want, Group] = {}
+        self._ids = ids or itertools.count().__next__
+        self._inputs: dict[int, DecisionInputs] = {}
+        self._A: dict[tuple[int, tuple[int, ...]], tuple[float, int]] = {}  # (group id, state) -> (A, J)
+        self.epoch_start = (0, state)  # (k, state) where the current epoch began
+        self.epoch_walked: list[Walked] = []
+        self.closed: list[Epoch] = []  # epochs the walk ended, for the driver to record
+
+    # -- decisions ---------------------------------------------------------------------
+    def inputs(self, d: int) -> DecisionInputs:
+        if d not in self._inputs:
+            self._inputs[d] = decision_inputs(self.params.seed, self.block, d)
+        return self._inputs[d]
+
+    def want_at(self, d: int, state: SeqState) -> Want | None:
+        """The request group decision d asks for from `state` (None: not known yet, because the
+        state's tokens before the cut, or its cut law's inputs, are still being decoded)."""
+        law = self.family.law
+        full = state.T == self.T
+        if law.state_dependent and not full:
+            return None
+        cut = law.cut(self.inputs(d).cut_u, state if full else self.state)
+        if cut > state.T:
+            return None
+        return Want(d, cut, state.tokens[:cut])
+
+    def _group(self, want: Want, state: SeqState) -> Group:
+        g = self.groups.get(want)
+        if g is None:
+            prefix = state.prefix(want.cut)
+            reqs = tuple(Request(prefix, self.T - want.cut, seed, tau, self.family.score_taus)
+                         for seed, tau in self.family.draws(self.inputs(want.d)))
+            g = self.groups[want] = Group(want, reqs, self._ids(), handles=[None] * len(reqs),
+                                          proposals=[None] * len(reqs))
+        return g
+
+    def _selected(self, g: Group) -> int:
+        if g.selected is None:
+            g.selected = self.family.select(self.inputs(g.want.d), g.proposals)  # type: ignore[arg-type]
+        return g.selected
+
+    def _score(self, g: Group, state: SeqState) -> tuple[Score, int]:
+        J = self._selected(g)
+        return self.family.score(state, g.want.cut, self.inputs(g.want.d), g.proposals, J), J  # type: ignore[arg-type]
+
+    def _accept_prob(self, g: Group, state: SeqState) -> tuple[float, int]:
+        key = (g.id, state.tokens)
+        if key not in self._A:
+            sc, J = self._score(g, state)
+            self._A[key] = (sc.accept_prob, J)
+        return self._A[key]
+
+    def _h_pred(self, d: int, cut: int) -> float:
+        return self.classifier.branch_prob(node_features(cut, self.T, d - self.k, 0, self.T))
+
+    # -- the walker -------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.k >= self.K
+
+    def walk(self) -> list[Walked]:
+        """Take every decision whose proposal is available, in order."""
+        out = []
+        while self.k < self.K:
+            want = self.want_at(self.k, self.state)
+            assert want is not None  # the walker's state is always complete
+            g = self.groups.get(want)
+            if g is None or not g.finished:
+                break
+            sc, J = self._score(g, self.state)
+            accepted = accepts(self.inputs(self.k).accept_u, sc)
+            after = self.state.with_suffix(want.cut, g.proposals[J]) if accepted else self.state  # type: ignore[arg-type]
+            w = Walked(self.k, g, want.cut, sc, accepted, self.state, after)
+            out.append(w)
+            self.epoch_walked.append(w)
+            self.state, self.k = after, self.k + 1
+            if accepted or self.k >= self.K:  # the state moved (or the block ended): a new epoch
+                (k0, root) = self.epoch_start
+                self.closed.append(Epoch(k0, root, self.epoch_walked, "cap" if self.k >= self.K else "accepted"))
+                self.epoch_start, self.epoch_walked = (self.k, self.state), []
+                self._A.clear()  # scores against the old state's branches are of no more use
+        return out
+
+    # -- the scheduler ------------------------------------------------------------------------
+    def plan(self, budget: int) -> tuple[list[Group], list[Group]]:
+        """(groups to submit, groups to abort) so that about `budget` requests are live."""
+        wanted = self._expand(budget)
+        aborts = [g for g in self.groups.values() if g.status == RUNNING and not self._reachable(g.want)]
+        live = sum(g.size for g in self.groups.values() if g.status == RUNNING and g not in aborts)
+        submit = []
+        for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
+            g = self.groups.get(want)
+            if g is not None and g.status == ABANDONED:  # wanted again: aborted only if unreachable,
+                g.status = PLANNED  # so this should not happen; never leave the walker waiting for it
+                g.proposals, g.decoded = [None] * g.size, 0
+            if g is not None and g.status != PLANNED:
+                continue
+            g = self._group(want, self._state_for(want))
+            if live + g.size > budget and want.d != self.k:
+                continue  # the walker's own request goes even over budget
+            submit.append(g)
+            live += g.size
+            if live >= budget:
+                break
+        self._forget_behind()
+        return submit, aborts
+
+    def _state_for(self, want: Want) -> SeqState:
+        """A state with the want's prefix (only its tokens before the cut are used)."""
+        return SeqState(self.state.prompt, want.prefix)
+
+    def _expand(self, budget: int) -> dict[Want, float]:
+        """Best-first over the speculation tree: the summed reach of the nodes asking for each Want."""
+        wanted: dict[Want, float] = {}
+        order = itertools.count()
+        heap: list[tuple[float, int, int, SeqState]] = [(-1.0, next(order), self.k, self.state)]
+        unknown = 0  # wants seen that are not finished: enough once they would fill the budget twice
+        while heap and unknown < 2 * budget + 2:
+            neg, _, d, st = heapq.heappop(heap)
+            reach = -neg
+            if reach < MIN_REACH:
+                break
+            if d >= self.K:
+                continue
+            want = self.want_at(d, st)
+            if want is None:
+                continue
+            wanted[want] = wanted.get(want, 0.0) + reach
+            g = self.groups.get(want)
+            if g is not None and g.finished:
+                if st.T == self.T:
+                    h, J = self._accept_prob(g, st)
+                else:  # a state still partly decoding: its suffix, hence A, is unknown
+                    h, J = self._h_pred(d, want.cut), self._selected(g)
+                acc = st.with_suffix(want.cut, g.proposals[J])  # type: ignore[arg-type]
+            else:
+                unknown += 1
+                h, acc = self._h_pred(d, want.cut), st.truncated(want.cut)
+            if h > 0.0:
+                heapq.heappush(heap, (-reach * h, next(order), d + 1, acc))
+            if h < 1.0:
+                heapq.heappush(heap, (-reach * (1.0 - h), next(order), d + 1, st))
+        return wanted
+
+    def _reachable(self, want: Want) -> bool:
+        """False only if no state the walker can still reach asks for `want`."""
+        if want.d < self.k:
+            return False
+        if want.d == self.k:
+            return want == self.want_at(self.k, self.state)
+        if self.family.law.state_dependent:
+            return True  # later cuts depend on states not known yet
+        # positions before every cut of decisions k..d-1 can no longer change
+        law = self.family.law
+        frozen = min(law.cut(self.inputs(e).cut_u, self.state) for e in range(self.k, want.d))
+        n = min(frozen, want.cut)
+        return self.state.tokens[:n] == want.prefix[:n]
+
+    def _forget_behind(self) -> None:
+        """Drop what no state can ask for again (the current epoch's groups stay for its record)."""
+        horizon = self.epoch_start[0]
+        for want in [w for w, g in self.groups.items() if w.d < horizon and g.status != RUNNING]:
+            del self.groups[want]
+
+    # -- the engine loop's reports ---------------------------------------------------------------
+    def issued(self, g: Group, j: int, handle: int) -> None:
+        g.status = RUNNING
+
+    def delivered(self, g: Group, j: int, proposal: Proposal) -> bool:
+        """A candidate finished; True when its whole group has."""
+        g.proposals[j] = proposal
+        g.handles[j] = None
+        if all(p is not None for p in g.proposals):
+            g.status = FINISHED
+            return True
+        return False
+
+    @property
+    def live_requests(self) -> int:
+        return sum(g.size for g in self.groups.values() if g.status == RUNNING)
+
+    # -- what an epoch looked like --------------------------------------------------------------
+    def epoch_tree(self, k0: int, root: SeqState, walked: list[Walked], progress: Callable[[Group], int],
+                   stop_reason: str) -> TableTree:
+        """The speculation tree of an epoch (decisions walked from one state), as a TableTree.
+
+        Nodes: the walked path, then every node whose request finished (expanded with its
+        exact A) and the live or aborted requests at its children, by reach, up to EPOCH_NODES.
+        """
+        decisions: list[DecisionRec] = []
+        requests: list[RequestRec] = []
+        req_index: dict[tuple[int, int], int] = {}  # (group id, candidate) -> request index
+        scores: dict[tuple[int, int], Score] = {}
+        table: dict[int, NodeRec] = {}
+        walked_at = {w.k: w for w in walked}
+        path = {0}
+        node = 0
+        for w in walked:
+            node = 2 * node + (1 if w.accepted else 2)
+            path.add(node)
+
+        def request_ids(g: Group, parent: int) -> list[int]:
+            out = []
+            for j, req in enumerate(g.requests):
+                key = (g.id, j)
+                if key not in req_index:
+                    prop = g.proposals[j] if g.finished else None
+                    done = None if g.finished else (g.decoded if g.status == ABANDONED else progress(g))
+                    req_index[key] = len(requests)
+                    requests.append(RequestRec(
+                        len(decisions), g.want.cut, req.seed, prop or Proposal.tokens_only(()), req.tau,
+                        parent, done))
+                out.append(req_index[key])
+            return out
+
+        order = itertools.count()
+        heap: list[tuple[float, int, int, int, SeqState, int]] = [(-1.0, next(order), 0, k0, root, ROOT)]
+        while heap:
+            neg, _, v, d, st, src = heapq.heappop(heap)
+            if len(table) >= EPOCH_NODES and v not in path:
+                continue
+            depth = d - k0
+            want = self.want_at(d, st) if d < self.K else None
+            g = self.groups.get(want) if want is not None else None
+            if want is None or g is None or g.status == PLANNED:
+                table[v] = NodeRec(depth, LEAF, src, None)
+                continue
+            inp = self.inputs(d)
+            ids = request_ids(g, src)
+            pos = len(decisions)
+            status = {FINISHED: EXPANDED, RUNNING: LIVE, ABANDONED: ABORTED}[g.status]
+            J = self._selected(g) if g.finished else 0
+            decisions.append(DecisionRec(d, depth, want.cut, inp.cut_u, inp.seed, inp.accept_u,
+                                         ids[J], None, v, tuple(ids) if self.family.multiple else ()))
+            table[v] = NodeRec(depth, status, src, pos)
+            if status != EXPANDED:
+                continue
+            w = walked_at.get(d) if v in path else None
+            sc = w.score if w is not None else self._score(g, st)[0]
+            scores[(pos, src)] = sc
+            reach = -neg
+            acc = st.with_suffix(want.cut, g.proposals[J])  # type: ignore[arg-type]
+            for child, p, cst, csrc in ((2 * v + 1, sc.accept_prob, acc, ids[J]),
+                                        (2 * v + 2, 1.0 - sc.accept_prob, st, src)):
+                if child in path or (p > 0.0 and reach * p >= MIN_REACH):
+                    heapq.heappush(heap, (-reach * p, next(order), child, d + 1, cst, csrc))
+        steps = []
+        node = 0
+        for w in walked:
+            rec = table[node]
+            assert rec.decision is not None
+            steps.append(Step(node, rec.decision, rec.src, w.accepted))
+            node = 2 * node + (1 if w.accepted else 2)
+        return TableTree(
+            rule="stream", inputs="decision", T=self.T, k0=k0, depth_cap=self.K - k0, root=root,
+            decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
+            stop_node=node, stop_reason=stop_reason, walked=tuple(w.after for w in walked), table=table)
