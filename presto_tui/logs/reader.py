@@ -1,13 +1,19 @@
 """Read traces as untrusted input: validate every line, report `file:line: what is wrong`.
 
-- JSON only (orjson); nothing is evaluated or unpickled.
+- Regular files only: a FIFO or a device would hang or never end.
+- JSON only (orjson); nothing is evaluated or unpickled; every line passes the
+  schema's gate (`schema.decode`), whose output every consumer can show.
 - A truncated final line (a session cut off mid-write) is dropped with a
-  warning; everything before it reads normally.
+  warning; everything before it reads normally.  A session without an end
+  event (the writer was killed) is kept and marked cut short.
 - Lines longer than `MAX_LINE` bytes are refused without being parsed.
+- Events of several sessions may interleave (many chains on one engine):
+  schema 1.1 lines carry their session's id.
 """
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +21,10 @@ from pathlib import Path
 import orjson
 
 from presto_tui.errors import TraceError
-from presto_tui.logs.schema import SchemaError, check_header, decode
-from presto_tui.runtime.session.events import Event, RoundDone, SessionStart
+from presto_tui.logs.schema import SchemaError, check_header, decode, vocab_of
+from presto_tui.runtime.session.events import Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary, summarize
+from presto_tui.safetext import visible
 
 MAX_LINE = 8 * 2**20  # the largest real round line (T=1024, N=64) is well under 1 MiB
 
@@ -31,6 +38,10 @@ class SessionTrace:
     @property
     def rounds(self) -> list[RoundDone]:
         return [e for e in self.events if isinstance(e, RoundDone)]
+
+    @property
+    def ended(self) -> bool:
+        return isinstance(self.events[-1], (SessionEnd, SessionError))
 
     def summary(self) -> SessionSummary:
         return summarize(self.events)
@@ -51,7 +62,7 @@ class Trace:
         return "".join(self.pieces(ids))
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+def _lines(path: Path, shown: str) -> Iterator[tuple[int, bytes, bool]]:
     """(line number, bytes, complete) with the size limit enforced before parsing."""
     with open(path, "rb") as f:
         n = 0
@@ -61,75 +72,89 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                 return
             n += 1
             if len(raw) > MAX_LINE:
-                raise TraceError(f"{path}:{n}: line longer than {MAX_LINE // 2**20} MiB, refused")
+                raise TraceError(f"{shown}:{n}: line longer than {MAX_LINE // 2**20} MiB, refused")
             yield n, raw, raw.endswith(b"\n")
 
 
-def _parse(path: Path, n: int, raw: bytes) -> object:
+def _parse(shown: str, n: int, raw: bytes) -> object:
     if b"\x00" in raw:
-        raise TraceError(f"{path}:{n}: binary data, not a JSON line")
+        raise TraceError(f"{shown}:{n}: binary data, not a JSON line")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         msg = str(e).split(":")[0]
-        raise TraceError(f"{path}:{n}: not valid JSON ({msg})") from None
+        raise TraceError(f"{shown}:{n}: not valid JSON ({msg})") from None
 
 
 def read_trace(path: str | Path) -> Trace:
     """Read and validate a whole trace; raise TraceError on the first bad line."""
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceError(f"{path}: is a directory, not a trace file")
+    shown = visible(str(path), keep_newlines=False)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise TraceError(f"{shown}: no such file") from None
+    except OSError as e:
+        raise TraceError(f"{shown}: cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise TraceError(f"{shown}: is a directory, not a trace file")
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{shown}: not a regular file (a pipe or device cannot be a trace)")
     head: dict | None = None
     sessions: list[SessionTrace] = []
+    by_id: dict[str, SessionTrace] = {}
     vocab: dict[int, str] = {}
     warnings: list[str] = []
-    lines = _lines(path)
     try:
-        for n, raw, complete in lines:
+        for n, raw, complete in _lines(path, shown):
             if not raw.strip():
                 if complete:
                     continue
                 break
             try:
-                obj = _parse(path, n, raw)
+                obj = _parse(shown, n, raw)
             except TraceError:
                 if not complete and head is not None:  # cut off mid-write: keep what came before
-                    warnings.append(f"{path}:{n}: truncated final line ignored")
+                    warnings.append(f"{shown}:{n}: truncated final line ignored")
                     break
                 raise
             try:
                 if head is None:
-                    head = check_header(obj if isinstance(obj, dict) else {})
+                    head = check_header(obj)
                     continue
                 if isinstance(obj, dict) and obj.get("type") == "vocab":
-                    vocab.update(_vocab(obj))
+                    vocab.update(vocab_of(obj))
                     continue
                 ev = decode(obj)
+                sid = obj.get("sid") if isinstance(obj, dict) else None  # type: ignore[union-attr]
             except SchemaError as e:
-                raise TraceError(f"{path}:{n}: {e}") from None
+                raise TraceError(f"{shown}:{n}: {e}") from None
+            except RecursionError:
+                raise TraceError(f"{shown}:{n}: nested too deeply") from None
             if isinstance(ev, SessionStart):
+                if ev.session_id in by_id:
+                    raise TraceError(f"{shown}:{n}: a second session_start for session {ev.session_id[:20]!r}")
                 sessions.append(SessionTrace(ev, [ev], n))
-            elif not sessions:
-                raise TraceError(f"{path}:{n}: {type(ev).__name__} event before any session_start")
+                by_id[ev.session_id] = sessions[-1]
+                continue
+            if sid is not None:
+                if not isinstance(sid, str) or sid not in by_id:
+                    raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start of "
+                                     f"its session {visible(str(sid)[:20])!r}")
+                sess = by_id[sid]
+            elif sessions:
+                sess = sessions[-1]
             else:
-                sessions[-1].events.append(ev)
+                raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start")
+            if sess.ended:
+                raise TraceError(f"{shown}:{n}: event after its session ended")
+            sess.events.append(ev)
     except OSError as e:
-        raise TraceError(f"{path}: cannot read ({e.strerror})") from None
+        raise TraceError(f"{shown}: cannot read ({e.strerror})") from None
     if head is None:
-        raise TraceError(f"{path}:1: empty file, not a presto-tui trace")
+        raise TraceError(f"{shown}:1: empty file, not a presto-tui trace")
+    for i, s in enumerate(sessions):
+        if not s.ended:
+            warnings.append(f"{shown}: session {i + 1} was cut short (no session_end): it shows up to its last "
+                            "finished round")
     return Trace(path, head, sessions, vocab, warnings)
-
-
-def _vocab(obj: dict) -> dict[int, str]:
-    pieces = obj.get("pieces")
-    if not isinstance(pieces, dict):
-        raise SchemaError("field 'pieces' should be an object")
-    out = {}
-    for k, v in pieces.items():
-        if not (k.isdigit() and isinstance(v, str)):
-            raise SchemaError(f"vocab entry {k[:20]!r} should map a token id to a string")
-        out[int(k)] = v
-    return out

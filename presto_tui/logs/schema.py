@@ -1,4 +1,4 @@
-"""The versioned JSONL trace format: runtime events <-> plain JSON objects.
+"""The versioned JSONL trace format: runtime events <-> plain JSON objects, and its one gate.
 
 A trace is a header line followed by one line per event.  Every line is a JSON
 object whose first key is "type".  Token text travels in "vocab" lines (token
@@ -7,8 +7,18 @@ needs neither model nor tokenizer.  Per-token log-probabilities are not
 recorded: every number a view or statistic needs (each node's terms, A, the
 uniform, the class) is stored with its score.
 
-Decoding validates each object and raises `SchemaError` naming the field; the
-reader adds file and line.  Nothing in a trace is ever evaluated.
+Schema 1.1 (read: 1.0 and 1.1) adds the streaming rule's `request` and
+`walked` events, a session id on every event line ("sid": sessions of many
+chains interleave), the round's engine `clock`, the tree statuses `live` and
+`aborted`, the stop reason `accepted`, and each request's `parent` state and
+`done` tokens.
+
+Decoding is the single gate every consumer stands behind (stats, replay,
+fit-classifier, the app): it checks types, ranges and the structure the views
+walk (a round tree has its root, node depths match their ids, a walk follows
+the tree, every accepted step has its proposal), so that whatever it accepts
+they can all show.  `SchemaError` names the field; the reader adds file and line.
+Nothing in a trace is ever evaluated.
 """
 
 from __future__ import annotations
@@ -16,36 +26,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from presto_tui.errors import InputError
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
+from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
-    DEFERRED,
-    EXPANDED,
-    LEAF,
-    UNREACHABLE,
-    DecisionRec,
-    LevelTree,
-    NodeRec,
-    RequestRec,
-    RoundTree,
-    Step,
-    TableTree,
+    ABORTED, DEFERRED, EXPANDED, LEAF, LIVE, ROOT, UNREACHABLE, DecisionRec, LevelTree, NodeRec, RequestRec,
+    RoundTree, Step, TableTree, depth_of,
 )
 from presto_tui.runtime.session.events import (
-    BlockStart,
-    Event,
-    ModelCall,
-    RoundDone,
-    SessionEnd,
-    SessionError,
-    SessionStart,
+    BlockStart, DecisionWalked, Event, ModelCall, RequestEvent, RoundDone, SessionEnd, SessionError, SessionStart,
 )
 
-SCHEMA_VERSION = "1.0"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.1"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
-STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE)
-STOP_REASONS = (LEAF, DEFERRED, "cap")
+STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE, LIVE, ABORTED)
+STOP_REASONS = (LEAF, DEFERRED, "cap", "accepted")
+RULES = ("none", "bfs", "predictive", "spine", "stream")
+MAX_TOKEN_ID = 2**31 - 1
+MAX_TEXT = 1 << 20  # a string field longer than this is not something presto-tui wrote
+MAX_COUNT = 2**53
 
 
 class SchemaError(ValueError):
@@ -54,33 +55,74 @@ class SchemaError(ValueError):
 
 # -- validation helpers -------------------------------------------------------
 
-def _get(d: dict, key: str, kind, where: str = ""):
+def _check(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise SchemaError(f"field '{where}' {what}")
+
+
+def _get(d: dict, key: str, where: str = "") -> Any:
     if key not in d:
         raise SchemaError(f"missing field '{where}{key}'")
-    v = d[key]
-    if not _is(v, kind):
-        raise SchemaError(f"field '{where}{key}' should be {_name(kind)}, got {type(v).__name__}")
+    return d[key]
+
+
+def _int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int:
+    _check(isinstance(v, int) and not isinstance(v, bool), where, "should be an integer")
+    _check(lo <= v <= hi, where, f"should lie in {lo}..{hi}")
     return v
 
 
-def _is(v, kind) -> bool:
-    if kind is float:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    if kind is int:
-        return isinstance(v, int) and not isinstance(v, bool)
-    if kind == "int?":
-        return v is None or _is(v, int)
-    if kind == "float?":
-        return v is None or _is(v, float)
-    if kind == "ints":
-        return isinstance(v, list) and all(_is(x, int) for x in v)
-    return isinstance(v, kind)
+def _opt_int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int | None:
+    return None if v is None else _int(v, where, lo, hi)
 
 
-def _name(kind) -> str:
-    return {float: "a number", int: "an integer", str: "a string", bool: "a boolean", list: "a list",
-            dict: "an object", "int?": "an integer or null", "float?": "a number or null",
-            "ints": "a list of integers"}.get(kind, str(kind))
+def _float(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A number; JSON has no infinities, so -inf/inf/nan travel as strings (MH ratios can be -inf)."""
+    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+        x = float(v)
+    else:
+        _check(isinstance(v, (int, float)) and not isinstance(v, bool), where, "should be a number")
+        x = float(v)
+    _check(math.isnan(x) or lo <= x <= hi, where, f"should lie in [{lo:g}, {hi:g}]")
+    return x
+
+
+def _finite(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    x = _float(v, where, lo, hi)
+    _check(math.isfinite(x), where, "should be a finite number")
+    return x
+
+
+def _str(v: Any, where: str, max_len: int = MAX_TEXT) -> str:
+    _check(isinstance(v, str), where, "should be a string")
+    _check(len(v) <= max_len, where, f"is longer than {max_len} characters")
+    return v
+
+
+def _list(v: Any, where: str) -> list:
+    _check(isinstance(v, list), where, "should be a list")
+    return v
+
+
+def _tokens(v: Any, where: str) -> tuple[int, ...]:
+    _check(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_TOKEN_ID
+                                       for x in v), where, "should be a list of token ids")
+    return tuple(v)
+
+
+def _bool(v: Any, where: str) -> bool:
+    _check(isinstance(v, bool), where, "should be true or false")
+    return v
+
+
+def _choice(v: Any, where: str, choices: tuple[str, ...]) -> str:
+    _check(isinstance(v, str) and v in choices, where, f"should be one of {', '.join(choices)}")
+    return v
+
+
+def _row(v: Any, where: str, widths: tuple[int, ...]) -> list:
+    _check(isinstance(v, list) and len(v) in widths, where, f"should be a list of {' or '.join(map(str, widths))} values")
+    return v
 
 
 def _num(x: float) -> float | str:
@@ -88,12 +130,35 @@ def _num(x: float) -> float | str:
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
 
 
-def _unnum(v, where: str) -> float:
-    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
-        return float(v)
-    if not _is(v, float):
-        raise SchemaError(f"field '{where}' should be a number")
-    return float(v)
+def params_of(d: Any, where: str = "params") -> dict:
+    """A session's sampler parameters, validated as the samplers validate them."""
+    _check(isinstance(d, dict), where, "should be an object")
+    known = {k: v for k, v in d.items() if k in SamplerParams.__dataclass_fields__}
+    for k, v in known.items():
+        _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
+               "should be a number or a name")
+    try:
+        return SamplerParams(**known).validate().to_dict()
+    except InputError as e:
+        raise SchemaError(f"{where}: {e}") from None
+    except TypeError:
+        raise SchemaError(f"{where}: a value has the wrong type") from None
+
+
+def _info(d: Any, where: str) -> dict:
+    """Engine details: a flat object of short scalars (eos_id an id or null)."""
+    if d is None:
+        return {}
+    _check(isinstance(d, dict), where, "should be an object")
+    out = {}
+    for k, v in d.items():
+        _check(isinstance(v, (str, int, float, bool)) or v is None, f"{where}.{k[:40]}", "should be a scalar")
+        if isinstance(v, str):
+            _str(v, f"{where}.{k[:40]}", 1000)
+        out[_str(k, where, 100)] = v
+    if "eos_id" in out:
+        _opt_int(out["eos_id"], f"{where}.eos_id", 0, MAX_TOKEN_ID)
+    return out
 
 
 # -- header -------------------------------------------------------------------
@@ -105,17 +170,30 @@ def header(tool_version: str, command: str, backend: str, model: str, params: di
             "backend": backend, "model": model, "params": params, "engine": engine or {}}
 
 
-def check_header(d: dict) -> dict:
-    if d.get("type") != "header" or d.get("format") != MAGIC:
+def check_header(d: Any) -> dict:
+    if not isinstance(d, dict) or d.get("type") != "header" or d.get("format") != MAGIC:
         raise SchemaError("not a presto-tui trace (first line is not its header)")
-    version = _get(d, "schema", str)
-    major = version.split(".")[0]
-    if major != SCHEMA_VERSION.split(".")[0]:
+    version = _str(_get(d, "schema"), "schema", 20)
+    if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
         raise SchemaError(f"trace schema {version} is not readable by this presto-tui "
                           f"(reads schema {SCHEMA_VERSION}); use a matching presto-tui version")
-    for key, kind in (("tool_version", str), ("backend", str), ("model", str), ("params", dict)):
-        _get(d, key, kind)
+    for key in ("tool_version", "backend", "model"):
+        _str(_get(d, key), key, 1000)
+    params_of(_get(d, "params"))
     return d
+
+
+def vocab_of(d: dict) -> dict[int, str]:
+    pieces = d.get("pieces")
+    _check(isinstance(pieces, dict), "pieces", "should be an object")
+    out = {}
+    for k, v in pieces.items():
+        # ASCII digits only: int() also takes "²" and other Unicode digits
+        ok = isinstance(k, str) and 0 < len(k) <= 10 and k.isascii() and k.isdigit() and isinstance(v, str)
+        _check(ok and len(v) <= 1000 and int(k) <= MAX_TOKEN_ID, f"pieces.{str(k)[:20]}",
+               "should map a token id to its text (at most 1000 characters)")
+        out[int(k)] = v
+    return out
 
 
 # -- events -------------------------------------------------------------------
@@ -133,46 +211,73 @@ def encode(ev: Event) -> dict:
         return {"type": "block_start", "block": ev.block, "L": ev.L, "T": ev.T, "tokens": list(ev.tokens)}
     if isinstance(ev, RoundDone):
         return {"type": "round", "block": ev.block, "round": ev.round, "k_before": ev.k_before,
-                "k_after": ev.k_after, "steps": ev.steps, "call_wall_s": ev.call_wall_s,
+                "k_after": ev.k_after, "steps": ev.steps, "call_wall_s": ev.call_wall_s, "clock": ev.clock,
                 "tree": encode_tree(ev.tree, ev.sampler_s)}
+    if isinstance(ev, RequestEvent):
+        return {"type": "request", "kind": ev.kind, "block": ev.block, "request": ev.request,
+                "decision": ev.decision, "cut": ev.cut, "size": ev.size, "tokens": ev.tokens,
+                "clock": ev.clock, "live": ev.live}
+    if isinstance(ev, DecisionWalked):
+        return {"type": "walked", "block": ev.block, "k": ev.k, "cut": ev.cut, "request": ev.request,
+                "accepted": ev.accepted, "accept_prob": ev.accept_prob, "eps_class": ev.eps_class,
+                "clock": ev.clock}
     if isinstance(ev, SessionEnd):
         return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text}
     if isinstance(ev, SessionError):
         return {"type": "error", "message": ev.message, "kind": ev.kind}
-    raise TypeError(f"not an event: {type(ev).__name__}")
+    raise TypeError(f"not a recorded event: {type(ev).__name__}")
 
 
 def decode(d: Any) -> Event:
     if not isinstance(d, dict):
         raise SchemaError(f"line is not a JSON object but {type(d).__name__}")
-    kind = _get(d, "type", str)
+    kind = _str(_get(d, "type"), "type", 40)
+    g = lambda key: _get(d, key)  # noqa: E731
     if kind == "session_start":
-        return SessionStart(_get(d, "session_id", str), _get(d, "tool_version", str),
-                            _get(d, "backend", str), _get(d, "model", str), _get(d, "params", dict),
-                            _get(d, "prompt", str), tuple(_get(d, "prompt_ids", "ints")),
-                            float(_get(d, "started_at", float)), dict(d.get("backend_info") or {}))
+        return SessionStart(_str(g("session_id"), "session_id", 100), _str(g("tool_version"), "tool_version", 100),
+                            _str(g("backend"), "backend", 100), _str(g("model"), "model", 1000),
+                            params_of(g("params")), _str(g("prompt"), "prompt"),
+                            _tokens(g("prompt_ids"), "prompt_ids"), _finite(g("started_at"), "started_at"),
+                            _info(d.get("backend_info"), "backend_info"))
     if kind == "model_call":
-        purpose = _get(d, "purpose", str)
-        if purpose not in ("extend", "propose"):
-            raise SchemaError(f"field 'purpose' must be extend or propose, got {purpose!r}")
-        return ModelCall(_get(d, "block", int), _get(d, "round", int), purpose,
-                         _get(d, "requests", int), _get(d, "tokens", int), float(_get(d, "wall_s", float)))
+        return ModelCall(_int(g("block"), "block"), _int(g("round"), "round", -1),
+                         _choice(g("purpose"), "purpose", ("extend", "propose")), _int(g("requests"), "requests"),
+                         _int(g("tokens"), "tokens"), _finite(g("wall_s"), "wall_s", 0.0))
     if kind == "block_start":
-        return BlockStart(_get(d, "block", int), _get(d, "L", int), _get(d, "T", int),
-                          tuple(_get(d, "tokens", "ints")))
+        L, T = _int(g("L"), "L"), _int(g("T"), "T", 1)
+        tokens = _tokens(g("tokens"), "tokens")
+        _check(len(tokens) == T - L, "tokens", "should hold T - L token ids")
+        return BlockStart(_int(g("block"), "block"), L, T, tokens)
     if kind == "round":
-        tree_d = _get(d, "tree", dict)
+        tree_d = g("tree")
+        _check(isinstance(tree_d, dict), "tree", "should be an object")
         phase = tree_d.get("phase_s") or {}
-        _check(isinstance(phase, dict) and all(_is(v, float) for v in phase.values()), "tree.phase_s",
-               "should map phases to seconds")
-        return RoundDone(_get(d, "block", int), _get(d, "round", int), _get(d, "k_before", int),
-                         _get(d, "k_after", int), _get(d, "steps", int), decode_tree(tree_d),
-                         float(_get(d, "call_wall_s", float)), dict(phase))
+        _check(isinstance(phase, dict), "tree.phase_s", "should map phases to seconds")
+        sampler_s = {_str(k, "tree.phase_s", 40): _finite(v, f"tree.phase_s.{k[:20]}", 0.0) for k, v in phase.items()}
+        k_before, k_after = _int(g("k_before"), "k_before"), _int(g("k_after"), "k_after")
+        tree = decode_tree(tree_d)
+        _check(k_after - k_before == tree.transitions and tree.k0 == k_before, "k_after",
+               "does not match the round's walk")
+        clock = d.get("clock")
+        return RoundDone(_int(g("block"), "block"), _int(g("round"), "round"), k_before, k_after,
+                         _int(g("steps"), "steps", 1), tree, _finite(g("call_wall_s"), "call_wall_s", 0.0),
+                         sampler_s, None if clock is None else _finite(clock, "clock", 0.0))
+    if kind == "request":
+        return RequestEvent(_choice(g("kind"), "kind", ("issued", "finished", "aborted")), _int(g("block"), "block"),
+                            _int(g("request"), "request"), _int(g("decision"), "decision"), _int(g("cut"), "cut"),
+                            _int(g("size"), "size", 1), _int(g("tokens"), "tokens"), _finite(g("clock"), "clock", 0.0),
+                            _int(g("live"), "live"))
+    if kind == "walked":
+        return DecisionWalked(_int(g("block"), "block"), _int(g("k"), "k"), _int(g("cut"), "cut"),
+                              _int(g("request"), "request"), _bool(g("accepted"), "accepted"),
+                              _finite(g("accept_prob"), "accept_prob", 0.0, 1.0),
+                              _choice(g("eps_class"), "eps_class", EPS_CLASSES), _finite(g("clock"), "clock", 0.0))
     if kind == "session_end":
-        return SessionEnd(_get(d, "reason", str), tuple(_get(d, "tokens", "ints")), _get(d, "text", str))
+        return SessionEnd(_choice(g("reason"), "reason", ("done", "cancelled")), _tokens(g("tokens"), "tokens"),
+                          _str(g("text"), "text"))
     if kind == "error":
-        return SessionError(_get(d, "message", str), _get(d, "kind", str))
-    raise SchemaError(f"unknown event type {kind!r}")
+        return SessionError(_str(g("message"), "message", 10_000), _str(g("kind"), "kind", 40))
+    raise SchemaError(f"unknown event type {kind[:40]!r}")
 
 
 # -- round trees --------------------------------------------------------------
@@ -184,7 +289,8 @@ def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
         "prompt": list(t.root.prompt), "root": list(t.root.tokens),
         "decisions": [[d.index, d.depth, d.cut, d.cut_u, d.seed, d.accept_u, d.request, d.h_pred, d.node,
                        list(d.candidates)] for d in t.decisions],
-        "requests": [[r.decision, r.cut, r.seed, list(r.proposal.tokens), r.tau] for r in t.requests],
+        "requests": [[r.decision, r.cut, r.seed, list(r.proposal.tokens), r.tau]
+                     + ([r.parent, r.done] if (r.parent, r.done) != (ROOT, None) else []) for r in t.requests],
         "scores": [[pos, src, _num(s.log_q_x), _num(s.log_q_y), _num(s.log_p_x), _num(s.log_p_y),
                     _num(s.log_target), _num(s.log_proposal), _num(s.log_ratio), s.accept_prob, s.eps_class,
                     _num(s.log_cut_x), _num(s.log_cut_y), [[c[0], _num(c[1]), c[2]] for c in s.candidates],
@@ -197,94 +303,108 @@ def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
     }
 
 
-def _rows(d: dict, key: str, width: int) -> list[list]:
-    rows = _get(d, key, list, "tree.")
-    for i, r in enumerate(rows):
-        if not isinstance(r, list) or len(r) != width:
-            raise SchemaError(f"tree.{key}[{i}] should be a list of {width} values")
-    return rows
-
-
-def _check(ok: bool, where: str, what: str):
-    if not ok:
-        raise SchemaError(f"field '{where}' {what}")
-
-
 def decode_tree(d: dict) -> RoundTree:
-    T = _get(d, "T", int, "tree.")
-    prompt = tuple(_get(d, "prompt", "ints", "tree."))
-    root_tokens = tuple(_get(d, "root", "ints", "tree."))
+    w = "tree."
+    g = lambda key: _get(d, key, w)  # noqa: E731
+    T = _int(g("T"), "tree.T", 1, 1 << 20)
+    prompt = _tokens(g("prompt"), "tree.prompt")
+    root_tokens = _tokens(g("root"), "tree.root")
     _check(len(root_tokens) == T, "tree.root", f"should hold T={T} tokens")
-    decisions = []
-    for i, r in enumerate(_rows(d, "decisions", 10)):
-        w = f"tree.decisions[{i}]"
-        for j, kind in ((0, int), (1, int), (2, int), (3, float), (4, int), (5, float), (6, "int?"),
-                        (7, "float?"), (8, "int?"), (9, "ints")):
-            _check(_is(r[j], kind), f"{w}[{j}]", f"should be {_name(kind)}")
-        _check(0 <= r[2] < T, f"{w}[2]", "is a cut outside 0..T-1")
-        decisions.append(DecisionRec(r[0], r[1], r[2], float(r[3]), r[4], float(r[5]), r[6],
-                                     None if r[7] is None else float(r[7]), r[8], tuple(r[9])))
-    requests = []
-    for i, r in enumerate(_rows(d, "requests", 5)):
-        w = f"tree.requests[{i}]"
-        _check(_is(r[0], int) and 0 <= r[0] < len(decisions), f"{w}[0]", "is not a decision position")
-        _check(_is(r[1], int) and 0 <= r[1] < T, f"{w}[1]", "is a cut outside 0..T-1")
-        _check(_is(r[2], int), f"{w}[2]", "should be an integer")
-        _check(_is(r[3], "ints") and len(r[3]) == T - r[1], f"{w}[3]", "should hold T - cut token ids")
-        _check(_is(r[4], float), f"{w}[4]", "should be a temperature")
-        requests.append(RequestRec(r[0], r[1], r[2], Proposal.tokens_only(tuple(r[3])), float(r[4])))
+    k0 = _int(g("k0"), "tree.k0")
+    levels = _bool(g("levels"), "tree.levels")
+    decisions: list[DecisionRec] = []
+    for i, r in enumerate(_list(g("decisions"), "tree.decisions")):
+        at = f"tree.decisions[{i}]"
+        r = _row(r, at, (10,))
+        decisions.append(DecisionRec(
+            _int(r[0], f"{at}[0]"), _int(r[1], f"{at}[1]", 0, 1 << 20), _int(r[2], f"{at}[2]", 0, T - 1),
+            _finite(r[3], f"{at}[3]", 0.0, 1.0), _int(r[4], f"{at}[4]", 0, 2**63), _finite(r[5], f"{at}[5]", 0.0, 1.0),
+            _opt_int(r[6], f"{at}[6]"), None if r[7] is None else _finite(r[7], f"{at}[7]", 0.0, 1.0),
+            _opt_int(r[8], f"{at}[8]", 0, 2**62), tuple(_int(c, f"{at}[9]") for c in _list(r[9], f"{at}[9]"))))
+    requests: list[RequestRec] = []
+    for i, r in enumerate(_list(g("requests"), "tree.requests")):
+        at = f"tree.requests[{i}]"
+        r = _row(r, at, (5, 7))
+        pos = _int(r[0], f"{at}[0]", 0, len(decisions) - 1)
+        cut = _int(r[1], f"{at}[1]", 0, T - 1)
+        tokens = _tokens(r[3], f"{at}[3]")
+        parent, done = (_int(r[5], f"{at}[5]", ROOT, i - 1), _opt_int(r[6], f"{at}[6]", 0, T - cut)) \
+            if len(r) == 7 else (ROOT, None)
+        _check(len(tokens) == (T - cut if done is None else 0), f"{at}[3]",
+               "should hold T - cut token ids (none for a request that did not finish)")
+        requests.append(RequestRec(pos, cut, _int(r[2], f"{at}[2]", 0, 2**63), Proposal.tokens_only(tokens),
+                                   _finite(r[4], f"{at}[4]", 1e-6, 1e6), parent, done))
+    n_req = len(requests)
     for i, dec in enumerate(decisions):
-        _check(dec.request is None or 0 <= dec.request < len(requests), f"tree.decisions[{i}][6]",
-               "is not a request index")
-        _check(all(0 <= c < len(requests) for c in dec.candidates), f"tree.decisions[{i}][9]",
+        _check(dec.request is None or dec.request < n_req, f"tree.decisions[{i}][6]", "is not a request index")
+        _check(all(c < n_req for c in dec.candidates), f"tree.decisions[{i}][9]",
                "holds a candidate that is not a request index")
-    n_src = len(requests)
-    scores = {}
-    for i, r in enumerate(_rows(d, "scores", 15)):
-        w = f"tree.scores[{i}]"
-        _check(_is(r[0], int) and 0 <= r[0] < len(decisions), f"{w}[0]", "is not a decision position")
-        _check(_is(r[1], int) and -1 <= r[1] < n_src, f"{w}[1]", "is not a state source")
-        _check(_is(r[9], float) and 0.0 <= r[9] <= 1.0, f"{w}[9]", "is not a probability")
-        _check(r[10] in EPS_CLASSES, f"{w}[10]", f"should be one of {', '.join(EPS_CLASSES)}")
-        nums = [_unnum(r[j], f"{w}[{j}]") for j in range(2, 9)]
-        _check(isinstance(r[13], list) and all(isinstance(c, list) and len(c) == 3 for c in r[13]),
-               f"{w}[13]", "should list [temperature, log weight, probability] per candidate")
-        _check(_is(r[14], int), f"{w}[14]", "should be an integer")
-        cands = tuple((_unnum(c[0], f"{w}[13]"), _unnum(c[1], f"{w}[13]"), _unnum(c[2], f"{w}[13]"))
-                      for c in r[13])
-        scores[(r[0], r[1])] = Score(
+    scores: dict[tuple[int, int], Score] = {}
+    for i, r in enumerate(_list(g("scores"), "tree.scores")):
+        at = f"tree.scores[{i}]"
+        r = _row(r, at, (15,))
+        key = (_int(r[0], f"{at}[0]", 0, len(decisions) - 1), _int(r[1], f"{at}[1]", ROOT, n_req - 1))
+        cands = tuple((_finite(_row(c, f"{at}[13]", (3,))[0], f"{at}[13]", 0.0), _float(c[1], f"{at}[13]"),
+                       _finite(c[2], f"{at}[13]", 0.0, 1.0)) for c in _list(r[13], f"{at}[13]"))
+        nums = [_float(r[j], f"{at}[{j}]") for j in range(2, 9)]
+        scores[key] = Score(
             log_q_x=nums[0], log_q_y=nums[1], log_p_x=nums[2], log_p_y=nums[3], log_target=nums[4],
-            log_proposal=nums[5], log_ratio=nums[6], accept_prob=float(r[9]), eps_class=r[10],
-            log_cut_x=_unnum(r[11], f"{w}[11]"), log_cut_y=_unnum(r[12], f"{w}[12]"), candidates=cands,
-            selected=r[14])
-    table = {}
-    for i, r in enumerate(_rows(d, "table", 5)):
-        w = f"tree.table[{i}]"
-        _check(_is(r[0], int) and r[0] >= 0 and _is(r[1], int), w, "has a bad node id or depth")
-        _check(r[2] in STATUSES, f"{w}[2]", f"should be one of {', '.join(STATUSES)}")
-        _check(_is(r[3], int) and -1 <= r[3] < n_src, f"{w}[3]", "is not a state source")
-        _check(r[4] is None or (_is(r[4], int) and 0 <= r[4] < len(decisions)), f"{w}[4]",
-               "is not a decision position")
-        table[r[0]] = NodeRec(r[1], r[2], r[3], r[4])
+            log_proposal=nums[5], log_ratio=nums[6], accept_prob=_finite(r[9], f"{at}[9]", 0.0, 1.0),
+            eps_class=_choice(r[10], f"{at}[10]", EPS_CLASSES), log_cut_x=_float(r[11], f"{at}[11]"),
+            log_cut_y=_float(r[12], f"{at}[12]"), candidates=cands, selected=_int(r[14], f"{at}[14]", -1, 1 << 20))
+    table: dict[int, NodeRec] = {}
+    for i, r in enumerate(_list(g("table"), "tree.table")):
+        at = f"tree.table[{i}]"
+        r = _row(r, at, (5,))
+        v = _int(r[0], f"{at}[0]", 0, 2**62)
+        rec = NodeRec(_int(r[1], f"{at}[1]", 0, 62), _choice(r[2], f"{at}[2]", STATUSES),
+                      _int(r[3], f"{at}[3]", ROOT, n_req - 1),
+                      None if r[4] is None else _int(r[4], f"{at}[4]", 0, len(decisions) - 1))
+        _check(rec.depth == depth_of(v), f"{at}[1]", "is not the depth of its node id")
+        _check(rec.status in (LEAF,) or rec.decision is not None, f"{at}[4]", "is missing the node's decision")
+        table[v] = rec
     steps = []
-    for i, r in enumerate(_rows(d, "steps", 4)):
-        w = f"tree.steps[{i}]"
-        _check(_is(r[0], int) and _is(r[1], int) and _is(r[2], int) and isinstance(r[3], bool), w,
-               "should be [node, decision, source, accepted]")
-        _check((r[1], r[2]) in scores, w, "refers to a decision that was not scored")
-        steps.append(Step(r[0], r[1], r[2], r[3]))
-    levels = _get(d, "levels", bool, "tree.")
-    if not levels:
-        for i, s in enumerate(steps):
-            _check(s.node in table, f"tree.steps[{i}]", "names a node outside the table")
-    stop_reason = _get(d, "stop_reason", str, "tree.")
-    _check(stop_reason in STOP_REASONS, "tree.stop_reason", f"should be one of {', '.join(STOP_REASONS)}")
-    common = dict(
-        rule=_get(d, "rule", str, "tree."), inputs=_get(d, "inputs", str, "tree."), T=T,
-        k0=_get(d, "k0", int, "tree."), depth_cap=_get(d, "depth_cap", int, "tree."),
-        root=SeqState.tokens_only(prompt, root_tokens), decisions=tuple(decisions),
-        requests=tuple(requests), scores=scores, steps=tuple(steps),
-        stop_node=_get(d, "stop_node", int, "tree."), stop_reason=stop_reason,
+    for i, r in enumerate(_list(g("steps"), "tree.steps")):
+        at = f"tree.steps[{i}]"
+        r = _row(r, at, (4,))
+        steps.append(Step(_int(r[0], f"{at}[0]", 0, 2**62), _int(r[1], f"{at}[1]", 0, len(decisions) - 1),
+                          _int(r[2], f"{at}[2]", ROOT, n_req - 1), _bool(r[3], f"{at}[3]")))
+    common: dict[str, Any] = dict(
+        rule=_choice(g("rule"), "tree.rule", RULES), inputs=_choice(g("inputs"), "tree.inputs", ("decision", "node")),
+        T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=SeqState.tokens_only(prompt, root_tokens),
+        decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
+        stop_node=_int(g("stop_node"), "tree.stop_node", 0, 2**62),
+        stop_reason=_choice(g("stop_reason"), "tree.stop_reason", STOP_REASONS),
     )
-    quirk = _get(d, "quirk", bool, "tree.")
-    return LevelTree(**common, quirk=quirk) if levels else TableTree(**common, table=table)
+    if levels:
+        for j, dec in enumerate(decisions):  # the layout reads level j's decision as decisions[j]
+            _check(dec.depth == j and dec.request is not None, f"tree.decisions[{j}]",
+                   "should be level j's issued decision")
+        tree: RoundTree = LevelTree(**common, quirk=_bool(g("quirk"), "tree.quirk"))
+    else:
+        _check(0 in table, "tree.table", "should hold the root node 0")
+        for v in table:
+            _check(v == 0 or (v - 1) // 2 in table, f"tree.table node {v}", "has no parent in the table")
+        tree = TableTree(**common, table=table)
+    for src in {s.src for s in tree.steps} | {src for _, src in scores} | {r.src for r in table.values()}:
+        _check(src == ROOT or requests[src].done is None, "tree", f"holds the state of request {src}, "
+               "which did not finish")
+    _check_walk(tree)
+    return tree
+
+
+def _check_walk(tree: RoundTree) -> None:
+    """The walk starts at the root, follows accept/reject children, and every step was scored
+    against the state its node holds, with a proposal wherever it accepted."""
+    node = 0
+    for i, s in enumerate(tree.steps):
+        at = f"tree.steps[{i}]"
+        _check(s.node == node, at, "does not follow the walk from the root")
+        _check((s.decision, s.src) in tree.scores, at, "refers to a decision that was not scored")
+        v = tree.node(node)
+        _check(v is not None and v.pos == s.decision and v.src == s.src, at, "does not match its node")
+        if s.accepted:
+            _check(tree.decisions[s.decision].request is not None, at, "accepts a decision that has no proposal")
+        node = 2 * node + (1 if s.accepted else 2)
+    _check(tree.stop_node == node, "tree.stop_node", "is not where the walk ends")
+    _check(tree.transitions <= tree.depth_cap, "tree.steps", "walks past the block's transitions")

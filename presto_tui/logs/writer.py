@@ -17,9 +17,11 @@ import orjson
 
 from presto_tui import __version__
 from presto_tui.logs.schema import encode, header
-from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
+from presto_tui.errors import OutputError
+from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Vocab
+from presto_tui.safetext import visible
 
 DEFAULT_DIR = Path("sessions")
 
@@ -35,45 +37,87 @@ def default_trace_path(command: str, directory: Path = DEFAULT_DIR) -> Path:
 
 
 class TraceWriter:
-    """Appends events of one or more sessions to a new trace file."""
+    """Appends events of one or more sessions to a new trace file.
+
+    Sessions of chains that run at once interleave; every event line names its
+    session ("sid").  Transient events (progress for a person) are not written.
+    A failed write (a full disk) raises OutputError once; everything written
+    before it stays readable, and `close` never raises after it.
+    """
 
     def __init__(self, path: str | Path, *, command: str, backend: str, model: str, params: dict,
                  pieces: Callable[[Sequence[int]], list[str]], engine: dict | None = None):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # 'x': never overwrite (and so never corrupt) an existing trace
-        self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # 'x': never overwrite (and so never corrupt) an existing trace
+            self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
+        except FileExistsError:
+            raise
+        except OSError as e:
+            raise OutputError(f"{visible(str(self.path), keep_newlines=False)}: cannot write trace "
+                              f"({e.strerror})") from None
         self._vocab = Vocab(pieces)
-        self._open: SessionSummary | None = None  # the session being written, if any
+        self._open: dict[str, SessionSummary] = {}  # sessions started and not ended, by id
+        self._last: str | None = None
+        self._broken = False
         self._line(header(__version__, command, backend, model, params, engine, time.time()))
 
     def _line(self, obj: dict) -> None:
-        self._f.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
-        self._f.flush()
+        if self._broken:
+            raise OutputError(f"{visible(str(self.path), keep_newlines=False)}: the trace could not be written")
+        try:
+            self._f.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+            self._f.flush()
+        except OSError as e:
+            self._broken = True
+            raise OutputError(f"{visible(str(self.path), keep_newlines=False)}: cannot write trace "
+                              f"({e.strerror or e})") from None
 
-    def write(self, ev: Event) -> None:
+    def write(self, ev: Event, sid: str | None = None) -> None:
+        """Record `ev` of session `sid` (default: the session started last)."""
+        if isinstance(ev, TRANSIENT):
+            return
+        if isinstance(ev, SessionStart):
+            sid = ev.session_id
+            self._open[sid] = SessionSummary()
+            self._last = sid
+        sid = sid or self._last
         new = self._vocab.new_pieces(ev)
         if new:
             self._line({"type": "vocab", "pieces": {str(i): p for i, p in new.items()}})
-        self._line(encode(ev))
-        if isinstance(ev, SessionStart):
-            self._open = SessionSummary()
-        if self._open is not None:
-            self._open.update(ev)
+        line = encode(ev)
+        if sid is not None and not isinstance(ev, SessionStart):
+            line["sid"] = sid
+        self._line(line)
+        if sid in self._open:
+            self._open[sid].update(ev)
             if isinstance(ev, (SessionEnd, SessionError)):
-                self._open = None
+                del self._open[sid]
+
+    @property
+    def open_sessions(self) -> list[str]:
+        return list(self._open)
 
     def end_open_session(self, reason: str, text_of: Callable[[Sequence[int]], str]) -> None:
-        """Close a session cut short (Ctrl-C) with an end event at its last finished round."""
-        if self._open is not None:
-            tokens = self._open.tokens
-            self.write(SessionEnd(reason, tokens, text_of(tokens)))
+        """End every session cut short (Ctrl-C) with an end event at its last finished step."""
+        for sid in list(self._open):
+            tokens = self._open[sid].tokens
+            self.write(SessionEnd(reason, tokens, text_of(tokens)), sid)
 
     def close(self) -> None:
-        if not self._f.closed:
+        if self._f.closed:
+            return
+        try:
             self._f.flush()
             os.fsync(self._f.fileno())
-            self._f.close()
+        except OSError:
+            pass  # already reported by the write that failed
+        finally:
+            try:
+                self._f.close()
+            except OSError:
+                pass
 
     def __enter__(self) -> TraceWriter:
         return self

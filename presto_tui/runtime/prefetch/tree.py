@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import ClassVar
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, Score
@@ -297,24 +298,30 @@ class LevelTree(RoundTree):
         dec = self.decisions[pos] if pos is not None else None
         return NodeView(i, depth, status, src, pos, dec, sc, reach, rounded, i in self.path_nodes)
 
-    def count_nodes(self) -> int:
-        memo: dict[tuple[int, int, bool], int] = {}
-
-        def count(depth: int, src: int, unreachable: bool) -> int:
-            key = (depth, src, unreachable)
-            if key not in memo:
+    @cached_property
+    def _count(self) -> int:
+        # bottom-up over levels: the nodes below a node depend only on its (depth, state source)
+        D = len(self.decisions)
+        below: dict[int, int] = {}  # state source -> nodes in the subtree at the level below
+        for depth in range(D, -1, -1):
+            srcs = [ROOT] + [self.decisions[j].request for j in range(min(depth, D))]
+            here: dict[int, int] = {}
+            for src in srcs:
+                assert src is not None
                 status, pos = self._level_status(depth, src)
                 n = 1
                 if status == EXPANDED:
                     assert pos is not None
-                    n += count(depth + 1, self.decisions[pos].request, unreachable)  # type: ignore[arg-type]
-                    n += count(depth + 1, src, unreachable)
+                    req = self.decisions[pos].request
+                    n += below[req] + below[src]  # type: ignore[index]
                 elif status == DEFERRED and self.quirk:
-                    n += count(depth + 1, src, True)
-                memo[key] = n
-            return memo[key]
+                    n += below[src]
+                here[src] = n
+            below = here
+        return below[ROOT]
 
-        return count(0, ROOT, False)
+    def count_nodes(self) -> int:
+        return self._count
 
     def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
         # a (decision, state) pair has no single path here: `accepts` is 1 below an accept
