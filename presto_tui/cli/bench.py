@@ -208,7 +208,8 @@ def bench(
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
+    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,

@@ -22,7 +22,8 @@ def chat(
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
+    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
 ) -> None:

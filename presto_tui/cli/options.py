@@ -104,6 +104,12 @@ GpuMem = Annotated[float | None, typer.Option(
     help="vLLM on GPU: memory fraction.")]
 TensorParallel = Annotated[int, typer.Option(
     "--tensor-parallel-size", rich_help_panel=ENGINE, help="vLLM: GPUs to shard the model over.")]
+PipelineParallel = Annotated[int, typer.Option(
+    "--pipeline-parallel-size", rich_help_panel=ENGINE, help="vLLM: pipeline stages (GPUs or nodes) to split the model over.")]
+Executor = Annotated[str | None, typer.Option(
+    "--distributed-executor-backend", rich_help_panel=ENGINE, show_default=False,
+    help="vLLM: uni (one process), mp (worker processes) or ray (a Ray cluster, several nodes) "
+    "\\[default: uni, mp with tensor or pipeline parallelism].")]
 Eager = Annotated[bool | None, typer.Option(
     "--enforce-eager/--no-enforce-eager", rich_help_panel=ENGINE, show_default=False,
     help="vLLM: skip graph capture \\[default: eager on CPU].")]
@@ -124,7 +130,8 @@ JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="P
 SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
                  "budget", "epsilon", "seed", "beta", "cut_mix", "tries")
 ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
-                "tensor_parallel_size", "enforce_eager", "threads", "kv_cache_gib")
+                "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
+                "threads", "kv_cache_gib")
 
 
 def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
@@ -211,8 +218,9 @@ def open_trace(path: Path | None, command: str, engine, params):
         raise InputError(f"{visible(str(path), keep_newlines=False)}: cannot write trace ({e.strerror})") from None
 
 
-def regular_file(path: Path, what: str) -> Path:
-    """A path that names a regular file (a FIFO or device would hang or never end)."""
+def regular_file(path: Path, what: str, pipes: bool = False) -> Path:
+    """A path that names a regular file (a FIFO or device would hang or never end); `pipes`
+    also lets through a pipe a shell made (`<(...)`), which ends when its writer does."""
     shown = visible(str(path), keep_newlines=False)
     try:
         mode = path.stat().st_mode
@@ -222,7 +230,7 @@ def regular_file(path: Path, what: str) -> Path:
         raise InputError(f"{shown}: cannot read {what} ({e.strerror})") from None
     if stat.S_ISDIR(mode):
         raise InputError(f"{shown}: is a directory, not a {what}")
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISREG(mode) or pipes and stat.S_ISFIFO(mode)):
         raise InputError(f"{shown}: not a regular file (a pipe or device cannot be a {what})")
     return path
 
@@ -235,7 +243,7 @@ def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
             raise InputError("the prompt is empty")
         prompts.append(prompt)
     if prompts_file is not None:
-        regular_file(prompts_file, "prompts file")
+        regular_file(prompts_file, "prompts file", pipes=True)
         try:
             text = prompts_file.read_text(encoding="utf-8-sig")  # -sig: a BOM is not part of a prompt
         except OSError as e:

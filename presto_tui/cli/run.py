@@ -10,6 +10,10 @@ import typer
 
 from presto_tui.cli import app
 from presto_tui.cli import options as o
+from presto_tui.errors import InputError
+from presto_tui.safetext import visible
+
+MAX_CONCURRENCY = 256
 
 
 @app.command()
@@ -28,8 +32,13 @@ def run(
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
+    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-C", show_default=False,
+        help="Chains run at once on the engine, sharing its batch \\[default: 1 for one prompt; with "
+        "--prompts-file enough to keep about 64 requests live].")] = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print one JSON summary per prompt instead of text.")] = False,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
@@ -53,22 +62,33 @@ def run(
     flags = ctx.params
     params = o.sampler_params(flags)
     prompts = o.read_prompts(prompt, prompts_file)
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise InputError(f"--concurrency must lie in [1, {MAX_CONCURRENCY}], got {concurrency}")
+    chains = min(concurrency or default_concurrency(len(prompts), params.budget), len(prompts))
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "run")
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "run", engine, params)
-    run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer)
+    run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=chains)
+
+
+def default_concurrency(prompts: int, budget: int) -> int:
+    """Enough chains to keep about 64 requests live (a batch an engine decodes for little more
+    than one sequence), never more chains than prompts."""
+    return max(1, min(prompts, 64 // max(1, budget)))
 
 
 def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out: bool = False,
-                trace=None) -> None:
-    """Sample every prompt; record its events in `trace`.  Failures propagate (after the trace
-    has its `error` event, or a `cancelled` end on Ctrl-C, and is closed)."""
+                trace=None, concurrency: int = 1) -> None:
+    """Sample every prompt, `concurrency` chains at a time on one engine; results in prompt order.
+
+    Failures propagate (after the trace has its `error` events, or `cancelled` ends on
+    Ctrl-C, and is closed); every finished session stays in the trace."""
     try:
-        _run(engine, params, prompts, classifier, json_out, trace)
+        _run(engine, params, prompts, classifier, json_out, trace, concurrency)
     except KeyboardInterrupt:
-        if trace is not None:  # the trace keeps every finished round
+        if trace is not None:  # the trace keeps every finished session and round
             from presto_tui.runtime.session.runner import display_text
 
             trace.end_open_session("cancelled", lambda ids: display_text(engine, ids))
@@ -76,48 +96,65 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
     finally:
         if trace is not None:
             trace.close()
-            print(f"presto-tui: trace written to {trace.path}", file=sys.stderr)
+            print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=sys.stderr)
 
 
-def _run(engine, params, prompts, classifier, json_out, trace) -> None:
-    import orjson
+def _run(engine, params, prompts, classifier, json_out, trace, concurrency) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from presto_tui.runtime.session.events import RoundDone
-    from presto_tui.runtime.session.runner import run_session
+    from presto_tui.runtime.session.events import RoundDone, SessionEnd, SessionError, SessionStart
+    from presto_tui.runtime.session.loop import make_driver, run_chains
     from presto_tui.runtime.session.summary import SessionSummary
 
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
-    total = params.steps * params.n_blocks
-    for i, prompt in enumerate(prompts):
-        summary = SessionSummary()
-        label = f"[{i + 1}/{len(prompts)}] " if len(prompts) > 1 else ""
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                      console=err, transient=True) as bar:
-            task = bar.add_task(f"{label}transitions", total=total, info="starting")
-            for ev in run_session(engine, params, engine.encode_prompt(prompt), prompt=prompt,
-                                  classifier=classifier):
-                summary.update(ev)
-                if trace is not None:
-                    trace.write(ev)
-                if isinstance(ev, RoundDone):
-                    bar.update(task, advance=ev.k_after - ev.k_before,
-                               info=f"{summary.calls} calls, {summary.transitions_per_call:.2f} tr/call")
-        if json_out:
-            sys.stdout.write(orjson.dumps(summary.to_dict()).decode() + "\n")
-            sys.stdout.flush()
-        else:
-            print_summary(out, summary, params, label)
+    summaries: dict[int, SessionSummary] = {}
+    sids: dict[int, str] = {}
+    shown = 0  # results print in prompt order, as soon as every earlier prompt has finished
+    finished: set[int] = set()
+    drivers = (make_driver(engine, params, engine.encode_prompt(p), prompt=p, classifier=classifier)
+               for p in prompts)
+    many = len(prompts) > 1
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(f"prompts 0/{len(prompts)}, transitions" if many else "transitions",
+                            total=len(prompts) * params.steps * params.n_blocks, info="starting")
+        for i, ev in run_chains(engine, drivers, concurrency=concurrency):
+            s = summaries.setdefault(i, SessionSummary())
+            s.update(ev)
+            if isinstance(ev, SessionStart):
+                sids[i] = ev.session_id
+            if trace is not None:
+                trace.write(ev, sids.get(i))
+            if isinstance(ev, RoundDone):
+                live = sum(1 for j in summaries if j not in finished)
+                info = f"{live} chains live" if many else (
+                    f"{s.calls} calls, {s.transitions_per_call:.2f} tr/call" if s.calls else
+                    f"{s.transitions_per_s:.2f} tr/s")
+                bar.update(task, advance=ev.k_after - ev.k_before, info=info)
+            if isinstance(ev, (SessionEnd, SessionError)):
+                finished.add(i)
+                if many:
+                    bar.update(task, description=f"prompts {len(finished)}/{len(prompts)}, transitions")
+                while shown in finished:
+                    _print(out, summaries[shown], params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "")
+                    shown += 1
+
+
+def _print(out, s, params, json_out: bool, label: str) -> None:
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(s.to_dict()).decode() + "\n")
+        sys.stdout.flush()
+    else:
+        print_summary(out, s, params, label)
 
 
 def print_summary(out, s, params, label: str = "") -> None:
     from rich.table import Table
     from rich.text import Text
-
-    from presto_tui.safetext import visible
 
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
     out.print(Text(f"{label}{visible(s.prompt, keep_newlines=False)}", style="bold"))
@@ -125,14 +162,17 @@ def print_summary(out, s, params, label: str = "") -> None:
     table = Table(title=f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}",
                   show_header=False, title_justify="left")
     sp = s.speedup_estimate
-    rows = [
-        ("model calls", f"{s.calls} (+{s.extend_calls} block extension)"),
+    rows = [("model calls", f"{s.calls} (+{s.extend_calls} block extension)")] if s.calls else []
+    rows += [
         ("transitions", str(s.transitions)),
-        ("transitions per call", f"{s.transitions_per_call:.2f}"),
-        ("time per call", f"{s.time_per_call_s * 1000:.1f} ms"),
+        *([("transitions per call", f"{s.transitions_per_call:.2f}"),
+           ("time per call", f"{s.time_per_call_s * 1000:.1f} ms")] if s.calls else []),
+        ("time per transition", f"{s.wall_per_transition_s * 1000:.1f} ms"),
         ("acceptance rate", f"{s.acceptance_rate:.3f}"),
         ("epsilon-certain share", f"{s.eps_certain_share:.3f}"),
-        ("requests issued / on path", f"{s.requests_issued} / {s.transitions}"),
+        ("requests issued / on path", f"{s.requests_issued} / {s.transitions}"
+         + (f" ({s.requests_aborted} aborted)" if s.requests_aborted else "")),
+        ("tokens wasted", f"{100 * s.wasted_share:.0f}% of {s.proposal_tokens}"),
         ("speedup over sequential (est.)", "n/a" if sp is None else f"{sp:.2f}x (from this session's "
                                                                    "single-request calls)"),
     ]

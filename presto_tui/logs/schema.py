@@ -31,11 +31,32 @@ from presto_tui.runtime.core.mh import EPS_CLASSES, Score
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
-    ABORTED, DEFERRED, EXPANDED, LEAF, LIVE, ROOT, UNREACHABLE, DecisionRec, LevelTree, NodeRec, RequestRec,
-    RoundTree, Step, TableTree, depth_of,
+    ABORTED,
+    DEFERRED,
+    EXPANDED,
+    LEAF,
+    LIVE,
+    ROOT,
+    UNREACHABLE,
+    DecisionRec,
+    LevelTree,
+    NodeRec,
+    RequestRec,
+    RoundTree,
+    Step,
+    TableTree,
+    depth_of,
 )
 from presto_tui.runtime.session.events import (
-    BlockStart, DecisionWalked, Event, ModelCall, RequestEvent, RoundDone, SessionEnd, SessionError, SessionStart,
+    BlockStart,
+    DecisionWalked,
+    Event,
+    ModelCall,
+    RequestEvent,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
 )
 
 SCHEMA_VERSION = "1.1"  # major.minor: a reader refuses another major version
@@ -121,7 +142,8 @@ def _choice(v: Any, where: str, choices: tuple[str, ...]) -> str:
 
 
 def _row(v: Any, where: str, widths: tuple[int, ...]) -> list:
-    _check(isinstance(v, list) and len(v) in widths, where, f"should be a list of {' or '.join(map(str, widths))} values")
+    _check(isinstance(v, list) and len(v) in widths, where,
+           f"should be a list of {' or '.join(map(str, widths))} values")
     return v
 
 
@@ -232,7 +254,7 @@ def decode(d: Any) -> Event:
     if not isinstance(d, dict):
         raise SchemaError(f"line is not a JSON object but {type(d).__name__}")
     kind = _str(_get(d, "type"), "type", 40)
-    g = lambda key: _get(d, key)  # noqa: E731
+    g = lambda key: _get(d, key)
     if kind == "session_start":
         return SessionStart(_str(g("session_id"), "session_id", 100), _str(g("tool_version"), "tool_version", 100),
                             _str(g("backend"), "backend", 100), _str(g("model"), "model", 1000),
@@ -305,7 +327,7 @@ def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
 
 def decode_tree(d: dict) -> RoundTree:
     w = "tree."
-    g = lambda key: _get(d, key, w)  # noqa: E731
+    g = lambda key: _get(d, key, w)
     T = _int(g("T"), "tree.T", 1, 1 << 20)
     prompt = _tokens(g("prompt"), "tree.prompt")
     root_tokens = _tokens(g("root"), "tree.root")

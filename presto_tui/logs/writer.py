@@ -7,6 +7,7 @@ Ctrl-C leaves a trace that replays up to the last finished round.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -16,8 +17,8 @@ from pathlib import Path
 import orjson
 
 from presto_tui import __version__
-from presto_tui.logs.schema import encode, header
 from presto_tui.errors import OutputError
+from presto_tui.logs.schema import encode, header
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Vocab
@@ -108,16 +109,11 @@ class TraceWriter:
     def close(self) -> None:
         if self._f.closed:
             return
-        try:
+        with contextlib.suppress(OSError):  # already reported by the write that failed
             self._f.flush()
             os.fsync(self._f.fileno())
-        except OSError:
-            pass  # already reported by the write that failed
-        finally:
-            try:
-                self._f.close()
-            except OSError:
-                pass
+        with contextlib.suppress(OSError):
+            self._f.close()
 
     def __enter__(self) -> TraceWriter:
         return self

@@ -1,6 +1,14 @@
-"""The transformers backend: an exact float32 reference and the fallback without vLLM.
+"""The transformers engine: an exact float32 reference and the fallback without vLLM.
 
-One call generates a whole round's requests in lockstep.  Every request of a
+It takes part in the engine loop by the documented fallback: `submit` queues a
+request and `step` runs everything queued since the last step to completion as
+one batch (so "live" requests finish at the next step, and `abort` can only
+drop a request still queued).  Continuous batching would need per-row KV
+caches of different lengths joining and leaving a running batch; for a
+reference whose purpose is exact numbers on small runs that is not worth its
+complexity, and the streaming rule stays exact on it (only slower).
+
+One batch generates its requests in lockstep.  Every request of a
 round extends a prefix of the same root state and ends at the same total
 length (prompt + T), so after one shared forward over their longest common
 prefix, row r first replays its own remaining prefix tokens and then samples;
@@ -15,11 +23,13 @@ torch generator, so a request gives the same tokens alone or in any batch
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.engines.base import LoopEngine
 from presto_tui.runtime.engines.tokenizer import ChatTokenizer, TextMixin
 
 
@@ -32,7 +42,7 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
-class TransformersEngine(TextMixin):
+class TransformersEngine(TextMixin, LoopEngine):
     name = "transformers"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
@@ -49,6 +59,29 @@ class TransformersEngine(TextMixin):
         self.model = model_name or Path(model_dir).name
         self.max_len = int(getattr(self._model.config, "max_position_embeddings", 0) or 0)
         self._cache = {"queries": 0.0, "hits": 0.0}
+        self._queued: dict[int, Request] = {}
+        self._handles = itertools.count()
+
+    # -- the engine loop (the run-to-completion fallback) ------------------------------
+    def submit(self, request: Request) -> int:
+        h = next(self._handles)
+        self._queued[h] = request
+        return h
+
+    def abort(self, handle: int) -> int:
+        self._queued.pop(handle, None)
+        return 0
+
+    def progress(self, handle: int) -> int:
+        return 0
+
+    @property
+    def live(self) -> int:
+        return len(self._queued)
+
+    def step(self) -> list[tuple[int, Proposal]]:
+        batch, self._queued = self._queued, {}
+        return list(zip(batch, self._run(list(batch.values()))))
 
     def prefix_cache_stats(self) -> dict:
         """Prefix tokens asked for, and those served from the shared forward instead of recomputed."""
@@ -59,14 +92,20 @@ class TransformersEngine(TextMixin):
         return {"engine": "transformers", "eos_id": self.eos_id, "dtype": str(self._model.dtype).replace("torch.", ""),
                 "threads": self.torch.get_num_threads(), "max_model_len": self.max_len}
 
-    # -- protocol (text: TextMixin) -------------------------------------------
-    def generate(self, requests: Sequence[Request]) -> list[Proposal]:
+    def _run(self, requests: Sequence[Request]) -> list[Proposal]:
         if not requests:
             return []
         torch = self.torch
         ends = {len(r.prefix) + r.n_new for r in requests}
-        if len(ends) > 1:  # not one round's shape: do them one by one
-            return [self.generate([r])[0] for r in requests]
+        if len(ends) > 1:  # rows of different total lengths: one lockstep batch per length
+            by_end: dict[int, list[int]] = {}
+            for i, r in enumerate(requests):
+                by_end.setdefault(len(r.prefix) + r.n_new, []).append(i)
+            out: list[Proposal | None] = [None] * len(requests)
+            for idx in by_end.values():
+                for i, p in zip(idx, self._run([requests[i] for i in idx])):
+                    out[i] = p
+            return out  # type: ignore[return-value]
         prefixes = [list(r.prefix) for r in requests]
         shared = _common_prefix(prefixes)
         # keep one token out of the shared forward so every row has an input at step 0

@@ -16,10 +16,12 @@ from presto_tui.errors import EngineError, InputError, PrestoError
 from presto_tui.runtime.core.engine import Engine
 
 BACKENDS = ("vllm", "transformers", "synthetic")
-VLLM_ONLY = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager", "kv_cache_gib")
+VLLM_ONLY = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
+             "distributed_executor_backend", "enforce_eager", "kv_cache_gib")
 FLAG = {"model": "--model", "dtype": "--dtype", "threads": "--threads", "chat_template": "--no-chat-template",
         "max_model_len": "--max-model-len", "gpu_memory_utilization": "--gpu-memory-utilization",
-        "tensor_parallel_size": "--tensor-parallel-size", "enforce_eager": "--enforce-eager",
+        "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
+        "distributed_executor_backend": "--distributed-executor-backend", "enforce_eager": "--enforce-eager",
         "kv_cache_gib": "--kv-cache-gib"}
 
 
@@ -31,6 +33,8 @@ class EngineOptions:
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    distributed_executor_backend: str | None = None  # vLLM: uni, mp or ray
     enforce_eager: bool | None = None
     threads: int | None = None
     kv_cache_gib: float | None = None  # vLLM on CPU
@@ -46,8 +50,13 @@ class EngineOptions:
             raise InputError(f"{FLAG[ignored[0]]} does not apply to --backend {backend}")
         if self.threads is not None and not 1 <= self.threads <= 4096:
             raise InputError(f"--threads must be between 1 and 4096, got {self.threads}")
-        if self.tensor_parallel_size < 1:
-            raise InputError(f"--tensor-parallel-size must be >= 1, got {self.tensor_parallel_size}")
+        for flag, n in (("--tensor-parallel-size", self.tensor_parallel_size),
+                        ("--pipeline-parallel-size", self.pipeline_parallel_size)):
+            if not 1 <= n <= 1024:
+                raise InputError(f"{flag} must lie in [1, 1024], got {n}")
+        if self.distributed_executor_backend not in (None, "uni", "mp", "ray"):
+            raise InputError(f"unknown --distributed-executor-backend {self.distributed_executor_backend!r}; "
+                             "choose one of uni, mp, ray")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise InputError(f"--max-model-len must be >= 1, got {self.max_model_len}")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
@@ -114,6 +123,8 @@ def start_engine(name: str | None, opts: EngineOptions = EngineOptions()) -> Eng
                               dtype=opts.dtype, max_model_len=opts.max_model_len,
                               gpu_memory_utilization=opts.gpu_memory_utilization,
                               tensor_parallel_size=opts.tensor_parallel_size,
+                              pipeline_parallel_size=opts.pipeline_parallel_size,
+                              distributed_executor_backend=opts.distributed_executor_backend,
                               enforce_eager=opts.enforce_eager, kv_cache_gib=opts.kv_cache_gib)
         backend.self_check(backend.encode_prompt("Hello"), 0.25)
         return backend

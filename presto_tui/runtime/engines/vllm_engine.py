@@ -1,17 +1,18 @@
-"""The vLLM backend: vLLM's offline engine, in-process, with per-token log q_tau, log p0 and entropy.
+"""The vLLM engine: vLLM's `LLMEngine`, stepped by presto-tui's engine loop.
 
-vLLM returns one kind of log-probability engine-wide.  We keep
-`logprobs_mode="raw_logprobs"` (log p0 of each sampled token) and register a
-read-only V1 logits processor, `LogitStats`, that sees the same float32 logits
-z before temperature and records, for requests tagged through
-`SamplingParams.extra_args`, logsumexp(z), logsumexp(z / tau) and the full
-entropy of p0 at each position.  Then log q_tau = (log p0 + lse_1)/tau - lse_tau
-exactly, with no top-k approximation and no second scoring pass.
+Requests are added with `add_request`, advanced one token per `step()` with
+continuous batching, and aborted with `abort_request`; each returns only when
+it has finished (`RequestOutputKind.FINAL_ONLY`).  Per token, log p0 comes
+from vLLM's raw log-probabilities and logsumexp(z), logsumexp(z/tau) and the
+entropy from the `LogitStats` processor (vllm_stats.py), fetched from
+whichever process ran the sampler with `collective_rpc`; so the same code
+serves the in-process engine (the default on a CPU: fastest start), vLLM's
+multiprocess engine core (VLLM_ENABLE_V1_MULTIPROCESSING=1), tensor and
+pipeline parallel workers, and the Ray executor.
 
-The engine runs in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so the
-processor hands its records back in memory.  On GPUs vLLM 0.32 may choose its
-Model Runner V2, whose processor interface differs; we set
-`VLLM_USE_V2_MODEL_RUNNER=0` to keep V1 (documented in the README).
+On GPUs vLLM 0.32 may choose its Model Runner V2, whose processor interface
+differs; we set `VLLM_USE_V2_MODEL_RUNNER=0` to keep V1 (documented in the
+README).
 """
 
 from __future__ import annotations
@@ -19,96 +20,62 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from presto_tui.errors import EngineError
 from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.engines.base import LoopEngine
 from presto_tui.runtime.engines.tokenizer import ChatTokenizer, TextMixin
 
-TAG = "presto_tag"
 SELF_CHECK_TOL = 1e-3
 
-# tag -> {position: (lse_1, lse_tau, entropy, top_token, top_logit, (lse at each score tau))}
-_RECORDS: dict[str, dict[int, tuple]] = {}
-SCORE_TAUS = "presto_score_taus"
+
+@dataclass
+class _Live:
+    request: Request
+    tag: str
+    step0: int  # the engine step it was added at (progress: steps since, at most n_new)
 
 
-def _processor_class():
-    import torch
-    from vllm.v1.sample.logits_processor import LogitsProcessor
-    from vllm.v1.sample.logits_processor.builtin import process_dict_updates
-
-    class LogitStats(LogitsProcessor):
-        """Records normalisers and entropy of the raw logits; changes nothing."""
-
-        def __init__(self, vllm_config, device, is_pin_memory):
-            self.rows: dict[int, tuple[str, float, list[int], tuple[float, ...]]] = {}
-
-        def is_argmax_invariant(self) -> bool:
-            return False  # so that vLLM calls it on every step, greedy or not
-
-        def update_state(self, batch_update) -> None:
-            process_dict_updates(
-                self.rows, batch_update,
-                lambda params, _prompt, out: (params.extra_args[TAG], float(params.temperature), out,
-                                              tuple(params.extra_args.get(SCORE_TAUS, ())))
-                if params.extra_args and TAG in params.extra_args else None)
-
-        def apply(self, logits):
-            if not self.rows:
-                return logits
-            idx = sorted(i for i in self.rows if i < logits.shape[0])
-            if not idx:
-                return logits
-            z = logits[idx].to(torch.float64)
-            taus = torch.tensor([self.rows[i][1] for i in idx], dtype=torch.float64).unsqueeze(1)
-            lse1 = torch.logsumexp(z, dim=-1)
-            lse_tau = torch.logsumexp(z / taus, dim=-1)
-            logp = z - lse1.unsqueeze(1)
-            ent = -torch.special.xlogy(logp.exp(), logp.exp()).sum(dim=-1)
-            top_logit, top = z.max(dim=-1)
-            for k, i in enumerate(idx):
-                tag, _, out, score_taus = self.rows[i]
-                extra = tuple(float(torch.logsumexp(z[k] / t, dim=-1)) for t in score_taus)
-                _RECORDS.setdefault(tag, {})[len(out)] = (
-                    float(lse1[k]), float(lse_tau[k]), float(ent[k]), int(top[k]), float(top_logit[k]), extra)
-            return logits
-
-    return LogitStats
-
-
-class VLLMEngine(TextMixin):
+class VLLMEngine(TextMixin, LoopEngine):
     name = "vllm"
 
     def __init__(self, model_dir: Path, *, model_name: str | None = None, chat_template: bool = True,
                  dtype: str | None = None, max_model_len: int | None = None,
                  gpu_memory_utilization: float | None = None, tensor_parallel_size: int = 1,
+                 pipeline_parallel_size: int = 1, distributed_executor_backend: str | None = None,
                  enforce_eager: bool | None = None, kv_cache_gib: float | None = None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         import torch
         from vllm import LLM
 
+        from presto_tui.runtime.engines.vllm_stats import LogitStats, RecordsExtension
+
         on_gpu = torch.cuda.is_available()
         self.text = ChatTokenizer(model_dir, chat_template)
         self.eos_id = self.text.eos_id
         self.model = model_name or Path(model_dir).name
+        parallel = tensor_parallel_size * pipeline_parallel_size > 1
         args = dict(
             model=str(model_dir),
             # fp32 on CPU: bf16 log-probs move by ~0.1 per token with batch composition
             dtype=dtype or ("auto" if on_gpu else "float32"),
             enable_prefix_caching=True,
             logprobs_mode="raw_logprobs",
-            logits_processors=[_processor_class()],
+            logits_processors=[LogitStats],
+            worker_extension_cls=f"{RecordsExtension.__module__}.{RecordsExtension.__qualname__}",
             seed=0,
             disable_log_stats=False,  # keeps the prefix-cache counters that `bench` reports
             tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size,
             enforce_eager=(not on_gpu) if enforce_eager is None else enforce_eager,
+            distributed_executor_backend=distributed_executor_backend or ("mp" if parallel else "uni"),
         )
         if not on_gpu:
             # the CPU attention backend needs a multiple of 32 for prefix caching
-            args.update(block_size=32, distributed_executor_backend="uni",
-                        kv_cache_memory_bytes=int((kv_cache_gib or 1.0) * 2**30))
+            args.update(block_size=32, kv_cache_memory_bytes=int((kv_cache_gib or 1.0) * 2**30))
         elif gpu_memory_utilization is not None:
             args["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:
@@ -118,16 +85,24 @@ class VLLMEngine(TextMixin):
         except Exception as e:
             raise EngineError(f"vLLM could not start on {self.model}: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
-        cfg = self.llm.llm_engine.model_config
+        self.engine = self.llm.llm_engine
+        cfg = self.engine.model_config
         self.max_len = int(cfg.max_model_len)
         self.device = "cuda" if on_gpu else "cpu"
+        self.executor = args["distributed_executor_backend"]
         self._dtype = str(cfg.dtype).replace("torch.", "")
         self._tags = itertools.count()
+        self._handles = itertools.count()
+        self._live: dict[int, _Live] = {}
+        self._by_tag: dict[str, int] = {}
+        self._discard: list[str] = []  # tags whose records the workers should drop
+        self._steps = 0
+        self._logprobs: dict[int, int] = {}  # handle -> extra log-probs asked for (self-check)
 
     @property
     def info(self) -> dict:
         return {"engine": "vllm", "eos_id": self.eos_id, "device": self.device, "dtype": self._dtype,
-                "max_model_len": self.max_len}
+                "max_model_len": self.max_len, "executor": self.executor}
 
     def prefix_cache_stats(self) -> dict:
         """Cumulative prefix-cache token queries and hits (paper D.2's hit rate)."""
@@ -138,56 +113,103 @@ class VLLMEngine(TextMixin):
         get = lambda name: sum(float(getattr(m, "value", 0) or 0) for m in metrics if m.name == name)
         return {"queries": get("vllm:prefix_cache_queries"), "hits": get("vllm:prefix_cache_hits")}
 
-    def _params(self, req: Request, tag: str, logprobs: int = 0):
+    # -- the engine loop -----------------------------------------------------------------
+    def submit(self, request: Request, logprobs: int = 0) -> int:
         from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
-        return SamplingParams(
-            n=1, temperature=req.tau, top_p=1.0, top_k=0, seed=int(req.seed),
+        from presto_tui.runtime.engines.vllm_stats import SCORE_TAUS, TAG
+
+        if len(request.prefix) + request.n_new > self.max_len:
+            raise EngineError(f"prompt plus horizon ({len(request.prefix) + request.n_new} tokens) exceeds the "
+                              f"model's context of {self.max_len}")
+        tag = f"p{next(self._tags)}"
+        params = SamplingParams(
+            n=1, temperature=request.tau, top_p=1.0, top_k=0, seed=int(request.seed),
             # Fixed horizon (app. B.1): ignore_eos keeps going past EOS.  Never min_tokens:
             # it masks EOS out of the logits, so the suffix would not come from q_tau.
-            max_tokens=req.n_new, ignore_eos=True,
-            logprobs=logprobs, detokenize=False,
-            extra_args={TAG: tag, SCORE_TAUS: list(req.score_taus)})
+            max_tokens=request.n_new, ignore_eos=True, logprobs=logprobs, detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            extra_args={TAG: tag, SCORE_TAUS: list(request.score_taus)})
+        self.engine.add_request(tag, TokensPrompt(prompt_token_ids=list(request.prefix)), params)
+        h = next(self._handles)
+        self._live[h] = _Live(request, tag, self._steps)
+        self._by_tag[tag] = h
+        return h
 
-    def _run(self, requests: Sequence[Request], logprobs: int = 0):
-        from vllm.inputs import TokensPrompt
+    def abort(self, handle: int) -> int:
+        live = self._live.pop(handle, None)
+        if live is None:
+            return 0
+        self.engine.abort_request([live.tag])
+        del self._by_tag[live.tag]
+        self._discard.append(live.tag)
+        return self._progress(live)
 
-        for r in requests:
-            if len(r.prefix) + r.n_new > self.max_len:
-                raise EngineError(f"prompt plus horizon ({len(r.prefix) + r.n_new} tokens) exceeds the "
-                                  f"model's context of {self.max_len}")
-        tags = [f"{next(self._tags)}" for _ in requests]
-        prompts = [TokensPrompt(prompt_token_ids=list(r.prefix)) for r in requests]
-        params = [self._params(r, t, logprobs) for r, t in zip(requests, tags)]
+    def progress(self, handle: int) -> int:
+        live = self._live.get(handle)
+        return self._progress(live) if live else 0
+
+    def _progress(self, live: _Live) -> int:
+        # one token a step after the prefill step (an estimate: the scheduler may chunk a prefill)
+        return max(0, min(live.request.n_new, self._steps - live.step0 - 1))
+
+    @property
+    def live(self) -> int:
+        return len(self._live)
+
+    def step(self) -> list[tuple[int, Proposal]]:
         try:
-            outs = self.llm.generate(prompts, params, use_tqdm=False)
-            return [(r, t, o.outputs[0]) for r, t, o in zip(requests, tags, outs)]
+            outputs = self.engine.step()
         except Exception:
-            for t in tags:
-                _RECORDS.pop(t, None)
+            self._discard.extend(self._by_tag)
             raise
-
-    def generate(self, requests: Sequence[Request]) -> list[Proposal]:
+        self._steps += 1
+        done = [o for o in outputs if o.finished and o.request_id in self._by_tag]
+        if not done and not self._discard:
+            return []
+        records = self._fetch([o.request_id for o in done])
         out = []
-        for req, tag, comp in self._run(requests):
-            rec = _RECORDS.pop(tag)
-            toks = tuple(int(t) for t in comp.token_ids)
-            if len(toks) != req.n_new or len(rec) < req.n_new:
-                raise EngineError(f"vLLM returned {len(toks)} tokens and {len(rec)} records for "
-                                  f"{req.n_new} requested")
-            lp, lq, h = [], [], []
-            extra: list[list[float]] = [[] for _ in req.score_taus]
-            for i, tok in enumerate(toks):
-                lse1, lse_tau, ent, _, _, lse_extra = rec[i]
-                logp = float(comp.logprobs[i][tok].logprob)
-                lp.append(logp)
-                lq.append((logp + lse1) / req.tau - lse_tau)
-                h.append(ent)
-                for t2, lse2, acc in zip(req.score_taus, lse_extra, extra):
-                    acc.append((logp + lse1) / t2 - lse2)
-            out.append(Proposal(toks, tuple(lq), tuple(lp), tuple(h), tuple(tuple(e) for e in extra)))
+        for o in done:
+            h = self._by_tag.pop(o.request_id)
+            live = self._live.pop(h)
+            out.append((h, self._proposal(live.request, o.outputs[0], records.get(o.request_id, {}))))
         return out
 
+    def _fetch(self, tags: list[str]) -> dict[str, dict]:
+        discard, self._discard = self._discard, []
+        merged: dict[str, dict] = {}
+        for part in self.engine.collective_rpc("presto_fetch_records", args=(tags, discard)):
+            for tag, rec in (part or {}).items():
+                if len(rec) > len(merged.get(tag, {})):
+                    # tensor-parallel ranks hold the same records: take one whole set (keys come back as
+                    # ints or, through some serialisers, as strings)
+                    merged[tag] = {int(k): v for k, v in rec.items()}
+        return merged
+
+    def _proposal(self, req: Request, comp, rec: dict) -> Proposal:
+        toks = tuple(int(t) for t in comp.token_ids)
+        if len(toks) != req.n_new or len(rec) < req.n_new:
+            raise EngineError(f"vLLM returned {len(toks)} tokens and {len(rec)} records for {req.n_new} requested")
+        lp, lq, h = [], [], []
+        extra: list[list[float]] = [[] for _ in req.score_taus]
+        for i, tok in enumerate(toks):
+            lse1, lse_tau, ent, _, _, lse_extra = rec[i]
+            logp = float(comp.logprobs[i][tok].logprob)
+            lp.append(logp)
+            lq.append((logp + lse1) / req.tau - lse_tau)
+            h.append(ent)
+            for t2, lse2, acc in zip(req.score_taus, lse_extra, extra):
+                acc.append((logp + lse1) / t2 - lse2)
+        return Proposal(toks, tuple(lq), tuple(lp), tuple(h), tuple(tuple(e) for e in extra))
+
+    def pending_records(self) -> int:
+        """Records held in the workers (0 once every request has been fetched or discarded)."""
+        self._fetch([])
+        return sum(self.engine.collective_rpc("presto_pending_records"))
+
+    # -- start-up check ---------------------------------------------------------------------
     def self_check(self, prefix: Sequence[int], tau: float) -> float:
         """Check that the recorded normalisers belong to the logits vLLM sampled from.
 
@@ -197,10 +219,20 @@ class VLLMEngine(TextMixin):
         Returns the largest disagreement; raises EngineError above 1e-3.
         """
         req = Request(tuple(prefix), 8, 12345, tau)
-        (_, tag, comp), = self._run([req], logprobs=1)
-        rec = _RECORDS.pop(tag)
+        h = self.submit(req, logprobs=1)
+        tag = self._live[h].tag
+        while h in self._live:
+            outputs = self.engine.step()
+            self._steps += 1
+            for o in outputs:
+                if o.finished and o.request_id == tag:
+                    comp = o.outputs[0]
+                    rec = self._fetch([tag]).get(tag, {})
+                    del self._live[h], self._by_tag[tag]
         worst = 0.0
         for i in range(len(comp.token_ids)):
+            if i not in rec:
+                raise EngineError("self-check: the logits processor recorded nothing (is it registered?)")
             lse1, lse_tau, _, top, top_logit, _ = rec[i]
             if top not in comp.logprobs[i]:
                 raise EngineError("self-check: vLLM's top token differs from the processor's")

@@ -39,7 +39,16 @@ from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import DecisionInputs, decision_inputs
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.prefetch.tree import (
-    ABORTED, EXPANDED, LEAF, LIVE, ROOT, DecisionRec, NodeRec, RequestRec, Step, TableTree,
+    ABORTED,
+    EXPANDED,
+    LEAF,
+    LIVE,
+    ROOT,
+    DecisionRec,
+    NodeRec,
+    RequestRec,
+    Step,
+    TableTree,
 )
 from presto_tui.runtime.samplers.families import SamplerFamily
 

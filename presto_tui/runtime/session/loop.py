@@ -32,8 +32,17 @@ from presto_tui.runtime.prefetch.stream import ABANDONED, Epoch, Group, StreamCh
 from presto_tui.runtime.prefetch.tree import LEAF
 from presto_tui.runtime.samplers.families import sampler_family
 from presto_tui.runtime.session.events import (
-    BlockStart, DecisionWalked, Event, InFlight, LiveTree, ModelCall, RequestEvent, RoundDone, SessionEnd,
-    SessionError, SessionStart,
+    BlockStart,
+    DecisionWalked,
+    Event,
+    InFlight,
+    LiveTree,
+    ModelCall,
+    RequestEvent,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
 )
 
 SNAPSHOT_EVERY_S = 0.1  # transient progress events: at most ten a second per chain
@@ -383,7 +392,7 @@ def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, 
             active[i] = d
             try:
                 events = d.start()
-            except Exception as e:  # noqa: BLE001 - the session's own bad input (context too long)
+            except Exception as e:
                 del active[i]
                 yield from ((i, ev) for ev in d.fail(e))
                 raise
@@ -432,7 +441,7 @@ def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, 
             events = active[i].fail(e) if not isinstance(e, (KeyboardInterrupt, GeneratorExit)) else []
             try:
                 drop(i)
-            except Exception:  # noqa: BLE001, S110 - the engine itself may be what failed
+            except Exception:
                 pass
             yield from ((i, ev) for ev in events)
         raise

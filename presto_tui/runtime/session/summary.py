@@ -1,23 +1,30 @@
-"""Per-session metrics folded from events (paper appendix D.2).
+"""Per-session metrics folded from events (paper appendix D.2), one definition for every surface.
 
-One reducer serves the CLI summary, trace statistics and the TUI's stats
-panel, so a number means the same thing everywhere.
+One reducer serves `run --json`, `stats`, `bench` and the app's stats panel, so
+a number means the same thing everywhere.
 
-- calls: proposal calls (one per sequential step or PreSTO round); the call
-  that extends the state by a block is the same for every sampler and is
-  counted apart (`extend_calls`).
+- calls: proposal calls (one per sequential step or PreSTO round; streaming
+  has none); the call that extends the state by a block is the same for every
+  sampler and is counted apart (`extend_calls`).
 - transitions_per_call = transitions / calls; time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
+- wall_s: the time the session spent producing its transitions: the sum of its
+  rounds' call times, or of its streaming epochs' durations (engine time).
+  transitions_per_s and the speedup use it, so round rules and streaming
+  compare on the same footing.
+- speedup_estimate: sequential time / wall_s for the same transitions.
+  Sequential PowerMH would make one single-request call per realized
+  transition, decoding T - c tokens; its cost per token is measured from this
+  session's own single-request calls (every block's extension, and any
+  one-request proposal call), so with a budget of 1 it is about 1 by
+  construction.  `bench` measures the sequential sampler itself instead.
 - eps_certain_share: share of realized MH decisions that were epsilon-certain;
   scored_counts: epsilon classes of every scored (decision, state) pair.
-- requests_issued vs requests_realized: speculation sent vs used by the walk.
+- requests_issued vs requests_realized: speculation sent vs used by the walk;
+  proposal_tokens vs used_tokens: tokens decoded for proposals vs those of the
+  proposals the walk used (wasted_share = the rest); requests_aborted,
+  mean_live (streaming, engine-time weighted), time_to_first_transition_s.
 - tokens: the chain's current state (generated tokens), after every event.
-- speedup_estimate: sequential time / this session's time for the same
-  transitions.  Sequential PowerMH would make one single-request call per
-  realized transition, decoding T - c tokens; its cost per token is measured
-  from this session's own single-request calls (every block's extension, and
-  any one-request proposal call), so with a budget of 1 the estimate is about
-  1 by construction.  `bench` measures the sequential sampler instead.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from dataclasses import dataclass, field
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.session.events import (
     BlockStart,
+    DecisionWalked,
     Event,
     ModelCall,
+    RequestEvent,
     RoundDone,
     SessionEnd,
     SessionError,
@@ -44,17 +53,25 @@ class SessionSummary:
     extend_calls: int = 0
     call_time_s: float = 0.0
     extend_time_s: float = 0.0
+    wall_s: float = 0.0
     transitions: int = 0
     accepted: int = 0
     eps_counts: dict = field(default_factory=lambda: {ACCEPT: 0, REJECT: 0, UNCERTAIN: 0})
     scored_counts: dict = field(default_factory=lambda: {ACCEPT: 0, REJECT: 0, UNCERTAIN: 0})
     requests_issued: int = 0
-    tokens_generated: int = 0
+    requests_aborted: int = 0
+    tokens_generated: int = 0  # every token decoded: extensions and proposals
+    proposal_tokens: int = 0
+    used_tokens: int = 0
     rounds: int = 0
     acceptance_by_round: list = field(default_factory=list)
     sequential_tokens: int = 0  # what sequential PowerMH would decode for the realized transitions
     single_request_s: float = 0.0  # time and tokens of this session's single-request calls
     single_request_tokens: int = 0
+    first_transition_s: float | None = None
+    live_area: float = 0.0  # streaming: live requests integrated over engine time
+    live_span: float = 0.0
+    _live_at: tuple[float, int] | None = None
     text: str = ""
     tokens: tuple = ()
     status: str = "running"  # running, done, cancelled, error
@@ -75,28 +92,55 @@ class SessionSummary:
                 self.calls += 1
                 self.call_time_s += ev.wall_s
                 self.requests_issued += ev.requests
+                self.proposal_tokens += ev.tokens
+        elif isinstance(ev, RequestEvent):
+            self._live(ev.clock, ev.live)
+            if ev.kind == "issued":
+                self.requests_issued += ev.size
+            else:
+                self.tokens_generated += ev.tokens
+                self.proposal_tokens += ev.tokens
+                self.requests_aborted += ev.size if ev.kind == "aborted" else 0
+        elif isinstance(ev, DecisionWalked):
+            if self.first_transition_s is None:
+                self.first_transition_s = ev.clock
         elif isinstance(ev, BlockStart):
             self.tokens = self.tokens + tuple(ev.tokens)
         elif isinstance(ev, RoundDone):
-            tree = ev.tree
-            self.rounds += 1
-            acc = 0
-            for s in tree.steps:
-                sc = tree.scores[(s.decision, s.src)]
-                self.eps_counts[sc.eps_class] += 1
-                self.sequential_tokens += tree.T - tree.decisions[s.decision].cut
-                acc += s.accepted
-            self.tokens = tree.final_state.tokens
-            for sc in tree.scores.values():
-                self.scored_counts[sc.eps_class] += 1
-            self.transitions += tree.transitions
-            self.accepted += acc
-            self.acceptance_by_round.append(acc / max(1, tree.transitions))
+            self._round(ev)
         elif isinstance(ev, SessionEnd):
             self.status, self.text, self.tokens = ev.reason, ev.text, tuple(ev.tokens)
         elif isinstance(ev, SessionError):
             self.status, self.error = "error", ev.message
         return self
+
+    def _round(self, ev: RoundDone) -> None:
+        tree = ev.tree
+        self.rounds += 1
+        self.wall_s += ev.call_wall_s
+        acc = 0
+        for s in tree.steps:
+            sc = tree.scores[(s.decision, s.src)]
+            dec = tree.decisions[s.decision]
+            self.eps_counts[sc.eps_class] += 1
+            self.sequential_tokens += tree.T - dec.cut
+            self.used_tokens += (tree.T - dec.cut) * max(1, len(dec.candidates))
+            acc += s.accepted
+        for sc in tree.scores.values():
+            self.scored_counts[sc.eps_class] += 1
+        if self.first_transition_s is None and tree.steps and ev.clock is not None:
+            self.first_transition_s = ev.clock
+        self.transitions += tree.transitions
+        self.accepted += acc
+        self.acceptance_by_round.append(acc / max(1, tree.transitions))
+        self.tokens = tree.final_state.tokens
+
+    def _live(self, clock: float, live: int) -> None:
+        if self._live_at is not None:
+            t0, n = self._live_at
+            self.live_area += n * max(0.0, clock - t0)
+            self.live_span += max(0.0, clock - t0)
+        self._live_at = (clock, live)
 
     @property
     def transitions_per_call(self) -> float:
@@ -107,16 +151,32 @@ class SessionSummary:
         return self.call_time_s / self.calls if self.calls else 0.0
 
     @property
+    def transitions_per_s(self) -> float:
+        return self.transitions / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def wall_per_transition_s(self) -> float:
+        return self.wall_s / self.transitions if self.transitions else 0.0
+
+    @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.transitions if self.transitions else 0.0
 
     @property
+    def wasted_share(self) -> float:
+        return 1.0 - self.used_tokens / self.proposal_tokens if self.proposal_tokens else 0.0
+
+    @property
+    def mean_live(self) -> float | None:
+        return self.live_area / self.live_span if self.live_span else None
+
+    @property
     def speedup_estimate(self) -> float | None:
-        """Estimated sequential time / this session's call time (see the module docstring)."""
-        if not (self.single_request_tokens and self.call_time_s and self.sequential_tokens):
+        """Estimated sequential time / this session's wall_s (see the module docstring)."""
+        if not (self.single_request_tokens and self.wall_s and self.sequential_tokens):
             return None
         per_token = self.single_request_s / self.single_request_tokens
-        return self.sequential_tokens * per_token / self.call_time_s
+        return self.sequential_tokens * per_token / self.wall_s
 
     @property
     def eps_certain_share(self) -> float:
@@ -136,14 +196,23 @@ class SessionSummary:
             "time_per_call_s": self.time_per_call_s,
             "call_time_s": self.call_time_s,
             "extend_time_s": self.extend_time_s,
+            "wall_s": self.wall_s,
+            "wall_per_transition_s": self.wall_per_transition_s,
+            "transitions_per_s": self.transitions_per_s,
+            "speedup_estimate": self.speedup_estimate,
+            "time_to_first_transition_s": self.first_transition_s,
             "acceptance_rate": self.acceptance_rate,
             "eps_certain_share": self.eps_certain_share,
             "eps_counts": dict(self.eps_counts),
             "scored_eps_counts": dict(self.scored_counts),
             "requests_issued": self.requests_issued,
             "requests_realized": self.transitions,
+            "requests_aborted": self.requests_aborted,
             "tokens_generated": self.tokens_generated,
-            "speedup_estimate": self.speedup_estimate,
+            "proposal_tokens": self.proposal_tokens,
+            "used_tokens": self.used_tokens,
+            "wasted_share": self.wasted_share,
+            "mean_live_requests": self.mean_live,
             "rounds": self.rounds,
             "params": self.params,
             **({"error": self.error} if self.error else {}),
