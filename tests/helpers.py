@@ -68,7 +68,7 @@ class RecordNoiseBackend(SyntheticEngine):
 
         rng = np.random.default_rng([req.seed, len(req.prefix), 0x4E])
         n = len(p.tokens)
-        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))  # noqa: E731
+        jitter = lambda: tuple(float(v) for v in self.noise * rng.uniform(-1, 1, n))
         lq, lp, h = jitter(), jitter(), jitter()
         return Proposal(p.tokens, tuple(a + b for a, b in zip(p.logq, lq)),
                         tuple(a + b for a, b in zip(p.logp, lp)),

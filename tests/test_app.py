@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from helpers import ScriptedEngine
 from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.core.params import SamplerParams
-from helpers import ScriptedEngine
 from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.views.app import chat_app, replay_app
@@ -143,7 +143,7 @@ async def test_untrusted_text_appears_literally():
         assert "\x1b" not in ins and "\x9b" not in ins
 
 
-def SlowBackend(delay=0.0, fail_on_call=None):  # noqa: N802 - reads as the engine it makes
+def SlowBackend(delay=0.0, fail_on_call=None):
     """Synthetic model whose calls take a while and can be made to fail."""
     return ScriptedEngine(delay=delay, fail_on_call=fail_on_call)
 

@@ -8,6 +8,8 @@ to cancel or pause, and the app closes the session after the worker stopped.
 
 from __future__ import annotations
 
+import threading
+
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -16,18 +18,24 @@ from textual.worker import Worker, WorkerState
 
 from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
 from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
-from presto_tui.runtime.session.events import RoundDone, SessionError, SessionStart
+from presto_tui.runtime.session.events import (
+    InFlight,
+    LiveTree,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
+)
 from presto_tui.safetext import visible
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.screens import SettingsScreen
 
 
 class FromWorker(Message):
-    """Something the chat session emitted on the worker thread."""
+    """The chat session emitted something on the worker thread: drain the inbox."""
 
-    def __init__(self, item: object) -> None:
-        self.item = item
-        super().__init__()
+
+FRAME_S = 0.1  # at most ten screen updates a second, however fast events arrive
 
 
 class ChatScreen(RoundScreen):
@@ -45,6 +53,12 @@ class ChatScreen(RoundScreen):
         self.backend = backend
         self.model = model
         self.running = False
+        self.in_flight: InFlight | None = None
+        self.live_tree: LiveTree | None = None
+        self._inbox: list[object] = []  # filled by the worker thread, drained by this one
+        self._inbox_lock = threading.Lock()
+        self._posted = False
+        self._dirty = False
 
     def compose_bottom(self) -> ComposeResult:
         yield Input(placeholder="Type a prompt and press Enter (Tab to the tree; ? there for help)", id="prompt")
@@ -54,14 +68,26 @@ class ChatScreen(RoundScreen):
         # start the engine now, so that it is warm by the time the first prompt is typed
         self.run_worker(lambda: self.session.start_engine(self.model, self._emit), thread=True,
                         exit_on_error=False, group="engine")
+        self.set_interval(FRAME_S, self._frame)
         self.redraw()
 
-    def _emit(self, item: object) -> None:  # the worker thread
-        self.post_message(FromWorker(item))
+    def _emit(self, item: object) -> None:  # the worker thread: queue, and wake the UI once
+        with self._inbox_lock:
+            self._inbox.append(item)
+            if self._posted:
+                return
+            self._posted = True
+        self.post_message(FromWorker())
 
     # -- what the worker sends ------------------------------------------------------
-    def on_from_worker(self, message: FromWorker) -> None:
-        item = message.item
+    def on_from_worker(self, _message: FromWorker) -> None:
+        with self._inbox_lock:
+            items, self._inbox, self._posted = self._inbox, [], False
+        for item in items:
+            self._take(item)
+        self._dirty = True
+
+    def _take(self, item: object) -> None:
         if isinstance(item, VocabUpdate):
             self.state.vocab.update(item.pieces)
         elif isinstance(item, Notice):
@@ -69,17 +95,42 @@ class ChatScreen(RoundScreen):
         elif isinstance(item, EngineReady):
             self.app.sub_title = f"{visible(item.backend)} on {visible(item.model)}"
             self.notify(f"{visible(item.backend)} on {visible(item.model)} is ready", timeout=3)
+        elif isinstance(item, InFlight):
+            self.in_flight = item
+        elif isinstance(item, LiveTree):
+            self.live_tree = item
         else:
             self.state.apply(item)  # type: ignore[arg-type]
             if isinstance(item, SessionStart):
                 self.follow = True
-            if isinstance(item, RoundDone) and self.follow:
-                self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
-                self.redraw()
-                return
-            if isinstance(item, SessionError):
+            elif isinstance(item, RoundDone):
+                self.in_flight = self.live_tree = None
+                if self.follow:
+                    self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
+            elif isinstance(item, SessionError):
                 self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8)
-            self.draw_panels()
+            elif isinstance(item, SessionEnd):
+                self.in_flight = self.live_tree = None
+
+    def _frame(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self.redraw(keep_selection=True)
+
+    def _where(self) -> str:
+        where = super()._where()
+        if self.follow and self.live_tree is not None:
+            lt = self.live_tree
+            return f"epoch in progress (block {lt.block + 1}, k {lt.k_before}->{lt.k_now}, stream)"
+        if self.follow and self.in_flight is not None:
+            f = self.in_flight
+            where += f"  | round in flight: {f.requests} requests, {f.decoded}/{f.total} tokens decoded"
+        return where
+
+    def shown_tree(self):
+        if self.follow and self.live_tree is not None:
+            return self.live_tree.tree
+        return super().shown_tree()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group != "sampler" or event.state not in (
@@ -121,7 +172,7 @@ class ChatScreen(RoundScreen):
     def action_cancel(self) -> None:
         if self.running:
             self.session.cancel()
-            self.notify("cancelling after the current round", timeout=3)
+            self.notify("cancelling (within one engine step)", timeout=3)
 
     def action_pause(self) -> None:
         if not self.running:
@@ -131,7 +182,7 @@ class ChatScreen(RoundScreen):
             self.notify("resumed", timeout=2)
         else:
             self.session.pause()
-            self.notify("paused after the current round (p resumes)", timeout=3)
+            self.notify("paused (p resumes)", timeout=3)
 
     def action_focus_prompt(self) -> None:
         self.query_one("#prompt", Input).focus()

@@ -23,10 +23,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+from presto_tui.runtime.prefetch.tree import (
+    ABORTED,
+    DEFERRED,
+    EXPANDED,
+    LEAF,
+    LIVE,
+    UNREACHABLE,
+    NodeView,
+    RoundTree,
+)
 
-SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·"}
-LEGEND = "✓ certain accept  ✗ certain reject  ? uncertain  ⏸ deferred  ○ leaf  · unreachable  ▶ path"
+SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·", LIVE: "◌",
+           ABORTED: "⊘"}
+LEGEND = ("✓ certain accept  ✗ certain reject  ? uncertain  ⏸ deferred  ○ leaf  · unreachable  "
+          "◌ decoding  ⊘ aborted  ▶ path")
 MAX_ROWS = 4000
 
 
@@ -54,13 +65,16 @@ def node_kind(v: NodeView) -> str:
     return v.score.eps_class if v.status == EXPANDED and v.score is not None else v.status
 
 
-def label(v: NodeView) -> str:
+def label(tree: RoundTree, v: NodeView) -> str:
     d = v.decision
     parts = [f"#{v.id}"]
     if d is not None:
         parts.append(f"k{d.index} c={d.cut}")
     if v.score is not None and v.status == EXPANDED:
         parts.append(f"A={v.score.accept_prob:.2f}")
+    elif v.status in (LIVE, ABORTED) and d is not None and d.request is not None:
+        done = tree.requests[d.request].done or 0
+        parts.append(f"{'decoding' if v.status == LIVE else 'aborted at'} {done}/{tree.T - d.cut}")
     elif v.status != EXPANDED:
         parts.append(v.status)
     return " ".join(parts)

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.safetext import visible
 from presto_tui.views.state import AppState, SessionView
@@ -68,6 +69,11 @@ class RoundScreen(Screen):
         s, r = self.cursor
         return self.state.sessions[s].rounds[r]
 
+    def shown_tree(self) -> RoundTree | None:
+        """The tree on screen: the round under the cursor (chat: or the one in progress)."""
+        rd = self.current_round()
+        return rd.tree if rd else None
+
     def shown_session(self) -> SessionView | None:
         if self.cursor is None or self.follow:
             return self.state.current
@@ -78,9 +84,8 @@ class RoundScreen(Screen):
         return None
 
     def redraw(self, keep_selection: bool = False) -> None:
-        rd = self.current_round()
         with self.app.batch_update():  # one screen update for the tree and every panel
-            self.tree_view.show(rd.tree if rd else None, keep_selection=keep_selection)
+            self.tree_view.show(self.shown_tree(), keep_selection=keep_selection)
             self.draw_panels()
             self._draw_inspector()
 
@@ -121,13 +126,13 @@ class RoundScreen(Screen):
 
     def _draw_inspector(self) -> None:
         tv = self.tree_view
-        rd = self.current_round()
-        shown = (id(rd), tv.selected)
+        tree = self.shown_tree()
+        shown = (id(tree), tv.selected)
         if self._inspected == shown:
             return  # already drawn (redraw draws at once; the message arrives after)
         self._inspected = shown
-        node = rd.tree.node(tv.selected) if rd else None
-        self.query_one("#inspector", Inspector).show(rd.tree if rd else None, node, self.state.pieces)
+        node = tree.node(tv.selected) if tree else None
+        self.query_one("#inspector", Inspector).show(tree, node, self.state.pieces)
 
     # -- navigation ----------------------------------------------------------------
     def action_round(self, step: int) -> None:

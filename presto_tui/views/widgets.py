@@ -22,7 +22,16 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, NodeView, RoundTree
+from presto_tui.runtime.prefetch.tree import (
+    ABORTED,
+    DEFERRED,
+    EXPANDED,
+    LEAF,
+    LIVE,
+    UNREACHABLE,
+    NodeView,
+    RoundTree,
+)
 from presto_tui.safetext import visible
 from presto_tui.views.layout import LEGEND, Layout, label, layout, symbol
 from presto_tui.views.state import Pieces, SessionView
@@ -33,7 +42,7 @@ class RoundTreeView(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES = {
         "tree--accept", "tree--reject", "tree--uncertain", "tree--deferred", "tree--leaf",
-        "tree--unreachable", "tree--path", "tree--selected", "tree--connector",
+        "tree--unreachable", "tree--live", "tree--aborted", "tree--path", "tree--selected", "tree--connector",
     }
     DEFAULT_CSS = """
     RoundTreeView { background: $surface; }
@@ -43,6 +52,8 @@ class RoundTreeView(ScrollView, can_focus=True):
     RoundTreeView > .tree--deferred { color: $secondary; text-style: italic; }
     RoundTreeView > .tree--leaf { color: $text-muted; }
     RoundTreeView > .tree--unreachable { color: $text-disabled; }
+    RoundTreeView > .tree--live { color: $accent; }
+    RoundTreeView > .tree--aborted { color: $text-muted; text-style: strike; }
     RoundTreeView > .tree--path { text-style: bold; background: $primary 30%; }
     RoundTreeView > .tree--selected { text-style: bold reverse; }
     RoundTreeView > .tree--connector { color: $text-muted; }
@@ -84,7 +95,8 @@ class RoundTreeView(ScrollView, can_focus=True):
     def relayout(self) -> None:
         tree = self.round_tree
         self.lay = layout(tree, self.mode, self.min_reach, self.pinned) if tree else Layout((), 0, 0)
-        width = max((len(r.prefix) + len(label(r.node)) + 4 for r in self.lay.rows), default=0)
+        width = max((len(r.prefix) + len(label(tree, r.node)) + 4 for r in self.lay.rows), default=0) \
+            if tree else 0
         self.virtual_size = Size(width, len(self.lay.rows))
         if self.lay.row_of(self.selected) is None:
             self.selected = 0
@@ -153,7 +165,7 @@ class RoundTreeView(ScrollView, can_focus=True):
             text_style += self._style("selected")
         segs = [Segment(row.prefix, base + self._style("connector")),
                 Segment(symbol(row.kind) + " ", text_style),
-                Segment(label(v), text_style),
+                Segment(label(self.round_tree, v), text_style),  # type: ignore[arg-type]
                 Segment(" ▶" if v.on_path else "", base + self._style("path"))]
         strip = Strip(segs).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width, base)
@@ -174,9 +186,11 @@ def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12) -
     before = pieces(state.tokens[max(0, cut - context):cut])
     text.append("…" + visible("".join(before)), style="dim")
     text.append("\n- " + visible("".join(pieces(state.tokens[cut:]))), style="red")
-    if v.decision.request is not None:
-        prop = tree.requests[v.decision.request].proposal
-        text.append("\n+ " + visible("".join(pieces(prop.tokens))), style="green")
+    req = tree.requests[v.decision.request] if v.decision.request is not None else None
+    if req is not None and req.done is not None:
+        text.append(f"\n+ (not finished: {req.done} of {tree.T - cut} tokens decoded)", style="italic")
+    elif req is not None:
+        text.append("\n+ " + visible("".join(pieces(req.proposal.tokens))), style="green")
     else:
         text.append("\n+ (not generated: deferred to a later round)", style="italic")
     return text
@@ -220,6 +234,10 @@ class Inspector(Static):
             t.append("\nnot expanded this round")
         elif v.status == UNREACHABLE:
             t.append("\nissued below a deferred node's reject child: the walk cannot get here")
+        elif v.status == LIVE:
+            t.append("\nits request is still decoding (streaming): scored once it finishes")
+        elif v.status == ABORTED:
+            t.append("\nits request was aborted: no state the chain can still reach asks for it")
         if d is not None:
             t.append("\n")
             t.append_text(node_diff(tree, v, pieces))

@@ -132,7 +132,7 @@ class ChatSession:
                 return
             try:
                 for ev in run_session(engine, params, ids, prompt=prompt, classifier=self._classifier,
-                                      cancel=self._should_stop):
+                                      cancel=self._should_stop, transient=True):
                     self._record(ev, emit)
                     if isinstance(ev, SessionEnd) and ev.reason == "done":
                         answer = engine.decode(cut_at_eos(ev.tokens, engine.eos_id))
