@@ -30,6 +30,8 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import BENCH_SIZES, SamplerParams
 from presto_tui.runtime.core.types import Request
+from presto_tui.runtime.session.events import SessionEnd, SessionStart
+from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import display_text, run_session
 from presto_tui.runtime.session.summary import SessionSummary
 
@@ -49,44 +51,92 @@ def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int
     one = [Request(tuple(prompt_ids), length, 7, 0.25)]
     many = [Request(tuple(prompt_ids), length, 100 + i, 0.25) for i in range(batch)]
     backend.generate(one)  # warm caches and kernels
-    t0 = time.perf_counter()
+    t0 = backend.clock()
     backend.generate(one)
-    t1 = time.perf_counter()
+    t1 = backend.clock()
     backend.generate(many)
-    t2 = time.perf_counter()
+    t2 = backend.clock()
     return {"suffix_tokens": length, "batch": batch, "one_s": t1 - t0, "batch_s": t2 - t1,
             "ratio": (t2 - t1) / (t1 - t0) if t1 > t0 else None}
 
 
-def aggregate(rows: list[SessionSummary], seq_call_time: float | None) -> dict:
-    call_time = statistics.mean(r.call_time_s for r in rows)
+def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None) -> dict:
+    """One row of the table: means over sessions; speedup = the sequential sampler's mean wall time
+    over this row's, measured on the same prompts and seeds (paper eq. 20, in wall time so that
+    streaming, which has no calls, compares too)."""
+    wall = statistics.mean(r.wall_s for r in rows)
     calls = sum(r.calls for r in rows)
+    seq_wall = statistics.mean(r.wall_s for r in seq) if seq else None
+    live = [r.mean_live for r in rows if r.mean_live is not None]
+    firsts = [r.first_transition_s for r in rows if r.first_transition_s is not None]
     return {
         "sessions": len(rows),
         "calls_per_prompt": statistics.mean(r.calls for r in rows),
         "transitions_per_call": statistics.mean(r.transitions_per_call for r in rows),
         "time_per_call_s": sum(r.call_time_s for r in rows) / calls if calls else 0.0,
-        "call_time_s": call_time,
-        "speedup": (seq_call_time / call_time) if seq_call_time and call_time else None,
-        "tokens_generated": statistics.mean(r.tokens_generated for r in rows),
+        "call_time_s": statistics.mean(r.call_time_s for r in rows),
+        "wall_s": wall,
+        "wall_per_transition_s": statistics.mean(r.wall_per_transition_s for r in rows),
+        "transitions_per_s": statistics.mean(r.transitions_per_s for r in rows),
+        "speedup": (seq_wall / wall) if seq_wall and wall else None,
+        "speedup_estimate": _mean([r.speedup_estimate for r in rows]),
+        "tokens_generated": statistics.mean(r.proposal_tokens for r in rows),
+        "wasted_share": statistics.mean(r.wasted_share for r in rows),
         "requests_issued": statistics.mean(r.requests_issued for r in rows),
         "requests_realized": statistics.mean(r.transitions for r in rows),
+        "requests_aborted": statistics.mean(r.requests_aborted for r in rows),
+        "mean_live_requests": statistics.mean(live) if live else None,
+        "time_to_first_transition_s": statistics.mean(firsts) if firsts else None,
         "acceptance_rate": statistics.mean(r.acceptance_rate for r in rows),
         "eps_certain_share": statistics.mean(r.eps_certain_share for r in rows),
     }
 
 
+def _mean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.mean(vals) if vals else None
+
+
+def throughput(backend: Engine, params: SamplerParams, prompts: list[str], levels: list[int],
+               classifier: CertaintyClassifier | None, trace: TraceWriter | None, bar, task) -> list[dict]:
+    """Prompts per minute with C chains on one engine, for each C in `levels`, same prompts and seeds."""
+    rows = []
+    for c in levels:
+        t0 = time.perf_counter()
+        e0 = backend.clock()
+        drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)
+                   for p in prompts)
+        sids: dict[int, str] = {}
+        for i, ev in run_chains(backend, drivers, concurrency=c):
+            if isinstance(ev, SessionStart):
+                sids[i] = ev.session_id
+            if trace is not None:
+                trace.write(ev, sids.get(i))
+            if isinstance(ev, SessionEnd):
+                bar.advance(task)
+        wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
+        rows.append({"concurrency": c, "prompts": len(prompts), "wall_s": wall, "engine_s": engine_s,
+                     "prompts_per_min": 60 * len(prompts) / engine_s if engine_s else None})
+    base = rows[0]["prompts_per_min"] if rows else None
+    for r in rows:
+        r["ratio"] = r["prompts_per_min"] / base if base and r["prompts_per_min"] else None
+    return rows
+
+
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
               budgets: list[int], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
-              output: Path, json_out: bool = False) -> None:
+              output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
+              throughput_rule: str = "stream") -> None:
     err = Console(stderr=True, highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
     cache0 = backend.prefix_cache_stats()
-    total = len(prompts) * seeds * len(cfgs)
+    total = len(prompts) * seeds * len(cfgs) + len(prompts) * len(concurrency_levels)
     t_start = time.perf_counter()
+    tp_rows: list[dict] = []
+    tp_params = base.with_(prefetch=throughput_rule, budget=budgets[0])
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -97,8 +147,8 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                     seq_tokens = {}
                     for cfg in cfgs:
                         sampler, rule, budget = cfg
-                        params = base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget,
-                                            seed=seed, inputs="decision" if rule == "none" else base.inputs)
+                        params = base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget, seed=seed,
+                                            inputs="decision" if rule in ("none", "stream", "spine") else base.inputs)
                         bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
                         s = SessionSummary()
                         for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
@@ -111,6 +161,10 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         elif s.tokens != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
                         bar.advance(task)
+            if concurrency_levels:
+                bar.update(task, description=f"throughput: {throughput_rule} N={budgets[0]}")
+                tp_rows = throughput(backend, tp_params, prompts, list(concurrency_levels), classifier, trace,
+                                     bar, task)
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
     except KeyboardInterrupt:
         if trace is not None:  # like `run`: the trace ends at the last finished round
@@ -126,16 +180,18 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     table_rows = []
     for cfg in cfgs:
         sampler, rule, budget = cfg
-        seq = aggregate(results[(sampler, "none", None)], None)
-        agg = aggregate(results[cfg], seq["call_time_s"] if rule != "none" else None)
+        agg = aggregate(results[cfg], results[(sampler, "none", None)] if rule != "none" else None)
+        exact = rule != "none" and (base.inputs == "decision" or rule in ("spine", "stream"))
         agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget,
-                   same_final_state_as_sequential=same_as_seq[cfg]
-                   if rule != "none" and base.inputs == "decision" else None)
+                   inputs="decision" if rule in ("none", "spine", "stream") else base.inputs,
+                   same_final_state_as_sequential=same_as_seq[cfg] if exact else None)
         table_rows.append(agg)
     report = {
-        "backend": backend.name, "model": backend.model, "engine": dict(getattr(backend, "info", {}) or {}),
+        "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "rows": table_rows,
+        "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
+        "time_unit": "engine clock (virtual: the synthetic cost model)" if backend.name == "synthetic" else "seconds",
         "wall_s": time.perf_counter() - t_start,
     }
     out_path = output
@@ -152,36 +208,54 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               (f", trace to {trace.path}" if trace is not None else ""))
 
 
+def _f(x: float | None, fmt: str, none: str = "-") -> str:
+    return none if x is None else format(x, fmt)
+
+
 def render(console: Console, report: dict) -> None:
     p = report["params"]
     table = Table(title=f"{report['backend']} on {report['model']}: {len(report['prompts'])} prompts x "
                         f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    wide = console.width >= 96  # narrower terminals get the rest from the JSON file
-    cols = ["sampler rule N", "calls", "tr/call", "ms/call", "sum s", "speedup"]
-    cols += (["tok", "req/use"] if wide else []) + ["=seq"]
+    wide = console.width >= 110  # narrower terminals get the rest from the JSON file
+    cols = ["sampler rule N", "tr/call", "ms/tr", "tr/s", "speedup", "est."]
+    cols += (["tok", "waste", "req/use", "abort", "live", "1st s"] if wide else []) + ["=seq"]
     for col in cols:
         table.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
     for r in report["rows"]:
         same_seq = r["same_final_state_as_sequential"]
         same = "" if same_seq is None else ("yes" if same_seq else "NO")
-        cells = [r["label"], f"{r['calls_per_prompt']:.1f}", f"{r['transitions_per_call']:.2f}",
-                 f"{r['time_per_call_s'] * 1e3:.0f}", f"{r['call_time_s']:.2f}",
-                 "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x"]
+        cells = [r["label"], _f(r["transitions_per_call"] or None, ".2f"), _f(r["wall_per_transition_s"] * 1e3, ".0f"),
+                 _f(r["transitions_per_s"], ".2f"), "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                 _f(r["speedup_estimate"], ".2f")]
         if wide:
-            cells += [f"{r['tokens_generated']:.0f}", f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}"]
+            cells += [f"{r['tokens_generated']:.0f}", f"{100 * r['wasted_share']:.0f}%",
+                      f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}", f"{r['requests_aborted']:.0f}",
+                      _f(r["mean_live_requests"], ".1f"), _f(r["time_to_first_transition_s"], ".2f")]
         table.add_row(*cells, same)
     console.print(table)
+    tp = report.get("throughput")
+    if tp:
+        t2 = Table(title=f"throughput: {tp['rule']} N={tp['budget']}, {len(report['prompts'])} prompts on one engine",
+                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("concurrency", "prompts/min", "x C=1", "engine s", "wall s"):
+            t2.add_column(col, justify="right")
+        for r in tp["rows"]:
+            t2.add_row(str(r["concurrency"]), _f(r["prompts_per_min"], ".1f"), _f(r["ratio"], ".2f"),
+                       f"{r['engine_s']:.1f}", f"{r['wall_s']:.1f}")
+        console.print(t2)
     pr = report["engine_probe"]
     if pr.get("ratio"):
         console.print(f"engine: one batch of {pr['batch']} x {pr['suffix_tokens']} tokens took "
                       f"{pr['ratio']:.2f}x one suffix ({pr['batch_s']:.2f} s vs {pr['one_s']:.2f} s)")
     if report["prefix_cache_hit_rate"] is not None:
         console.print(f"prefix-cache hit rate: {report['prefix_cache_hit_rate']:.3f}")
-    console.print("rows: each sampler sequentially and with PreSTO at each rule and budget N. speedup = "
-                  "mean cumulative call time of the sequential sampler / that of the row (paper eq. 20); "
-                  "'=seq': same final state as the sequential sampler; sum s: cumulative call time; "
-                  "tok: tokens generated")
+    console.print(f"time: {report['time_unit']}. rows: each sampler sequentially and with PreSTO at each rule "
+                  "and budget N. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
+                  "the row's (paper eq. 20 in wall time), measured side by side; est.: the single-session estimate "
+                  "`run` and `stats` show; waste: share of proposal tokens the walk did not use; live: mean live "
+                  "requests (stream); 1st s: time to the first transition; '=seq': same final state as the "
+                  "sequential sampler")
 
 
 @app.command()
@@ -194,7 +268,13 @@ def bench(
     limit: Annotated[int | None, typer.Option("--limit", show_default=False,
                                                  help="Use only the first N prompts.")] = None,
     budgets: Annotated[str, typer.Option(help="Comma-separated prefetch budgets to compare.")] = "8,12,20",
-    rules: Annotated[str, typer.Option(help="Comma-separated traversal rules to compare.")] = "bfs,predictive,spine",
+    rules: Annotated[str, typer.Option(help="Comma-separated PreSTO rules to compare: bfs, predictive, spine, "
+                                       "stream.")] = "bfs,predictive,spine,stream",
+    throughput: Annotated[str, typer.Option(
+        "--throughput", help="Concurrency levels for the throughput table (prompts per minute with C chains on "
+        "one engine); '' skips it.")] = "1,2,4,8",
+    throughput_rule: Annotated[str, typer.Option(
+        "--throughput-rule", help="The rule the throughput table runs (at the first budget).")] = "stream",
     samplers: Annotated[str, typer.Option(help="Comma-separated samplers, each against its own "
                                           "sequential run: powermh, entropycut, multitry.")] = "powermh",
     seeds: Annotated[int, typer.Option(help="Seeds per prompt (0..seeds-1).")] = 1,
@@ -246,13 +326,17 @@ def bench(
         raise InputError(f"--limit must be >= 1, got {limit}")
     if not 1 <= seeds <= 10_000:
         raise InputError(f"--seeds must lie in [1, 10000], got {seeds}")
+    levels = _int_list("--throughput", throughput)
+    if any(not 1 <= c <= 256 for c in levels):
+        raise InputError(f"--throughput levels must lie in [1, 256], got {throughput!r}")
     if "none" in rule_list:
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     base = o.sampler_params(flags, preset=BENCH_SIZES)
-    for r in rule_list:
+    for r in [*rule_list, throughput_rule]:
         for smp in sampler_list:
             for b in budget_list:
-                base.with_(sampler=smp, prefetch=r, budget=b).validate()
+                base.with_(sampler=smp, prefetch=r, budget=b,
+                           inputs="decision" if r in ("spine", "stream") else base.inputs).validate()
     if prompts_file is None:
         from importlib.resources import files
 
@@ -266,7 +350,8 @@ def bench(
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "bench", engine, base)
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
-              classifier=clf, trace=writer, output=out_path, json_out=json_out)
+              classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
+              throughput_rule=throughput_rule)
 
 
 def _names(csv: str) -> list[str]:

@@ -105,7 +105,8 @@ GpuMem = Annotated[float | None, typer.Option(
 TensorParallel = Annotated[int, typer.Option(
     "--tensor-parallel-size", rich_help_panel=ENGINE, help="vLLM: GPUs to shard the model over.")]
 PipelineParallel = Annotated[int, typer.Option(
-    "--pipeline-parallel-size", rich_help_panel=ENGINE, help="vLLM: pipeline stages (GPUs or nodes) to split the model over.")]
+    "--pipeline-parallel-size", rich_help_panel=ENGINE,
+    help="vLLM: pipeline stages (GPUs or nodes) to split the model over.")]
 Executor = Annotated[str | None, typer.Option(
     "--distributed-executor-backend", rich_help_panel=ENGINE, show_default=False,
     help="vLLM: uni (one process), mp (worker processes) or ray (a Ray cluster, several nodes) "

@@ -58,13 +58,28 @@ EPOCH_NODES = 400  # an epoch's recorded tree: at most this many nodes (the path
 PLANNED, RUNNING, FINISHED, ABANDONED = "planned", "live", "finished", "aborted"
 
 
-@dataclass(frozen=True)
 class Want:
-    """What the walker asks for at decision d from a state whose tokens before `cut` are `prefix`."""
+    """What the walker asks for at decision d from a state whose tokens before `cut` are `prefix`.
 
-    d: int
-    cut: int
-    prefix: tuple[int, ...]
+    A dictionary key looked up thousands of times per scheduling pass: its hash (over the
+    whole prefix) is computed once.
+    """
+
+    __slots__ = ("_hash", "cut", "d", "prefix")
+
+    def __init__(self, d: int, cut: int, prefix: tuple[int, ...]):
+        self.d, self.cut, self.prefix = d, cut, prefix
+        self._hash = hash((d, cut, prefix))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Want) and self._hash == other._hash and self.d == other.d
+                and self.cut == other.cut and self.prefix == other.prefix)
+
+    def __repr__(self) -> str:
+        return f"Want(d={self.d}, cut={self.cut}, prefix=<{len(self.prefix)} tokens>)"
 
 
 @dataclass(eq=False)
@@ -126,7 +141,12 @@ class StreamChain:
         self.groups: dict[Want, Group] = {}
         self._ids = ids or itertools.count().__next__
         self._inputs: dict[int, DecisionInputs] = {}
-        self._A: dict[tuple[int, tuple[int, ...]], tuple[float, int]] = {}  # (group id, state) -> (A, J)
+        self._cuts: dict[int, int] = {}  # state-independent cut laws: decision -> cut
+        self._h: dict[tuple[int, int], float] = {}  # (depth ahead of the walker, cut) -> h+
+        # (group id, id(state)) -> (A, J, accept state, state): the finished part of the speculation
+        # tree, kept between scheduling passes until the walker's state moves.  Holding the state
+        # keeps its id from being reused for another object.
+        self._A: dict[tuple[int, int], tuple[float, int, SeqState, SeqState]] = {}
         self.epoch_start = (0, state)  # (k, state) where the current epoch began
         self.epoch_walked: list[Walked] = []
         self.closed: list[Epoch] = []  # epochs the walk ended, for the driver to record
@@ -137,17 +157,27 @@ class StreamChain:
             self._inputs[d] = decision_inputs(self.params.seed, self.block, d)
         return self._inputs[d]
 
-    def want_at(self, d: int, state: SeqState) -> Want | None:
-        """The request group decision d asks for from `state` (None: not known yet, because the
-        state's tokens before the cut, or its cut law's inputs, are still being decoded)."""
+    def want_at(self, d: int, state: SeqState, known: int | None = None) -> Want | None:
+        """The request group decision d asks for from `state`, of which the first `known` tokens
+        are the node's (default: all).  None: not known yet, because the node's tokens before
+        the cut, or its cut law's inputs, are still being decoded."""
         law = self.family.law
-        full = state.T == self.T
-        if law.state_dependent and not full:
-            return None
-        cut = law.cut(self.inputs(d).cut_u, state if full else self.state)
-        if cut > state.T:
+        known = state.T if known is None else known
+        if law.state_dependent:
+            if known < self.T:
+                return None
+            cut = law.cut(self.inputs(d).cut_u, state)
+        else:
+            cut = self._cut(d)
+        if cut > known:
             return None
         return Want(d, cut, state.tokens[:cut])
+
+    def _cut(self, d: int) -> int:
+        """A state-independent law's cut of decision d (PowerMH, MultiTryMH)."""
+        if d not in self._cuts:
+            self._cuts[d] = self.family.law.cut(self.inputs(d).cut_u, self.state)
+        return self._cuts[d]
 
     def _group(self, want: Want, state: SeqState) -> Group:
         g = self.groups.get(want)
@@ -168,15 +198,21 @@ class StreamChain:
         J = self._selected(g)
         return self.family.score(state, g.want.cut, self.inputs(g.want.d), g.proposals, J), J  # type: ignore[arg-type]
 
-    def _accept_prob(self, g: Group, state: SeqState) -> tuple[float, int]:
-        key = (g.id, state.tokens)
+    def _accept(self, g: Group, state: SeqState) -> tuple[float, int, SeqState]:
+        """(A, J, the state after accepting) of finished group g from a complete `state`."""
+        key = (g.id, id(state))
         if key not in self._A:
             sc, J = self._score(g, state)
-            self._A[key] = (sc.accept_prob, J)
-        return self._A[key]
+            acc = state.with_suffix(g.want.cut, g.proposals[J])  # type: ignore[arg-type]
+            self._A[key] = (sc.accept_prob, J, acc, state)
+        A, J, acc, _ = self._A[key]
+        return A, J, acc
 
     def _h_pred(self, d: int, cut: int) -> float:
-        return self.classifier.branch_prob(node_features(cut, self.T, d - self.k, 0, self.T))
+        key = (d - self.k, cut)
+        if key not in self._h:
+            self._h[key] = self.classifier.branch_prob(node_features(cut, self.T, d - self.k, 0, self.T))
+        return self._h[key]
 
     # -- the walker -------------------------------------------------------------------------
     @property
@@ -235,36 +271,46 @@ class StreamChain:
         return SeqState(self.state.prompt, want.prefix)
 
     def _expand(self, budget: int) -> dict[Want, float]:
-        """Best-first over the speculation tree: the summed reach of the nodes asking for each Want."""
+        """Best-first over the speculation tree: the summed reach of the nodes asking for each Want.
+
+        A node is (decision, state, known): the state's first `known` tokens are the node's, the
+        rest still being decoded by the accepted request above it.  The expansion stops once it
+        has seen enough wants that could take a free slot (best first, so those are the best).
+        """
         wanted: dict[Want, float] = {}
+        free = max(0, budget - self.live_requests)
+        if free == 0:  # no slot to fill: only the walker's own want may go over the budget
+            mine = self.want_at(self.k, self.state)
+            return {mine: 1.0} if mine is not None else {}
         order = itertools.count()
-        heap: list[tuple[float, int, int, SeqState]] = [(-1.0, next(order), self.k, self.state)]
-        unknown = 0  # wants seen that are not finished: enough once they would fill the budget twice
-        while heap and unknown < 2 * budget + 2:
-            neg, _, d, st = heapq.heappop(heap)
-            reach = -neg
-            if reach < MIN_REACH:
+        heap: list[tuple[float, int, int, SeqState, int]] = [(-1.0, next(order), self.k, self.state, self.T)]
+        fresh = 0  # wants seen that nothing computes yet
+        push, pop, groups, T, K = heapq.heappush, heapq.heappop, self.groups, self.T, self.K
+        while heap and fresh <= free:
+            neg, _, d, st, known = pop(heap)
+            if -neg < MIN_REACH:
                 break
-            if d >= self.K:
+            if d >= K:
                 continue
-            want = self.want_at(d, st)
+            want = self.want_at(d, st, known)
             if want is None:
                 continue
+            reach = -neg
             wanted[want] = wanted.get(want, 0.0) + reach
-            g = self.groups.get(want)
-            if g is not None and g.finished:
-                if st.T == self.T:
-                    h, J = self._accept_prob(g, st)
+            g = groups.get(want)
+            if g is not None and g.status == FINISHED:
+                if known == T:
+                    h, _, acc = self._accept(g, st)
                 else:  # a state still partly decoding: its suffix, hence A, is unknown
-                    h, J = self._h_pred(d, want.cut), self._selected(g)
-                acc = st.with_suffix(want.cut, g.proposals[J])  # type: ignore[arg-type]
+                    h, acc = self._h_pred(d, want.cut), st.with_suffix(want.cut, g.proposals[self._selected(g)])  # type: ignore[arg-type]
+                acc_known = T
             else:
-                unknown += 1
-                h, acc = self._h_pred(d, want.cut), st.truncated(want.cut)
+                fresh += g is None or g.status in (PLANNED, ABANDONED)
+                h, acc, acc_known = self._h_pred(d, want.cut), st, want.cut
             if h > 0.0:
-                heapq.heappush(heap, (-reach * h, next(order), d + 1, acc))
+                push(heap, (-reach * h, next(order), d + 1, acc, acc_known))
             if h < 1.0:
-                heapq.heappush(heap, (-reach * (1.0 - h), next(order), d + 1, st))
+                push(heap, (-reach * (1.0 - h), next(order), d + 1, st, known))
         return wanted
 
     def _reachable(self, want: Want) -> bool:
@@ -276,8 +322,7 @@ class StreamChain:
         if self.family.law.state_dependent:
             return True  # later cuts depend on states not known yet
         # positions before every cut of decisions k..d-1 can no longer change
-        law = self.family.law
-        frozen = min(law.cut(self.inputs(e).cut_u, self.state) for e in range(self.k, want.d))
+        frozen = min(self._cut(e) for e in range(self.k, want.d))
         n = min(frozen, want.cut)
         return self.state.tokens[:n] == want.prefix[:n]
 

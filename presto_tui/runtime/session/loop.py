@@ -15,6 +15,7 @@ with an `error` event before it propagates.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import uuid
@@ -268,6 +269,9 @@ class StreamDriver(Driver):
         self._epochs = 0
         self._sched_s = 0.0
         self._dirty = False  # something changed since the scheduler last ran
+        # A scheduling pass costs O(N): refill as soon as one slot frees up to N = 16, and in
+        # batches of N/16 slots above (at most 1/16 of the budget idle for a step or two).
+        self._refill_at = max(1, self.params.budget // 16)
 
     def begin_block(self, state: SeqState) -> None:
         self.chain = StreamChain(self.params, self.family, self.classifier or DEFAULT_CLASSIFIER, self.block, state,
@@ -334,7 +338,7 @@ class StreamDriver(Driver):
             self._abort.extend(h for h, tag in self._owned.items() if tag != "extend")
             self.chain = None
             self.end_block(chain.state)
-        elif walked or self._dirty:
+        elif walked or (self._dirty and self.params.budget - chain.live_requests >= self._refill_at):
             self._schedule()
 
     def _record_epoch(self, epoch: Epoch) -> None:
@@ -439,9 +443,7 @@ def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, 
     except BaseException as e:
         for i in list(active):
             events = active[i].fail(e) if not isinstance(e, (KeyboardInterrupt, GeneratorExit)) else []
-            try:
+            with contextlib.suppress(Exception):  # the engine itself may be what failed
                 drop(i)
-            except Exception:
-                pass
             yield from ((i, ev) for ev in events)
         raise
