@@ -28,7 +28,7 @@ PROMPTS = ["the cat sat on", "a dog ran under the tree", "then it was warm", "th
 
 def session(engine, params, prompt):
     t0, e0 = time.perf_counter(), engine.clock()
-    sched = walked = 0.0
+    sched = 0.0
     n = 0
     for ev in run_session(engine, params, engine.encode_prompt(prompt), prompt=prompt):
         if isinstance(ev, RoundDone):
