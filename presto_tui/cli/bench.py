@@ -123,19 +123,39 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
     return rows
 
 
+def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list[str], concurrency: int,
+                  classifier: CertaintyClassifier | None, bar, task) -> dict:
+    """Prompts per minute with 1 and with `workers` Ray workers (one engine each), and Ray's start-up."""
+    rows = []
+    for w in sorted({1, workers}):
+        t0 = time.perf_counter()
+        with cluster_of(w) as cluster:
+            started = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            for _, ev in cluster.run(prompts, params, classifier):
+                if isinstance(ev, SessionEnd):
+                    bar.advance(task)
+            wall = time.perf_counter() - t1
+        rows.append({"workers": w, "start_s": started, "wall_s": wall, "prompts_per_min": 60 * len(prompts) / wall})
+    for r in rows:
+        r["ratio"] = r["prompts_per_min"] / rows[0]["prompts_per_min"]
+    return {"rule": params.prefetch, "budget": params.budget, "concurrency": concurrency, "rows": rows}
+
+
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
               budgets: list[int], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
-              throughput_rule: str = "stream") -> None:
+              throughput_rule: str = "stream", workers: int = 0, cluster_of=None) -> None:
     err = Console(stderr=True, highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
     cache0 = backend.prefix_cache_stats()
-    total = len(prompts) * seeds * len(cfgs) + len(prompts) * len(concurrency_levels)
+    total = len(prompts) * (seeds * len(cfgs) + len(concurrency_levels) + (len({1, workers}) if workers else 0))
     t_start = time.perf_counter()
     tp_rows: list[dict] = []
+    dp: dict | None = None
     tp_params = base.with_(prefetch=throughput_rule, budget=budgets[0])
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -165,6 +185,9 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                 bar.update(task, description=f"throughput: {throughput_rule} N={budgets[0]}")
                 tp_rows = throughput(backend, tp_params, prompts, list(concurrency_levels), classifier, trace,
                                      bar, task)
+            if workers and cluster_of is not None:
+                bar.update(task, description=f"data parallel: 1 and {workers} Ray workers")
+                dp = data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, bar, task)
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
     except KeyboardInterrupt:
         if trace is not None:  # like `run`: the trace ends at the last finished round
@@ -190,6 +213,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "rows": table_rows,
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
+        "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
         "time_unit": "engine clock (virtual: the synthetic cost model)" if backend.name == "synthetic" else "seconds",
         "wall_s": time.perf_counter() - t_start,
@@ -244,6 +268,17 @@ def render(console: Console, report: dict) -> None:
             t2.add_row(str(r["concurrency"]), _f(r["prompts_per_min"], ".1f"), _f(r["ratio"], ".2f"),
                        f"{r['engine_s']:.1f}", f"{r['wall_s']:.1f}")
         console.print(t2)
+    dp = report.get("data_parallel")
+    if dp:
+        t3 = Table(title=f"data parallel over Ray: {dp['rule']} N={dp['budget']}, {len(report['prompts'])} prompts, "
+                         f"{dp['concurrency']} chain(s) per worker (wall time)",
+                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("workers", "prompts/min", "x 1 worker", "wall s", "start s"):
+            t3.add_column(col, justify="right")
+        for r in dp["rows"]:
+            t3.add_row(str(r["workers"]), f"{r['prompts_per_min']:.1f}", f"{r['ratio']:.2f}", f"{r['wall_s']:.1f}",
+                       f"{r['start_s']:.1f}")
+        console.print(t3)
     pr = report["engine_probe"]
     if pr.get("ratio"):
         console.print(f"engine: one batch of {pr['batch']} x {pr['suffix_tokens']} tokens took "
@@ -275,6 +310,7 @@ def bench(
         "one engine); '' skips it.")] = "1,2,4,8",
     throughput_rule: Annotated[str, typer.Option(
         "--throughput-rule", help="The rule the throughput table runs (at the first budget).")] = "stream",
+    workers: o.Workers = None, ray_address: o.RayAddress = None,
     samplers: Annotated[str, typer.Option(help="Comma-separated samplers, each against its own "
                                           "sequential run: powermh, entropycut, multitry.")] = "powermh",
     seeds: Annotated[int, typer.Option(help="Seeds per prompt (0..seeds-1).")] = 1,
@@ -347,11 +383,24 @@ def bench(
     path = o.trace_path(flags, "bench")
     out_path = o.check_output_path(output or (path or o.default_trace_path("bench")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
+    cluster_of = None
+    if workers is not None or ray_address is not None:
+        if workers is not None and not 1 <= workers <= 4096:
+            raise InputError(f"--workers must lie in [1, 4096], got {workers}")
+        from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
+
+        _ray()
+        if ray_address:
+            check_address(ray_address)
+
+        def cluster_of(w: int):
+            return Cluster(w, name, engine_opts, address=ray_address, concurrency=1)
+
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "bench", engine, base)
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
-              throughput_rule=throughput_rule)
+              throughput_rule=throughput_rule, workers=workers or (1 if ray_address else 0), cluster_of=cluster_of)
 
 
 def _names(csv: str) -> list[str]:

@@ -121,6 +121,17 @@ KvCache = Annotated[float | None, typer.Option(
     "--kv-cache-gib", rich_help_panel=ENGINE, show_default=False,
     help="vLLM on CPU: KV-cache size in GiB \\[default: 1].")]
 
+# -- scale-out ----------------------------------------------------------------------
+SCALE = "Scale-out (Ray)"
+Workers = Annotated[int | None, typer.Option(
+    "--workers", "-W", rich_help_panel=SCALE, show_default=False,
+    help="Spread the prompts over W Ray workers, one engine each (one GPU each where there are GPUs; "
+    "the CPU cores split between them otherwise). Needs pip install 'presto-tui[ray]'.")]
+RayAddress = Annotated[str | None, typer.Option(
+    "--ray-address", rich_help_panel=SCALE, show_default=False,
+    help="Join this Ray cluster (host:port of its head, or auto) \\[default: a local Ray instance that "
+    "starts and stops with the command].")]
+
 # -- output ---------------------------------------------------------------------
 TracePath = Annotated[Path | None, typer.Option(
     "--trace", rich_help_panel=OUTPUT, show_default=False,
@@ -154,6 +165,24 @@ def engine_options(flags: dict[str, Any]):
 
     name = flags.get("backend") or default_backend()
     return name, EngineOptions(**{k: flags[k] for k in ENGINE_FLAGS if k in flags}).check(name)
+
+
+def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
+    """The Ray workers `--workers`/`--ray-address` ask for, started with a spinner (or None)."""
+    workers, address = flags.get("workers"), flags.get("ray_address")
+    if workers is None and address is None:
+        return None
+    if workers is not None and not 1 <= workers <= 4096:
+        raise InputError(f"--workers must lie in [1, 4096], got {workers}")
+    from rich.console import Console
+
+    from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
+
+    _ray()  # one line if Ray is missing, before anything starts
+    if address:
+        check_address(address)
+    with Console(stderr=True).status(f"starting {workers or 1} Ray worker(s) with {name}..."):
+        return Cluster(workers or 1, name, options, address=address, concurrency=concurrency)
 
 
 def start_engine(name: str, options):

@@ -37,8 +37,9 @@ def run(
     kv_cache_gib: o.KvCache = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
-        help="Chains run at once on the engine, sharing its batch \\[default: 1 for one prompt; with "
+        help="Chains run at once on each engine, sharing its batch \\[default: 1 for one prompt; with "
         "--prompts-file enough to keep about 64 requests live].")] = None,
+    workers: o.Workers = None, ray_address: o.RayAddress = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print one JSON summary per prompt instead of text.")] = False,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
@@ -68,9 +69,23 @@ def run(
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "run")
+    cluster = o.start_cluster(flags, name, engine_opts, chains)
+    if cluster is not None:
+        with cluster:
+            writer = o.open_trace(path, "run", _Remote(cluster), params)
+            run_on(lambda: cluster.run(prompts, params, clf), prompts, params, json_out, writer, None)
+        return
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "run", engine, params)
     run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=chains)
+
+
+class _Remote:
+    """What the trace writer needs of an engine, for engines that live in Ray workers."""
+
+    def __init__(self, cluster):
+        self.name, self.model = cluster.engine["name"], cluster.engine["model"]
+        self.info, self.token_pieces = cluster.engine["info"], cluster.pieces
 
 
 def default_concurrency(prompts: int, budget: int) -> int:
@@ -85,13 +100,24 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
 
     Failures propagate (after the trace has its `error` events, or `cancelled` ends on
     Ctrl-C, and is closed); every finished session stays in the trace."""
+    from presto_tui.runtime.session.loop import display_text, make_driver, run_chains
+
+    def events():
+        drivers = (make_driver(engine, params, engine.encode_prompt(p), prompt=p, classifier=classifier)
+                   for p in prompts)
+        return run_chains(engine, drivers, concurrency=concurrency)
+
+    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids))
+
+
+def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of) -> None:
+    """Consume the (prompt index, event) stream of any runner (one engine, a Ray cluster):
+    progress on stderr, results in prompt order on stdout, every event in the trace."""
     try:
-        _run(engine, params, prompts, classifier, json_out, trace, concurrency)
+        _consume(events(), prompts, params, json_out, trace)
     except KeyboardInterrupt:
         if trace is not None:  # the trace keeps every finished session and round
-            from presto_tui.runtime.session.runner import display_text
-
-            trace.end_open_session("cancelled", lambda ids: display_text(engine, ids))
+            trace.end_open_session("cancelled", text_of or (lambda ids: ""))
         raise
     finally:
         if trace is not None:
@@ -99,12 +125,12 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
             print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=sys.stderr)
 
 
-def _run(engine, params, prompts, classifier, json_out, trace, concurrency) -> None:
+def _consume(stream, prompts, params, json_out, trace) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from presto_tui.runtime.session.cluster import WorkerLost
     from presto_tui.runtime.session.events import RoundDone, SessionEnd, SessionError, SessionStart
-    from presto_tui.runtime.session.loop import make_driver, run_chains
     from presto_tui.runtime.session.summary import SessionSummary
 
     out = Console(highlight=False, soft_wrap=True)
@@ -113,18 +139,25 @@ def _run(engine, params, prompts, classifier, json_out, trace, concurrency) -> N
     sids: dict[int, str] = {}
     shown = 0  # results print in prompt order, as soon as every earlier prompt has finished
     finished: set[int] = set()
-    drivers = (make_driver(engine, params, engine.encode_prompt(p), prompt=p, classifier=classifier)
-               for p in prompts)
+    rerun: set[int] = set()  # prompts whose worker died, to be run again
     many = len(prompts) > 1
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task(f"prompts 0/{len(prompts)}, transitions" if many else "transitions",
                             total=len(prompts) * params.steps * params.n_blocks, info="starting")
-        for i, ev in run_chains(engine, drivers, concurrency=concurrency):
-            s = summaries.setdefault(i, SessionSummary())
-            s.update(ev)
+        for i, ev in stream:
+            if isinstance(ev, WorkerLost):
+                err.print(f"presto-tui: worker {ev.worker} died ({visible(ev.reason, keep_newlines=False)}); "
+                          f"{len(ev.prompts)} unfinished prompt(s) run again on the others", style="yellow")
+                rerun.update(ev.prompts)
+                continue
             if isinstance(ev, SessionStart):
                 sids[i] = ev.session_id
+                if i in summaries and summaries[i].transitions:  # run again after its worker died
+                    bar.update(task, advance=-summaries[i].transitions)
+                summaries[i] = SessionSummary()
+            s = summaries.setdefault(i, SessionSummary())
+            s.update(ev)
             if trace is not None:
                 trace.write(ev, sids.get(i))
             if isinstance(ev, RoundDone):
@@ -133,6 +166,9 @@ def _run(engine, params, prompts, classifier, json_out, trace, concurrency) -> N
                     f"{s.calls} calls, {s.transitions_per_call:.2f} tr/call" if s.calls else
                     f"{s.transitions_per_s:.2f} tr/s")
                 bar.update(task, advance=ev.k_after - ev.k_before, info=info)
+            if isinstance(ev, SessionError) and i in rerun:
+                rerun.discard(i)
+                continue  # the session its worker left open ends; the prompt runs again elsewhere
             if isinstance(ev, (SessionEnd, SessionError)):
                 finished.add(i)
                 if many:

@@ -38,6 +38,19 @@ class _Live:
     step0: int  # the engine step it was added at (progress: steps since, at most n_new)
 
 
+def _bind_cpu_workers(n: int) -> None:
+    """vLLM's CPU workers bind their threads one NUMA node each and refuse to start with more
+    workers than nodes (a laptop or a small VM has one); give each worker its own cores."""
+    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if len(cpus) < n:
+        raise EngineError(f"{n} vLLM CPU workers need {n} cores, this machine has {len(cpus)}")
+    per = len(cpus) // n
+    parts = [cpus[i * per:(i + 1) * per] for i in range(n)]
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(f"{p[0]}-{p[-1]}" if len(p) > 1 else str(p[0]) for p in parts)
+
+
 class VLLMEngine(TextMixin, LoopEngine):
     name = "vllm"
 
@@ -76,6 +89,8 @@ class VLLMEngine(TextMixin, LoopEngine):
         if not on_gpu:
             # the CPU attention backend needs a multiple of 32 for prefix caching
             args.update(block_size=32, kv_cache_memory_bytes=int((kv_cache_gib or 1.0) * 2**30))
+            if parallel:
+                _bind_cpu_workers(tensor_parallel_size * pipeline_parallel_size)
         elif gpu_memory_utilization is not None:
             args["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:

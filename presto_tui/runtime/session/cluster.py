@@ -1,0 +1,219 @@
+"""Many prompts across a Ray cluster: one engine per worker, chains streamed back to the driver.
+
+`Cluster` starts W Ray actors (`EngineWorker`), each owning one engine (one GPU
+each where the cluster has GPUs; on a CPU machine the cores are split between
+them) and running its prompts through the engine loop, `concurrency` chains
+at a time.  Prompts are handed out in chunks from one queue, so a fast worker
+takes more; every event streams back to the driver as it happens (Ray's
+streaming generators), where the caller writes the trace, so a trace from a
+cluster is one file that replays like any other.
+
+A worker that dies (its process killed, its node lost) is reported once; the
+sessions it had open end with an `error` event and its unfinished prompts go
+back to the queue for the other workers.  Nothing here is home-made
+distribution: Ray places the actors, moves the events and detects the failures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from presto_tui.errors import EngineError, InputError
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
+
+
+@dataclass(frozen=True)
+class WorkerLost:
+    """A worker died; `prompts` are the unfinished prompts it had, queued again.  The sessions it
+    had started follow as `error` events (the prompts' new sessions come later)."""
+
+    worker: int
+    reason: str
+    prompts: tuple[int, ...]
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--workers and --ray-address need Ray: pip install 'presto-tui[ray]'") from None
+    return ray
+
+
+def check_address(address: str, timeout_s: float = 3.0) -> None:
+    """Refuse an unreachable --ray-address in one line, before Ray spends a minute retrying."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--ray-address must be host:port (or auto), got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise InputError(f"--ray-address {address}: cannot reach it ({e.strerror or e})") from None
+
+
+class Cluster:
+    """W engine workers on Ray (a local instance started and stopped here, or `address`)."""
+
+    def __init__(self, workers: int, backend: str, engine_options, *, address: str | None = None,
+                 concurrency: int = 1):
+        if workers < 1:
+            raise InputError(f"--workers must be >= 1, got {workers}")
+        ray = _ray()
+        if address:
+            check_address(address)
+        self.ray = ray
+        self.concurrency = concurrency
+        self._own = not ray.is_initialized()
+        if self._own:
+            kwargs: dict = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+        try:
+            gpus = int(ray.cluster_resources().get("GPU", 0))
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            if gpus:
+                if workers > gpus:
+                    raise InputError(f"--workers {workers} is more than the cluster's {gpus} GPUs (one engine per GPU)")
+                per = {"num_gpus": 1, "num_cpus": 1}
+                threads = None
+            else:
+                if workers > cpus:
+                    raise InputError(f"--workers {workers} is more than the cluster's {cpus} CPU cores")
+                per = {"num_cpus": cpus // workers}
+                threads = max(1, cpus // workers)  # the cores are split between the workers
+            opts = engine_options if backend == "synthetic" or threads is None or engine_options.threads else \
+                _with_threads(engine_options, threads)
+            worker_cls = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
+            self.workers = [worker_cls.options(**per).remote(backend, opts) for _ in range(workers)]
+            # start every engine now (in parallel), so a start failure is reported before any prompt runs
+            infos = ray.get([w.info.remote() for w in self.workers])
+        except BaseException:
+            self.close()
+            raise
+        self.engine = infos[0]  # name, model, info, eos_id of the engines (all the same)
+        self.vocab: dict[int, str] = {}  # token text, as the workers report it with their events
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.vocab.get(i, f"<{i}>") for i in ids]
+
+    def close(self) -> None:
+        for w in getattr(self, "workers", []):
+            with contextlib.suppress(Exception):  # already gone
+                self.ray.kill(w)
+        if self._own and self.ray.is_initialized():
+            self.ray.shutdown()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, prompts: Sequence[str], params: SamplerParams,
+            classifier: CertaintyClassifier | None = None) -> Iterator[tuple[int, Event | WorkerLost]]:
+        """Yield (prompt index, event) as workers produce them, and (-1, WorkerLost) when one dies.
+
+        Each prompt's session is complete once its end (or error) event has come; a prompt whose
+        worker died is run again from the start on another worker (a new session)."""
+        ray = self.ray
+        queue = deque(range(len(prompts)))
+        alive = dict(enumerate(self.workers))
+        streams: dict[object, tuple[int, list[int]]] = {}  # Ray streaming generator -> (worker, prompts)
+        done: set[int] = set()  # prompts whose session ended
+        started: dict[int, set[int]] = {}  # worker -> prompts whose session it started and did not end
+        clf = classifier.to_json() if classifier is not None else None
+        while queue or streams:
+            busy = {w for w, _ in streams.values()}
+            for wid in [w for w in alive if w not in busy]:
+                if not queue:
+                    break
+                ids = [queue.popleft() for _ in range(min(self.concurrency, len(queue)))]
+                gen = alive[wid].run.options(num_returns="streaming").remote(
+                    [(i, prompts[i]) for i in ids], params, clf, self.concurrency)
+                streams[gen] = (wid, ids)
+            ready, _ = ray.wait(list(streams), num_returns=1)
+            gen = ready[0]
+            wid, ids = streams[gen]
+            try:
+                i, (ev, pieces) = ray.get(next(gen))
+                self.vocab.update(pieces)
+            except StopIteration:  # the chunk is done; the worker takes the next one
+                del streams[gen]
+                continue
+            except Exception as e:
+                if not _is_worker_loss(ray, e):
+                    raise
+                del streams[gen]
+                del alive[wid]
+                lost = tuple(i for i in ids if i not in done)
+                queue.extendleft(reversed(lost))
+                yield -1, WorkerLost(wid, _reason(e), lost)
+                for i in sorted(started.pop(wid, set())):  # their sessions end here; the prompts run again
+                    yield i, SessionError(f"worker {wid} died: {_reason(e)}", "engine")
+                if not alive:
+                    raise EngineError(f"every worker died (the last: {_reason(e)})") from None
+                continue
+            if isinstance(ev, SessionStart):
+                started.setdefault(wid, set()).add(i)
+            elif isinstance(ev, (SessionEnd, SessionError)):
+                started.get(wid, set()).discard(i)
+                done.add(i)
+            yield i, ev
+
+
+def _is_worker_loss(ray, e: Exception) -> bool:
+    exc = ray.exceptions
+    return isinstance(e, (exc.RayActorError, exc.ActorDiedError, exc.NodeDiedError, exc.WorkerCrashedError,
+                          exc.ActorUnavailableError))
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _with_threads(opts, threads: int):
+    from dataclasses import replace
+
+    return replace(opts, threads=threads)
+
+
+class EngineWorker:
+    """A Ray actor that owns one engine and runs prompts through the engine loop."""
+
+    def __init__(self, backend: str, engine_options):
+        from presto_tui.runtime.engines.registry import start_engine
+
+        self.engine = start_engine(backend, engine_options)
+
+    def info(self) -> dict:
+        e = self.engine
+        return {"name": e.name, "model": e.model, "info": dict(e.info), "eos_id": e.eos_id}
+
+    def run(self, jobs: list[tuple[int, str]], params: SamplerParams, classifier: dict | None, concurrency: int):
+        """Yield (prompt index, (event, token text new to this worker)) for every event of every job's
+        session: the driver writes the trace, and needs the text of the token ids it holds."""
+        from presto_tui.runtime.core.classifier import CertaintyClassifier
+        from presto_tui.runtime.session.loop import make_driver, run_chains
+        from presto_tui.runtime.session.vocab import Vocab
+
+        clf = CertaintyClassifier.from_json(classifier) if classifier is not None else None
+        e = self.engine
+        vocab = Vocab(e.token_pieces)
+        drivers = (make_driver(e, params, e.encode_prompt(p), prompt=p, classifier=clf) for _, p in jobs)
+        for k, ev in run_chains(e, drivers, concurrency=concurrency):
+            yield jobs[k][0], (ev, vocab.new_pieces(ev))

@@ -1,0 +1,190 @@
+"""Scale-out: many prompts on Ray workers, and vLLM's records from any process.
+
+A local Ray instance with two workers on the synthetic engine gives, prompt for
+prompt, what one engine gives; a worker killed mid-run loses nothing (its
+prompts finish on the other); Ctrl-C keeps every finished session.  Bad
+scale-out input is refused in one line before any engine starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from presto_tui.cli import app
+from presto_tui.logs.reader import read_trace
+
+ray = pytest.importorskip("ray") if os.environ.get("CI") != "true" else __import__("ray")
+runner = CliRunner()
+PROMPTS = ["the cat", "a dog ran", "the tree", "small red home", "it was warm", "then it slept"]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def prompts_file(tmp_path: Path) -> Path:
+    f = tmp_path / "prompts.txt"
+    f.write_text("\n".join(PROMPTS) + "\n")
+    return f
+
+
+def run_json(*args) -> list[dict]:
+    res = runner.invoke(app, ["run", *args, "--json", "--no-trace"])
+    assert res.exit_code == 0, res.output
+    return [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
+
+
+@pytest.mark.slow
+def test_two_ray_workers_give_what_one_engine_gives(tmp_path):
+    f = str(prompts_file(tmp_path))
+    common = ["--prompts-file", f, "-n", "16", "-K", "10", "--prefetch", "stream"]
+    local = run_json(*common)
+    remote = run_json(*common, "--workers", "2")
+    assert [r["prompt"] for r in remote] == PROMPTS  # in prompt order
+    assert [r["tokens"] for r in remote] == [r["tokens"] for r in local]
+    assert [r["transitions"] for r in remote] == [10] * len(PROMPTS)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_loses_no_prompt():
+    from presto_tui.runtime.core.params import SamplerParams
+    from presto_tui.runtime.engines.registry import EngineOptions
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+    from presto_tui.runtime.session.cluster import Cluster, WorkerLost
+    from presto_tui.runtime.session.events import RoundDone, SessionEnd, SessionError
+    from presto_tui.runtime.session.runner import run_session
+
+    params = SamplerParams(prefetch="spine", max_new_tokens=48, steps=60, budget=4)
+    with Cluster(2, "synthetic", EngineOptions(), concurrency=1) as cluster:
+        ends: dict[int, tuple] = {}
+        lost, errors, killed = [], [], False
+        for i, ev in cluster.run(PROMPTS, params):
+            if isinstance(ev, RoundDone) and not killed:
+                ray.kill(cluster.workers[0])  # mid-run: some prompts have started, none has finished
+                killed = True
+            elif isinstance(ev, WorkerLost):
+                lost.append(ev)
+            elif isinstance(ev, SessionError):
+                errors.append(i)
+            elif isinstance(ev, SessionEnd):
+                ends[i] = ev.tokens
+    assert len(lost) == 1 and lost[0].worker == 0 and lost[0].prompts
+    assert set(errors) <= set(lost[0].prompts)  # only sessions the dead worker had open end in error
+    assert sorted(ends) == list(range(len(PROMPTS)))  # every prompt finished, on the surviving worker
+    local = SyntheticEngine()
+    for i, p in enumerate(PROMPTS):  # and finished as it would have on any engine
+        (end,) = [ev for ev in run_session(local, params, local.encode_prompt(p)) if isinstance(ev, SessionEnd)]
+        assert ends[i] == end.tokens
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
+    trace = tmp_path / "int.jsonl"
+    many = tmp_path / "many.txt"
+    many.write_text("\n".join(PROMPTS * 4) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "presto_tui", "run", "--prompts-file", str(many), "--backend", "synthetic",
+         "-n", "64", "-K", "300", "-N", "2", "--workers", "2", "--trace", str(trace), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not trace.exists() or trace.read_text().count('"session_end"') < 1):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    t = read_trace(trace)
+    done = [s for s in t.sessions if s.summary().status == "done"]
+    assert done and all(s.ended for s in t.sessions)  # finished ones kept, open ones ended
+    assert all(s.summary().status in ("done", "cancelled") for s in t.sessions)
+    assert len(out.splitlines()) <= len(done)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--workers", "0"], "--workers must lie in [1, 4096]"),
+    (["--workers", "100000"], "--workers must lie in"),
+    (["--workers", "64"], "more than the cluster's"),
+    (["--ray-address", "127.0.0.1:1"], "cannot reach it"),
+    (["--ray-address", "nonsense"], "must be host:port"),
+])
+def test_bad_scale_out_input_is_one_line_before_any_engine(args, needle):
+    res = runner.invoke(app, ["run", "x", "--no-trace", *args])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("20")]  # Ray's own log
+    assert lines[-1].startswith("presto-tui: error:") and needle in lines[-1]
+
+
+def test_ray_missing_is_one_line(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    res = runner.invoke(app, ["run", "x", "--no-trace", "--workers", "2"])
+    assert res.exit_code == 2 and "pip install 'presto-tui[ray]'" in res.stderr
+
+
+@pytest.mark.engine
+def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("Name a prime number.\n")
+    common = ["--prompts-file", str(f), "-n", "12", "-K", "4", "--backend", "vllm", "--max-model-len", "256"]
+    local = run_json(*common)
+    remote = run_json(*common, "--workers", "1")
+    assert remote[0]["tokens"] == local[0]["tokens"]
+
+
+@pytest.mark.engine
+def test_vllm_multiprocess_engine_core_brings_the_records_back():
+    """VLLM_ENABLE_V1_MULTIPROCESSING=1 runs the engine core (and the logits processor) in another
+    process: the records come back through collective_rpc, the chain equals the in-process one,
+    and nothing is left behind in the worker."""
+    code = r'''
+import os, sys, json
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = sys.argv[1]
+if __name__ == "__main__":
+    from presto_tui.runtime.core.params import SamplerParams
+    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
+    from presto_tui.runtime.session.events import SessionEnd
+    from presto_tui.runtime.session.runner import run_session
+    e = start_engine("vllm", EngineOptions(max_model_len=256))
+    ids = e.encode_prompt("Name a prime number.")
+    out = {}
+    for rule in ("none", "stream"):
+        evs = list(run_session(e, SamplerParams(prefetch=rule, max_new_tokens=12, steps=6, budget=4, seed=3), ids))
+        out[rule] = [list(ev.tokens) for ev in evs if isinstance(ev, SessionEnd)][0]
+    out["pending"] = e.pending_records()
+    print("RESULT " + json.dumps(out))
+'''
+    results = {}
+    for mp in ("0", "1"):
+        proc = subprocess.run([sys.executable, "-c", code, mp], capture_output=True, text=True, timeout=600)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        assert line, proc.stderr[-2000:]
+        results[mp] = json.loads(line[0][7:])
+    assert results["1"]["none"] == results["1"]["stream"] == results["0"]["none"]
+    assert results["1"]["pending"] == 0
+
+
+@pytest.mark.engine
+def test_vllm_tensor_parallel_2_on_cpu_keeps_records_and_exactness():
+    """Two vLLM CPU workers (a tiny Llama with 4 heads, split in two): the records of every token
+    come back from the worker processes, and spine and stream end where sequential does."""
+    script = Path(__file__).parent.parent / "scripts" / "check_parallel.py"
+    proc = subprocess.run([sys.executable, str(script), "--tp", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "stream  same state as sequential" in proc.stdout and "records left in the workers: 0" in proc.stdout
