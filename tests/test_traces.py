@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
+from presto_tui.errors import EngineError
 from presto_tui.logs.reader import TraceError, read_trace
 from presto_tui.logs.schema import SCHEMA_VERSION, encode
 from presto_tui.logs.writer import TraceWriter
@@ -255,7 +256,7 @@ def test_engine_error_ends_the_trace_with_an_error_event(tmp_path):
     params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "err.jsonl"
     w = run_writer(path, backend, params)
-    with pytest.raises(MemoryError):
+    with pytest.raises(EngineError, match="MemoryError: out of memory"):
         run_prompts(backend, params, ["x"], trace=w)
     sess = read_trace(path).sessions[0]
     assert type(sess.events[-1]).__name__ == "SessionError"

@@ -147,7 +147,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = "stream", workers: int = 0, cluster_of=None) -> None:
-    err = Console(stderr=True, highlight=False)
+    err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}

@@ -9,6 +9,7 @@ import typer
 
 from presto_tui.cli import app
 from presto_tui.cli import options as o
+from presto_tui.safetext import visible
 
 
 @app.command()
@@ -54,9 +55,16 @@ def chat(
                           trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
     from presto_tui.views.app import chat_app
 
+    drawing_on = sys.__stderr__
+    if name != "synthetic":
+        # the engine starts inside the app: its own output goes to its log, and Textual, which draws
+        # on stderr, is given the terminal itself
+        o.divert_engine_output()
+        sys.__stderr__ = o.term()
     try:
         chat_app(session, params, backend=name, model=engine_opts.model).run()
     finally:
+        sys.__stderr__ = drawing_on
         session.close()
     if session.trace is not None:
-        print(f"presto-tui: trace written to {session.trace.path}", file=sys.stderr)
+        print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())

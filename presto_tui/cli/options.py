@@ -9,6 +9,7 @@ get wrong is checked here, before any engine starts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -181,7 +182,8 @@ def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
     _ray()  # one line if Ray is missing, before anything starts
     if address:
         check_address(address)
-    with Console(stderr=True).status(f"starting {workers or 1} Ray worker(s) with {name}..."):
+    divert_engine_output()
+    with Console(file=term()).status(f"starting {workers or 1} Ray worker(s) with {name}..."):
         return Cluster(workers or 1, name, options, address=address, concurrency=concurrency)
 
 
@@ -192,7 +194,9 @@ def start_engine(name: str, options):
     from presto_tui.runtime.engines.registry import start_engine as start
 
     what = "the synthetic model" if name == "synthetic" else (options.model or "the embedded SmolLM2-135M")
-    with Console(stderr=True).status(f"starting {name} on {visible(what, keep_newlines=False)}..."):
+    if name != "synthetic":
+        divert_engine_output()
+    with Console(file=term()).status(f"starting {name} on {visible(what, keep_newlines=False)}..."):
         return start(name, options)
 
 
@@ -304,7 +308,7 @@ def load_traces(paths: list[Path]):
     for p in paths:
         t = read_trace(p)
         for w in t.warnings:
-            print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=sys.stderr)
+            print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=term())
         traces.append(t)
     return traces
 
@@ -314,6 +318,57 @@ def finite(name: str, value: float | None) -> None:
         raise InputError(f"{name} must be a finite number, got {value}")
 
 
+# -- the terminal and the engine's own output ---------------------------------------
+
+_TERMINAL: dict[str, Any] = {"stream": None, "saved_fd": None, "log": None}
+
+
+def term():
+    """Where presto-tui's own messages and progress go (the terminal's stderr), also while the
+    engine's own output is diverted to its log file."""
+    return _TERMINAL["stream"] or sys.stderr
+
+
+def engine_log_path() -> Path:
+    from presto_tui.runtime.engines.models import cache_dir
+
+    return cache_dir() / "engine.log"
+
+
+def divert_engine_output() -> None:
+    """Send what vLLM, torch and transformers print (warnings, progress bars, C++ notices) to a log
+    file instead of the terminal, unless --verbose.  It goes to file descriptor 2 and Python's
+    stderr alike, so both are pointed at the log; presto-tui writes to `term()`."""
+    if VERBOSE["on"] or _TERMINAL["saved_fd"] is not None:
+        return
+    path = engine_log_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "a", buffering=1)  # noqa: SIM115 - open until the command ends
+    except OSError:
+        return  # nowhere to put it: leave the terminal as it is
+    import time as _time
+
+    log.write(f"\n--- presto-tui {' '.join(sys.argv[1:2])} at {_time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    _TERMINAL.update(stream=os.fdopen(os.dup(saved), "w", buffering=1), saved_fd=saved, log=log)
+    os.dup2(log.fileno(), 2)
+
+
+def restore_terminal() -> None:
+    saved = _TERMINAL["saved_fd"]
+    if saved is None:
+        return
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    for key in ("stream", "log"):
+        with contextlib.suppress(OSError):
+            _TERMINAL[key].close()
+    _TERMINAL.update(stream=None, saved_fd=None, log=None)
+
+
 # -- one error handler per surface ------------------------------------------------
 
 DEBUG = {"on": False}  # set by the root callback's --debug
@@ -321,7 +376,9 @@ VERBOSE = {"on": False}  # --verbose: engine logs on the terminal
 
 
 def fail(message: str, code: int) -> None:
-    print(f"presto-tui: error: {visible(message, keep_newlines=False)}", file=sys.stderr)
+    if _TERMINAL["log"] is not None:
+        message += f" (engine log: {engine_log_path()})"
+    print(f"presto-tui: error: {visible(message, keep_newlines=False)}", file=term())
     raise typer.Exit(code)
 
 
@@ -336,18 +393,20 @@ def handled(fn: Callable) -> Callable:
         except (typer.Exit, typer.Abort):
             raise
         except KeyboardInterrupt:
-            print("presto-tui: interrupted", file=sys.stderr)
+            print("presto-tui: interrupted", file=term())
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except PrestoError as e:
             if DEBUG["on"]:
-                traceback.print_exc()
+                traceback.print_exc(file=term())
             fail(e.line, e.exit_code)
         except Exception as e:
             if DEBUG["on"]:
-                traceback.print_exc()
+                traceback.print_exc(file=term())
             kind, message = describe(e)
             print(f"presto-tui: internal error: {visible(message, keep_newlines=False)} "
-                  "(run with --debug for the traceback)", file=sys.stderr)
+                  "(run with --debug for the traceback)", file=term())
             raise typer.Exit(1) from None
+        finally:
+            restore_terminal()  # the engine's output went to its log; the terminal is the terminal again
 
     return wrapper

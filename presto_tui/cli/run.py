@@ -122,7 +122,8 @@ def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of) -
     finally:
         if trace is not None:
             trace.close()
-            print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=sys.stderr)
+            if not trace.broken:  # a failed write names the file in its own error line
+                print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=o.term())
 
 
 def _consume(stream, prompts, params, json_out, trace) -> None:
@@ -134,7 +135,7 @@ def _consume(stream, prompts, params, json_out, trace) -> None:
     from presto_tui.runtime.session.summary import SessionSummary
 
     out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False)
+    err = Console(file=o.term(), highlight=False)
     summaries: dict[int, SessionSummary] = {}
     sids: dict[int, str] = {}
     shown = 0  # results print in prompt order, as soon as every earlier prompt has finished

@@ -107,7 +107,7 @@ def fit_classifier(
         if cv["log_loss"] >= cv["baseline_log_loss"]:
             print("presto-tui: warning: the fitted model predicts held-out prompts no better than the "
                   "constant baseline (log loss); the built-in prior may serve --prefetch predictive as well. "
-                  "Record more sessions or try other --features.", file=sys.stderr)
+                  "Record more sessions or try other --features.", file=o.term())
     else:
         print("cross-validation skipped: it needs traces of at least two sessions")
     print(f"wrote {output}")

@@ -28,7 +28,8 @@ def session_rows(traces: list[Trace]) -> list[dict]:
             s = sess.summary()
             d = s.to_dict()
             d.update(trace=str(t.path), session=i, session_id=sess.start.session_id,
-                     backend=sess.start.backend, model=sess.start.model)
+                     backend=sess.start.backend, model=sess.start.model,
+                     status=s.status if sess.ended else "cut short")  # the trace ends inside this session
             rows.append(d)
     return rows
 
@@ -37,6 +38,11 @@ def pooled(rows: list[dict]) -> dict:
     calls = sum(r["calls"] for r in rows)
     transitions = sum(r["transitions"] for r in rows)
     call_time = sum(r["call_time_s"] for r in rows)
+    wall = sum(r["wall_s"] for r in rows)
+    estimated = [r for r in rows if r["speedup_estimate"] is not None]
+    # pooled like eq. 20: estimated sequential time over all sessions / their time
+    est = (sum(r["speedup_estimate"] * r["wall_s"] for r in estimated) / sum(r["wall_s"] for r in estimated)
+           if estimated and sum(r["wall_s"] for r in estimated) else None)
     accepted = sum(r["acceptance_rate"] * r["transitions"] for r in rows)
     scored = {c: sum(r["scored_eps_counts"][c] for r in rows) for c in CLASSES}
     realized = {c: sum(r["eps_counts"][c] for r in rows) for c in CLASSES}
@@ -46,9 +52,14 @@ def pooled(rows: list[dict]) -> dict:
         "prompts": len({r["prompt"] for r in rows}),
         "calls": calls,
         "transitions": transitions,
-        "transitions_per_call": transitions / calls if calls else 0.0,
+        # over the sessions that make calls (streaming sessions have none)
+        "transitions_per_call": sum(r["transitions"] for r in rows if r["calls"]) / calls if calls else 0.0,
         "time_per_call_s": call_time / calls if calls else 0.0,
         "call_time_s": call_time,
+        "wall_s": wall,
+        "transitions_per_s": transitions / wall if wall else 0.0,
+        "speedup_estimate": est,
+        "statuses": {st: sum(r["status"] == st for r in rows) for st in sorted({r["status"] for r in rows})},
         "acceptance_rate": accepted / transitions if transitions else 0.0,
         "eps_certain_share": (realized[ACCEPT] + realized[REJECT]) / n_realized if n_realized else 0.0,
         "scored_eps_shares": {c: scored[c] / n_scored if n_scored else 0.0 for c in CLASSES},
@@ -66,13 +77,16 @@ def _rule(p: dict) -> str:
 def _cells(r: dict) -> list[str]:
     sc = r["scored_eps_counts"]
     n = sum(sc.values()) or 1
-    return [str(r["calls"]), f"{r['transitions_per_call']:.2f}", f"{r['time_per_call_s'] * 1e3:.1f}",
+    est = r["speedup_estimate"]
+    return [visible(r["status"]), str(r["transitions"]),
+            f"{r['transitions_per_call']:.2f}" if r["calls"] else f"{r['transitions_per_s']:.2f}/s",
+            f"{r['wall_per_transition_s'] * 1e3:.0f}", "-" if est is None else f"{est:.2f}x",
             f"{r['acceptance_rate']:.3f}",
             f"{100 * sc[ACCEPT] / n:.0f}/{100 * sc[REJECT] / n:.0f}/{100 * sc[UNCERTAIN] / n:.0f}",
             f"{r['requests_issued']}/{r['requests_realized']}"]
 
 
-NUMERIC = ("calls", "tr/call", "ms/call", "acc", "eps% a/r/u", "issued/used")
+NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used")
 
 
 def render(console: Console, rows: list[dict], pool: dict) -> None:
@@ -109,8 +123,12 @@ def render(console: Console, rows: list[dict], pool: dict) -> None:
         ("sessions / prompts", f"{pool['sessions']} / {pool['prompts']}"),
         ("model calls", str(pool["calls"])),
         ("transitions", str(pool["transitions"])),
-        ("transitions per call", f"{pool['transitions_per_call']:.2f}"),
-        ("time per call", f"{pool['time_per_call_s'] * 1e3:.1f} ms"),
+        ("transitions per call", f"{pool['transitions_per_call']:.2f}" if pool["calls"] else "- (no calls)"),
+        ("time per call", f"{pool['time_per_call_s'] * 1e3:.1f} ms" if pool["calls"] else "-"),
+        ("transitions per second", f"{pool['transitions_per_s']:.2f}"),
+        ("speedup over sequential (est.)", "-" if pool["speedup_estimate"] is None else
+         f"{pool['speedup_estimate']:.2f}x (from single-request call times)"),
+        ("sessions by status", ", ".join(f"{visible(k)} {v}" for k, v in pool["statuses"].items())),
         ("acceptance rate", f"{pool['acceptance_rate']:.3f}"),
         ("eps-certain share (realized decisions)", f"{pool['eps_certain_share']:.3f}"),
         ("eps classes of scored decisions", f"accept {sh[ACCEPT]:.3f}, reject {sh[REJECT]:.3f}, "

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 
 from presto_tui import __version__
-from presto_tui.errors import InputError, PrestoError, describe
+from presto_tui.errors import EngineError, InputError, PrestoError, describe
 from presto_tui.runtime.core.classifier import DEFAULT_CLASSIFIER, CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
@@ -366,6 +366,18 @@ class StreamDriver(Driver):
         return LiveTree(self.block, k0, chain.k, tree)
 
 
+@contextlib.contextmanager
+def engine_faults():
+    """What the engine raises is an engine failure (out of memory, a lost worker, a refused
+    request), whatever its Python type."""
+    try:
+        yield
+    except PrestoError:
+        raise
+    except Exception as e:
+        raise EngineError(describe(e)[1]) from e
+
+
 def make_driver(engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None) -> Driver:
     """The chain `params` select; `state`: start the first block from this state (no extension)."""
@@ -417,17 +429,19 @@ def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, 
                     drop(i)
                     yield from ((i, ev) for ev in events)
                 return
-            for i, d in active.items():
-                for h in d.to_abort():
-                    if owner.pop(h, None) is not None:
-                        d.aborted(h, engine.abort(h))
-                for tag, req in d.to_submit():
-                    h = engine.submit(req)
-                    owner[h] = i
-                    d.submitted(tag, h)
-            if not engine.live:
-                raise InternalError("every chain is waiting but no request is live")
-            for h, prop in engine.step():
+            with engine_faults():
+                for i, d in active.items():
+                    for h in d.to_abort():
+                        if owner.pop(h, None) is not None:
+                            d.aborted(h, engine.abort(h))
+                    for tag, req in d.to_submit():
+                        h = engine.submit(req)
+                        owner[h] = i
+                        d.submitted(tag, h)
+                if not engine.live:
+                    raise InternalError("every chain is waiting but no request is live")
+                finished = engine.step()
+            for h, prop in finished:
                 i = owner.pop(h, -1)
                 if i in active:
                     active[i].delivered(h, prop)

@@ -1,0 +1,326 @@
+"""Faults and hostile input get a clean answer, and nothing is lost (one test per class).
+
+- output paths are checked, with the right reason, before any engine starts;
+- a full disk ends a run with one line, keeps what was written, and no traceback;
+- every number is finite and within its documented range, and engine flags that do
+  not apply to the chosen backend are refused, before any engine starts;
+- one validation is the gate for every consumer: whatever the reader accepts of a
+  damaged trace, `stats` and the replay screen show without an exception
+  (property test over generated damage), and what it refuses is one `file:line:` line;
+- strings from outside never reach the terminal raw; pipes and devices are refused as traces.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from presto_tui.cli import app
+from presto_tui.errors import TraceError
+from presto_tui.logs.reader import read_trace
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fail the test if anything starts an engine: checks must come first."""
+    from presto_tui.runtime.engines import registry
+
+    def refuse(*a, **k):
+        raise AssertionError("an engine was started before the input was checked")
+
+    monkeypatch.setattr(registry, "start_engine", refuse)
+
+
+def one_error_line(res, code: int = 2) -> str:
+    assert res.exit_code == code, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("presto-tui: error:"), res.stderr
+    assert "Traceback" not in res.output
+    return lines[0]
+
+
+# -- output paths, before any engine ------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["run", "chat", "bench"])
+@pytest.mark.parametrize("make,reason", [
+    (lambda p: p.write_text("old trace"), "exists already"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: None, "is not a directory"),
+])
+def test_trace_paths_are_checked_with_the_right_reason_before_the_engine(tmp_path, no_engine, command, make, reason):
+    path = tmp_path / "t.jsonl"
+    if reason == "is not a directory":
+        (tmp_path / "file").write_text("x")
+        path = tmp_path / "file" / "t.jsonl"
+    else:
+        make(path)
+    args = [command] + (["x"] if command == "run" else []) + ["--backend", "vllm", "--trace", str(path)]
+    line = one_error_line(runner.invoke(app, args))
+    assert reason in line
+    if reason == "exists already":
+        assert path.read_text() == "old trace"  # never overwritten
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_path, monkeypatch):
+    from presto_tui.cli import options
+
+    real_open = options.open_trace
+
+    class FullDisk:
+        def __init__(self, f, room):
+            self.f, self.room = f, room
+
+        def write(self, b):
+            if self.room <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.room -= 1
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def opener(path, command, engine, params):
+        w = real_open(path, command, engine, params)
+        w._f = FullDisk(w._f, room=8)
+        return w
+
+    monkeypatch.setattr(options, "open_trace", opener)
+    path = tmp_path / "full.jsonl"
+    line = one_error_line(runner.invoke(app, ["run", "the cat", "-n", "12", "-K", "8", "--trace", str(path)]), 1)
+    assert "No space left on device" in line
+    trace = read_trace(path)  # every line written before the disk filled reads back
+    assert trace.sessions and trace.sessions[0].start.prompt == "the cat"
+
+
+# -- numbers, limits and flags ------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,needle", [
+    (["--alpha", "inf"], "--alpha must be a finite number"),
+    (["--alpha", "1e308"], "--alpha must lie in"),
+    (["--tau", "inf"], "--tau must be a finite number"),
+    (["--tau", "nan"], "--tau must be a finite number"),
+    (["--sampler", "entropycut", "--beta", "1e308"], "--beta must lie in"),
+    (["-n", "99999999999999999999"], "--max-new-tokens must lie in"),
+    (["--epsilon", "0.6"], "--epsilon must lie in [0, 0.5]"),
+    (["--cut-mix", "2"], "--cut-mix must lie in [0, 1]"),
+    (["--seed", "-1"], "--seed must lie in"),
+    (["--budget", "5000"], "--budget must lie in"),
+    (["--backend", "foo"], "unknown backend 'foo'"),
+    (["--model", "/nonexistent"], "--model does not apply to --backend synthetic"),
+    (["--threads", "-1"], "--threads does not apply to --backend synthetic"),
+    (["--kv-cache-gib", "-1"], "--kv-cache-gib does not apply to --backend synthetic"),
+    (["--backend", "transformers", "--kv-cache-gib", "4"], "--kv-cache-gib does not apply to --backend transformers"),
+    (["--backend", "vllm", "--kv-cache-gib", "-1"], "--kv-cache-gib must be a positive size"),
+    (["--backend", "vllm", "--threads", "0"], "--threads must be between 1 and 4096"),
+    (["--backend", "vllm", "--model", "/nonexistent"], "no such model file or folder"),
+    (["--backend", "vllm", "--dtype", "float8"], "unknown --dtype"),
+    (["--concurrency", "0"], "--concurrency must lie in [1, 256]"),
+    (["--prefetch", "stream", "--inputs", "node"], "--prefetch stream needs --inputs decision"),
+])
+def test_every_value_is_checked_before_any_engine(no_engine, args, needle):
+    line = one_error_line(runner.invoke(app, ["run", "x", *args]))
+    assert needle in line
+
+
+def test_blank_prompts_and_a_bom(tmp_path, no_engine):
+    assert "the prompt is empty" in one_error_line(runner.invoke(app, ["run", "   "]))
+    f = tmp_path / "bom.txt"
+    f.write_bytes("\ufeffthe cat\n".encode())
+    from presto_tui.cli.options import read_prompts
+
+    assert read_prompts(None, f) == ["the cat"]
+
+
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_bench_limits_are_checked(no_engine, limit):
+    assert "--limit must be >= 1" in one_error_line(runner.invoke(app, ["bench", "--limit", limit]))
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"kind": "presto-tui/certainty-classifier", "classes": ["reject", "accept", "uncertain"], '
+     '"features": ["cut_fraction"], "coef": [[NaN], [1], [0]], "intercept": [0, 0, 0], "mean": [0], '
+     '"scale": [1]}', "NaN is not a number"),
+    ('{"kind": "presto-tui/certainty-classifier", "classes": ["reject", "accept", "uncertain"], '
+     '"features": ["cut_fraction"], "coef": [[1e400], [1], [0]], "intercept": [0, 0, 0], "mean": [0], '
+     '"scale": [1]}', "must be finite"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"kind": "something else"}', "not a presto-tui classifier"),
+])
+def test_classifier_files_are_untrusted_input(tmp_path, no_engine, content, needle):
+    f = tmp_path / "clf.json"
+    f.write_text(content)
+    line = one_error_line(runner.invoke(app, ["run", "x", "--prefetch", "predictive", "--classifier", str(f)]))
+    assert needle in line and str(f) in line  # and it names the file
+
+
+def test_an_engine_failure_in_bench_is_one_line(monkeypatch):
+    from helpers import ScriptedEngine
+    from presto_tui.cli import options
+
+    monkeypatch.setattr(options, "start_engine", lambda name, opts: ScriptedEngine(fail_on_call=3))
+    line = one_error_line(runner.invoke(app, ["bench", "--limit", "1", "-n", "8", "-K", "4", "--budgets", "4",
+                                              "--rules", "spine", "--no-trace"]), 1)
+    assert "out of memory (simulated)" in line
+
+
+# -- traces: one gate for every consumer ----------------------------------------------------------
+
+def test_pipes_and_devices_are_refused_as_traces(tmp_path):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for command in (["stats"], ["replay"], ["fit-classifier", "-o", str(tmp_path / "m.json")]):
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "presto_tui", *command[:1], str(fifo), *command[1:]],
+                              capture_output=True, text=True, timeout=60)
+        assert time.monotonic() - t0 < 30  # never waits for a writer
+        assert proc.returncode == 2 and "not a regular file" in proc.stderr
+
+
+def test_escape_sequences_in_a_file_name_never_reach_the_terminal(tmp_path):
+    evil = tmp_path / "t\x1b]0;pwned\x07\x1b[2J.jsonl"
+    evil.write_text("not a trace\n")
+    for command in ("stats", "replay"):
+        res = runner.invoke(app, [command, str(evil)])
+        assert res.exit_code == 2
+        assert "\x1b" not in res.output and "\x07" not in res.output and "\\x1b" in res.stderr
+
+
+def test_a_session_without_end_is_called_cut_short(tmp_path):
+    lines = (DATA / "replay.jsonl").read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    last_end = max(i for i, ln in enumerate(lines) if '"session_end"' in ln)
+    cut.write_text("\n".join(lines[:last_end]) + "\n")
+    res = runner.invoke(app, ["stats", str(cut), "--json"])
+    assert res.exit_code == 0 and "cut short" in res.stderr
+    rows = json.loads(res.stdout)["sessions"]
+    assert rows[-1]["status"] == "cut short"
+
+
+# Damage a valid trace the ways a file gets damaged or forged: a value replaced by any JSON value,
+# a field removed, a line removed, duplicated or swapped.
+# small integers are the ones that pass type checks and point at the wrong node, decision or request
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2, 70) | st.integers(-10, 10**12)
+                    | st.floats(allow_nan=False) | st.text(max_size=30)
+                    | st.sampled_from(["inf", "-inf", "nan", "²", "١", "expanded", "leaf", "accept", "cap"]),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
+
+
+def _paths(obj, prefix=()):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield prefix + (k,)
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:6]):
+            yield prefix + (i,)
+            yield from _paths(v, prefix + (i,))
+
+
+def _retarget(tree: dict, rnd: random.Random) -> None:
+    """Point one index of a tree's rows at another plausible node, decision or request: the damage
+    that passes every type check and breaks the structure the views walk."""
+    kinds = [k for k in ("decisions", "requests", "scores", "table", "steps")
+             if any(isinstance(r, list) for r in tree.get(k, []))]
+    scalars = [k for k in ("stop_node", "k0", "depth_cap", "T") if k in tree]
+    if kinds and (not scalars or rnd.random() < 0.8):
+        row = rnd.choice([r for r in tree[rnd.choice(kinds)] if isinstance(r, list)])  # each kind alike
+        j = rnd.randrange(len(row))
+        if isinstance(row[j], bool) or not isinstance(row[j], int):
+            row[j] = not row[j] if isinstance(row[j], bool) else rnd.randint(-1, 8)
+        else:
+            row[j] = row[j] + rnd.choice([-2, -1, 1, 2])
+    elif scalars:
+        key = rnd.choice(scalars)
+        tree[key] = tree[key] + rnd.choice([-1, 1, 2]) if isinstance(tree[key], int) else 0
+
+
+def _damage(lines: list[dict], rnd: random.Random, value) -> list[dict]:
+    lines = [json.loads(json.dumps(ln)) for ln in lines]
+    rounds = [j for j, ln in enumerate(lines) if ln.get("type") == "round"]
+    if rounds and rnd.random() < 0.5:
+        _retarget(lines[rnd.choice(rounds)]["tree"], rnd)
+        return lines
+    kind = rnd.choice(["replace", "replace", "replace", "delete", "drop", "duplicate", "swap"])
+    # most damage lands in round trees, whose structure every view walks
+    i = rnd.choice(rounds) if rounds and rnd.random() < 0.7 else rnd.randrange(1, len(lines))
+    if kind in ("replace", "delete"):
+        paths = list(_paths(lines[i]))
+        if not paths:
+            return lines
+        path = rnd.choice(paths)
+        parent = lines[i]
+        for key in path[:-1]:
+            parent = parent[key]
+        if kind == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = value
+    elif kind == "drop":
+        del lines[i]
+    elif kind == "duplicate":
+        lines.insert(i, lines[i])
+    else:
+        j = rnd.randrange(1, len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    return lines
+
+
+BASE = [json.loads(ln) for ln in (DATA / "replay.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), value=JSON)
+def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed, value):
+    import asyncio
+
+    from presto_tui.logs.stats import pooled, render, session_rows
+    from presto_tui.views.app import replay_app
+    from rich.console import Console
+
+    path = tmp_path_factory.mktemp("damaged") / "t.jsonl"
+    damaged = _damage(BASE, random.Random(seed), value)
+    path.write_bytes(b"".join(orjson.dumps(ln, option=orjson.OPT_APPEND_NEWLINE) for ln in damaged))
+    try:
+        trace = read_trace(path)
+    except TraceError as e:
+        msg = str(e)
+        assert "\n" not in msg and msg.startswith(f"{path}:")
+        return
+    rows = session_rows([trace])
+    render(Console(file=open(os.devnull, "w"), width=120), rows, pooled(rows))  # noqa: SIM115
+    if not any(s.rounds for s in trace.sessions):
+        return
+
+    async def drive():
+        app = replay_app(trace)
+        async with app.run_test(size=(100, 30)) as pilot:
+            for key in ("right", "right", "down", "left", "f", "end", "right", "home", "plus"):
+                await pilot.press(key)
+            for _ in range(min(12, len(app.screen.state.all_rounds()))):
+                await pilot.press("right_square_bracket")
+            await pilot.pause()
+
+    asyncio.run(drive())
