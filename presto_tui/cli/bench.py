@@ -337,12 +337,15 @@ def bench(
     """Each sampler sequentially against PreSTO at every rule and budget, in one run.
 
     Same prompts, seeds and engine for every sampler, interleaved prompt by prompt so
-    that machine noise hits all alike. Reports model calls, transitions per call, time
-    per call, cumulative call time, speedup over the sequential sampler (paper eq. 20),
-    tokens generated and requests issued against requests used; plus the engine's time
-    for a batch of 20 suffixes against one suffix, and the prefix-cache hit rate.
-    --inputs node runs the paper's own BFS and predictive allocations (their chains then
-    differ from the sequential one, with the same law).
+    that machine noise hits all alike. Reports per row transitions per call, wall time
+    per transition, transitions per second, the speedup over the sequential sampler in
+    wall time (paper eq. 20; streaming has no calls), the single-session estimate,
+    tokens and their wasted share, requests issued against used, aborted requests, mean
+    live requests and time to the first transition; then a throughput table (prompts
+    per minute with C chains on one engine), with --workers a data-parallel table over
+    Ray, the engine's time for a batch of 20 suffixes against one suffix, and the
+    prefix-cache hit rate. --inputs node runs the paper's own BFS and predictive
+    allocations (their chains then differ from the sequential one, with the same law).
 
       presto-tui bench                       # embedded model, shipped prompts
 

@@ -382,6 +382,21 @@ def fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def reflow(doc: str | None) -> str | None:
+    """A docstring as --help shows it: prose paragraphs become one line each (Typer's rich help
+    keeps line breaks and wraps again at the terminal's width); indented lines (examples) stay."""
+    if not doc:
+        return doc
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    out = []
+    for p in paragraphs:
+        lines = p.splitlines()
+        out.append(p if all(ln.startswith("  ") for ln in lines) else " ".join(ln.strip() for ln in lines))
+    return "\n\n".join(out)
+
+
 def handled(fn: Callable) -> Callable:
     """Every command ends the same way: one line and the error kind's exit code, 130 on Ctrl-C,
     a traceback only under --debug."""
@@ -409,4 +424,5 @@ def handled(fn: Callable) -> Callable:
         finally:
             restore_terminal()  # the engine's output went to its log; the terminal is the terminal again
 
+    wrapper.__doc__ = reflow(fn.__doc__)
     return wrapper

@@ -46,19 +46,25 @@ def run(
 ) -> None:
     """Sample responses headless and report how PreSTO did.
 
-    Shows a progress bar on stderr (one tick per MH transition) and prints the final
-    text with a summary: model calls, transitions per call, time per call, acceptance
-    rate, epsilon-certain share and the estimated speedup over the sequential sampler.
+    Shows a progress bar on stderr (one tick per MH transition) and prints each final
+    text with a summary: model calls, transitions per call, time per transition,
+    acceptance rate, epsilon-certain share, wasted tokens and the estimated speedup
+    over the sequential sampler. Many prompts run as chains at once on one engine
+    (--concurrency), or over Ray workers (--workers); results come in prompt order.
 
-    Examples:
+    Examples (vLLM on the embedded SmolLM2-135M unless --backend says otherwise):
 
-      presto-tui run "What is 7 * 8?"                  # vLLM on the embedded SmolLM2-135M
+      presto-tui run "What is 7 * 8?"
 
-      presto-tui run "Name a prime" --prefetch none    # sequential PowerMH
+      presto-tui run "Name a prime" --prefetch none     # sequential PowerMH
 
-      presto-tui run --prompts-file prompts.txt --json --prefetch bfs -N 20
+      presto-tui run "Name a prime" --prefetch stream   # continuous speculation
 
-      presto-tui run "the cat" --backend synthetic     # no model needed
+      presto-tui run --prompts-file prompts.txt --json -C 8
+
+      presto-tui run --prompts-file prompts.txt --workers 2
+
+      presto-tui run "the cat" --backend synthetic      # no model needed
     """
     flags = ctx.params
     params = o.sampler_params(flags)
