@@ -175,6 +175,7 @@ def test_classifier_files_are_untrusted_input(tmp_path, no_engine, content, need
 
 def test_an_engine_failure_in_bench_is_one_line(monkeypatch):
     from helpers import ScriptedEngine
+
     from presto_tui.cli import options
 
     monkeypatch.setattr(options, "start_engine", lambda name, opts: ScriptedEngine(fail_on_call=3))
@@ -296,9 +297,10 @@ BASE = [json.loads(ln) for ln in (DATA / "replay.jsonl").read_text().splitlines(
 def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed, value):
     import asyncio
 
+    from rich.console import Console
+
     from presto_tui.logs.stats import pooled, render, session_rows
     from presto_tui.views.app import replay_app
-    from rich.console import Console
 
     path = tmp_path_factory.mktemp("damaged") / "t.jsonl"
     damaged = _damage(BASE, random.Random(seed), value)

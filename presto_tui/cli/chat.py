@@ -60,11 +60,11 @@ def chat(
         # the engine starts inside the app: its own output goes to its log, and Textual, which draws
         # on stderr, is given the terminal itself
         o.divert_engine_output()
-        sys.__stderr__ = o.term()
+        setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
         chat_app(session, params, backend=name, model=engine_opts.model).run()
     finally:
-        sys.__stderr__ = drawing_on
+        setattr(sys, "__stderr__", drawing_on)  # noqa: B010
         session.close()
     if session.trace is not None:
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())

@@ -126,7 +126,7 @@ def read_trace(path: str | Path) -> Trace:
                     vocab.update(vocab_of(obj))
                     continue
                 ev = decode(obj)
-                sid = obj.get("sid") if isinstance(obj, dict) else None  # type: ignore[union-attr]
+                sid = obj.get("sid") if isinstance(obj, dict) else None
             except SchemaError as e:
                 raise TraceError(f"{shown}:{n}: {e}") from None
             except RecursionError:

@@ -207,7 +207,8 @@ def check_header(d: Any) -> dict:
 
 def vocab_of(d: dict) -> dict[int, str]:
     pieces = d.get("pieces")
-    _check(isinstance(pieces, dict), "pieces", "should be an object")
+    if not isinstance(pieces, dict):
+        raise SchemaError("field 'pieces' should be an object")
     out = {}
     for k, v in pieces.items():
         # ASCII digits only: int() also takes "²" and other Unicode digits

@@ -405,8 +405,8 @@ class StreamChain:
             table[v] = NodeRec(depth, status, src, pos)
             if status != EXPANDED:
                 continue
-            w = walked_at.get(d) if v in path else None
-            sc = w.score if w is not None else self._score(g, st)[0]
+            on_path = walked_at.get(d) if v in path else None
+            sc = on_path.score if on_path is not None else self._score(g, st)[0]
             scores[(pos, src)] = sc
             reach = -neg
             acc = st.with_suffix(want.cut, g.proposals[J])  # type: ignore[arg-type]

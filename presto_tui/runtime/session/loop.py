@@ -228,7 +228,8 @@ class RoundDriver(Driver):
         self._submit.extend(enumerate(self.pending.requests))
 
     def on_delivered(self, tag: object, handle: int, proposal: Proposal) -> None:
-        self.proposals[tag] = proposal  # type: ignore[index]
+        assert isinstance(tag, int)  # the request's position in the round
+        self.proposals[tag] = proposal
 
     def advance_block(self) -> None:
         if self.pending is None or any(p is None for p in self.proposals):
@@ -256,6 +257,12 @@ class RoundDriver(Driver):
         decoded = sum(self.engine.progress(h) for h in handles)
         decoded += sum(len(p.tokens) for p in self.proposals if p is not None)
         return InFlight(len(self.pending.requests), decoded, sum(r.n_new for r in self.pending.requests))
+
+
+def _group_tag(tag: object) -> tuple[Group, int]:
+    """A streaming request's tag: (its group, which candidate)."""
+    assert isinstance(tag, tuple) and isinstance(tag[0], Group)
+    return tag[0], tag[1]
 
 
 class StreamDriver(Driver):
@@ -293,7 +300,7 @@ class StreamDriver(Driver):
         self._dirty = False
 
     def on_submitted(self, tag: object, handle: int) -> None:
-        g, j = tag  # type: ignore[misc]
+        g, j = _group_tag(tag)
         first = all(h is None for h in g.handles)
         g.handles[j] = handle
         if self.chain is not None:
@@ -302,13 +309,13 @@ class StreamDriver(Driver):
             self._request_event("issued", g, 0)
 
     def on_delivered(self, tag: object, handle: int, proposal: Proposal) -> None:
-        g, j = tag  # type: ignore[misc]
+        g, j = _group_tag(tag)
         if self.chain is not None and self.chain.delivered(g, j, proposal):
             self._request_event("finished", g, sum(len(p.tokens) for p in g.proposals if p is not None))
         self._dirty = True
 
     def on_aborted(self, tag: object, handle: int, decoded: int) -> None:
-        g, j = tag  # type: ignore[misc]
+        g, j = _group_tag(tag)
         g.handles[j] = None
         g.decoded += decoded
         if all(h is None for h in g.handles):
