@@ -174,7 +174,7 @@ def test_empty_binary_and_huge_inputs(tmp_path):
     huge = tmp_path / "huge.jsonl"
     huge.write_bytes(b'{"type": "header", "x": "' + b"a" * (10 * 2**20) + b'"}\n')
     expect_error(huge, "line longer than", line=1)
-    expect_error(tmp_path / "nope.jsonl", "no such file")
+    expect_error(tmp_path / "nope.jsonl", "no such trace file")
 
 
 def test_event_before_session_start(trace_file, tmp_path):

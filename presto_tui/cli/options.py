@@ -13,7 +13,6 @@ import contextlib
 import functools
 import math
 import os
-import stat
 import sys
 import traceback
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describe
+from presto_tui.files import readable_file
 from presto_tui.safetext import visible
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
@@ -252,23 +252,6 @@ def open_trace(path: Path | None, command: str, engine, params):
         raise InputError(f"{visible(str(path), keep_newlines=False)}: cannot write trace ({e.strerror})") from None
 
 
-def regular_file(path: Path, what: str, pipes: bool = False) -> Path:
-    """A path that names a regular file (a FIFO or device would hang or never end); `pipes`
-    also lets through a pipe a shell made (`<(...)`), which ends when its writer does."""
-    shown = visible(str(path), keep_newlines=False)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such {what}") from None
-    except OSError as e:
-        raise InputError(f"{shown}: cannot read {what} ({e.strerror})") from None
-    if stat.S_ISDIR(mode):
-        raise InputError(f"{shown}: is a directory, not a {what}")
-    if not (stat.S_ISREG(mode) or pipes and stat.S_ISFIFO(mode)):
-        raise InputError(f"{shown}: not a regular file (a pipe or device cannot be a {what})")
-    return path
-
-
 def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
     """Prompts from the argument and/or a file with one prompt per line ('#' comments)."""
     prompts = []
@@ -277,7 +260,7 @@ def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
             raise InputError("the prompt is empty")
         prompts.append(prompt)
     if prompts_file is not None:
-        regular_file(prompts_file, "prompts file", pipes=True)
+        readable_file(prompts_file, "prompts file", pipes=True)
         try:
             text = prompts_file.read_text(encoding="utf-8-sig")  # -sig: a BOM is not part of a prompt
         except OSError as e:
@@ -297,7 +280,7 @@ def load_classifier(path: Path | None):
         return None
     from presto_tui.runtime.core.classifier import CertaintyClassifier
 
-    return CertaintyClassifier.load(regular_file(path, "classifier file"))
+    return CertaintyClassifier.load(readable_file(path, "classifier file", pipes=True))
 
 
 def load_traces(paths: list[Path]):

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import orjson
 
 from presto_tui.errors import TraceError
+from presto_tui.files import readable_file
 from presto_tui.logs.schema import SchemaError, check_header, decode, vocab_of
 from presto_tui.runtime.session.events import Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary, summarize
@@ -88,18 +88,8 @@ def _parse(shown: str, n: int, raw: bytes) -> object:
 
 def read_trace(path: str | Path) -> Trace:
     """Read and validate a whole trace; raise TraceError on the first bad line."""
-    path = Path(path)
+    path = readable_file(Path(path), "trace file", error=TraceError)
     shown = visible(str(path), keep_newlines=False)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise TraceError(f"{shown}: no such file") from None
-    except OSError as e:
-        raise TraceError(f"{shown}: cannot read ({e.strerror})") from None
-    if stat.S_ISDIR(mode):
-        raise TraceError(f"{shown}: is a directory, not a trace file")
-    if not stat.S_ISREG(mode):
-        raise TraceError(f"{shown}: not a regular file (a pipe or device cannot be a trace)")
     head: dict | None = None
     sessions: list[SessionTrace] = []
     by_id: dict[str, SessionTrace] = {}
