@@ -5,9 +5,12 @@
    and to draw every visible row with the widget's line API.
 2. A 1,000-round trace replayed in the app (headless, 120x40): a round-step key
    until the screen is updated, against an unbound key (the test harness's own
-   cost), and the step's own work called directly, over 200 steps.
+   cost); the step's own work called directly (state, layout, widget updates);
+   and that work plus drawing every line of every visible widget (what the
+   compositor asks of the app for one frame), over 200 steps.  The same with
+   a search active (its matches are marked in every round shown).
 
-Goal: a round drawn in under 50 ms.
+Goal: a round step, drawn, in under 50 ms of the app's own work.
 
     python benchmarks/bench_draw.py
 """
@@ -19,6 +22,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from textual.geometry import Region
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
@@ -56,11 +61,23 @@ async def draw_round(tree, reps=20):
         return statistics.median(times), len(view.lay.rows), view.lay.total
 
 
-async def scrub(path: Path, steps=200):
+def draw_all(screen) -> None:
+    """Every line of every visible widget, as the compositor would ask for one frame."""
+    for w in screen.walk_children(with_self=False):
+        if w.display and w.region.area:
+            w.render_lines(Region(0, 0, w.region.width, w.region.height))
+
+
+async def scrub(path: Path, steps=200, query: str | None = None):
     """Median times: an unbound key (the test harness's own cost), a round step through the
-    key binding, and the step's own work (state, layout, widget updates) called directly."""
+    key binding, the step's own work (state, layout, widget updates) called directly, and
+    that work plus drawing every visible widget."""
     app = replay_app(read_trace(path))
     async with app.run_test(size=(120, 40)) as pilot:
+        if query:
+            await pilot.press("slash", *query, "enter")
+            await pilot.pause()
+            await pilot.press("home")
 
         async def timed_keys(key):
             times = []
@@ -73,12 +90,19 @@ async def scrub(path: Path, steps=200):
 
         baseline = await timed_keys("x")
         step = await timed_keys("right_square_bracket")
-        direct = []
+        direct, drawn = [], []
         for _ in range(steps):
             t0 = time.perf_counter()
             app.screen.action_round(-1)
             direct.append(time.perf_counter() - t0)
-        return baseline, step, statistics.median(direct), len(app.screen.state.all_rounds())
+        for _ in range(steps):
+            await pilot.pause()
+            t0 = time.perf_counter()
+            app.screen.action_round(1)
+            draw_all(app.screen)
+            drawn.append(time.perf_counter() - t0)
+        return (baseline, step, statistics.median(direct), statistics.median(drawn),
+                len(app.screen.state.all_rounds()))
 
 
 def main() -> None:
@@ -105,10 +129,12 @@ def main() -> None:
                     w.write(ev)
                     rounds += type(ev).__name__ == "RoundDone"
                 seed += 1
-        baseline, step, direct, n = asyncio.run(scrub(path))
-        print(f"   {n} rounds, medians over 200 steps: key + screen update {step * 1e3:.1f} ms, of which "
-              f"the harness's own cost for an unbound key {baseline * 1e3:.1f} ms; the step's own work "
-              f"(state, layout, widgets) {direct * 1e3:.1f} ms")
+        for query in (None, "class=uncertain"):
+            baseline, step, direct, drawn, n = asyncio.run(scrub(path, query=query))
+            print(f"   {n} rounds{f', search /{query} active' if query else ''}, medians over 200 steps: "
+                  f"key + screen update {step * 1e3:.1f} ms, of which the harness's own cost for an unbound "
+                  f"key {baseline * 1e3:.1f} ms; the step's own work (state, layout, widgets) "
+                  f"{direct * 1e3:.1f} ms, and with every visible widget drawn {drawn * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ def main() -> None:
     record(DATA / "hostile.jsonl", HostileBackend(), [
         (HOSTILE, SamplerParams(max_new_tokens=24, steps=6, budget=4, seed=0)),
     ])
+    # The app's colour test: the first round's realized path crosses all four classes
+    # (certain accept, certain reject, uncertain, and it stops at a deferred node); the
+    # second session streams (epochs, no model calls: rates per second).
+    record(DATA / "classes.jsonl", b, [
+        ("the cat", SamplerParams(prefetch="bfs", inputs="node", max_new_tokens=24, steps=12, budget=8, seed=7)),
+        ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
+    ])
 
 
 if __name__ == "__main__":

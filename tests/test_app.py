@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from helpers import ScriptedEngine
 from textual.widgets._toast import Toast
 
@@ -29,7 +30,9 @@ async def wait_until(pilot, cond, timeout=10.0):
 
 
 def text_of(app, selector) -> str:
-    return str(app.screen.query_one(selector).content)
+    """The text a widget shows (a Static's content, or what a custom widget renders)."""
+    w = app.screen.query_one(selector)
+    return str(w.content if hasattr(w, "content") else w.render())
 
 
 async def test_replay_navigates_rounds_and_nodes():
@@ -344,3 +347,579 @@ async def test_replay_shows_reader_warnings(tmp_path):
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.pause()
         assert any("truncated final line" in t for t in toasts(app))
+
+
+# -- colours: class, path and selection are independent channels ------------------------------------
+
+CLASS_VARS = {"accept": "mh-accept", "reject": "mh-reject", "uncertain": "mh-uncertain", "deferred": "mh-deferred"}
+
+
+def symbol_cell(tree, y):
+    """The style of the node's symbol on screen row y of the tree view (after gutter and connectors)."""
+    row = tree.lay.rows[y + tree.scroll_offset.y]
+    x = RoundTreeView.GUTTER + len(row.prefix)
+    for seg in tree.render_line(y):
+        if x < len(seg.text):
+            return row, seg.style
+        x -= len(seg.text)
+    raise AssertionError("no symbol cell")
+
+
+def rgb(colour):
+    from textual.color import Color
+
+    return Color.parse(colour).rgb if isinstance(colour, str) else colour.get_truecolor()[:3]
+
+
+async def test_the_path_keeps_every_class_colour_and_selection_keeps_both():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(110, 40)) as pilot:
+        tree = app.screen.query_one("#tree", RoundTreeView)
+        await pilot.pause()
+        kinds_on_path = set()
+        base_bg = rgb(tree.rich_style.bgcolor)
+        for y in range(min(tree.size.height, len(tree.lay.rows))):
+            row, style = symbol_cell(tree, y)
+            if row.kind in CLASS_VARS:
+                assert rgb(style.color) == rgb(app.theme_variables[CLASS_VARS[row.kind]]), row
+            assert (rgb(style.bgcolor) != base_bg) == row.node.on_path, row  # the path band, and only there
+            if row.node.on_path:
+                kinds_on_path.add(row.kind)
+        assert {"accept", "reject", "uncertain", "deferred"} <= kinds_on_path
+        # select a certain reject on the path: it keeps its class colour and the path band, and
+        # is marked by the cursor and bold underline on top
+        target = next(r for r in tree.lay.rows if r.node.on_path and r.kind == "reject")
+        tree.select(target.node.id)
+        await pilot.pause()
+        y = tree.lay.row_of(target.node.id) - tree.scroll_offset.y
+        _, style = symbol_cell(tree, y)
+        assert rgb(style.color) == rgb(app.theme_variables["mh-reject"])
+        assert rgb(style.bgcolor) != base_bg and style.bold and style.underline
+        assert tree.render_line(y).text.startswith("❯")
+
+
+def test_palette_has_light_variants_that_differ():
+    from presto_tui.views.palette import theme_variables
+
+    dark, light = theme_variables(True), theme_variables(False)
+    assert set(dark) == set(light) and all(dark[k] != light[k] for k in CLASS_VARS.values())
+
+
+async def test_light_theme_uses_the_light_palette():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.theme = "textual-light"
+        await pilot.pause()
+        from presto_tui.views.palette import theme_variables
+
+        assert app.theme_variables["mh-accept"] == theme_variables(False)["mh-accept"]
+        tree = app.screen.query_one("#tree", RoundTreeView)
+        _, style = symbol_cell(tree, tree.lay.row_of(0) - tree.scroll_offset.y)
+        assert rgb(style.color) == rgb(theme_variables(False)["mh-accept"])
+
+
+# -- orientation ------------------------------------------------------------------------------------
+
+async def test_round_counter_counts_per_session_and_names_the_session():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        sessions = app.screen.state.sessions
+        assert text_of(app, "#tree-title").startswith(f"round 1/{len(sessions[0].rounds)} · session 1 of 2")
+        await pilot.press("end")
+        title = text_of(app, "#tree-title")
+        n = len(sessions[1].rounds)
+        assert title.startswith(f"epoch {n}/{n} · session 2 of 2"), title  # the streaming session has epochs
+
+
+async def test_small_terminal_leaves_the_tree_most_rows():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        assert app.screen.query_one("#tree-title").region.height == 1
+        assert not app.screen.query_one("#legend").display  # the legend is in the help
+        assert app.screen.query_one("#tree").region.height >= 9
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert app.screen.query_one("#legend").display and app.screen.query_one("#legend").region.height == 1
+
+
+async def test_plus_says_the_threshold_in_the_title_without_toasts():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(140, 30), notifications=True) as pilot:
+        await pilot.press("end")  # a decision-input round (lazy tree) would say the reach; any round works
+        for _ in range(14):
+            await pilot.press("plus")
+        await pilot.pause()
+        assert not toasts(app)
+        tree = app.screen.query_one("#tree", RoundTreeView)
+        assert tree.min_reach == 1e-12
+        await pilot.press("home")
+        assert "reach >= 1e-12 (floor; reach-0 nodes show when navigated to)" in text_of(app, "#tree-title")
+
+
+async def test_help_rows_wrap_inside_their_column_at_120_columns():
+    from rich.console import Console
+
+    from presto_tui.views.screens import KEYS, help_text
+
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        width = app.screen.query_one("#help-text").content_size.width
+        assert width >= 80
+    lines = ["".join(seg.text for seg in line).rstrip()
+             for line in Console(width=width).render_lines(help_text({}), pad=False)]
+    keys = [k for _, rows in KEYS for k, _ in rows]
+    sections = {s for s, _ in KEYS} | {"Symbols"}
+    indent = lines[1].index(KEYS[0][1][0][1])  # where the first row's description starts
+    assert indent >= 12
+    for line in lines:
+        if not line or line in sections or line.startswith("Colours") or "blindness" in line:
+            continue
+        # a row starts with its key (or symbol); a long description continues in its own column
+        assert any(line.startswith(k) for k in keys) or line[:1] in "✓✗?⏸○·◌⊘▶❯" or \
+            line.startswith(" " * indent), line
+
+
+async def test_chat_title_and_settings_name_the_synthetic_backend_right():
+    app, _ = make_chat(SlowBackend())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await wait_until(pilot, lambda: "model synthetic-" in app.sub_title)
+        assert "synthetic on synthetic" not in app.sub_title
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        model = app.screen.query_one("#f-model")
+        assert model.disabled and "smollm2" not in model.placeholder
+
+
+async def test_question_mark_types_in_the_prompt_and_f1_opens_help():
+    app, _ = make_chat(SlowBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        prompt = app.screen.query_one("#prompt")
+        assert "F1" in prompt.placeholder and "?" not in prompt.placeholder
+        prompt.focus()
+        await pilot.press("w", "h", "y", "question_mark")
+        assert prompt.value == "why?" and type(app.screen).__name__ == "ChatScreen"
+        await pilot.press("f1")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+
+
+async def test_pasted_lines_are_kept_and_said():
+    from textual import events
+
+    backend = SlowBackend()
+    app, _ = make_chat(backend)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        scr = app.screen
+        prompt = scr.query_one("#prompt")
+        prompt.focus()
+        prompt.post_message(events.Paste("the cat\nsat on\nthe mat"))
+        await pilot.pause(0.2)
+        assert prompt.value == "the cat⏎sat on⏎the mat"
+        assert any("3 lines" in t for t in toasts(app))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
+        assert scr.state.current.start.prompt == "the cat\nsat on\nthe mat"
+
+
+async def test_pause_is_shown_for_as_long_as_it_lasts():
+    backend = SlowBackend(delay=0.1)
+    app, _ = make_chat(backend, prefetch="none")
+    async with app.run_test(size=(120, 30), notifications=True) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "a dog")
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
+        await pilot.press("p")
+        await pilot.pause(1.2)  # longer than any toast of the old kind lasted
+        assert "paused (p resumes)" in text_of(app, "#stats") and "running" not in text_of(app, "#stats")
+        assert text_of(app, "#tree-title").startswith("⏸ paused")
+        await pilot.press("p")
+        await pilot.pause(0.2)
+        assert "paused" not in text_of(app, "#stats")
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+
+
+async def test_browsing_back_during_a_run_shows_the_round_and_the_live_chain():
+    backend = SlowBackend(delay=0.1)
+    app, _ = make_chat(backend, prefetch="none")
+    async with app.run_test(size=(120, 30)) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "a dog")
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 3)
+        await pilot.press("home")
+        await pilot.pause(0.5)
+        stats = text_of(app, "#stats")
+        assert "as of round 1 of session 1" in stats and "transitions 1/" in stats
+        assert "live: session 1, round" in stats
+        first_live = stats.split("live: ")[1]
+        await wait_until(pilot, lambda: text_of(app, "#stats").split("live: ")[1] != first_live)  # it moves on
+        assert scr.cursor == (0, 0)  # while the screen stays on round 1
+        await pilot.press("end")
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+        await pilot.pause(0.3)
+        assert "live:" not in text_of(app, "#stats")
+
+
+async def test_speedup_is_shown_only_against_a_comparable_sequential_sampler():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        await pilot.press("end")
+        session = app.screen.state.sessions[0]
+        sp = session.summary.speedup_estimate
+        await pilot.press("home")
+        assert "vs sequential PowerMH" in text_of(app, "#stats")
+        for _ in range(len(session.rounds) - 1):
+            await pilot.press("right_square_bracket")
+        assert f"speedup ~{sp:.2f}x vs sequential PowerMH" in text_of(app, "#stats")  # SessionSummary's number
+    for params, expected in ((dict(prefetch="none"), "n/a (this is the sequential sampler"),
+                             (dict(sampler="multitry", budget=4, tries=2), "n/a (sequential MultiTryMH")):
+        app, _ = make_chat(SlowBackend(), **params)
+        async with app.run_test(size=(140, 30)) as pilot:
+            state = app.screen.state
+            await submit(pilot, app, "the cat")
+            await wait_until(pilot, lambda s=state: s.current and s.current.status == "done")
+            await pilot.pause(0.2)
+            assert expected in text_of(app, "#stats")
+
+
+async def test_streaming_sessions_show_transitions_per_second():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        await pilot.press("end")
+        stats = text_of(app, "#stats")
+        assert "tr/s " in stats and "tr/call" not in stats
+
+
+async def test_settings_show_every_parameter_and_save_stays_in_view():
+    app, _ = make_chat(SlowBackend())
+    async with app.run_test(size=(100, 40)) as pilot:
+        scr = app.screen
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        settings = app.screen
+        save = settings.query_one("#save")
+        assert save.region.height >= 1 and save.region.bottom <= 40
+        assert settings.query_one("#dialog").region.contains_region(save.region)
+        for name in ("epsilon", "tau", "beta", "tries", "block_size", "cut_mix"):
+            settings.query_one(f"#f-{name}")
+        settings.query_one("#f-epsilon").value = "0.05"
+        settings.query_one("#f-tau").value = "0.5"
+        settings.query_one("#f-block_size").value = "12"
+        settings.query_one("#f-cut_mix").value = "0.2"
+        await pilot.click("#save")
+        await pilot.pause()
+        p = scr.params
+        assert (p.epsilon, p.tau, p.block_size, p.cut_mix) == (0.05, 0.5, 12, 0.2)
+    app, _ = make_chat(SlowBackend())
+    async with app.run_test(size=(80, 24)) as pilot:  # smaller still: the fields scroll, the buttons stay
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        save = app.screen.query_one("#save")
+        assert save.region.height >= 1 and save.region.bottom <= 24
+
+
+# -- replay: quitting, the timeline, go to, speed -------------------------------------------------------
+
+async def test_replay_q_quits():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_timeline_click_and_drag_seek():
+    from presto_tui.views.timeline import Timeline
+
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
+        total = scr.state.total_rounds
+        bar = scr.query_one("#timeline", Timeline)
+        start = 1 + Timeline.HEAD  # padding, then the play symbol
+        await pilot.click("#timeline", offset=(start + bar.bar_width // 2, 0))
+        assert scr.state.timeline_index(scr.cursor) == bar.bar_width // 2 * total // bar.bar_width
+        await pilot.mouse_down("#timeline", offset=(start + 1, 0))
+        await pilot.hover("#timeline", offset=(start + bar.bar_width - 1, 0))
+        await pilot.mouse_up("#timeline", offset=(start + bar.bar_width - 1, 0))
+        await pilot.pause()
+        assert scr.state.timeline_index(scr.cursor) == total - 1
+        assert f"{total}/{total}" in text_of(app, "#timeline")
+
+
+async def test_go_to_round_n_and_s_colon_n():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
+        await pilot.press("g", "3", "enter")
+        await pilot.pause()
+        assert scr.cursor == (0, 2)
+        await pilot.press("g", "2", "colon", "2", "enter")
+        await pilot.pause()
+        assert scr.cursor == (1, 1)
+        await pilot.press("g", "9", "colon", "1", "enter")
+        await pilot.pause()
+        assert "no session 9" in text_of(app, "#goto-error")
+        await pilot.press("escape")
+        assert scr.cursor == (1, 1)
+
+
+async def test_replay_speeds_up_to_256_rounds_a_second_at_ten_frames():
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = app.screen
+        for _ in range(12):
+            await pilot.press("greater_than_sign")
+        assert "256 rounds/s" in text_of(app, "#timeline")
+        t0 = time.monotonic()
+        await pilot.press("space")
+        await wait_until(pilot, lambda: not scr.playing, timeout=5)
+        assert scr.state.timeline_index(scr.cursor) == scr.state.total_rounds - 1
+        assert time.monotonic() - t0 < 2.0  # ~26 rounds per frame: one or two frames
+
+
+# -- the session overview ----------------------------------------------------------------------------
+
+async def test_overview_has_a_column_per_round_and_opens_the_selected_one():
+    from presto_tui.views.overview import ChainStrip, OverviewScreen
+
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await pilot.press("o")
+        await pilot.pause()
+        ov = app.screen
+        assert isinstance(ov, OverviewScreen)
+        strip = ov.query_one("#ov-strip", ChainStrip)
+        rounds = scr.state.sessions[0].rounds
+        assert len(strip.columns) == len(rounds)
+        assert [c.transitions for c in strip.columns] == [r.tree.transitions for r in rounds]
+        # the first round's column lists its walked decisions' classes, then the deferred stop
+        lines = [strip.render_line(y).text for y in range(strip.size.height)]
+        column = "".join(line[ChainStrip.LABEL] for line in lines[1:-1]).strip()
+        assert column == "✓✗?⏸"
+        assert "session 1 of 2" in text_of(app, "#ov-info")
+        assert "after round 1" in text_of(app, "#ov-text-body")
+        await pilot.press("right")
+        assert "after round 2" in text_of(app, "#ov-text-body")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is scr and scr.cursor == (0, 1)
+        # a click selects a column, a second click on it opens its round
+        await pilot.press("o")
+        await pilot.pause()
+        await pilot.click("#ov-strip", offset=(ChainStrip.LABEL + 2, 1))
+        assert app.screen.selected == 2
+        await pilot.pause(0.3)  # not a double click
+        await pilot.click("#ov-strip", offset=(ChainStrip.LABEL + 2, 1))
+        await pilot.pause()
+        assert app.screen is scr and scr.cursor == (0, 2)
+
+
+async def test_overview_switches_sessions_and_rates_streams_per_second():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("o")
+        await pilot.pause()
+        ov = app.screen
+        assert ov.series.rate_name == "transitions/call"
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert "session 2 of 2" in text_of(app, "#ov-info") and "epochs" in text_of(app, "#ov-info")
+        assert ov.series.rate_name == "transitions/s"
+        assert [c.cum_rate for c in ov.series.columns][-1] == pytest.approx(
+            app.screen.state.sessions[1].summary.transitions_per_s)
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "ReplayScreen"
+
+
+async def test_overview_follows_a_live_chat():
+    backend = SlowBackend(delay=0.05)
+    app, _ = make_chat(backend, prefetch="none")
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "a dog")
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
+        await pilot.press("o")
+        await pilot.pause()
+        ov = app.screen
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+        await wait_until(pilot, lambda: len(ov.series.columns) == len(scr.state.current.rounds))
+        assert ov.selected == len(ov.series.columns) - 1
+
+
+async def test_overview_of_hostile_text_is_literal():
+    app = replay_app(read_trace(DATA / "hostile.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("o")
+        await pilot.pause()
+        for sel in ("#ov-info", "#ov-text-body"):
+            out = text_of(app, sel)
+            assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
+        assert "[bold red]boom[/]" in text_of(app, "#ov-info")
+
+
+# -- how the answer evolved ----------------------------------------------------------------------------
+
+def test_changed_span():
+    from presto_tui.views.evolution import changed_span
+
+    assert changed_span((1, 2, 3), (1, 2, 3)) is None
+    assert changed_span((1, 2, 3, 4), (1, 9, 9, 4)) == (1, 3, 3)
+    assert changed_span((1, 2, 3), (1, 2, 4)) == (2, 3, 3)
+    assert changed_span((5, 2), (1, 2)) == (0, 1, 1)
+
+
+async def test_output_marks_what_the_round_changed():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40)):
+        scr = app.screen
+        rd = scr.current_round()
+        from presto_tui.views.evolution import changed_span
+
+        i, jb, ja = changed_span(rd.tree.root.tokens, rd.tree.final_state.tokens)
+        assert f"tokens {i}..{ja - 1} changed" in str(scr.query_one("#output").border_title)
+        text = scr.query_one("#output-text").content
+        struck = "".join(text.plain[s.start:s.end] for s in text.spans if getattr(s.style, "strike", False))
+        underlined = "".join(text.plain[s.start:s.end] for s in text.spans if getattr(s.style, "underline", False))
+        before = rd.tree.root.tokens
+        shown_before = before[i:min(jb, before.index(0) if 0 in before else jb)]  # 0: the synthetic EOS
+        assert struck == "".join(scr.state.pieces(shown_before))
+        assert underlined.startswith("".join(scr.state.pieces(rd.tree.final_state.tokens[i:i + 1])))
+
+
+def test_output_text_is_bounded_by_what_it_shows():
+    from presto_tui.views.evolution import TEXT_BUDGET, evolution_text
+
+    huge = {1: "x" * 100_000}
+    text = evolution_text(None, [1] * 10_000, lambda ids: [huge.get(i, "?") for i in ids])
+    assert len(text.plain) < TEXT_BUDGET + 100
+
+
+# -- search ---------------------------------------------------------------------------------------------
+
+def test_search_queries_parse_and_refuse_clearly():
+    import pytest as _pytest
+
+    from presto_tui.views.search import QueryError, parse
+
+    q = parse("k=3-5 cut=10 class=rej the cat")
+    assert (q.k, q.cut, q.kind, q.text) == ((3, 5), (10, 10), "reject", "the cat")
+    for bad in ("class=foo", "k=x", "", "  "):
+        with _pytest.raises(QueryError):
+            parse(bad)
+
+
+async def search(pilot, query):
+    await pilot.press("slash", *query, "enter")
+    await pilot.pause()
+
+
+async def test_search_by_class_k_cut_and_text_and_step_with_n():
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        scr = app.screen
+        tree = scr.query_one("#tree", RoundTreeView)
+        await search(pilot, "class=uncertain")
+        node = tree.round_tree.node(tree.selected)
+        assert node.score.eps_class == "uncertain" and "class uncertain" in text_of(app, "#inspector")
+        first = (scr.cursor, tree.selected)
+        assert "/class=uncertain: session" in text_of(app, "#search-status")
+        await pilot.press("n")
+        second = (scr.cursor, tree.selected)
+        assert second != first and tree.round_tree.node(tree.selected).score.eps_class == "uncertain"
+        await pilot.press("N")
+        assert (scr.cursor, tree.selected) == first
+        await search(pilot, "k=2")
+        assert tree.round_tree.node(tree.selected).decision.index == 2
+        await search(pilot, "cut=11")
+        assert tree.round_tree.node(tree.selected).decision.cut == 11
+        # text in a proposal: a word of the first request's proposal
+        rd = scr.state.sessions[0].rounds[0]
+        word = scr.state.pieces(rd.tree.requests[0].proposal.tokens)[0].strip()
+        await search(pilot, word)
+        v = tree.round_tree.node(tree.selected)
+        assert word in "".join(scr.state.pieces(tree.round_tree.requests[v.decision.request].proposal.tokens))
+        await search(pilot, "class=foo")
+        assert sum("class= wants one of" in t for t in toasts(app)) == 1
+        assert scr.query_one("#search-row").display  # still open, to mend the query
+        await pilot.press("escape")
+        await search(pilot, "k=999")
+        assert "no match" in text_of(app, "#search-status")
+        await search(pilot, "")  # an empty search ends it
+        assert not app.screen.query_one("#search-status").display
+
+
+async def test_escape_in_the_search_bar_closes_it_and_does_not_cancel_a_run():
+    backend = SlowBackend(delay=0.1)
+    app, _ = make_chat(backend, prefetch="none")
+    async with app.run_test(size=(120, 30)) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "a dog")
+        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
+        await pilot.press("slash", "k", "escape")
+        assert not scr.query_one("#search-row").display
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+
+
+# -- export ---------------------------------------------------------------------------------------------
+
+async def export_to(pilot, app, folder, key):
+    await pilot.press("e")
+    await pilot.pause()
+    app.screen.query_one("#export-folder").value = str(folder)
+    await pilot.press(key)
+    await pilot.pause(0.3)
+
+
+async def test_export_screen_tree_and_answer(tmp_path):
+    import json
+    import xml.etree.ElementTree as ET
+
+    from presto_tui.logs.schema import decode
+
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        scr = app.screen
+        await export_to(pilot, app, tmp_path, "s")
+        (svg,) = tmp_path.glob("*-screen.svg")
+        assert ET.parse(svg).getroot().tag.endswith("svg") and "presto-tui" in svg.read_text()
+        await export_to(pilot, app, tmp_path, "t")
+        (txt,) = tmp_path.glob("*-tree.txt")
+        body = txt.read_text()
+        assert "session 1, round 1" in body and "✓ #0 k0" in body and "▶" in body
+        await export_to(pilot, app, tmp_path, "j")
+        (js,) = tmp_path.glob("*-tree.json")
+        doc = json.loads(js.read_text())
+        rd = decode(doc["round"])
+        assert rd.tree.path_nodes == scr.current_round().tree.path_nodes
+        assert doc["session"]["prompt"] == "the cat" and doc["vocab"]
+        await export_to(pilot, app, tmp_path, "c")
+        answer = "".join(scr.state.pieces(scr.current_round().tree.final_state.tokens))
+        assert app.clipboard and answer.startswith(app.clipboard)
+        await export_to(pilot, app, tmp_path, "a")
+        (ans,) = tmp_path.glob("*-answer.txt")
+        assert ans.read_text() == app.clipboard
+        assert sum("wrote" in t for t in toasts(app)) >= 1
+
+
+async def test_export_to_an_unwritable_place_is_one_clear_toast(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await export_to(pilot, app, blocker / "sub", "t")
+        errors = [t for t in toasts(app) if "cannot write" in t]
+        assert len(errors) == 1 and "a-file" in errors[0]
+
+
+async def test_exported_hostile_text_is_literal(tmp_path):
+    app = replay_app(read_trace(DATA / "hostile.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await export_to(pilot, app, tmp_path, "t")
+        await export_to(pilot, app, tmp_path, "a")
+        for f in tmp_path.iterdir():
+            data = f.read_text()
+            assert "\x1b" not in data and "\x9b" not in data and "\x07" not in data

@@ -28,3 +28,22 @@ def test_replay_node_mode_round_rounded_view(snap_compare):
 
 def test_replay_in_80x24(snap_compare):
     assert snap_compare(app(), press=["right_square_bracket", "down"], terminal_size=(80, 24))
+
+
+def classes_app():
+    return replay_app(read_trace(DATA / "classes.jsonl"))
+
+
+def test_round_whose_path_crosses_all_four_classes(snap_compare):
+    # The first round's path: certain accept, certain reject, uncertain, stop at a deferred node.
+    # Each keeps its class colour on the path band; the selected root adds cursor, bold, underline.
+    # A path drawn over the class colour (the old bold white on teal) changes this picture.
+    assert snap_compare(classes_app(), terminal_size=(110, 32))
+
+
+def test_overview(snap_compare):
+    assert snap_compare(classes_app(), press=["o", "right"], terminal_size=(120, 40))
+
+
+def test_help_at_120_columns(snap_compare):
+    assert snap_compare(app(), press=["question_mark"], terminal_size=(120, 40))

@@ -335,7 +335,11 @@ def divert_engine_output() -> None:
     log.write(f"\n--- presto-tui {' '.join(sys.argv[1:2])} at {_time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     sys.stderr.flush()
     saved = os.dup(2)
-    _TERMINAL.update(stream=os.fdopen(os.dup(saved), "w", buffering=1), saved_fd=saved, log=log)
+    # presto-tui's own messages keep going where sys.stderr goes: the terminal, or whatever
+    # captured it (a test harness) when that is not file descriptor 2 itself
+    on_fd2 = _fileno(sys.stderr) == 2
+    stream = os.fdopen(os.dup(saved), "w", buffering=1) if on_fd2 else sys.stderr
+    _TERMINAL.update(stream=stream, saved_fd=saved, log=log, own=on_fd2)
     os.dup2(log.fileno(), 2)
 
 
@@ -346,10 +350,17 @@ def restore_terminal() -> None:
     sys.stderr.flush()
     os.dup2(saved, 2)
     os.close(saved)
-    for key in ("stream", "log"):
+    for key in ("stream", "log") if _TERMINAL.get("own") else ("log",):
         with contextlib.suppress(OSError):
             _TERMINAL[key].close()
-    _TERMINAL.update(stream=None, saved_fd=None, log=None)
+    _TERMINAL.update(stream=None, saved_fd=None, log=None, own=False)
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 # -- one error handler per surface ------------------------------------------------

@@ -216,8 +216,8 @@ def print_summary(out, s, params, label: str = "") -> None:
         ("requests issued / on path", f"{s.requests_issued} / {s.transitions}"
          + (f" ({s.requests_aborted} aborted)" if s.requests_aborted else "")),
         ("tokens wasted", f"{100 * s.wasted_share:.0f}% of {s.proposal_tokens}"),
-        ("speedup over sequential (est.)", "n/a" if sp is None else f"{sp:.2f}x (from this session's "
-                                                                   "single-request calls)"),
+        ("speedup over sequential (est.)", f"n/a ({s.speedup_unavailable})" if sp is None else
+         f"{sp:.2f}x (from this session's single-request calls)"),
     ]
     for k, v in rows:
         table.add_row(k, v)

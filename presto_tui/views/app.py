@@ -13,7 +13,8 @@ from textual.screen import Screen
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.safetext import visible
-from presto_tui.views.chat import ChatScreen
+from presto_tui.views.chat import ChatScreen, engine_title
+from presto_tui.views.palette import theme_variables
 from presto_tui.views.replay import ReplayScreen
 from presto_tui.views.screens import HelpScreen
 from presto_tui.views.state import AppState
@@ -23,8 +24,12 @@ class PrestoApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "presto-tui"
     BINDINGS = [
-        Binding("question_mark,f1", "help", "help"),
+        # ? and q in a text field type themselves (Input consumes printable keys): the footer
+        # names the keys that work everywhere
+        Binding("f1", "help", "help"),
+        Binding("question_mark", "help", "help", show=False),
         Binding("ctrl+q", "quit", "quit"),
+        Binding("q", "quit", "quit", show=False),
     ]
 
     def __init__(self, screen: Screen, *, subtitle: str = "", warnings: tuple[str, ...] = ()) -> None:
@@ -34,10 +39,14 @@ class PrestoApp(App):
         self.startup_warnings = warnings  # e.g. the reader's "truncated final line ignored"
         self.quitting = False
 
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """The MH class and path colours (`$mh-*`), in their dark or light variant (palette.py)."""
+        return theme_variables(self.current_theme.dark)
+
     def on_mount(self) -> None:
         self.push_screen(self._first)
         for w in self.startup_warnings:
-            self.notify(visible(w, keep_newlines=False), severity="warning", timeout=10)
+            self.notify(visible(w, keep_newlines=False), severity="warning", timeout=10, markup=False)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -58,9 +67,8 @@ class PrestoApp(App):
 
 
 def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> PrestoApp:
-    shown = model or ("synthetic" if backend == "synthetic" else "smollm2-135m")
     return PrestoApp(ChatScreen(session, params, backend=backend, model=model),
-                     subtitle=f"{visible(backend)} on {visible(shown, keep_newlines=False)}")
+                     subtitle=engine_title(backend, model) + " (starting)")
 
 
 def replay_app(trace, autoplay: bool = False) -> PrestoApp:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 
+from textual import events, on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -29,13 +30,50 @@ from presto_tui.runtime.session.events import (
 from presto_tui.safetext import visible
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.screens import SettingsScreen
+from presto_tui.views.state import SessionView
+from presto_tui.views.widgets import StatsPanel
 
 
 class FromWorker(Message):
     """The chat session emitted something on the worker thread: drain the inbox."""
 
 
+NEWLINE = "⏎"  # how a pasted line break shows in the one-line prompt; sent as a line break
+
+
+class PromptInput(Input):
+    """The prompt: one line on screen, but a pasted text keeps its line breaks (shown as ⏎).
+
+    Textual's Input keeps only a paste's first line, silently; a prompt pasted from an
+    editor would lose everything after it."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        lines = event.text.splitlines()
+        if len(lines) <= 1:
+            return  # Input's own handler (Textual calls every class's handler in the MRO)
+        event.prevent_default()  # not Input's handler too: it would paste the first line again
+        event.stop()
+        joined = NEWLINE.join(lines)
+        if self.selection.is_empty:
+            self.insert_text_at_cursor(joined)
+        else:
+            self.replace(joined, *self.selection)
+        self.notify(f"pasted {len(lines)} lines: line breaks show as {NEWLINE} and are kept", timeout=4)
+
+    @property
+    def prompt(self) -> str:
+        return self.value.replace(NEWLINE, "\n").strip()
+
+
 FRAME_S = 0.1  # at most ten screen updates a second, however fast events arrive
+
+
+def engine_title(backend: str, model: str | None) -> str:
+    """The header's subtitle: the backend and the model it runs (the synthetic backend is its own model)."""
+    shown = lambda s: visible(s, keep_newlines=False)
+    if backend == "synthetic":
+        return f"synthetic backend · {'model ' + shown(model) if model else 'its own tiny model'}"
+    return f"{shown(backend)} backend · model {shown(model or 'smollm2-135m')}"
 
 
 class ChatScreen(RoundScreen):
@@ -43,7 +81,7 @@ class ChatScreen(RoundScreen):
         Binding("ctrl+s", "settings", "settings"),
         Binding("escape", "cancel", "cancel"),
         Binding("p", "pause", "pause"),
-        Binding("i,slash", "focus_prompt", "prompt", show=False),
+        Binding("i", "focus_prompt", "prompt", show=False),
     ]
 
     def __init__(self, session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> None:
@@ -61,7 +99,8 @@ class ChatScreen(RoundScreen):
         self._dirty = False
 
     def compose_bottom(self) -> ComposeResult:
-        yield Input(placeholder="Type a prompt and press Enter (Tab to the tree; ? there for help)", id="prompt")
+        # F1, not ?: a ? typed here is part of the prompt
+        yield PromptInput(placeholder="Type a prompt, Enter runs it  ·  F1 help  ·  Tab: the tree", id="prompt")
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()
@@ -91,10 +130,10 @@ class ChatScreen(RoundScreen):
         if isinstance(item, VocabUpdate):
             self.state.vocab.update(item.pieces)
         elif isinstance(item, Notice):
-            self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=10)
+            self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=10, markup=False)
         elif isinstance(item, EngineReady):
-            self.app.sub_title = f"{visible(item.backend)} on {visible(item.model)}"
-            self.notify(f"{visible(item.backend)} on {visible(item.model)} is ready", timeout=3)
+            self.app.sub_title = engine_title(item.backend, item.model)
+            self.notify(f"{engine_title(item.backend, item.model)}: ready", timeout=3, markup=False)
         elif isinstance(item, InFlight):
             self.in_flight = item
         elif isinstance(item, LiveTree):
@@ -108,7 +147,7 @@ class ChatScreen(RoundScreen):
                 if self.follow:
                     self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
             elif isinstance(item, SessionError):
-                self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8)
+                self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8, markup=False)
             elif isinstance(item, SessionEnd):
                 self.in_flight = self.live_tree = None
 
@@ -117,15 +156,37 @@ class ChatScreen(RoundScreen):
             self._dirty = False
             self.redraw(keep_selection=True)
 
+    @property
+    def paused(self) -> bool:
+        return self.running and self.session.paused
+
     def _where(self) -> str:
         where = super()._where()
         if self.follow and self.live_tree is not None:
             lt = self.live_tree
-            return f"epoch in progress (block {lt.block + 1}, k {lt.k_before}->{lt.k_now}, stream)"
-        if self.follow and self.in_flight is not None:
+            where = f"epoch in progress (block {lt.block + 1}, k {lt.k_before}->{lt.k_now}, stream)"
+        elif self.follow and self.in_flight is not None:
             f = self.in_flight
-            where += f"  | round in flight: {f.requests} requests, {f.decoded}/{f.total} tokens decoded"
-        return where
+            where += f" | in flight: {f.requests} requests, {f.decoded}/{f.total} tokens decoded"
+        return ("⏸ paused · " if self.paused else "") + where
+
+    def stats_upto(self) -> int | None:
+        """Browsing back: the numbers as of the round on screen (the live chain has its own line)."""
+        return None if self.follow or self.cursor is None else self.cursor[1]
+
+    def draw_stats(self, session: SessionView | None) -> None:
+        upto = self.stats_upto()
+        heading = live = ""
+        if upto is not None and self.cursor is not None:
+            s, r = self.cursor
+            heading = f"as of round {r + 1} of session {s + 1}, the one on screen (End: live)"
+            cur = self.state.current
+            if cur is not None:
+                m = cur.summary
+                live = (f"live: session {len(self.state.sessions)}, round {len(cur.rounds)}, "
+                        f"{m.transitions}/{cur.total_steps} transitions, {'paused' if self.paused else m.status}")
+        self.query_one("#stats", StatsPanel).show(session, upto, paused=self.paused and upto is None,
+                                                  heading=heading, live=live)
 
     def shown_tree(self):
         if self.follow and self.live_tree is not None:
@@ -146,8 +207,10 @@ class ChatScreen(RoundScreen):
             self.app.exit()
 
     # -- prompts --------------------------------------------------------------------------
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        prompt = event.value.strip()
+    @on(Input.Submitted, "#prompt")
+    def prompt_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        prompt = self.query_one("#prompt", PromptInput).prompt  # pasted line breaks restored
         if not prompt:
             return
         if self.running:
@@ -177,12 +240,12 @@ class ChatScreen(RoundScreen):
     def action_pause(self) -> None:
         if not self.running:
             return
+        # no toast: the stats panel and the tree's title say "paused" for as long as it lasts
         if self.session.paused:
             self.session.resume()
-            self.notify("resumed", timeout=2)
         else:
             self.session.pause()
-            self.notify("paused (p resumes)", timeout=3)
+        self.draw_panels()
 
     def action_focus_prompt(self) -> None:
         self.query_one("#prompt", Input).focus()
@@ -197,13 +260,13 @@ class ChatScreen(RoundScreen):
                 self.model = model  # the engine restarts on the next prompt
             self.notify("settings apply from the next prompt", timeout=3)
 
-        self.app.push_screen(SettingsScreen(self.params, self.model), done)
+        self.app.push_screen(SettingsScreen(self.params, self.model, self.backend), done)
 
     def set_params(self, **changes) -> None:
         try:
             self.params = self.params.with_(**changes).validate()
         except ValueError as e:
-            self.notify(str(e), severity="error")
+            self.notify(str(e), severity="error", markup=False)
             return
         self.notify(f"next prompt: {self.params.prefetch}, N={self.params.budget}", timeout=3)
 

@@ -36,9 +36,20 @@ from presto_tui.runtime.prefetch.tree import (
 
 SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·", LIVE: "◌",
            ABORTED: "⊘"}
-LEGEND = ("✓ certain accept  ✗ certain reject  ? uncertain  ⏸ deferred  ○ leaf  · unreachable  "
-          "◌ decoding  ⊘ aborted  ▶ path")
+# (kind, short name): the one-line legend under the tree's title
+LEGEND = ((ACCEPT, "accept"), (REJECT, "reject"), (UNCERTAIN, "uncertain"), (DEFERRED, "deferred"), (LEAF, "leaf"),
+          ("path", "path"), (UNREACHABLE, "unreachable"), (LIVE, "decoding"), (ABORTED, "aborted"))
+# (kind, symbol, meaning): the help screen's legend
+MEANINGS = (
+    (ACCEPT, "certain accept (A >= 1 - eps)"), (REJECT, "certain reject (A <= eps)"),
+    (UNCERTAIN, "uncertain (eps < A < 1 - eps)"), (DEFERRED, "deferred: request infeasible this round"),
+    (LEAF, "leaf: not expanded this round"), (UNREACHABLE, "issued but unreachable"),
+    (LIVE, "decoding (streaming)"), (ABORTED, "aborted (streaming)"),
+)
 MAX_ROWS = 4000
+# `+` stops here.  Below a certain reject (A = 1 exactly) or a deferred node the reach is exactly
+# 0: such nodes are listed only once a person navigates to them with the arrow keys.
+REACH_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -114,3 +125,15 @@ def layout(tree: RoundTree, mode: str = "full", min_reach: float = 1e-3,
 
 def symbol(kind: str) -> str:
     return SYMBOLS.get(kind, "?")
+
+
+def row_text(tree: RoundTree, row: Row) -> str:
+    """One row as plain text (the export's tree drawing): connectors, symbol, label, path marker."""
+    return f"{row.prefix}{symbol(row.kind)} {label(tree, row.node)}{' ▶' if row.node.on_path else ''}"
+
+
+def tree_text(tree: RoundTree, lay: Layout) -> str:
+    lines = [row_text(tree, r) for r in lay.rows]
+    if lay.hidden:
+        lines.append(f"({lay.hidden:,} of {lay.total:,} nodes not shown)")
+    return "\n".join(lines) + "\n"

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
-from textual.widgets import Static
 
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.state import AppState, SessionView
+from presto_tui.views.timeline import Timeline
 
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # replay rounds per second
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)  # replay rounds per second
+FRAME_HZ = 10.0  # at most ten screen updates a second: faster speeds step several rounds per frame
 
 
 class ReplayScreen(RoundScreen):
@@ -29,13 +29,12 @@ class ReplayScreen(RoundScreen):
         self._timer: Timer | None = None
 
     def compose_bottom(self) -> ComposeResult:
-        yield Static(id="timeline")
+        yield Timeline(id="timeline")
 
     def on_mount(self) -> None:
         self.tree_view.focus()
-        timeline = self.state.all_rounds()
-        if timeline:
-            self.cursor = timeline[0]
+        if self.state.total_rounds:
+            self.cursor = self.state.timeline_cursor(0)
         if self.playing:
             self._start_timer()
         self.redraw()
@@ -53,27 +52,18 @@ class ReplayScreen(RoundScreen):
 
     def draw_panels(self) -> None:
         super().draw_panels()
-        self.query_one("#timeline", Static).update(self._timeline(), layout=False)  # one fixed line
+        pos = self.state.timeline_index(self.cursor) if self.cursor else 0
+        self.query_one("#timeline", Timeline).show(pos, self.state.total_rounds, self.playing,
+                                                   f"{SPEEDS[self.speed_i]:g} rounds/s")
 
-    def _timeline(self) -> Text:
-        timeline = self.state.all_rounds()
-        if not timeline or self.cursor is None:
-            return Text("empty trace")
-        width = max(10, self.size.width - 40)
-        pos = timeline.index(self.cursor)
-        filled = int(width * (pos + 1) / len(timeline))
-        t = Text("▶ " if self.playing else "⏸ ")
-        t.append("█" * filled, style="bold")
-        t.append("░" * (width - filled), style="dim")
-        t.append(f" {pos + 1}/{len(timeline)}  {SPEEDS[self.speed_i]:g} rounds/s")
-        return t
+    def on_timeline_seek(self, message: Timeline.Seek) -> None:
+        self.go_to(message.index)
 
     def action_play(self) -> None:
         self.playing = not self.playing
         if self.playing:
-            timeline = self.state.all_rounds()
-            if timeline and self.cursor == timeline[-1]:
-                self.cursor = timeline[0]
+            if self.cursor is not None and self.state.timeline_index(self.cursor) == self.state.total_rounds - 1:
+                self.cursor = self.state.timeline_cursor(0)
             self._start_timer()
         elif self._timer is not None:
             self._timer.stop()
@@ -88,18 +78,18 @@ class ReplayScreen(RoundScreen):
     def _start_timer(self) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_interval(1.0 / SPEEDS[self.speed_i], self._tick)
+        self._timer = self.set_interval(1.0 / min(SPEEDS[self.speed_i], FRAME_HZ), self._tick)
 
     def _tick(self) -> None:
-        timeline = self.state.all_rounds()
-        if not timeline or self.cursor == timeline[-1]:
+        last = self.state.total_rounds - 1
+        if self.cursor is None or self.state.timeline_index(self.cursor) >= last:
             self.playing = False
             if self._timer is not None:
                 self._timer.stop()
             self.draw_panels()
             return
-        self.action_round(1)
+        self.action_round(max(1, round(SPEEDS[self.speed_i] / FRAME_HZ)))
 
-    def go_to(self, i: int) -> None:
-        super().go_to(i)
+    def go_to(self, i: int, node: int | None = None) -> None:
+        super().go_to(i, node)
         self.follow = False

@@ -2,34 +2,70 @@
 
 `RoundScreen` holds an `AppState` and a cursor (session, round) and draws the
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
-trace's.  Drawing is one batched screen update per change.
+trace's.  Drawing is one batched screen update per change.  Keys every round
+view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
+session overview (`o`), search (`/` `n` `N`) and export (`e`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Header, Input, Static
 
-from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
-from presto_tui.safetext import visible
+from presto_tui.views import export
+from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
+from presto_tui.views.layout import REACH_FLOOR, layout
+from presto_tui.views.overview import OverviewScreen
+from presto_tui.views.screens import ExportScreen, GoToScreen
+from presto_tui.views.search import QueryError, Search, parse
 from presto_tui.views.state import AppState, SessionView
-from presto_tui.views.widgets import Inspector, RoundTreeView, StatsPanel, TreeTitle
+from presto_tui.views.widgets import Inspector, Legend, RoundTreeView, StatsPanel, TreeTitle
+
+EXPORT_DIR = Path("exports")
+LEGEND_MIN_HEIGHT = 30  # below this many rows the legend gives its line to the tree (it is in the help)
+
+
+class SearchBar(Input):
+    """The search query; Enter searches, Escape closes (before the screen's Escape, which cancels)."""
+
+    BINDINGS = [Binding("escape", "close", "close search", show=False)]
+
+    def action_close(self) -> None:
+        self.screen.query_one("#search-row").display = False
+        self.screen.query_one("#tree").focus()
 
 
 class RoundScreen(Screen):
     BINDINGS = [  # tree navigation keys: RoundTreeView.BINDINGS
         Binding("left_square_bracket", "round(-1)", "prev round"),
         Binding("right_square_bracket", "round(1)", "next round"),
-        Binding("f", "toggle_view", "full/rounded"),
+        Binding("o", "overview", "overview"),
+        Binding("slash", "search", "search"),
+        Binding("n", "search_step(True)", "next match"),
+        Binding("N", "search_step(False)", "prev match"),
+        Binding("g", "goto", "go to"),
+        Binding("e", "export", "export"),
+        Binding("f", "toggle_view", "full/rounded", show=False),
         Binding("plus,equals_sign", "reach(0.1)", "more", show=False),
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
+    # actions of printable keys, which a focused text field types instead: hidden from the footer then
+    LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
+                      "play", "speed", "pause", "focus_prompt"}
+    DEFAULT_CSS = """
+    RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
+    RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
+    """
+    COMPONENT_CLASSES = {"output--removed", "output--added"}
 
     def __init__(self, state: AppState | None = None) -> None:
         super().__init__()
@@ -37,12 +73,17 @@ class RoundScreen(Screen):
         self.cursor: tuple[int, int] | None = None  # (session, round) on screen
         self.follow = True  # jump to each new round as it arrives (chat)
         self._inspected: tuple | None = None  # (round, node) the inspector shows
+        self.search: Search | None = None
+        self.search_status = ""
+        self.export_dir = EXPORT_DIR
 
     def compose_round_view(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield TreeTitle(id="tree-title")
+                yield Static(id="search-status")  # shown while a search is active
+                yield Legend(id="legend")
                 yield RoundTreeView(id="tree")
             with VerticalScroll(id="right"):
                 yield StatsPanel(id="stats")
@@ -56,7 +97,22 @@ class RoundScreen(Screen):
     def compose(self) -> ComposeResult:
         yield from self.compose_round_view()
         yield from self.compose_bottom()
+        with Horizontal(id="search-row") as row:
+            row.display = False
+            yield Static("search /", id="search-label")
+            yield SearchBar(placeholder="k=5  cut=10-20  class=reject  or text in a proposal  (enter searches, "
+                                        "n/N step, escape closes, empty ends the search)", id="search", compact=True)
         yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.LETTER_ACTIONS and isinstance(self.focused, Input):
+            return False
+        if action == "search_step":
+            return self.search is not None  # n/N appear in the footer while a search is active
+        return True
+
+    def on_resize(self) -> None:
+        self.query_one("#legend").display = self.size.height >= LEGEND_MIN_HEIGHT
 
     # -- what is on screen -------------------------------------------------------
     @property
@@ -83,43 +139,65 @@ class RoundScreen(Screen):
         """Stats as of the round on screen (None: as of now)."""
         return None
 
+    def draw_stats(self, session: SessionView | None) -> None:
+        self.query_one("#stats", StatsPanel).show(session, self.stats_upto())
+
     def redraw(self, keep_selection: bool = False) -> None:
         with self.app.batch_update():  # one screen update for the tree and every panel
-            self.tree_view.show(self.shown_tree(), keep_selection=keep_selection)
+            tv = self.tree_view
+            tree, rd = self.shown_tree(), self.current_round()
+            # search matches belong to the round under the cursor (not to a live epoch drawn instead)
+            search, cursor = self.search, self.cursor
+            tv.marks = frozenset(search.matches(cursor)) if (
+                search is not None and cursor is not None and rd is not None and tree is rd.tree) else frozenset()
+            tv.show(tree, keep_selection=keep_selection)
             self.draw_panels()
             self._draw_inspector()
 
     def draw_panels(self) -> None:
         session = self.shown_session()
-        self.query_one("#stats", StatsPanel).show(session, self.stats_upto())
+        self.draw_stats(session)
         self.query_one("#tree-title", TreeTitle).show(self._where(), self.tree_view)
-        self.query_one("#output-text", Static).update(self._output_text(session))
+        status = self.query_one("#search-status", Static)
+        status.display = bool(self.search_status)
+        status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
+        text, title = self._output_text(session)
+        self.query_one("#output-text", Static).update(text)
+        self.query_one("#output").border_title = title  # what the marks mean, at no cost of a line
 
     def _where(self) -> str:
-        timeline = self.state.all_rounds()
-        if self.cursor is None:
-            return "no rounds yet"
-        idx = timeline.index(self.cursor) + 1
         rd = self.current_round()
-        assert rd is not None
-        return (f"round {idx}/{len(timeline)} (session {self.cursor[0] + 1}, block {rd.block + 1}, "
-                f"k {rd.k_before}->{rd.k_after}, {rd.tree.rule}/{rd.tree.inputs})")
+        if self.cursor is None or rd is None:
+            return "no rounds yet"
+        s, r = self.cursor
+        unit = "epoch" if rd.tree.rule == "stream" else "round"
+        return (f"{unit} {r + 1}/{len(self.state.sessions[s].rounds)} · session {s + 1} of "
+                f"{len(self.state.sessions)} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
+                f"{rd.tree.rule}/{rd.tree.inputs}")
 
     def shown_tokens(self, session: SessionView) -> list[int]:
         return list(session.summary.tokens)
 
-    def _output_text(self, session: SessionView | None) -> Text:
+    def _output_text(self, session: SessionView | None) -> tuple[Text, str]:
+        """The prompt and the chain's text, marking what the round on screen changed; and a title."""
         if session is None:
-            return Text("the chain's current state appears here", style="dim")
+            return Text("the chain's current state appears here", style="dim"), ""
         t = Text()
-        t.append("> " + visible(session.start.prompt) + "\n", style="bold")
-        tokens = self.shown_tokens(session)
-        # the chain always runs to the horizon; people read the answer up to its first EOS
-        answer = cut_at_eos(tokens, session.start.backend_info.get("eos_id"))
-        t.append(visible("".join(self.state.pieces(answer))))
-        if len(answer) < len(tokens):
-            t.append(f"  [EOS; {len(tokens) - len(answer)} more tokens in the state]", style="dim")
-        return t
+        t.append("> " + clip(session.start.prompt.replace("\n", " ⏎ "), 300) + "\n", style="bold")
+        after = self.shown_tokens(session)
+        rd = self.current_round()
+        # mark what the round on screen changed, when the text shown is that round's result
+        before = rd.tree.root.tokens if rd is not None and tuple(after) == rd.tree.final_state.tokens else None
+        styles = DiffStyles(removed=self.get_component_rich_style("output--removed"),
+                            added=self.get_component_rich_style("output--added"))
+        t.append_text(evolution_text(before, after, self.state.pieces,
+                                     eos_id=session.start.backend_info.get("eos_id"), styles=styles))
+        title = "the chain's current text"
+        if before is not None and rd is not None:
+            title = f"round {rd.round + 1}: {span_note(before, after)}"
+            if tuple(before) != tuple(after):
+                title += " · struck: before it, underlined: after it"
+        return t, title
 
     def on_round_tree_view_node_selected(self, message: RoundTreeView.NodeSelected) -> None:
         self._draw_inspector()
@@ -136,22 +214,23 @@ class RoundScreen(Screen):
 
     # -- navigation ----------------------------------------------------------------
     def action_round(self, step: int) -> None:
-        timeline = self.state.all_rounds()
-        if not timeline or self.cursor is None:
+        if self.cursor is None or not self.state.total_rounds:
             return
-        i = max(0, min(len(timeline) - 1, timeline.index(self.cursor) + step))
-        self.go_to(i)
+        i = self.state.timeline_index(self.cursor) + step
+        self.go_to(max(0, min(self.state.total_rounds - 1, i)))
 
     def action_round_to(self, index: int) -> None:
-        timeline = self.state.all_rounds()
-        if timeline:
-            self.go_to(index % len(timeline))
+        total = self.state.total_rounds
+        if total:
+            self.go_to(index % total)
 
-    def go_to(self, i: int) -> None:
-        timeline = self.state.all_rounds()
-        self.cursor = timeline[i]
-        self.follow = i == len(timeline) - 1
+    def go_to(self, i: int, node: int | None = None) -> None:
+        """Show timeline position i (and select `node` of its tree)."""
+        self.cursor = self.state.timeline_cursor(i)
+        self.follow = i == self.state.total_rounds - 1
         self.redraw()
+        if node is not None:
+            self.tree_view.select(node)
 
     def action_toggle_view(self) -> None:
         tv = self.tree_view
@@ -160,8 +239,132 @@ class RoundScreen(Screen):
         self.draw_panels()
 
     def action_reach(self, factor: float) -> None:
+        """Show more (factor < 1) or fewer low-probability nodes; the title says the threshold."""
         tv = self.tree_view
-        tv.min_reach = min(1.0, max(1e-12, tv.min_reach * factor))
+        tv.min_reach = min(1.0, max(REACH_FLOOR, tv.min_reach * factor))
         tv.relayout()
         self.draw_panels()
-        self.notify(f"showing nodes with reach >= {tv.min_reach:.0e}", timeout=2)
+
+    # -- overview and go-to ------------------------------------------------------------
+    def action_overview(self) -> None:
+        if self.cursor is None:
+            self.notify("no rounds yet: the overview needs a round", timeout=3)
+            return
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
+                self.go_to(self.state.timeline_index(result))
+
+        # a live chat that follows its newest round: so does the overview
+        self.app.push_screen(OverviewScreen(self.state, *self.cursor, follow=self.follow), done)
+
+    def action_goto(self) -> None:
+        if self.cursor is None:
+            return
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
+                self.go_to(self.state.timeline_index(result))
+
+        self.app.push_screen(GoToScreen([len(s.rounds) for s in self.state.sessions], self.cursor[0]), done)
+
+    # -- search --------------------------------------------------------------------------
+    def action_search(self) -> None:
+        bar = self.query_one("#search", SearchBar)
+        bar.value = ""
+        self.query_one("#search-row").display = True
+        bar.focus()
+
+    @on(Input.Submitted, "#search")
+    def search_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not event.value.strip():  # an empty search ends the search
+            self.search, self.search_status = None, ""
+            self.refresh_bindings()
+            self.query_one("#search-row").display = False
+            self.tree_view.focus()
+            self.redraw(keep_selection=True)
+            return
+        try:
+            query = parse(event.value)
+        except QueryError as e:
+            self.notify(str(e), severity="error", timeout=5, markup=False)
+            return
+        self.query_one("#search-row").display = False
+        self.tree_view.focus()
+        self.search = Search(query, self.state, self.tree_view.min_reach)
+        self.refresh_bindings()
+        self.action_search_step(True)
+
+    def action_search_step(self, forward: bool) -> None:
+        if self.search is None:
+            self.notify("no search yet: / starts one", timeout=3)
+            return
+        found = self.search.step(self.cursor, self.tree_view.selected, forward)
+        shown = clip(self.search.query.raw, 40)
+        if found is None:
+            self.search_status = f"/{shown}: no match"
+            self.draw_panels()
+            return
+        cursor, node, wrapped = found
+        s, r = cursor
+        self.search_status = (f"/{shown}: session {s + 1} round {r + 1} node #{node}"
+                              + (" (wrapped)" if wrapped else "") + " · n/N")
+        self.go_to(self.state.timeline_index(cursor), node=node)
+
+    # -- export --------------------------------------------------------------------------
+    def action_export(self) -> None:
+        def done(result: tuple[str, Path] | None) -> None:
+            if result is not None:
+                self.export(*result)
+
+        self.app.push_screen(ExportScreen(self.export_dir), done)
+
+    def answer_tokens(self) -> tuple[SessionView, list[int]] | None:
+        session = self.shown_session()
+        return (session, self.shown_tokens(session)) if session is not None else None
+
+    def export(self, kind: str, folder: Path) -> None:
+        """Export `kind` (svg, text, json, clipboard, answer) into `folder`; one toast either way."""
+        self.export_dir = folder
+        rd, cursor = self.current_round(), self.cursor
+        try:
+            if kind == "svg":  # after the export dialog has left the screen
+                self.call_after_refresh(self._screenshot, folder, cursor)
+                return
+            if kind in ("text", "json"):
+                if rd is None or cursor is None:
+                    self.notify("no round on screen to export", severity="warning", timeout=4)
+                    return
+                session = self.state.sessions[cursor[0]]
+                if kind == "text":
+                    tv = self.tree_view
+                    content = export.tree_as_text(session, cursor[0], rd,
+                                                  layout(rd.tree, tv.mode, tv.min_reach, tv.pinned))
+                    path = export.write(folder, export.file_name("tree", cursor, "txt"), content)
+                else:
+                    path = export.write(folder, export.file_name("tree", cursor, "json"),
+                                        export.tree_as_json(self.state, session, rd))
+            else:
+                shown = self.answer_tokens()
+                if shown is None:
+                    self.notify("no answer yet", severity="warning", timeout=4)
+                    return
+                answer = export.answer_text(self.state, *shown)
+                if kind == "clipboard":
+                    self.app.copy_to_clipboard(answer)
+                    self.notify(f"copied the answer ({len(answer)} characters) to the clipboard", timeout=4)
+                    return
+                path = export.write(folder, export.file_name("answer", cursor, "txt"), answer)
+        except export.ExportError as e:
+            self.notify(str(e), severity="error", timeout=8, markup=False)
+            return
+        self.notify(f"wrote {clip(str(path), 200)}", timeout=5, markup=False)
+
+    def _screenshot(self, folder: Path, cursor: tuple[int, int] | None) -> None:
+        try:
+            path = export.write(folder, export.file_name("screen", cursor, "svg"), self.app.export_screenshot())
+        except export.ExportError as e:
+            self.notify(str(e), severity="error", timeout=8, markup=False)
+            return
+        self.notify(f"wrote {clip(str(path), 200)}", timeout=5, markup=False)

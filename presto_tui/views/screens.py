@@ -1,92 +1,185 @@
-"""Modal screens: help and sampler settings."""
+"""Modal screens: help, sampler settings, go to a round, export."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from rich.console import Group
+from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from presto_tui.runtime.core.params import ParamError, SamplerParams
+from presto_tui.safetext import visible
+from presto_tui.views.layout import MEANINGS, symbol
 
-HELP = """\
-Tree (focus it with Tab or a click)
-  left / h        parent
-  up / k          accept child (drawn above)
-  down / j        reject child (drawn below)
-  right / l       the child on the realized path
-  [ / ]           previous / next round
-  home / end      first / latest round (end follows new rounds)
-  f               full prefetched tree <-> epsilon-rounded subtree
-  + / -           show more / fewer low-probability nodes
-  click           select a node
+# (section, ((keys, what it does), ...)): the help screen, and the one place every key is taught
+KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Tree (focus it with Tab or a click)", (
+        ("← / h", "parent"),
+        ("↑ / k", "accept child (drawn above)"),
+        ("↓ / j", "reject child (drawn below)"),
+        ("→ / l", "the child on the realized path"),
+        ("click", "select a node"),
+        ("f", "full prefetched tree / epsilon-rounded subtree"),
+        ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
+                  "(below a certain reject or a deferred node) show once the arrows reach them"),
+    )),
+    ("Rounds", (
+        ("[ / ]", "previous / next round"),
+        ("home / end", "first / latest round (end follows new rounds)"),
+        ("g", "go to round N of this session, or S:N (round N of session S)"),
+        ("o", "session overview: the whole chain, one column per round"),
+    )),
+    ("Search", (
+        ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
+              "terms combine; an empty search ends it"),
+        ("n / N", "next / previous match (• marks matches in the tree)"),
+    )),
+    ("Export", (
+        ("e", "the screen as SVG, this round's tree as text or JSON, the answer to the clipboard "
+              "or to a file"),
+    )),
+    ("Chat", (
+        ("i", "type a prompt (enter runs it; pasted line breaks show as ⏎ and are kept)"),
+        ("p", "pause / resume"),
+        ("escape", "cancel (within one round)"),
+        ("ctrl+s", "sampler settings for the next prompt"),
+        ("ctrl+p", "command palette"),
+    )),
+    ("Replay", (
+        ("space", "play / pause"),
+        ("< / >", "slower / faster (up to 256 rounds a second)"),
+        ("timeline", "click or drag on it to seek"),
+    )),
+    ("Overview", (
+        ("← / →", "previous / next round; or click its column"),
+        ("enter", "open the round's tree (or click its column again)"),
+        ("[ / ]", "previous / next session"),
+        ("escape / o", "back to the tree"),
+    )),
+    ("Everywhere", (
+        ("? / F1", "this help"),
+        ("q / ctrl+q", "quit (q types a q in a text field)"),
+    )),
+)
 
-Chat
-  i or /          type a prompt        enter  run it
-  p               pause / resume       escape cancel (within one round)
-  ctrl+s          sampler settings     ctrl+p command palette
 
-Replay
-  space           play / pause         < / >  slower / faster
-
-?  this help      ctrl+q  quit
-
-Symbols: ✓ certain accept (A >= 1-eps), ✗ certain reject (A <= eps), ? uncertain,
-⏸ deferred (request infeasible this round), ○ leaf, · issued but unreachable,
-▶ realized path.
-"""
+def help_text(styles: dict[str, Style]) -> Group:
+    """Keys as a two-column grid: a description wraps inside its own column, never mid-row."""
+    parts: list = []
+    for section, rows in KEYS:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, min_width=12, style="bold")
+        grid.add_column(ratio=1, overflow="fold")
+        for keys, what in rows:
+            grid.add_row(keys, what)
+        parts += [Text(section, style="bold underline"), grid, Text("")]
+    legend = Table.grid(padding=(0, 2))
+    legend.add_column(no_wrap=True, min_width=12)
+    legend.add_column(ratio=1, overflow="fold")
+    for kind, meaning in MEANINGS:
+        legend.add_row(Text(symbol(kind), style=styles.get(kind, Style())), meaning)
+    legend.add_row(Text("▶ band", style=styles.get("path", Style())), "the realized path (the walk of the round)")
+    legend.add_row("❯ bold", "the selected node")
+    parts += [Text("Symbols", style="bold underline"), legend,
+              Text("Colours: accept blue, reject vermillion, uncertain yellow, deferred purple (chosen to "
+                   "stay apart for red-green colour blindness; the symbols say the same).", style="dim")]
+    return Group(*parts)
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close")]
+    DEFAULT_CSS = """
+    HelpScreen > .help--accept { color: $mh-accept; }
+    HelpScreen > .help--reject { color: $mh-reject; }
+    HelpScreen > .help--uncertain { color: $mh-uncertain; }
+    HelpScreen > .help--deferred { color: $mh-deferred; }
+    HelpScreen > .help--path { background: $mh-path; }
+    """
+    COMPONENT_CLASSES = {"help--accept", "help--reject", "help--uncertain", "help--deferred", "help--path"}
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
-            yield Static(Text(HELP))
-            yield Button("Close", id="close")
+        with Vertical(id="dialog", classes="help"):
+            with VerticalScroll(id="help-body"):
+                yield Static(id="help-text")
+            yield Button("Close", id="close", compact=True)
+
+    def on_mount(self) -> None:
+        styles = {c.split("--")[1]: self.get_component_rich_style(c) for c in self.COMPONENT_CLASSES}
+        self.query_one("#help-text", Static).update(help_text(styles))
 
     def on_button_pressed(self, _event: Button.Pressed) -> None:
         self.dismiss()
 
 
+# (field, label): every SamplerParams field; an empty tau or block size takes its default
 FIELDS = [
     ("sampler", "sampler (powermh/entropycut/multitry)"),
-    ("prefetch", "rule (none/bfs/predictive/spine)"),
+    ("prefetch", "rule (none/bfs/predictive/spine/stream)"),
     ("inputs", "inputs (decision/node)"),
     ("alpha", "alpha"),
-    ("budget", "budget N"),
-    ("steps", "steps K"),
+    ("tau", "tau (empty: 1/alpha)"),
     ("max_new_tokens", "new tokens n"),
+    ("block_size", "block size B (empty: n)"),
+    ("steps", "steps K per block"),
+    ("budget", "budget N"),
+    ("epsilon", "epsilon"),
     ("seed", "seed"),
+    ("beta", "beta (EntropyCut)"),
+    ("cut_mix", "cut_mix (EntropyCut)"),
+    ("tries", "tries (MultiTryMH)"),
 ]
+NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": int, "steps": int, "budget": int,
+           "epsilon": float, "seed": int, "beta": float, "cut_mix": float, "tries": int}
+OPTIONAL = {"tau", "block_size"}
 
 
 class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
-    """Sampler settings (and model) for the next prompt; validated before closing."""
+    """Sampler settings (and model) for the next prompt; validated before closing.
+
+    The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, params: SamplerParams, model: str | None) -> None:
+    def __init__(self, params: SamplerParams, model: str | None, backend: str = "") -> None:
         super().__init__()
         self.params = params
         self.model = model
+        self.backend = backend
+
+    def _shown(self, name: str) -> str:
+        if name == "tau":
+            return "" if self.params.tau is None else f"{self.params.tau:g}"
+        if name == "block_size":
+            return "" if self.params.block_size is None else str(self.params.block_size)
+        return str(getattr(self.params, name))
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
+        with Vertical(id="dialog", classes="settings"):
             yield Static(Text("Settings for the next prompt", style="bold"))
-            for name, title in FIELDS:
+            with VerticalScroll(id="settings-fields"):
+                for name, title in FIELDS:
+                    with Horizontal(classes="field"):
+                        yield Label(title)
+                        yield Input(self._shown(name), id=f"f-{name}", compact=True)
                 with Horizontal(classes="field"):
-                    yield Label(title)
-                    yield Input(str(getattr(self.params, name)), id=f"f-{name}")
-            with Horizontal(classes="field"):
-                yield Label("model (restarts engine)")
-                yield Input(self.model or "", placeholder="smollm2-135m", id="f-model")
+                    yield Label("model (restarts the engine)")
+                    if self.backend == "synthetic":  # the synthetic backend is its own tiny model
+                        yield Input("", placeholder="none: the synthetic backend's own model", id="f-model",
+                                    compact=True, disabled=True)
+                    else:
+                        yield Input(self.model or "", placeholder="smollm2-135m (embedded)", id="f-model",
+                                    compact=True)
             yield Static("", id="settings-error")
-            with Horizontal(classes="field"):
-                yield Button("Save", variant="primary", id="save")
-                yield Button("Cancel", id="cancel")
+            with Horizontal(id="settings-buttons"):
+                yield Button("Save", variant="primary", id="save", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -102,17 +195,114 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
         self.save()
 
     def save(self) -> None:
-        values = {name: self.query_one(f"#f-{name}", Input).value.strip() for name, _ in FIELDS}
+        changes: dict[str, object] = {}
         try:
-            changes = dict(sampler=values["sampler"], prefetch=values["prefetch"], inputs=values["inputs"],
-                           alpha=float(values["alpha"]),
-                           budget=int(values["budget"]), steps=int(values["steps"]),
-                           max_new_tokens=int(values["max_new_tokens"]), seed=int(values["seed"]),
-                           block_size=None)
+            for name, title in FIELDS:
+                raw = self.query_one(f"#f-{name}", Input).value.strip()
+                kind = NUMBERS.get(name)
+                if kind is None:
+                    changes[name] = raw
+                elif raw == "" and name in OPTIONAL:
+                    changes[name] = None
+                else:
+                    try:
+                        changes[name] = kind(raw)
+                    except ValueError:
+                        raise ParamError(f"{title.split(' (')[0]}: not {'an integer' if kind is int else 'a number'}: "
+                                         f"{visible(raw[:40], keep_newlines=False)!r}") from None
             params = self.params.with_(**changes).validate()
-        except ValueError as e:  # ParamError is a ValueError; so are bad numbers
-            msg = str(e) if isinstance(e, ParamError) else f"not a number: {e}"
-            self.query_one("#settings-error", Static).update(Text(msg))
+        except ParamError as e:
+            self.query_one("#settings-error", Static).update(Text(str(e)))
             return
         model = self.query_one("#f-model", Input).value.strip() or None
-        self.dismiss((params, model))
+        self.dismiss((params, model if self.backend != "synthetic" else self.model))
+
+
+class GoToScreen(ModalScreen[tuple[int, int] | None]):
+    """Go to a round: N (of the session on screen) or S:N (round N of session S), both from 1."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, rounds_per_session: list[int], session: int) -> None:
+        super().__init__()
+        self.rounds = rounds_per_session
+        self.session = session
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Static(Text(f"Go to round (session {self.session + 1} has {self.rounds[self.session]} rounds; "
+                              f"{len(self.rounds)} sessions)"))
+            yield Input(placeholder="N, or S:N for round N of session S", id="goto-input", compact=True)
+            yield Static("", id="goto-error")
+
+    def on_mount(self) -> None:
+        self.query_one("#goto-input", Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def parse(self, raw: str) -> tuple[int, int]:
+        s_raw, sep, r_raw = raw.strip().rpartition(":")
+        try:
+            s = int(s_raw) - 1 if sep else self.session
+            r = int(r_raw) - 1
+        except ValueError:
+            raise ValueError("type a round number N, or S:N") from None
+        if not 0 <= s < len(self.rounds):
+            raise ValueError(f"there is no session {s + 1} (1 to {len(self.rounds)})")
+        if not 0 <= r < self.rounds[s]:
+            raise ValueError(f"session {s + 1} has rounds 1 to {self.rounds[s]}")
+        return s, r
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            self.dismiss(self.parse(event.value))
+        except ValueError as e:
+            self.query_one("#goto-error", Static).update(Text(str(e)))
+
+
+EXPORTS = (  # (key, kind, what)
+    ("s", "svg", "the screen as SVG"),
+    ("t", "text", "this round's tree as text"),
+    ("j", "json", "this round's tree as JSON"),
+    ("c", "clipboard", "the answer to the clipboard"),
+    ("a", "answer", "the answer to a file"),
+)
+
+
+class ExportScreen(ModalScreen[tuple[str, Path] | None]):
+    """Pick what to export (a key or a click) and the folder the files go to."""
+
+    BINDINGS = [Binding("escape,q", "cancel", "cancel"),
+                *(Binding(key, f"export('{kind}')", what, show=False) for key, kind, what in EXPORTS)]
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Static(Text("Export (a key, or click)", style="bold"))
+            for key, kind, what in EXPORTS:
+                yield Button(f"{key}  {what}", id=f"export-{kind}", compact=True, classes="export-option")
+            with Horizontal(classes="field"):
+                yield Label("folder")
+                yield Input(str(self.folder), id="export-folder", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#export-svg", Button).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_export(self, kind: str) -> None:
+        folder = self.query_one("#export-folder", Input).value.strip() or "."
+        self.dismiss((kind, Path(folder).expanduser()))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_export((event.button.id or "").removeprefix("export-"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # Enter in the folder field: keep the dialog open for a choice
+        self.query_one("#export-svg", Button).focus()

@@ -75,3 +75,22 @@ class AppState:
     def all_rounds(self) -> list[tuple[int, int]]:
         """(session index, round index) of every round, in order: the replay timeline."""
         return [(i, j) for i, s in enumerate(self.sessions) for j in range(len(s.rounds))]
+
+    def timeline_index(self, cursor: tuple[int, int]) -> int:
+        """Position of (session, round) on the timeline, without building it."""
+        s, r = cursor
+        return sum(len(v.rounds) for v in self.sessions[:s]) + r
+
+    def timeline_cursor(self, index: int) -> tuple[int, int] | None:
+        """The (session, round) at a timeline position (None outside it)."""
+        if index < 0:
+            return None
+        for s, v in enumerate(self.sessions):
+            if index < len(v.rounds):
+                return s, index
+            index -= len(v.rounds)
+        return None
+
+    @property
+    def total_rounds(self) -> int:
+        return sum(len(v.rounds) for v in self.sessions)

@@ -32,32 +32,43 @@ from presto_tui.runtime.prefetch.tree import (
     NodeView,
     RoundTree,
 )
-from presto_tui.safetext import visible
-from presto_tui.views.layout import LEGEND, Layout, label, layout, symbol
+from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.views.evolution import PLAIN_DIFF, DiffStyles, Writer, clip
+from presto_tui.views.layout import LEGEND, REACH_FLOOR, Layout, label, layout, symbol
 from presto_tui.views.state import Pieces, SessionView
 
 
 class RoundTreeView(ScrollView, can_focus=True):
-    """A prefetch round drawn sideways with the line API (scales to large trees)."""
+    """A prefetch round drawn sideways with the line API (scales to large trees).
+
+    Three independent channels (see palette.py): the class colours a node's symbol and
+    label; the realized path puts a neutral band behind it, a ▶ after it and draws its
+    edge bold; selection puts a cursor in the gutter and makes the label bold and
+    underlined.  A style is assembled per cell from the three, so none overwrites another.
+    The gutter's second column marks search matches.
+    """
 
     COMPONENT_CLASSES = {
         "tree--accept", "tree--reject", "tree--uncertain", "tree--deferred", "tree--leaf",
-        "tree--unreachable", "tree--live", "tree--aborted", "tree--path", "tree--selected", "tree--connector",
+        "tree--unreachable", "tree--live", "tree--aborted", "tree--path", "tree--cursor", "tree--connector",
+        "tree--match",
     }
     DEFAULT_CSS = """
     RoundTreeView { background: $surface; }
-    RoundTreeView > .tree--accept { color: $success; }
-    RoundTreeView > .tree--reject { color: $error; }
-    RoundTreeView > .tree--uncertain { color: $warning; }
-    RoundTreeView > .tree--deferred { color: $secondary; text-style: italic; }
+    RoundTreeView > .tree--accept { color: $mh-accept; }
+    RoundTreeView > .tree--reject { color: $mh-reject; }
+    RoundTreeView > .tree--uncertain { color: $mh-uncertain; }
+    RoundTreeView > .tree--deferred { color: $mh-deferred; text-style: italic; }
     RoundTreeView > .tree--leaf { color: $text-muted; }
     RoundTreeView > .tree--unreachable { color: $text-disabled; }
-    RoundTreeView > .tree--live { color: $accent; }
+    RoundTreeView > .tree--live { color: $mh-live; }
     RoundTreeView > .tree--aborted { color: $text-muted; text-style: strike; }
-    RoundTreeView > .tree--path { text-style: bold; background: $primary 30%; }
-    RoundTreeView > .tree--selected { text-style: bold reverse; }
+    RoundTreeView > .tree--path { background: $mh-path; }
+    RoundTreeView > .tree--cursor { color: $mh-cursor; text-style: bold; }
     RoundTreeView > .tree--connector { color: $text-muted; }
+    RoundTreeView > .tree--match { color: $accent; text-style: bold; }
     """
+    GUTTER = 2  # selection cursor, search mark
 
     class NodeSelected(Message):
         def __init__(self, node: NodeView | None) -> None:
@@ -84,6 +95,7 @@ class RoundTreeView(ScrollView, can_focus=True):
         self.min_reach = 1e-3
         self.lay: Layout = Layout((), 0, 0)
         self.pinned: frozenset[int] = frozenset()  # hidden nodes a person navigated to
+        self.marks: frozenset[int] = frozenset()  # search matches in this round
 
     def show(self, tree: RoundTree | None, keep_selection: bool = False) -> None:
         self.round_tree = tree
@@ -95,8 +107,8 @@ class RoundTreeView(ScrollView, can_focus=True):
     def relayout(self) -> None:
         tree = self.round_tree
         self.lay = layout(tree, self.mode, self.min_reach, self.pinned) if tree else Layout((), 0, 0)
-        width = max((len(r.prefix) + len(label(tree, r.node)) + 4 for r in self.lay.rows), default=0) \
-            if tree else 0
+        width = max((len(r.prefix) + len(label(tree, r.node)) + 4 + self.GUTTER for r in self.lay.rows),
+                    default=0) if tree else 0
         self.virtual_size = Size(width, len(self.lay.rows))
         if self.lay.row_of(self.selected) is None:
             self.selected = 0
@@ -149,6 +161,12 @@ class RoundTreeView(ScrollView, can_focus=True):
     def _style(self, kind: str) -> Style:
         return self.get_component_rich_style(f"tree--{kind}")
 
+    def cell_style(self, kind: str, on_path: bool, selected: bool, base: Style) -> Style:
+        """The style of a node's symbol and label: class colour, path band, selection (independent)."""
+        cls = self._style(kind)
+        return Style(color=cls.color, bgcolor=self._style("path").bgcolor if on_path else base.bgcolor,
+                     italic=cls.italic, strike=cls.strike, bold=selected or None, underline=selected or None)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         i = y + scroll_y
@@ -158,15 +176,19 @@ class RoundTreeView(ScrollView, can_focus=True):
         row = self.lay.rows[i]
         v = row.node
         base = self.rich_style
-        text_style = base + self._style(row.kind)
-        if v.on_path:
-            text_style += self._style("path")
-        if v.id == self.selected:
-            text_style += self._style("selected")
-        segs = [Segment(row.prefix, base + self._style("connector")),
+        selected = v.id == self.selected
+        connector = base + self._style("connector")
+        text_style = self.cell_style(row.kind, v.on_path, selected, base)
+        branch = len(row.prefix) - 2 if v.id else len(row.prefix)  # the edge into this node: "┌─" / "└─"
+        fg = self._style("cursor").color
+        path_edge = connector + Style(bold=True, color=fg) if v.on_path else connector
+        segs = [Segment("❯" if selected else " ", base + self._style("cursor")),
+                Segment("•" if v.id in self.marks else " ", base + self._style("match")),
+                Segment(row.prefix[:branch], connector),
+                Segment(row.prefix[branch:], path_edge),
                 Segment(symbol(row.kind) + " ", text_style),
                 Segment(label(self.round_tree, v), text_style),  # type: ignore[arg-type]
-                Segment(" ▶" if v.on_path else "", base + self._style("path"))]
+                Segment(" ▶" if v.on_path else "", Style(color=fg, bgcolor=text_style.bgcolor))]
         strip = Strip(segs).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width, base)
 
@@ -176,21 +198,25 @@ class RoundTreeView(ScrollView, can_focus=True):
             self.selected = self.lay.rows[i].node.id
 
 
-def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12) -> Text:
-    """The proposal made at this node against the state it holds, from the cut on."""
+def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12, budget: int = 1500,
+              styles: DiffStyles = PLAIN_DIFF) -> Text:
+    """The proposal made at this node against the state it holds, from the cut on (at most
+    `budget` characters of each: the inspector is a small pane)."""
     text = Text()
     if v.decision is None:
         return text
     cut = v.decision.cut
     state = tree.state_of(v.src)
-    before = pieces(state.tokens[max(0, cut - context):cut])
-    text.append("…" + visible("".join(before)), style="dim")
-    text.append("\n- " + visible("".join(pieces(state.tokens[cut:]))), style="red")
+    text.append("…", style="dim")
+    Writer(text, pieces, budget // 4).tokens(state.tokens[max(0, cut - context):cut], "dim")
+    text.append("\n- ")
+    Writer(text, pieces, budget).tokens(state.tokens[cut:], styles.removed)
     req = tree.requests[v.decision.request] if v.decision.request is not None else None
     if req is not None and req.done is not None:
         text.append(f"\n+ (not finished: {req.done} of {tree.T - cut} tokens decoded)", style="italic")
     elif req is not None:
-        text.append("\n+ " + visible("".join(pieces(req.proposal.tokens))), style="green")
+        text.append("\n+ ")
+        Writer(text, pieces, budget).tokens(req.proposal.tokens, styles.added)
     else:
         text.append("\n+ (not generated: deferred to a later round)", style="italic")
     return text
@@ -199,7 +225,12 @@ def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12) -
 class Inspector(Static):
     """Numbers and text diff of the selected node."""
 
-    DEFAULT_CSS = "Inspector { height: auto; padding: 0 1; }"
+    DEFAULT_CSS = """
+    Inspector { height: auto; padding: 0 1; }
+    Inspector > .inspector--removed { color: $mh-reject; text-style: strike; }
+    Inspector > .inspector--added { color: $mh-accept; text-style: underline; }
+    """
+    COMPONENT_CLASSES = {"inspector--removed", "inspector--added"}
 
     def show(self, tree: RoundTree | None, v: NodeView | None, pieces: Pieces) -> None:
         if tree is None or v is None:
@@ -240,7 +271,9 @@ class Inspector(Static):
             t.append("\nits request was aborted: no state the chain can still reach asks for it")
         if d is not None:
             t.append("\n")
-            t.append_text(node_diff(tree, v, pieces))
+            styles = DiffStyles(self.get_component_rich_style("inspector--removed"),
+                                self.get_component_rich_style("inspector--added"))
+            t.append_text(node_diff(tree, v, pieces, styles=styles))
         self.update(t)
 
 
@@ -250,38 +283,99 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
     return "".join(bars[min(7, int(v * 7.999))] for v in vals)
 
 
-class StatsPanel(Static):
-    DEFAULT_CSS = "StatsPanel { height: auto; padding: 0 1; }"
+SEQUENTIAL_NAMES = {"powermh": "PowerMH", "entropycut": "EntropyCut", "multitry": "MultiTryMH"}
 
-    def show(self, s: SessionView | None, upto: int | None = None) -> None:
-        """The session's numbers, as of round `upto` (None: now)."""
+
+def speedup_line(m: SessionSummary) -> Text:
+    """The speedup estimate (SessionSummary.speedup_estimate, the one `run --json`, `stats` and
+    `bench` report), shown only where it compares like with like, and saying against what.
+
+    The summary decides where it compares like with like (`speedup_unavailable` says why not).
+    """
+    sampler = SEQUENTIAL_NAMES.get(str(m.params.get("sampler")), "sampler")
+    sp = m.speedup_estimate
+    if sp is None:
+        return Text(f"speedup: n/a ({m.speedup_unavailable})", style="dim")
+    t = Text(f"speedup ~{sp:.2f}x vs sequential {sampler}")
+    t.append("\n  (est. from single-request call times)", style="dim")
+    return t
+
+
+class StatsPanel(Static):
+    DEFAULT_CSS = """
+    StatsPanel { height: auto; padding: 0 1; }
+    StatsPanel > .stats--paused { color: $warning; text-style: bold reverse; }
+    StatsPanel > .stats--heading { color: $text-muted; }
+    """
+    COMPONENT_CLASSES = {"stats--paused", "stats--heading"}
+
+    def show(self, s: SessionView | None, upto: int | None = None, *, paused: bool = False,
+             heading: str = "", live: str = "") -> None:
+        """The session's numbers as of round `upto` (None: now); `heading` says which round
+        they belong to, `live` how the running chain stands meanwhile."""
         if s is None:
             self.update(Text("no session yet: type a prompt below", style="dim"))
             return
         m = s.summary if upto is None else s.summary_upto(upto)
         t = Text()
-        t.append(f"{m.status}", style="bold")
-        t.append(f"  transitions {m.transitions}/{s.total_steps}  calls {m.calls}")
-        t.append(f"\ntr/call {m.transitions_per_call:.2f}  time/call {m.time_per_call_s * 1e3:.0f} ms")
-        sp = m.speedup_estimate
-        if sp is not None:
-            t.append(f"\nspeedup ~{sp:.2f}x vs sequential (est.)")
+        if heading:
+            t.append(heading + "\n", style=self.get_component_rich_style("stats--heading"))
+        if paused:
+            t.append(" ⏸ paused (p resumes) ", style=self.get_component_rich_style("stats--paused"))
+        else:
+            t.append(f"{m.status}", style="bold")
+        t.append(f"  transitions {m.transitions}/{s.total_steps}")
+        if m.calls:
+            t.append(f"  calls {m.calls}")
+            t.append(f"\ntr/call {m.transitions_per_call:.2f}  time/call {m.time_per_call_s * 1e3:.0f} ms")
+        else:  # streaming: no calls to count; the rate is per second of engine time
+            t.append(f"\ntr/s {m.transitions_per_s:.2f}  time/transition {m.wall_per_transition_s * 1e3:.0f} ms")
+        t.append("\n")
+        t.append_text(speedup_line(m))
         t.append(f"\nacceptance {m.acceptance_rate:.2f} {sparkline(m.acceptance_by_round)}")
         n = sum(m.eps_counts.values()) or 1
         t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"
                  f"  ? {m.eps_counts[UNCERTAIN] / n:.2f}")
         if m.error:
-            t.append("\nerror: " + visible(m.error, keep_newlines=False), style="bold red")
+            t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
+        if live:
+            t.append("\n" + live, style="italic")
         self.update(t)
 
 
 class TreeTitle(Static):
-    DEFAULT_CSS = "TreeTitle { height: auto; color: $text-muted; }"
+    """One line: where the tree on screen sits and what of it is shown (never wraps)."""
+
+    DEFAULT_CSS = "TreeTitle { height: 1; color: $text-muted; }"
 
     def show(self, where: str, view: RoundTreeView) -> None:
-        t = Text(where + f"  [{view.mode}]")
+        t = Text(where, no_wrap=True, overflow="ellipsis")
+        t.append(f"  [{view.mode}]")
+        if view.round_tree is not None and view.round_tree.lazy and view.mode == "full":
+            t.append(f" reach >= {view.min_reach:.0e}")
+            if view.min_reach <= REACH_FLOOR:
+                t.append(" (floor; reach-0 nodes show when navigated to)")
         if view.lay.hidden:
-            t.append(f"  {view.lay.hidden:,} nodes hidden (+ shows more)")
-        t.append("\n" + LEGEND, style="dim")
+            t.append(f"  {view.lay.hidden:,} hidden (+ more)")
         self.update(t)
 
+
+class Legend(Static):
+    """The symbols in their colours, on one line (with their meanings, they are in the help)."""
+
+    DEFAULT_CSS = """
+    Legend { height: 1; color: $text-muted; }
+    Legend > .legend--accept { color: $mh-accept; }
+    Legend > .legend--reject { color: $mh-reject; }
+    Legend > .legend--uncertain { color: $mh-uncertain; }
+    Legend > .legend--deferred { color: $mh-deferred; }
+    """
+    COMPONENT_CLASSES = {"legend--accept", "legend--reject", "legend--uncertain", "legend--deferred"}
+
+    def on_mount(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for kind, name in LEGEND:
+            style = self.get_component_rich_style(f"legend--{kind}", default=Style())
+            t.append(symbol(kind) if kind != "path" else "▶", style=style)
+            t.append(f" {name}  ")
+        self.update(t)

@@ -17,7 +17,10 @@ a number means the same thing everywhere.
   transition, decoding T - c tokens; its cost per token is measured from this
   session's own single-request calls (every block's extension, and any
   one-request proposal call), so with a budget of 1 it is about 1 by
-  construction.  `bench` measures the sequential sampler itself instead.
+  construction.  It compares like with like only where a sequential step is
+  one request: there is none for the sequential sampler itself (the baseline)
+  or for MultiTryMH (whose step sends all its tries in one call);
+  `speedup_unavailable` says why.  `bench` measures the sequential sampler.
 - eps_certain_share: share of realized MH decisions that were epsilon-certain;
   scored_counts: epsilon classes of every scored (decision, state) pair.
 - requests_issued vs requests_realized: speculation sent vs used by the walk;
@@ -171,9 +174,20 @@ class SessionSummary:
         return self.live_area / self.live_span if self.live_span else None
 
     @property
+    def speedup_unavailable(self) -> str | None:
+        """Why there is no speedup estimate (None: there is one)."""
+        if self.params.get("prefetch") == "none":
+            return "this is the sequential sampler, the baseline"
+        if self.params.get("sampler") == "multitry":
+            return "sequential MultiTryMH sends its tries in one call; `presto-tui bench` measures it"
+        if not (self.single_request_tokens and self.wall_s and self.sequential_tokens):
+            return "not measured yet: it needs a single-request call"
+        return None
+
+    @property
     def speedup_estimate(self) -> float | None:
         """Estimated sequential time / this session's wall_s (see the module docstring)."""
-        if not (self.single_request_tokens and self.wall_s and self.sequential_tokens):
+        if self.speedup_unavailable is not None:
             return None
         per_token = self.single_request_s / self.single_request_tokens
         return self.sequential_tokens * per_token / self.wall_s

@@ -1,0 +1,77 @@
+"""What the app exports, and writing it (no Textual here; the screenshot itself is Textual's).
+
+- a round's tree as text: the rows the tree view shows (its mode and reach threshold),
+  under a header naming the session and round;
+- a round's tree as JSON: the trace's own `round` record (logs.schema.encode, so
+  `logs.schema.decode` reads it back), with the session's prompt and parameters and the
+  text of every token the round mentions;
+- the answer: the state's text up to its first EOS.
+
+Exported text is passed through `visible()`: a trace's token text may hold escape
+sequences, and an exported file or clipboard is often pasted into a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from presto_tui.errors import OutputError
+from presto_tui.logs.schema import encode
+from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.runtime.session.events import RoundDone
+from presto_tui.safetext import visible
+from presto_tui.views.layout import Layout, tree_text
+from presto_tui.views.state import AppState, SessionView
+
+
+class ExportError(OutputError):
+    """A file that could not be written; the message is one line naming the path and the reason."""
+
+
+def file_name(kind: str, cursor: tuple[int, int] | None, ext: str) -> str:
+    where = f"-s{cursor[0] + 1}r{cursor[1] + 1}" if cursor else ""
+    return f"presto-{time.strftime('%Y%m%d-%H%M%S')}{where}-{kind}.{ext}"
+
+
+def write(folder: Path, name: str, content: str) -> Path:
+    path = folder / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    except OSError as e:
+        raise ExportError(f"cannot write {visible(str(path), keep_newlines=False)}: "
+                          f"{e.strerror or type(e).__name__}") from None
+    return path
+
+
+def round_header(session: SessionView, s: int, rd: RoundDone) -> str:
+    p = session.params
+    return (f"session {s + 1}, round {rd.round + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
+            f"{p.get('sampler')} {rd.tree.rule}/{rd.tree.inputs} N={p.get('budget')}\n"
+            f"prompt: {visible(session.start.prompt[:300], keep_newlines=False)}\n")
+
+
+def tree_as_text(session: SessionView, s: int, rd: RoundDone, lay: Layout) -> str:
+    return round_header(session, s, rd) + "\n" + visible(tree_text(rd.tree, lay))
+
+
+def tree_as_json(state: AppState, session: SessionView, rd: RoundDone) -> str:
+    tree = rd.tree
+    ids = set(tree.root.tokens) | set(tree.root.prompt)
+    for r in tree.requests:
+        ids.update(r.proposal.tokens)
+    doc = {
+        "format": "presto-tui-round",
+        "session": {"prompt": session.start.prompt, "params": session.params, "backend": session.start.backend,
+                    "model": session.start.model},
+        "round": encode(rd),
+        "vocab": {str(i): piece for i, piece in zip(sorted(ids), state.pieces(sorted(ids)))},
+    }
+    return json.dumps(doc) + "\n"  # ASCII escapes: no raw control character reaches a terminal
+
+
+def answer_text(state: AppState, session: SessionView, tokens: tuple[int, ...] | list[int]) -> str:
+    answer = cut_at_eos(tokens, session.start.backend_info.get("eos_id"))
+    return visible("".join(state.pieces(answer)))
