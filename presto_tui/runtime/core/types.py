@@ -101,11 +101,6 @@ class SeqState:
         heads = self.logq_at or tuple(() for _ in proposal.logq_at)
         return tuple(a[:cut] + b for a, b in zip(heads, proposal.logq_at))
 
-    def truncated(self, length: int) -> SeqState:
-        """The first `length` generated tokens (a state whose rest is not known yet)."""
-        return SeqState(self.prompt, self.tokens[:length], self.logq[:length], self.logp[:length],
-                        self.entropy[:length], tuple(a[:length] for a in self.logq_at))
-
     def extended(self, proposal: Proposal) -> SeqState:
         return self.with_suffix(self.T, proposal)
 

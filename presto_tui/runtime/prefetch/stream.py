@@ -13,11 +13,11 @@ decision k holding state x, uses only the proposal of exactly that request.
   of being needed.  It expands a speculation tree from the walker's state
   best-first by reach probability (eqs. 14/17/19 made continuous): a decision
   whose proposal has finished branches with its exact acceptance probability
-  A; one still unknown with the epsilon-class classifier's h+.  An accept
-  child whose proposal is still decoding has a known prefix up to its cut, so
-  requests for later decisions with earlier cuts (the spine) can already be
-  made.  A request is wanted with the summed reach of the tree nodes that ask
-  for it, i.e. the model's probability that the walker will need it;
+  A; one still decoding with the epsilon-class classifier's h+, its accept
+  branch counting only for later requests cut before its own cut (the rest of
+  that state is still being decoded).  A request is wanted with the summed
+  reach of the tree nodes that ask for it, i.e. the model's probability that
+  the walker will need it;
 - a live request that no state the walker can still reach would ask for is
   aborted: its decision is behind the walker, or (uniform cuts) its prefix
   differs from the walker's state at a position no later decision can cut.
@@ -127,6 +127,14 @@ class Walked:
     after: SeqState
 
 
+def _merge(profile: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+    """Reach shares by ceiling, equal ceilings summed, shares below MIN_REACH dropped."""
+    by: dict[int, float] = {}
+    for ceiling, m in profile:
+        by[ceiling] = by.get(ceiling, 0.0) + m
+    return tuple((c, m) for c, m in sorted(by.items(), reverse=True) if m >= MIN_REACH)
+
+
 class StreamChain:
     """Walker and scheduler of one chain's block (decision inputs; see the module docstring)."""
 
@@ -143,6 +151,13 @@ class StreamChain:
         self._inputs: dict[int, DecisionInputs] = {}
         self._cuts: dict[int, int] = {}  # state-independent cut laws: decision -> cut
         self._h: dict[tuple[int, int], float] = {}  # (depth ahead of the walker, cut) -> h+
+        # Groups finished so far: an expansion that found fewer wants than free slots (the tree above
+        # MIN_REACH exhausted) is repeated only once `refill_at` more have finished (each adds a
+        # branch), or the walker's state has moved.
+        self._news = 0
+        self._exhausted_at: int | None = None
+        self._root_wants: dict[int, Want] = {}  # decision -> what the walker's state asks for
+        self._frozen_k, self._frozen_min = -1, [0]
         # (group id, id(state)) -> (A, J, accept state, state): the finished part of the speculation
         # tree, kept between scheduling passes until the walker's state moves.  Holding the state
         # keeps its id from being reused for another object.
@@ -157,20 +172,17 @@ class StreamChain:
             self._inputs[d] = decision_inputs(self.params.seed, self.block, d)
         return self._inputs[d]
 
-    def want_at(self, d: int, state: SeqState, known: int | None = None) -> Want | None:
-        """The request group decision d asks for from `state`, of which the first `known` tokens
-        are the node's (default: all).  None: not known yet, because the node's tokens before
-        the cut, or its cut law's inputs, are still being decoded."""
+    def want_at(self, d: int, state: SeqState) -> Want:
+        """The request group decision d asks for from `state`."""
+        if state is self.state:  # the walker's own state: every scheduling pass asks
+            if d not in self._root_wants:
+                self._root_wants[d] = self._want_at(d, state)
+            return self._root_wants[d]
+        return self._want_at(d, state)
+
+    def _want_at(self, d: int, state: SeqState) -> Want:
         law = self.family.law
-        known = state.T if known is None else known
-        if law.state_dependent:
-            if known < self.T:
-                return None
-            cut = law.cut(self.inputs(d).cut_u, state)
-        else:
-            cut = self._cut(d)
-        if cut > known:
-            return None
+        cut = law.cut(self.inputs(d).cut_u, state) if law.state_dependent else self._cut(d)
         return Want(d, cut, state.tokens[:cut])
 
     def _cut(self, d: int) -> int:
@@ -224,7 +236,6 @@ class StreamChain:
         out = []
         while self.k < self.K:
             want = self.want_at(self.k, self.state)
-            assert want is not None  # the walker's state is always complete
             g = self.groups.get(want)
             if g is None or not g.finished:
                 break
@@ -240,14 +251,27 @@ class StreamChain:
                 self.closed.append(Epoch(k0, root, self.epoch_walked, "cap" if self.k >= self.K else "accepted"))
                 self.epoch_start, self.epoch_walked = (self.k, self.state), []
                 self._A.clear()  # scores against the old state's branches are of no more use
+                self._root_wants.clear()
+                self._exhausted_at = None  # a new root: a new tree
         return out
 
     # -- the scheduler ------------------------------------------------------------------------
-    def plan(self, budget: int) -> tuple[list[Group], list[Group]]:
-        """(groups to submit, groups to abort) so that about `budget` requests are live."""
-        wanted = self._expand(budget)
+    def plan(self, budget: int, refill_at: int = 1) -> tuple[list[Group], list[Group]]:
+        """(groups to submit, groups to abort) so that about `budget` requests are live.
+
+        Aborts are decided at every call (cheap); the speculation tree is expanded only when
+        at least `refill_at` slots are free, or the walker's own request is not live.
+        """
         aborts = [g for g in self.groups.values() if g.status == RUNNING and not self._reachable(g.want)]
         live = sum(g.size for g in self.groups.values() if g.status == RUNNING and g not in aborts)
+        mine = self.groups.get(self.want_at(self.k, self.state))
+        covered = mine is not None and mine.status in (RUNNING, FINISHED)
+        exhausted = self._exhausted_at is not None and self._news - self._exhausted_at < refill_at
+        if covered and (budget - live < refill_at or exhausted):
+            return [], aborts
+        wanted = self._expand(budget - live)
+        fresh = sum(1 for w in wanted if (g := self.groups.get(w)) is None or g.status in (PLANNED, ABANDONED))
+        self._exhausted_at = self._news if fresh <= budget - live else None
         submit = []
         for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
             g = self.groups.get(want)
@@ -270,47 +294,60 @@ class StreamChain:
         """A state with the want's prefix (only its tokens before the cut are used)."""
         return SeqState(self.state.prompt, want.prefix)
 
-    def _expand(self, budget: int) -> dict[Want, float]:
+    def _expand(self, free: int) -> dict[Want, float]:
         """Best-first over the speculation tree: the summed reach of the nodes asking for each Want.
 
-        A node is (decision, state, known): the state's first `known` tokens are the node's, the
-        rest still being decoded by the accepted request above it.  The expansion stops once it
-        has seen enough wants that could take a free slot (best first, so those are the best).
+        A node is a decision and a state known in full, with its reach split by how much of the
+        state it really covers: a decision whose proposal is still decoding branches with the
+        classifier's h+ (eq. 14), and its accept branch holds the same state only up to that
+        decision's cut (the rest is the proposal being decoded).  Rather than a node of its own
+        (which could ask for nothing the reject branch does not), that branch is kept as a share
+        of the node's reach that counts only for requests cut at or before it: a `profile` of
+        (ceiling, reach) pairs.  A finished proposal branches with its exact acceptance
+        probability.  The expansion stops once it has seen enough wants that could take a free
+        slot (best first, so those are the best).
         """
         wanted: dict[Want, float] = {}
-        free = max(0, budget - self.live_requests)
-        if free == 0:  # no slot to fill: only the walker's own want may go over the budget
-            mine = self.want_at(self.k, self.state)
-            return {mine: 1.0} if mine is not None else {}
+        if free <= 0:  # no slot to fill: only the walker's own want may go over the budget
+            return {self.want_at(self.k, self.state): 1.0}
         order = itertools.count()
-        heap: list[tuple[float, int, int, SeqState, int]] = [(-1.0, next(order), self.k, self.state, self.T)]
+        T, K = self.T, self.K
+        Profile = tuple[tuple[int, float], ...]
+        heap: list[tuple[float, int, int, SeqState, Profile]] = [(-1.0, next(order), self.k, self.state, ((T, 1.0),))]
         fresh = 0  # wants seen that nothing computes yet
-        push, pop, groups, T, K = heapq.heappush, heapq.heappop, self.groups, self.T, self.K
+        push, pop, groups = heapq.heappush, heapq.heappop, self.groups
         while heap and fresh <= free:
-            neg, _, d, st, known = pop(heap)
+            neg, _, d, st, profile = pop(heap)
             if -neg < MIN_REACH:
                 break
             if d >= K:
                 continue
-            want = self.want_at(d, st, known)
-            if want is None:
+            want = self.want_at(d, st)
+            reach = sum(m for ceiling, m in profile if ceiling >= want.cut)
+            if reach < MIN_REACH:
                 continue
-            reach = -neg
             wanted[want] = wanted.get(want, 0.0) + reach
             g = groups.get(want)
             if g is not None and g.status == FINISHED:
-                if known == T:
-                    h, _, acc = self._accept(g, st)
-                else:  # a state still partly decoding: its suffix, hence A, is unknown
-                    h, acc = self._h_pred(d, want.cut), st.with_suffix(want.cut, g.proposals[self._selected(g)])  # type: ignore[arg-type]
-                acc_known = T
-            else:
-                fresh += g is None or g.status in (PLANNED, ABANDONED)
-                h, acc, acc_known = self._h_pred(d, want.cut), st, want.cut
-            if h > 0.0:
-                push(heap, (-reach * h, next(order), d + 1, acc, acc_known))
-            if h < 1.0:
-                push(heap, (-reach * (1.0 - h), next(order), d + 1, st, known))
+                # only the share of the node that holds this prefix reaches this proposal
+                A, _, acc = self._accept(g, st)
+                rest = tuple((c, m) for c, m in profile if c < want.cut)
+                if A > 0.0:
+                    push(heap, (-reach * A, next(order), d + 1, acc, ((T, reach * A),)))
+                keep = ((T, reach * (1.0 - A)),) + rest if A < 1.0 else rest
+                if keep:
+                    push(heap, (-sum(m for _, m in keep), next(order), d + 1, st, _merge(keep)))
+                continue
+            fresh += g is None or g.status in (PLANNED, ABANDONED)
+            h = self._h_pred(d, want.cut)
+            split = []
+            for ceiling, m in profile:
+                if ceiling >= want.cut:
+                    split += [(ceiling, m * (1.0 - h)), (want.cut, m * h)]  # rejected / accepted, unseen
+                else:
+                    split.append((ceiling, m))
+            merged = _merge(tuple(split))
+            push(heap, (-sum(m for _, m in merged), next(order), d + 1, st, merged))
         return wanted
 
     def _reachable(self, want: Want) -> bool:
@@ -322,9 +359,17 @@ class StreamChain:
         if self.family.law.state_dependent:
             return True  # later cuts depend on states not known yet
         # positions before every cut of decisions k..d-1 can no longer change
-        frozen = min(self._cut(e) for e in range(self.k, want.d))
-        n = min(frozen, want.cut)
+        n = min(self._frozen(want.d), want.cut)
         return self.state.tokens[:n] == want.prefix[:n]
+
+    def _frozen(self, d: int) -> int:
+        """min(cut_k, ..., cut_{d-1}) for a state-independent law: before it no accept can change a token."""
+        if self._frozen_k != self.k:
+            self._frozen_k, self._frozen_min = self.k, [self.T]
+        mins = self._frozen_min  # mins[i] = min of the cuts of decisions k..k+i-1
+        while len(mins) <= d - self.k:
+            mins.append(min(mins[-1], self._cut(self.k + len(mins) - 1)))
+        return mins[d - self.k]
 
     def _forget_behind(self) -> None:
         """Drop what no state can ask for again (the current epoch's groups stay for its record)."""
@@ -342,6 +387,7 @@ class StreamChain:
         g.handles[j] = None
         if all(p is not None for p in g.proposals):
             g.status = FINISHED
+            self._news += 1
             return True
         return False
 

@@ -290,7 +290,7 @@ class StreamDriver(Driver):
         chain = self.chain
         assert chain is not None
         t0 = time.perf_counter()
-        submit, aborts = chain.plan(self.params.budget)
+        submit, aborts = chain.plan(self.params.budget, self._refill_at)
         self._sched_s += time.perf_counter() - t0
         for g in aborts:
             self._abort.extend(h for h in g.handles if h is not None)
@@ -345,7 +345,7 @@ class StreamDriver(Driver):
             self._abort.extend(h for h, tag in self._owned.items() if tag != "extend")
             self.chain = None
             self.end_block(chain.state)
-        elif walked or (self._dirty and self.params.budget - chain.live_requests >= self._refill_at):
+        elif walked or self._dirty:
             self._schedule()
 
     def _record_epoch(self, epoch: Epoch) -> None:
