@@ -202,7 +202,9 @@ class ChatScreen(RoundScreen):
             err = event.worker.error
             self.notify(f"internal error: {visible(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
                         severity="error", timeout=10)
-        self.draw_panels()
+        # the end is drawn now, not at the next frame: the last round and the final stats together
+        self._dirty = False
+        self.redraw(keep_selection=True)
         if getattr(self.app, "quitting", False):
             self.app.exit()
 
