@@ -7,4 +7,4 @@ bin=.venv/bin
 "$bin/ruff" check presto_tui tests benchmarks scripts
 "$bin/mypy"
 "$bin/lint-imports"
-"$bin/pytest" -q "$@"
+"$bin/pytest" -q --durations=8 "$@"
