@@ -66,6 +66,9 @@ def test_a_worker_killed_mid_run_loses_no_prompt():
 
     params = SamplerParams(prefetch="spine", max_new_tokens=48, steps=60, budget=4)
     with Cluster(2, "synthetic", EngineOptions(), concurrency=1) as cluster:
+        cores = [set(info["cores"]) for info in ray.get([w.info.remote() for w in cluster.workers])]
+        if len(os.sched_getaffinity(0)) >= 2:  # each CPU worker on cores of its own
+            assert all(cores) and not cores[0] & cores[1]
         ends: dict[int, tuple] = {}
         lost, errors, killed = [], [], False
         for i, ev in cluster.run(PROMPTS, params):
@@ -188,3 +191,13 @@ def test_vllm_tensor_parallel_2_on_cpu_keeps_records_and_exactness():
     proc = subprocess.run([sys.executable, str(script), "--tp", "2"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "stream  same state as sequential" in proc.stdout and "records left in the workers: 0" in proc.stdout
+
+
+def test_cpu_workers_sharing_a_node_get_disjoint_cores():
+    from presto_tui.runtime.session.cluster import split_cores
+
+    places = [("a", range(8)), ("b", [0, 1]), ("a", range(8)), ("a", range(8)), ("b", [0, 1])]
+    cores = split_cores(places)
+    assert cores[0] == (0, 1) and cores[2] == (2, 3) and cores[3] == (4, 5)  # 3 workers on 8 cores: 2 each
+    assert cores[1] == (0,) and cores[4] == (1,)
+    assert split_cores([("a", [0])] * 2) == [(0,), (0,)]  # more workers than cores: they share

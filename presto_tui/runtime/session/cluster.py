@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from presto_tui.errors import EngineError, InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
 
@@ -88,19 +89,20 @@ class Cluster:
             if gpus:
                 if workers > gpus:
                     raise InputError(f"--workers {workers} is more than the cluster's {gpus} GPUs (one engine per GPU)")
-                per = {"num_gpus": 1, "num_cpus": 1}
-                threads = None
+                per: dict = {"num_gpus": 1, "num_cpus": 1}
             else:
                 if workers > cpus:
                     raise InputError(f"--workers {workers} is more than the cluster's {cpus} CPU cores")
-                per = {"num_cpus": cpus // workers}
-                threads = max(1, cpus // workers)  # the cores are split between the workers
-            opts = engine_options if backend == "synthetic" or threads is None or engine_options.threads else \
-                _with_threads(engine_options, threads)
+                share = cpus // workers
+                # OMP_NUM_THREADS must be right when the worker process starts: once vLLM has run in
+                # this process it preloads libgomp for its children, which reads the variable at load
+                # (measured: 2 workers with a core each but 2 threads each, 20x slower than with 1 each)
+                per = {"num_cpus": share, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": str(share)}}}
             worker_cls = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
-            self.workers = [worker_cls.options(**per).remote(backend, opts) for _ in range(workers)]
+            self.workers = [worker_cls.options(**per).remote() for _ in range(workers)]
+            cores = [None] * workers if gpus else split_cores(ray.get([w.place.remote() for w in self.workers]))
             # start every engine now (in parallel), so a start failure is reported before any prompt runs
-            infos = ray.get([w.info.remote() for w in self.workers])
+            infos = ray.get([w.start.remote(backend, engine_options, c) for w, c in zip(self.workers, cores)])
         except BaseException:
             self.close()
             raise
@@ -186,23 +188,55 @@ def _reason(e: Exception) -> str:
     return (text[0] if text else type(e).__name__)[:200]
 
 
-def _with_threads(opts, threads: int):
-    from dataclasses import replace
+def split_cores(places: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[int, ...]]:
+    """Each CPU worker's own cores: the cores of its node, split evenly between the workers there.
 
-    return replace(opts, threads=threads)
+    `places` holds each worker's (node id, the cores it may run on).  Left alone, the engines
+    of workers sharing a node each run as many threads as the node has cores, on all of them,
+    and spin against each other (measured: 2 workers on 2 cores 3-4x slower than 1).
+    """
+    on_node: dict[str, list[int]] = {}
+    for i, (node, _) in enumerate(places):
+        on_node.setdefault(node, []).append(i)
+    out: list[tuple[int, ...]] = [()] * len(places)
+    for ids in on_node.values():
+        node_cores = sorted(places[ids[0]][1])
+        share = max(1, len(node_cores) // len(ids))
+        for rank, i in enumerate(ids):
+            start = rank * share % len(node_cores)
+            out[i] = tuple(node_cores[start:start + share])
+    return out
 
 
 class EngineWorker:
     """A Ray actor that owns one engine and runs prompts through the engine loop."""
 
-    def __init__(self, backend: str, engine_options):
+    engine: Engine
+
+    def place(self) -> tuple[str, list[int]]:
+        """(node id, the cores this process may run on)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), sorted(os.sched_getaffinity(0))
+
+    def start(self, backend: str, engine_options, cores: tuple[int, ...] | None) -> dict:
+        """Start the engine, on `cores` only where given (a CPU worker): vLLM binds its threads to
+        the cores the process may use, and the engine's threads default to their number."""
+        from dataclasses import replace
+
         from presto_tui.runtime.engines.registry import start_engine
 
+        if cores:
+            os.sched_setaffinity(0, cores)
+            if engine_options.threads is None and backend != "synthetic":
+                engine_options = replace(engine_options, threads=len(cores))
         self.engine = start_engine(backend, engine_options)
+        return self.info()
 
     def info(self) -> dict:
         e = self.engine
-        return {"name": e.name, "model": e.model, "info": dict(e.info), "eos_id": e.eos_id}
+        return {"name": e.name, "model": e.model, "info": dict(e.info), "eos_id": e.eos_id,
+                "cores": sorted(os.sched_getaffinity(0))}
 
     def run(self, jobs: list[tuple[int, str]], params: SamplerParams, classifier: dict | None, concurrency: int):
         """Yield (prompt index, (event, token text new to this worker)) for every event of every job's
