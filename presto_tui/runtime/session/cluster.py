@@ -97,7 +97,8 @@ class Cluster:
                 # OMP_NUM_THREADS must be right when the worker process starts: once vLLM has run in
                 # this process it preloads libgomp for its children, which reads the variable at load
                 # (measured: 2 workers with a core each but 2 threads each, 20x slower than with 1 each)
-                per = {"num_cpus": share, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": str(share)}}}
+                threads = str(engine_options.threads or share)
+                per = {"num_cpus": share, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads}}}
             worker_cls = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
             self.workers = [worker_cls.options(**per).remote() for _ in range(workers)]
             cores = [None] * workers if gpus else split_cores(ray.get([w.place.remote() for w in self.workers]))
