@@ -25,7 +25,7 @@ from presto_tui.runtime.core.mh import Score, accepts
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import DecisionInputs, decision_inputs, node_inputs
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
-from presto_tui.runtime.prefetch.rules import Plan, plan_bfs, plan_levels, plan_predictive
+from presto_tui.runtime.prefetch.rules import Plan, traversal_rule
 from presto_tui.runtime.prefetch.tree import (
     DEFERRED,
     EXPANDED,
@@ -61,7 +61,6 @@ class Pending:
 
 
 class Kernel(Protocol):
-    rule: str  # "none" (sequential) or the traversal rule's name
     family: SamplerFamily
 
     def plan(self, chain: ChainState) -> Pending: ...
@@ -105,8 +104,6 @@ class SequentialKernel(_Steps):
     coupling tests hold PreSTO to.
     """
 
-    rule = "none"
-
     def __init__(self, params: SamplerParams, family: SamplerFamily):
         self.params, self.family = params, family
 
@@ -142,18 +139,15 @@ class SequentialKernel(_Steps):
 class RoundKernel(_Steps):
     """One PreSTO round: plan, one batched call, score, walk (alg. 2, lines 5-7).
 
-    Decision inputs (`LevelTree`): every rule issues one request per future
-    decision; `bfs` and `predictive` use a request under Condition 1, `spine`
-    under the content check (DESIGN.md sec 4); `bfs` keeps its quirk's shape.
-    Node inputs (`TableTree`): the paper's BFS and predictive allocations.
+    The traversal rule (`rules.traversal_rule`) is chosen once.  Decision inputs
+    (`LevelTree`): every rule issues one request per future decision and says
+    which states may use it; `bfs` keeps its quirk's shape.  Node inputs
+    (`TableTree`): the paper's BFS and predictive allocations.
     """
 
     def __init__(self, params: SamplerParams, family: SamplerFamily, classifier: CertaintyClassifier):
-        self.params, self.family, self.classifier = params, family, classifier
-        self.rule = params.prefetch
-        self.levels = params.inputs == "decision"
-        self.content_check = params.prefetch == "spine"
-        self.quirk = params.prefetch == "bfs"
+        self.params, self.family = params, family
+        self.rule = traversal_rule(params.prefetch, params.inputs, classifier)
 
     def plan(self, chain: ChainState) -> Pending:
         p, root = self.params, chain.state
@@ -164,23 +158,17 @@ class RoundKernel(_Steps):
             # before the call; nodes holding another state re-check their cut when scored.
             return law.cut(inp.cut_u, root)
 
-        f, T, k0, cap = self.family, root.T, chain.k, p.steps - chain.k
-        if self.levels:
-            plan = plan_levels(family=f, T=T, k0=k0, depth_cap=cap, budget=p.budget, cut_of=cut_of,
-                               inputs_at=lambda d: decision_inputs(p.seed, chain.block, d),
-                               classifier=self.classifier if self.rule == "predictive" else None)
+        if self.rule.levels:
+            def inputs_at(index: int) -> DecisionInputs:
+                return decision_inputs(p.seed, chain.block, index)
         else:
-            def inputs_at(node: int) -> DecisionInputs:
-                if node == 0 and chain.carried is not None:
+            def inputs_at(index: int) -> DecisionInputs:  # here, a node of the round's tree
+                if index == 0 and chain.carried is not None:
                     return chain.carried
-                return node_inputs(p.seed, chain.block, chain.round, node)
+                return node_inputs(p.seed, chain.block, chain.round, index)
 
-            if self.rule == "bfs":
-                plan = plan_bfs(family=f, T=T, k0=k0, depth_cap=cap, budget=p.budget, cut_of=cut_of,
-                                inputs_at=inputs_at)
-            else:
-                plan = plan_predictive(family=f, T=T, k0=k0, depth_cap=cap, budget=p.budget, cut_of=cut_of,
-                                       inputs_at=inputs_at, classifier=self.classifier)
+        plan = self.rule.plan(family=self.family, T=root.T, k0=chain.k, depth_cap=p.steps - chain.k,
+                              budget=p.budget, cut_of=cut_of, inputs_at=inputs_at)
         return Pending(chain, plan, _requests(root, plan, self.family))
 
     def finish(self, pending: Pending, proposals: Sequence[Proposal]) -> tuple[ChainState, RoundTree]:
@@ -197,7 +185,7 @@ class RoundKernel(_Steps):
             decisions.append(d)
         remap = {a.request: b.request for a, b in zip(plan.decisions, decisions)
                  if a.request is not None and b.request is not None and a.request != b.request}
-        common = dict(rule=self.rule, inputs=self.params.inputs, T=root.T, k0=chain.k,
+        common = dict(rule=self.rule.name, inputs=self.params.inputs, T=root.T, k0=chain.k,
                       depth_cap=self.params.steps - chain.k, root=root, decisions=tuple(decisions),
                       requests=requests)
 
@@ -211,8 +199,8 @@ class RoundKernel(_Steps):
             return self.family.score(state, d.cut, d.inputs, props, selected.get(pos, 0))
 
         tree: RoundTree
-        if self.levels:
-            tree = LevelTree(**common, scores={}, quirk=self.quirk)  # type: ignore[arg-type]
+        if self.rule.levels:
+            tree = LevelTree(**common, scores={}, quirk=self.rule.quirk)  # type: ignore[arg-type]
             tree = replace(tree, scores=self._score_levels(tree, score_at))
         else:
             table = {v: replace(rec, src=remap.get(rec.src, rec.src)) for v, rec in plan.table.items()}
@@ -230,10 +218,9 @@ class RoundKernel(_Steps):
         """Decision inputs: score level j's proposal against every state that may use it.
 
         The states reachable at depth j are the root and the proposal of each
-        earlier level (the last one accepted).  Cut rules (bfs, predictive) use a
-        request iff Condition 1 holds, cut_j <= the state's cut index; the spine
-        rule iff the state agrees with the root on positions < cut_j, the prefix
-        the request was generated from (DESIGN.md sec 4).  Either way the proposal
+        earlier level (the last one accepted).  The rule's `may_use` says which
+        of them may use level j's request: Condition 1 for bfs and predictive,
+        the content check for spine (DESIGN.md sec 4).  Either way the proposal
         is the one sequential PowerMH would draw from that state, and it is scored
         against that state, never against the root's suffix.
         """
@@ -241,12 +228,7 @@ class RoundKernel(_Steps):
         earlier: list[int] = [ROOT]  # state sources reachable at depth j: the root, earlier proposals
         for j, dec in enumerate(tree.decisions):
             for src in tuple(earlier):
-                state = tree.state_of(src)
-                if self.content_check:
-                    ok = src == ROOT or state.agrees_before(tree.root, dec.cut)
-                else:
-                    ok = dec.cut <= tree.cut_index(src)
-                sc = score_at(tree, j, state) if ok else None
+                sc = score_at(tree, j, tree.state_of(src)) if self.rule.may_use(tree, src, dec.cut) else None
                 if sc is not None:
                     scores[(j, src)] = sc
             assert dec.request is not None  # every level is issued

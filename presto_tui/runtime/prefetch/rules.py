@@ -12,8 +12,11 @@ budget counts distinct requests, i.e. what the engine actually generates.
 - decision inputs: every node at depth j shares decision k0+j's inputs, hence
   one request per depth; `plan_levels` issues depths 0..min(N, K-k)-1 for all
   three rules, which is what BFS and the predictive optimum both reduce to
-  when identical requests cost one.  The rules then differ in which nodes may
-  use a request (see `presto.score_levels`).
+  when identical requests cost one.  The rules then differ in which states may
+  use a request (`may_use`: Condition 1, or the spine's content check).
+
+`traversal_rule(prefetch, inputs, classifier)` chooses the rule object once;
+the round kernel only calls its `plan` and `may_use`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
 from presto_tui.runtime.core.randomness import DecisionInputs
@@ -33,10 +37,12 @@ from presto_tui.runtime.prefetch.tree import (
     UNREACHABLE,
     DecisionRec,
     NodeRec,
+    RoundTree,
 )
 from presto_tui.runtime.samplers.families import SamplerFamily
 
 CutOf = Callable[[DecisionInputs], int]
+InputsAt = Callable[[int], DecisionInputs]
 
 
 @dataclass
@@ -163,3 +169,110 @@ def plan_predictive(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, b
         order += 1
         heapq.heappush(heap, (-reach * (1.0 - h), order, 2 * v + 2, depth + 1, src, cut_index, accepts))
     return plan
+
+
+# -- the rules as objects ----------------------------------------------------------------------
+
+class TraversalRule(Protocol):
+    """Which requests a round issues and, with decision inputs, which states may use them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def levels(self) -> bool:
+        """Decision inputs: the round is a `LevelTree`, one request per depth."""
+        ...
+
+    @property
+    def quirk(self) -> bool:
+        """The paper's BFS quirk in a `LevelTree`'s shape."""
+        ...
+
+    def plan(self, *, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: int,
+             inputs_at: InputsAt, cut_of: CutOf) -> Plan: ...
+
+    def may_use(self, tree: RoundTree, src: int, cut: int) -> bool:
+        """Decision inputs: may the state held by source `src` use the request cut at `cut`?"""
+        ...
+
+
+@dataclass(frozen=True)
+class CutLevels:
+    """`bfs` and `predictive` with decision inputs: a state uses a request iff Condition 1
+    holds (cut <= the state's cut index); the predictive rule only records h+."""
+
+    name: str
+    classifier: CertaintyClassifier | None = None
+    levels: ClassVar[bool] = True
+
+    @property
+    def quirk(self) -> bool:
+        return self.name == "bfs"
+
+    def plan(self, **kw) -> Plan:
+        return plan_levels(**kw, classifier=self.classifier)
+
+    def may_use(self, tree: RoundTree, src: int, cut: int) -> bool:
+        return cut <= tree.cut_index(src)
+
+
+@dataclass(frozen=True)
+class SpineLevels:
+    """`spine`: a state uses a request iff it agrees with the root on the positions before
+    the cut, the prefix the request was generated from (DESIGN.md sec 4)."""
+
+    name: ClassVar[str] = "spine"
+    levels: ClassVar[bool] = True
+    quirk: ClassVar[bool] = False
+
+    def plan(self, **kw) -> Plan:
+        return plan_levels(**kw)
+
+    def may_use(self, tree: RoundTree, src: int, cut: int) -> bool:
+        return src == ROOT or tree.state_of(src).agrees_before(tree.root, cut)
+
+
+class _NodeRule:
+    """Node inputs: the plan places every request in the round's table."""
+
+    levels: ClassVar[bool] = False
+    quirk: ClassVar[bool] = False
+
+    def may_use(self, tree: RoundTree, src: int, cut: int) -> bool:
+        raise TypeError("a node-input rule's requests are placed by its plan")
+
+
+@dataclass(frozen=True)
+class NodeBFS(_NodeRule):
+    """The paper's BFS with node inputs (sec 3.2)."""
+
+    name: ClassVar[str] = "bfs"
+
+    def plan(self, **kw) -> Plan:
+        return plan_bfs(**kw)
+
+
+@dataclass(frozen=True)
+class NodePredictive(_NodeRule):
+    """The paper's predictive rule with node inputs (sec 3.3)."""
+
+    classifier: CertaintyClassifier
+    name: ClassVar[str] = "predictive"
+
+    def plan(self, **kw) -> Plan:
+        return plan_predictive(**kw, classifier=self.classifier)
+
+
+def traversal_rule(prefetch: str, inputs: str, classifier: CertaintyClassifier) -> TraversalRule:
+    """The rule `--prefetch` and `--inputs` select (the streaming rule has its own driver)."""
+    if inputs == "decision":
+        if prefetch == "spine":
+            return SpineLevels()
+        if prefetch in ("bfs", "predictive"):
+            return CutLevels(prefetch, classifier if prefetch == "predictive" else None)
+    elif prefetch == "bfs":
+        return NodeBFS()
+    elif prefetch == "predictive":
+        return NodePredictive(classifier)
+    raise ValueError(f"no round rule for --prefetch {prefetch} --inputs {inputs}")
