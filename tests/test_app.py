@@ -80,6 +80,23 @@ async def test_replay_toggle_rounded_and_show_more():
         assert tree.lay.hidden <= before
 
 
+async def test_a_revealed_hidden_node_stays_through_a_redraw_of_the_same_round():
+    """A chat redraws its round at every frame of a run; a node revealed by navigating to it
+    stays selected and shown (and the round is not laid out again)."""
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        tree = app.screen.query_one("#tree", RoundTreeView)
+        await pilot.press("f")  # the rounded view hides what is not epsilon-rounded
+        hidden = next((v for v in range(1, 2 ** 8) if tree.round_tree.node(v) is not None
+                       and tree.lay.row_of(v) is None), None)
+        assert hidden is not None
+        assert tree.select(hidden)
+        lay = tree.lay
+        app.screen.redraw(keep_selection=True)
+        await pilot.pause()
+        assert tree.selected == hidden and tree.lay is lay and tree.lay.row_of(hidden) is not None
+
+
 async def test_replay_click_selects_a_node():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -203,22 +220,6 @@ async def test_chat_cancel_takes_effect_within_one_round():
         await wait_until(pilot, lambda: scr.state.current.status == "cancelled")
         assert len(scr.state.current.rounds) <= rounds_at_cancel + 1
         await wait_until(pilot, lambda: not scr.running)
-
-
-async def test_chat_pause_and_resume():
-    backend = SlowBackend(delay=0.1)
-    app, _ = make_chat(backend, prefetch="none")
-    async with app.run_test(size=(100, 30)) as pilot:
-        scr = app.screen
-        await submit(pilot, app, "a dog")
-        await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
-        await pilot.press("p")
-        await pilot.pause(0.4)
-        n = len(scr.state.current.rounds)
-        await pilot.pause(0.5)
-        assert len(scr.state.current.rounds) <= n + 1  # stopped after the current round
-        await pilot.press("p")
-        await wait_until(pilot, lambda: scr.state.current.status == "done")
 
 
 async def test_chat_worker_failure_is_shown_once_and_app_stays_usable():
@@ -524,7 +525,7 @@ async def test_pasted_lines_are_kept_and_said():
         assert scr.state.current.start.prompt == "the cat\nsat on\nthe mat"
 
 
-async def test_pause_is_shown_for_as_long_as_it_lasts():
+async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
     backend = SlowBackend(delay=0.1)
     app, _ = make_chat(backend, prefetch="none")
     async with app.run_test(size=(120, 30), notifications=True) as pilot:
@@ -532,7 +533,10 @@ async def test_pause_is_shown_for_as_long_as_it_lasts():
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
         await pilot.press("p")
-        await pilot.pause(1.2)  # longer than any toast of the old kind lasted
+        await pilot.pause(0.4)
+        n = len(scr.state.current.rounds)
+        await pilot.pause(0.8)  # in all longer than any toast of the old kind lasted
+        assert len(scr.state.current.rounds) <= n + 1  # stopped after the current round
         assert "paused (p resumes)" in text_of(app, "#stats") and "running" not in text_of(app, "#stats")
         assert text_of(app, "#tree-title").startswith("⏸ paused")
         await pilot.press("p")

@@ -103,3 +103,16 @@ def test_missing_model_is_one_line_and_exit_2(tmp_path):
     assert res.exit_code == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("presto-tui: error:") and "no such model file or folder" in lines[-1]
+
+
+def test_bench_in_node_input_mode_runs_every_table():
+    """`bench --inputs node` benches the paper's allocations; the rules that take decision
+    inputs only (the reference, stream in the throughput table) run on those."""
+    res = invoke("bench", "--backend", "synthetic", "--inputs", "node", "--rules", "bfs,predictive",
+                 "--budgets", "4", "-n", "8", "-K", "4", "--limit", "2", "--throughput", "1,2", "--json",
+                 "--no-trace", "-o", "bench.json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    inputs = {row["rule"]: row["inputs"] for row in d["rows"]}
+    assert inputs == {"none": "decision", "bfs": "node", "predictive": "node"}
+    assert [r["concurrency"] for r in d["throughput"]["rows"]] == [1, 2] and d["throughput"]["rule"] == "stream"

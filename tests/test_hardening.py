@@ -326,3 +326,41 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
             await pilot.pause()
 
     asyncio.run(drive())
+
+
+def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason():
+    from presto_tui.cli.options import open_trace
+    from presto_tui.errors import OutputError
+    from presto_tui.runtime.core.params import SamplerParams
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+
+    with pytest.raises(OutputError) as err:  # /proc takes no new folders, whoever runs this
+        open_trace(Path("/proc/presto-tui-test/t.jsonl"), "run", SyntheticEngine(), SamplerParams())
+    assert "cannot write trace (" in str(err.value) and "(None)" not in str(err.value)
+    assert err.value.exit_code == 1
+
+
+def test_a_traced_chat_keeps_one_model(tmp_path):
+    """A trace holds one model's sessions and token text: switching the model in a traced chat
+    is refused in one line, and the trace stays readable with the first model's sessions."""
+    from presto_tui.cli.options import open_trace
+    from presto_tui.runtime.core.params import SamplerParams
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+    from presto_tui.runtime.session.chat import ChatSession, Notice
+    from presto_tui.runtime.session.events import SessionEnd
+
+    started = []
+    path = tmp_path / "chat.jsonl"
+    session = ChatSession(engine_factory=lambda model: started.append(model) or SyntheticEngine(),
+                          trace_opener=lambda engine, p: open_trace(path, "chat", engine, p))
+    params = SamplerParams(max_new_tokens=8, steps=4, budget=2)
+    out: list = []
+    session.run("the cat", params, None, out.append)
+    assert any(isinstance(e, SessionEnd) for e in out)
+    out.clear()
+    session.run("a dog", params, "another-model", out.append)
+    (notice,) = out
+    assert isinstance(notice, Notice) and notice.kind == "input" and "start a new chat" in notice.message
+    assert started == [None]  # no second engine was started
+    session.close()
+    assert [s.start.prompt for s in read_trace(path).sessions] == ["the cat"]

@@ -142,6 +142,13 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
     return {"rule": params.prefetch, "budget": params.budget, "concurrency": concurrency, "rows": rows}
 
 
+def row_params(base: SamplerParams, sampler: str, rule: str, budget: int | None, seed: int = 0) -> SamplerParams:
+    """A row's parameters: the sequential reference, spine and stream always run on decision
+    inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
+    return base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget, seed=seed,
+                      inputs="decision" if rule in ("none", "spine", "stream") else base.inputs)
+
+
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
               budgets: list[int], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
@@ -156,7 +163,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     t_start = time.perf_counter()
     tp_rows: list[dict] = []
     dp: dict | None = None
-    tp_params = base.with_(prefetch=throughput_rule, budget=budgets[0])
+    tp_params = row_params(base, base.sampler, throughput_rule, budgets[0])
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -167,8 +174,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                     seq_tokens = {}
                     for cfg in cfgs:
                         sampler, rule, budget = cfg
-                        params = base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget, seed=seed,
-                                            inputs="decision" if rule in ("none", "stream", "spine") else base.inputs)
+                        params = row_params(base, sampler, rule, budget, seed)
                         bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
                         s = SessionSummary()
                         for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
@@ -204,9 +210,9 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     for cfg in cfgs:
         sampler, rule, budget = cfg
         agg = aggregate(results[cfg], results[(sampler, "none", None)] if rule != "none" else None)
-        exact = rule != "none" and (base.inputs == "decision" or rule in ("spine", "stream"))
-        agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget,
-                   inputs="decision" if rule in ("none", "spine", "stream") else base.inputs,
+        inputs = row_params(base, sampler, rule, budget).inputs
+        exact = rule != "none" and inputs == "decision"  # node inputs draw other randomness
+        agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget, inputs=inputs,
                    same_final_state_as_sequential=same_as_seq[cfg] if exact else None)
         table_rows.append(agg)
     report = {
@@ -370,12 +376,12 @@ def bench(
         raise InputError(f"--throughput levels must lie in [1, 256], got {throughput!r}")
     if "none" in rule_list:
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
-    base = o.sampler_params(flags, preset=BENCH_SIZES)
+    # every row sets its own rule; the base is the sequential reference, valid with either inputs
+    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": "none"})
     for r in [*rule_list, throughput_rule]:
         for smp in sampler_list:
             for b in budget_list:
-                base.with_(sampler=smp, prefetch=r, budget=b,
-                           inputs="decision" if r in ("spine", "stream") else base.inputs).validate()
+                row_params(base, smp, r, b).validate()
     if prompts_file is None:
         from importlib.resources import files
 

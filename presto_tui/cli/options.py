@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import sys
 import traceback
@@ -245,11 +244,9 @@ def open_trace(path: Path | None, command: str, engine, params):
     try:
         return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
                            params=params.to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
-    except FileExistsError:
+    except FileExistsError:  # (the writer reports any other failure as an OutputError itself)
         raise InputError(f"{visible(str(path), keep_newlines=False)}: trace file exists already; "
                          "choose another --trace path") from None
-    except OSError as e:
-        raise InputError(f"{visible(str(path), keep_newlines=False)}: cannot write trace ({e.strerror})") from None
 
 
 def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
@@ -294,11 +291,6 @@ def load_traces(paths: list[Path]):
             print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=term())
         traces.append(t)
     return traces
-
-
-def finite(name: str, value: float | None) -> None:
-    if value is not None and not math.isfinite(value):
-        raise InputError(f"{name} must be a finite number, got {value}")
 
 
 # -- the terminal and the engine's own output ---------------------------------------

@@ -28,7 +28,7 @@ from typing import Any
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
-from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
     ABORTED,
@@ -64,7 +64,6 @@ MAGIC = "presto-tui-trace"
 
 STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE, LIVE, ABORTED)
 STOP_REASONS = (LEAF, DEFERRED, "cap", "accepted")
-RULES = ("none", "bfs", "predictive", "spine", "stream")
 MAX_TOKEN_ID = 2**31 - 1
 MAX_TEXT = 1 << 20  # a string field longer than this is not something presto-tui wrote
 MAX_COUNT = 2**53
@@ -393,7 +392,7 @@ def decode_tree(d: dict) -> RoundTree:
         steps.append(Step(_int(r[0], f"{at}[0]", 0, 2**62), _int(r[1], f"{at}[1]", 0, len(decisions) - 1),
                           _int(r[2], f"{at}[2]", ROOT, n_req - 1), _bool(r[3], f"{at}[3]")))
     common: dict[str, Any] = dict(
-        rule=_choice(g("rule"), "tree.rule", RULES), inputs=_choice(g("inputs"), "tree.inputs", ("decision", "node")),
+        rule=_choice(g("rule"), "tree.rule", PREFETCH_RULES), inputs=_choice(g("inputs"), "tree.inputs", INPUT_MODES),
         T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=SeqState.tokens_only(prompt, root_tokens),
         decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
         stop_node=_int(g("stop_node"), "tree.stop_node", 0, 2**62),

@@ -101,10 +101,6 @@ class TraceWriter:
         """A write failed (the file holds everything before it)."""
         return self._broken
 
-    @property
-    def open_sessions(self) -> list[str]:
-        return list(self._open)
-
     def end_open_session(self, reason: str, text_of: Callable[[Sequence[int]], str]) -> None:
         """End every session cut short (Ctrl-C) with an end event at its last finished step."""
         if self._broken:

@@ -16,8 +16,8 @@ from rich.style import Style
 from rich.text import Text
 
 from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.runtime.session.vocab import Pieces
 from presto_tui.safetext import visible
-from presto_tui.views.state import Pieces
 
 TEXT_BUDGET = 4000  # characters of token text per pane: many screens' worth, cheap to lay out
 PIECE_MAX = 200  # one token's text is cut beyond this

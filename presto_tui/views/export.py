@@ -21,6 +21,7 @@ from presto_tui.errors import OutputError
 from presto_tui.logs.schema import encode
 from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.events import RoundDone
+from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.safetext import visible
 from presto_tui.views.layout import Layout, tree_text
 from presto_tui.views.state import AppState, SessionView
@@ -58,16 +59,13 @@ def tree_as_text(session: SessionView, s: int, rd: RoundDone, lay: Layout) -> st
 
 
 def tree_as_json(state: AppState, session: SessionView, rd: RoundDone) -> str:
-    tree = rd.tree
-    ids = set(tree.root.tokens) | set(tree.root.prompt)
-    for r in tree.requests:
-        ids.update(r.proposal.tokens)
+    ids = sorted(set(event_token_ids(rd)))
     doc = {
         "format": "presto-tui-round",
         "session": {"prompt": session.start.prompt, "params": session.params, "backend": session.start.backend,
                     "model": session.start.model},
         "round": encode(rd),
-        "vocab": {str(i): piece for i, piece in zip(sorted(ids), state.pieces(sorted(ids)))},
+        "vocab": {str(i): piece for i, piece in zip(ids, state.pieces(ids))},
     }
     return json.dumps(doc) + "\n"  # ASCII escapes: no raw control character reaches a terminal
 

@@ -43,7 +43,6 @@ MAX_ROWS = 14  # the chain strip's rows at most (deeper rounds end in "+")
 PLOTS_MIN_HEIGHT = 28  # below this many rows the plots give way to the strip and the text
 BARS = " ▁▂▃▄▅▆▇█"
 SHADES = " ░▒▓█"
-CLASS_VARS = {ACCEPT: "mh-accept", REJECT: "mh-reject", UNCERTAIN: "mh-uncertain", "deferred": "mh-deferred"}
 
 
 class ChainStrip(Widget):

@@ -8,13 +8,11 @@ draw the same screens from the same data.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
-
-Pieces = Callable[[Sequence[int]], list[str]]
 
 
 @dataclass

@@ -33,9 +33,10 @@ from presto_tui.runtime.prefetch.tree import (
     RoundTree,
 )
 from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.runtime.session.vocab import Pieces
 from presto_tui.views.evolution import PLAIN_DIFF, DiffStyles, Writer, clip
 from presto_tui.views.layout import LEGEND, REACH_FLOOR, Layout, label, layout, symbol
-from presto_tui.views.state import Pieces, SessionView
+from presto_tui.views.state import SessionView
 
 
 class RoundTreeView(ScrollView, can_focus=True):
@@ -98,6 +99,11 @@ class RoundTreeView(ScrollView, can_focus=True):
         self.marks: frozenset[int] = frozenset()  # search matches in this round
 
     def show(self, tree: RoundTree | None, keep_selection: bool = False) -> None:
+        if keep_selection and tree is not None and tree is self.round_tree:
+            # the same (frozen) round drawn again, as a live frame does: its layout and the hidden
+            # nodes a person navigated to stay; only the search marks may have changed
+            self.refresh()
+            return
         self.round_tree = tree
         self.pinned = frozenset()
         if not keep_selection:

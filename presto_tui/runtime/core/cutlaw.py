@@ -97,6 +97,3 @@ class EntropyJumpCut:
         pm = p[cut] if 0 <= cut < len(p) else 0.0
         return math.log(pm) if pm > 0.0 else -math.inf
 
-
-def make_cut_law(sampler: str, beta: float = 4.0, mix: float = 0.1) -> CutLaw:
-    return EntropyJumpCut(beta, mix) if sampler == "entropycut" else UniformCut()

@@ -112,7 +112,6 @@ class VLLMEngine(TextMixin, LoopEngine):
         self._by_tag: dict[str, int] = {}
         self._discard: list[str] = []  # tags whose records the workers should drop
         self._steps = 0
-        self._logprobs: dict[int, int] = {}  # handle -> extra log-probs asked for (self-check)
 
     @property
     def info(self) -> dict:

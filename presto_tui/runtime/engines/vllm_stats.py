@@ -56,17 +56,20 @@ class LogitStats(LogitsProcessor):
         if not idx:
             return logits
         z = logits[idx].to(torch.float64)
-        taus = torch.tensor([self.rows[i][1] for i in idx], dtype=torch.float64).unsqueeze(1)
+        taus = torch.tensor([self.rows[i][1] for i in idx], dtype=torch.float64, device=z.device).unsqueeze(1)
         lse1 = torch.logsumexp(z, dim=-1)
         lse_tau = torch.logsumexp(z / taus, dim=-1)
         logp = z - lse1.unsqueeze(1)
-        ent = -torch.special.xlogy(logp.exp(), logp.exp()).sum(dim=-1)
+        p = logp.exp()
+        ent = -torch.special.xlogy(p, p).sum(dim=-1)
         top_logit, top = z.max(dim=-1)
+        # one copy to the host for the whole batch (a copy per value would sync the device each time)
+        rows = torch.stack([lse1, lse_tau, ent, top.to(torch.float64), top_logit], dim=1).tolist()
         for k, i in enumerate(idx):
             tag, _, out, score_taus = self.rows[i]
-            extra = tuple(float(torch.logsumexp(z[k] / t, dim=-1)) for t in score_taus)
-            self.records.setdefault(tag, {})[len(out)] = (
-                float(lse1[k]), float(lse_tau[k]), float(ent[k]), int(top[k]), float(top_logit[k]), extra)
+            extra = tuple(float(torch.logsumexp(z[k] / t, dim=-1)) for t in score_taus)  # MultiTryMH only
+            a, b, e, t_id, t_logit = rows[k]
+            self.records.setdefault(tag, {})[len(out)] = (a, b, e, int(t_id), t_logit, extra)
         return logits
 
 

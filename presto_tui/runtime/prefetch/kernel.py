@@ -118,17 +118,21 @@ class SequentialKernel(_Steps):
     def finish(self, pending: Pending, proposals: Sequence[Proposal]) -> tuple[ChainState, RoundTree]:
         chain, x = pending.chain, pending.chain.state
         dec = pending.plan.decisions[0]
-        J = self.family.select(dec.inputs, proposals)
-        sc = self.family.score(x, dec.cut, dec.inputs, proposals, J)
+        # MultiTryMH's candidates, in order (two identical draws share one request)
+        props = [proposals[r] for r in dec.candidates] if dec.candidates else list(proposals)
+        J = self.family.select(dec.inputs, props)
+        sc = self.family.score(x, dec.cut, dec.inputs, props, J)
         accepted = accepts(dec.accept_u, sc)
-        dec = replace(dec, request=J)
-        y = x.with_suffix(dec.cut, proposals[J]) if accepted else x
+        request = dec.candidates[J] if dec.candidates else 0
+        dec = replace(dec, request=request)
+        y = x.with_suffix(dec.cut, props[J]) if accepted else x
         tree = TableTree(
             rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=self.params.steps - chain.k,
             root=x, decisions=(dec,), requests=_request_recs(pending.plan, proposals),
             scores={(0, ROOT): sc}, steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
             stop_reason="cap" if chain.k + 1 >= self.params.steps else LEAF, walked=(y,),
-            table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, J, None), 2: NodeRec(1, LEAF, ROOT, None)},
+            table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, request, None),
+                   2: NodeRec(1, LEAF, ROOT, None)},
         )
         return replace(chain, state=y, k=chain.k + 1, round=chain.round + 1), tree
 

@@ -326,8 +326,10 @@ class StreamChain:
             reach = sum(m for ceiling, m in profile if ceiling >= want.cut)
             if reach < MIN_REACH:
                 continue
-            wanted[want] = wanted.get(want, 0.0) + reach
             g = groups.get(want)
+            if want not in wanted:  # a want two nodes ask for (same prefix) takes one slot
+                fresh += g is None or g.status in (PLANNED, ABANDONED)
+            wanted[want] = wanted.get(want, 0.0) + reach
             if g is not None and g.status == FINISHED:
                 # only the share of the node that holds this prefix reaches this proposal
                 A, _, acc = self._accept(g, st)
@@ -338,7 +340,6 @@ class StreamChain:
                 if keep:
                     push(heap, (-sum(m for _, m in keep), next(order), d + 1, st, _merge(keep)))
                 continue
-            fresh += g is None or g.status in (PLANNED, ABANDONED)
             h = self._h_pred(d, want.cut)
             split = []
             for ceiling, m in profile:

@@ -83,10 +83,6 @@ def selection(proposals: list[Proposal], cands: Candidates, alpha: float) -> tup
     return probs, select(probs, cands.select_u)
 
 
-def selected_candidate(proposals: list[Proposal], cands: Candidates, alpha: float) -> int:
-    return selection(proposals, cands, alpha)[1]
-
-
 def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float,
               epsilon: float, J: int) -> Score:
     """The multiple-try acceptance probability of the selected candidate J against `state`."""

@@ -20,7 +20,6 @@ from presto_tui.errors import describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.events import Event, SessionEnd
 from presto_tui.runtime.session.runner import display_text, run_session
 from presto_tui.runtime.session.vocab import Vocab
@@ -103,6 +102,11 @@ class ChatSession:
             return self._ensure_engine(model, emit)
 
     def _ensure_engine(self, model: str | None, emit: Emit) -> Engine | None:
+        if self._engine is not None and model != self._engine_model and self.trace is not None:
+            # a trace holds one model's sessions and token text: another model needs another chat
+            emit(Notice("input", f"this chat's trace records {self._engine.model}; to sample another model, "
+                                 "start a new chat with --model (or use --no-trace)"))
+            return None
         if self._engine is None or model != self._engine_model:
             self._engine = None
             try:
@@ -135,8 +139,7 @@ class ChatSession:
                                       cancel=self._should_stop, transient=True):
                     self._record(ev, emit)
                     if isinstance(ev, SessionEnd) and ev.reason == "done":
-                        answer = engine.decode(cut_at_eos(ev.tokens, engine.eos_id))
-                        self.history.append((prompt, answer))
+                        self.history.append((prompt, ev.text))
             except Exception:
                 pass
 

@@ -342,7 +342,10 @@ class StreamDriver(Driver):
                 self._record_epoch(chain.closed.pop(0))
         self.state = chain.state
         if chain.done:
-            self._abort.extend(h for h, tag in self._owned.items() if tag != "extend")
+            # what is still decoding is aborted here, not by the loop, so that its `aborted` events
+            # count as waste, carry this block's number and come before the session's end
+            for h in [h for h, tag in self._owned.items() if tag != "extend"]:
+                self.aborted(h, self.engine.abort(h))
             self.chain = None
             self.end_block(chain.state)
         elif walked or self._dirty:
@@ -423,8 +426,9 @@ def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, 
 
     def drop(i: int) -> None:
         for h in active[i].handles():
-            owner.pop(h, None)
             engine.abort(h)
+        for h in [h for h, j in owner.items() if j == i]:  # and what the chain aborted itself
+            del owner[h]
         del active[i]
 
     try:
