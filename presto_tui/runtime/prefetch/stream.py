@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
@@ -127,12 +127,13 @@ class Walked:
     after: SeqState
 
 
-def _merge(profile: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
-    """Reach shares by ceiling, equal ceilings summed, shares below MIN_REACH dropped."""
+def _merge(profile: Sequence[tuple[int, float]]) -> tuple[tuple[tuple[int, float], ...], float]:
+    """Reach shares by ceiling, equal ceilings summed, shares below MIN_REACH dropped; and their total."""
     by: dict[int, float] = {}
     for ceiling, m in profile:
         by[ceiling] = by.get(ceiling, 0.0) + m
-    return tuple((c, m) for c, m in sorted(by.items(), reverse=True) if m >= MIN_REACH)
+    merged = tuple((c, m) for c, m in sorted(by.items(), reverse=True) if m >= MIN_REACH)
+    return merged, sum(m for _, m in merged)
 
 
 class StreamChain:
@@ -323,13 +324,17 @@ class StreamChain:
             if d >= K:
                 continue
             want = self.want_at(d, st)
-            reach = sum(m for ceiling, m in profile if ceiling >= want.cut)
+            if len(profile) == 1:  # most nodes: the whole reach covers the state
+                reach = profile[0][1] if profile[0][0] >= want.cut else 0.0
+            else:
+                reach = sum(m for ceiling, m in profile if ceiling >= want.cut)
             if reach < MIN_REACH:
                 continue
             g = groups.get(want)
-            if want not in wanted:  # a want two nodes ask for (same prefix) takes one slot
+            seen = wanted.get(want)
+            if seen is None:  # a want two nodes ask for (same prefix) takes one slot
                 fresh += g is None or g.status in (PLANNED, ABANDONED)
-            wanted[want] = wanted.get(want, 0.0) + reach
+            wanted[want] = reach if seen is None else seen + reach
             if g is not None and g.status == FINISHED:
                 # only the share of the node that holds this prefix reaches this proposal
                 A, _, acc = self._accept(g, st)
@@ -338,7 +343,8 @@ class StreamChain:
                     push(heap, (-reach * A, next(order), d + 1, acc, ((T, reach * A),)))
                 keep = ((T, reach * (1.0 - A)),) + rest if A < 1.0 else rest
                 if keep:
-                    push(heap, (-sum(m for _, m in keep), next(order), d + 1, st, _merge(keep)))
+                    merged, total = _merge(keep)
+                    push(heap, (-total, next(order), d + 1, st, merged))
                 continue
             h = self._h_pred(d, want.cut)
             split = []
@@ -347,8 +353,8 @@ class StreamChain:
                     split += [(ceiling, m * (1.0 - h)), (want.cut, m * h)]  # rejected / accepted, unseen
                 else:
                     split.append((ceiling, m))
-            merged = _merge(tuple(split))
-            push(heap, (-sum(m for _, m in merged), next(order), d + 1, st, merged))
+            merged, total = _merge(split)
+            push(heap, (-total, next(order), d + 1, st, merged))
         return wanted
 
     def _reachable(self, want: Want) -> bool:
