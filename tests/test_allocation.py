@@ -16,7 +16,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier, node_feature
 from presto_tui.runtime.core.cutlaw import uniform_cut
 from presto_tui.runtime.core.randomness import DecisionInputs
 from presto_tui.runtime.prefetch.rules import plan_predictive
-from presto_tui.runtime.prefetch.tree import EXPANDED, path_bits
+from presto_tui.runtime.prefetch.tree import EXPANDED
 from presto_tui.runtime.samplers.families import PowerMH
 
 FAMILY = PowerMH(alpha=4.0, tau=0.25, epsilon=0.01)
@@ -96,10 +96,11 @@ class RandomTree:
                 for rec_node, rec in plan.table.items() if rec.status == EXPANDED}
         total = 0.0
         for v in h_at:  # reach weight: product of predicted branch probabilities on the path
-            reach, node = 1.0, 0
-            for accept in path_bits(v):
-                reach *= h_at[node] if accept else 1 - h_at[node]
-                node = 2 * node + (1 if accept else 2)
+            reach, node = 1.0, v
+            while node != 0:
+                rec = plan.table[node]
+                reach *= h_at[rec.parent] if rec.accept else 1 - h_at[rec.parent]
+                node = rec.parent
             total += reach
         assert plan.n_requests == len(h_at) <= budget
         return total
@@ -131,6 +132,7 @@ def test_selection_is_ancestor_closed_and_feasible():
     expanded = {v for v, r in plan.table.items() if r.status == EXPANDED}
     assert len(expanded) == 12
     for v in expanded - {0}:
-        assert (v - 1) // 2 in expanded
-        if v % 2 == 1:  # accept child: Condition 1 against the parent's cut
-            assert plan.decisions[plan.table[v].decision].cut <= tree.cut((v - 1) // 2)
+        assert plan.table[v].parent in expanded
+        if plan.table[v].accept:  # accept child: Condition 1 against the parent's cut
+            parent = plan.table[plan.table[v].parent]
+            assert plan.decisions[plan.table[v].decision].cut <= plan.decisions[parent.decision].cut

@@ -49,16 +49,17 @@ async def test_replay_navigates_rounds_and_nodes():
         tree = app.screen.query_one("#tree", RoundTreeView)
         assert tree.selected == 0
         # walk down the realized path and back up
+        rt = tree.round_tree
         await pilot.press("right")
         first = tree.selected
-        assert first in (1, 2) and tree.round_tree.node(first).on_path
+        assert first in (rt.child(0, True), rt.child(0, False)) and rt.node(first).on_path
         assert f"node #{first}" in text_of(app, "#inspector")
         await pilot.press("left")
         assert tree.selected == 0
         await pilot.press("down")  # reject child
-        assert tree.selected == 2
+        assert tree.selected == rt.child(0, False) and rt.node(tree.selected).accept is False
         await pilot.press("left", "up")  # accept child
-        assert tree.selected == 1
+        assert tree.selected == rt.child(0, True) and rt.node(tree.selected).accept is True
         inspector = text_of(app, "#inspector")
         assert "decision k=" in inspector and "cut" in inspector
 

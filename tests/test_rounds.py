@@ -53,10 +53,11 @@ def test_bfs_enqueues_reject_child_of_deferred_node_as_unreachable():
     seen = 0
     for _, _, tree in first_block(small_backend(), params):
         for v, rec in tree.table.items():
-            if rec.status == DEFERRED and (2 * v + 2) in tree.table:
+            reject = tree.child(v, False)
+            if rec.status == DEFERRED and reject is not None:
                 seen += 1
-                assert 2 * v + 1 not in tree.table
-                child = tree.node(2 * v + 2)
+                assert tree.child(v, True) is None
+                child = tree.node(reject)
                 assert child.reach == 0.0
                 assert child.status in (UNREACHABLE, DEFERRED, LEAF)
     assert seen > 0
@@ -139,8 +140,8 @@ def test_rounded_subtree_follows_certain_decisions_only():
             if v.id == 0:
                 assert v.rounded
                 continue
-            p = tree.node((v.id - 1) // 2)
-            went_accept = v.id % 2 == 1
+            p = tree.node(tree.parent_of(v.id))
+            went_accept = v.accept
             blocked = p.score is None or p.score.eps_class == (REJECT if went_accept else ACCEPT)
             assert v.rounded == (p.rounded and not blocked)
 

@@ -128,6 +128,9 @@ def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of) -
     finally:
         if trace is not None:
             trace.close()
+            for gap in trace.gaps:  # an event the writer could not encode: the session still ended
+                print(f"presto-tui: warning: {visible(str(trace.path), keep_newlines=False)}: "
+                      f"{visible(gap, keep_newlines=False)}", file=o.term())
             if not trace.broken:  # a failed write names the file in its own error line
                 print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=o.term())
 

@@ -6,6 +6,8 @@
 - A truncated final line (a session cut off mid-write) is dropped with a
   warning; everything before it reads normally.  A session without an end
   event (the writer was killed) is kept and marked cut short.
+- A `gap` line (an event the writer could not encode) is skipped with a
+  warning naming what is missing.
 - Lines longer than `MAX_LINE` bytes are refused without being parsed.
 - Events of several sessions may interleave (many chains on one engine):
   schema 1.1 lines carry their session's id.
@@ -21,7 +23,7 @@ import orjson
 
 from presto_tui.errors import TraceError
 from presto_tui.files import readable_file
-from presto_tui.logs.schema import SchemaError, check_header, decode, vocab_of
+from presto_tui.logs.schema import SchemaError, check_header, decode, gap_of, vocab_of
 from presto_tui.runtime.session.events import Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary, summarize
 from presto_tui.safetext import visible
@@ -114,6 +116,9 @@ def read_trace(path: str | Path) -> Trace:
                     continue
                 if isinstance(obj, dict) and obj.get("type") == "vocab":
                     vocab.update(vocab_of(obj))
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "gap":
+                    warnings.append(f"{shown}:{n}: {gap_of(obj)}")
                     continue
                 ev = decode(obj)
                 sid = obj.get("sid") if isinstance(obj, dict) else None

@@ -7,7 +7,14 @@ needs neither model nor tokenizer.  Per-token log-probabilities are not
 recorded: every number a view or statistic needs (each node's terms, A, the
 uniform, the class) is stored with its score.
 
-Schema 1.1 (read: 1.0 and 1.1) adds the streaming rule's `request` and
+Schema 1.2 (read: 1.0 to 1.2) numbers tree nodes compactly: a table row names its
+parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
+stay small however deep a tree grows (1.0 and 1.1 wrote ids as 2i+1 / 2i+2, which
+grow as 2^depth; reading converts them).  It also adds the epoch stop reason
+`length` (an epoch cut after a long run of rejects) and `gap` lines (an event
+the writer could not encode, in place of that event; readers warn and go on).
+
+Schema 1.1 added the streaming rule's `request` and
 `walked` events, a session id on every event line ("sid": sessions of many
 chains interleave), the round's engine `clock`, the tree statuses `live` and
 `aborted`, the stop reason `accepted`, and each request's `parent` state and
@@ -45,7 +52,6 @@ from presto_tui.runtime.prefetch.tree import (
     RoundTree,
     Step,
     TableTree,
-    depth_of,
 )
 from presto_tui.runtime.session.events import (
     BlockStart,
@@ -59,11 +65,11 @@ from presto_tui.runtime.session.events import (
     SessionStart,
 )
 
-SCHEMA_VERSION = "1.1"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.2"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
 STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE, LIVE, ABORTED)
-STOP_REASONS = (LEAF, DEFERRED, "cap", "accepted")
+STOP_REASONS = (LEAF, DEFERRED, "cap", "accepted", "length")
 MAX_TOKEN_ID = 2**31 - 1
 MAX_TEXT = 1 << 20  # a string field longer than this is not something presto-tui wrote
 MAX_COUNT = 2**53
@@ -218,6 +224,13 @@ def vocab_of(d: dict) -> dict[int, str]:
     return out
 
 
+def gap_of(d: dict) -> str:
+    """What a `gap` line says was lost (an event the writer could not encode, schema 1.2)."""
+    event = _str(d.get("event", "an"), "event", 100)
+    reason = _str(d.get("reason", ""), "reason", 1000)
+    return f"a {event} event could not be recorded and is missing ({reason})"
+
+
 # -- events -------------------------------------------------------------------
 
 def encode(ev: Event) -> dict:
@@ -318,7 +331,7 @@ def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
                     _num(s.log_cut_x), _num(s.log_cut_y), [[c[0], _num(c[1]), c[2]] for c in s.candidates],
                     s.selected]
                    for (pos, src), s in t.scores.items()],
-        "table": [[v, r.depth, r.status, r.src, r.decision] for v, r in t.table.items()]
+        "table": [[v, r.depth, r.status, r.src, r.decision, r.parent, r.accept] for v, r in t.table.items()]
         if isinstance(t, TableTree) else [],
         "steps": [[s.node, s.decision, s.src, s.accepted] for s in t.steps],
         "stop_node": t.stop_node, "stop_reason": t.stop_reason, "phase_s": phase_s or {},
@@ -377,12 +390,17 @@ def decode_tree(d: dict) -> RoundTree:
     table: dict[int, NodeRec] = {}
     for i, r in enumerate(_list(g("table"), "tree.table")):
         at = f"tree.table[{i}]"
-        r = _row(r, at, (5,))
-        v = _int(r[0], f"{at}[0]", 0, 2**62)
-        rec = NodeRec(_int(r[1], f"{at}[1]", 0, 62), _choice(r[2], f"{at}[2]", STATUSES),
+        r = _row(r, at, (5, 7))
+        if len(r) == 7:  # schema 1.2: compact ids, each row names its parent
+            v = _int(r[0], f"{at}[0]")
+            parent, accept = _int(r[5], f"{at}[5]", -1), _bool(r[6], f"{at}[6]")
+        else:  # 1.0 and 1.1: heap ids (children of i at 2i+1 and 2i+2)
+            v = _int(r[0], f"{at}[0]", 0, 2**62)
+            parent, accept = (v - 1) // 2, v % 2 == 1
+        _check(v not in table, f"{at}[0]", "repeats a node id")
+        rec = NodeRec(_int(r[1], f"{at}[1]", 0, 1 << 20), _choice(r[2], f"{at}[2]", STATUSES),
                       _int(r[3], f"{at}[3]", ROOT, n_req - 1),
-                      None if r[4] is None else _int(r[4], f"{at}[4]", 0, len(decisions) - 1))
-        _check(rec.depth == depth_of(v), f"{at}[1]", "is not the depth of its node id")
+                      None if r[4] is None else _int(r[4], f"{at}[4]", 0, len(decisions) - 1), parent, accept)
         _check(rec.status in (LEAF,) or rec.decision is not None, f"{at}[4]", "is missing the node's decision")
         table[v] = rec
     steps = []
@@ -391,11 +409,15 @@ def decode_tree(d: dict) -> RoundTree:
         r = _row(r, at, (4,))
         steps.append(Step(_int(r[0], f"{at}[0]", 0, 2**62), _int(r[1], f"{at}[1]", 0, len(decisions) - 1),
                           _int(r[2], f"{at}[2]", ROOT, n_req - 1), _bool(r[3], f"{at}[3]")))
+    stop_node = _int(g("stop_node"), "tree.stop_node", 0, 2**62)
+    if levels:  # a level tree's walked path is nodes 0..n (1.0 and 1.1 wrote heap ids: renumber)
+        steps = [Step(i, s.decision, s.src, s.accepted) for i, s in enumerate(steps)]
+        stop_node = len(steps)
     common: dict[str, Any] = dict(
         rule=_choice(g("rule"), "tree.rule", PREFETCH_RULES), inputs=_choice(g("inputs"), "tree.inputs", INPUT_MODES),
         T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=SeqState.tokens_only(prompt, root_tokens),
         decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
-        stop_node=_int(g("stop_node"), "tree.stop_node", 0, 2**62),
+        stop_node=stop_node,
         stop_reason=_choice(g("stop_reason"), "tree.stop_reason", STOP_REASONS),
     )
     if levels:
@@ -404,9 +426,7 @@ def decode_tree(d: dict) -> RoundTree:
                    "should be level j's issued decision")
         tree: RoundTree = LevelTree(**common, quirk=_bool(g("quirk"), "tree.quirk"))
     else:
-        _check(0 in table, "tree.table", "should hold the root node 0")
-        for v in table:
-            _check(v == 0 or (v - 1) // 2 in table, f"tree.table node {v}", "has no parent in the table")
+        _check_table(table)
         tree = TableTree(**common, table=table)
     for src in {s.src for s in tree.steps} | {src for _, src in scores} | {r.src for r in table.values()}:
         _check(src == ROOT or requests[src].done is None, "tree", f"holds the state of request {src}, "
@@ -415,18 +435,36 @@ def decode_tree(d: dict) -> RoundTree:
     return tree
 
 
+def _check_table(table: dict[int, NodeRec]) -> None:
+    """A tree: the root 0 at depth 0, every other node one level below a parent in the table,
+    no two nodes in one child's place (so every node is reached from the root by one path)."""
+    root = table.get(0)
+    _check(root is not None and root.depth == 0, "tree.table", "should hold the root node 0 at depth 0")
+    places: set[tuple[int, bool]] = set()
+    for v, rec in table.items():
+        if v == 0:
+            continue
+        parent = table.get(rec.parent)
+        _check(parent is not None and rec.parent != v, f"tree.table node {v}", "has no parent in the table")
+        _check(rec.depth == parent.depth + 1, f"tree.table node {v}",  # type: ignore[union-attr]
+               "is not one level below its parent")
+        _check((rec.parent, rec.accept) not in places, f"tree.table node {v}", "takes a place another node holds")
+        places.add((rec.parent, rec.accept))
+
+
 def _check_walk(tree: RoundTree) -> None:
     """The walk starts at the root, follows accept/reject children, and every step was scored
     against the state its node holds, with a proposal wherever it accepted."""
-    node = 0
+    path: tuple[bool, ...] = ()
     for i, s in enumerate(tree.steps):
         at = f"tree.steps[{i}]"
-        _check(s.node == node, at, "does not follow the walk from the root")
+        v = tree.node_at(path)
+        _check(v is not None and s.node == v.id, at, "does not follow the walk from the root")
         _check((s.decision, s.src) in tree.scores, at, "refers to a decision that was not scored")
-        v = tree.node(node)
         _check(v is not None and v.pos == s.decision and v.src == s.src, at, "does not match its node")
         if s.accepted:
             _check(tree.decisions[s.decision].request is not None, at, "accepts a decision that has no proposal")
-        node = 2 * node + (1 if s.accepted else 2)
-    _check(tree.stop_node == node, "tree.stop_node", "is not where the walk ends")
+        path += (s.accepted,)
+    end = tree.node_at(path)
+    _check(end is not None and tree.stop_node == end.id, "tree.stop_node", "is not where the walk ends")
     _check(tree.transitions <= tree.depth_cap, "tree.steps", "walks past the block's transitions")

@@ -43,7 +43,10 @@ class TraceWriter:
     Sessions of chains that run at once interleave; every event line names its
     session ("sid").  Transient events (progress for a person) are not written.
     A failed write (a full disk) raises OutputError once; everything written
-    before it stays readable, and `close` never raises after it.
+    before it stays readable, and `close` never raises after it.  An event that
+    cannot be encoded (a bug) costs only that event: a `gap` line takes its place,
+    naming what was lost, `gaps` collects the messages, and the session goes on
+    to its end, so one bad event never loses the end of a session.
     """
 
     def __init__(self, path: str | Path, *, command: str, backend: str, model: str, params: dict,
@@ -62,13 +65,17 @@ class TraceWriter:
         self._open: dict[str, SessionSummary] = {}  # sessions started and not ended, by id
         self._last: str | None = None
         self._broken = False
+        self.gaps: list[str] = []  # events that could not be encoded
         self._line(header(__version__, command, backend, model, params, engine, time.time()))
 
     def _line(self, obj: dict) -> None:
+        self._raw(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+
+    def _raw(self, data: bytes) -> None:
         if self._broken:
             raise OutputError(f"{visible(str(self.path), keep_newlines=False)}: the trace could not be written")
         try:
-            self._f.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+            self._f.write(data)
             self._f.flush()
         except OSError as e:
             self._broken = True
@@ -87,10 +94,19 @@ class TraceWriter:
         new = self._vocab.new_pieces(ev)
         if new:
             self._line({"type": "vocab", "pieces": {str(i): p for i, p in new.items()}})
-        line = encode(ev)
-        if sid is not None and not isinstance(ev, SessionStart):
-            line["sid"] = sid
-        self._line(line)
+        try:
+            line = encode(ev)
+            if sid is not None and not isinstance(ev, SessionStart):
+                line["sid"] = sid
+            data = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+        except Exception as e:  # a bug in an event or its encoding: lose that event, not the session
+            if isinstance(ev, SessionStart):
+                raise
+            what = f"{type(ev).__name__} event of session {sid}: {type(e).__name__}: {e}"
+            self.gaps.append(what)
+            self._line({"type": "gap", "sid": sid, "event": type(ev).__name__, "reason": f"{type(e).__name__}: {e}"})
+        else:
+            self._raw(data)
         if sid in self._open:
             self._open[sid].update(ev)
             if isinstance(ev, (SessionEnd, SessionError)):

@@ -105,20 +105,22 @@ def layout(tree: RoundTree, mode: str = "full", min_reach: float = 1e-3,
            pinned: frozenset[int] = frozenset()) -> Layout:
     """Rows to draw; `pinned` nodes (ones a person navigated to) are shown whatever their reach."""
     rows: list[Row] = []
-
-    def draw(v: NodeView, prefix: str, branch: str, up: bool | None) -> None:
-        if len(rows) >= MAX_ROWS:
-            return
-        kids = {c.id % 2 == 1: c for c in tree.children(v.id) if visible(tree, c, mode, min_reach, pinned)}
-        if True in kids:  # accept child above
-            draw(kids[True], prefix + ("    " if up in (True, None) else "│   "), "┌─", True)
-        rows.append(Row(v, prefix + branch, node_kind(v)))
-        if False in kids:  # reject child below
-            draw(kids[False], prefix + ("│   " if up is True else "    "), "└─", False)
-
     root = tree.node(0)
     assert root is not None  # every round has its root
-    draw(root, "", "", None)
+    # In-order (accept subtree, the node, reject subtree) without recursion: a walked path can be
+    # thousands of nodes deep.  Stack items: (node, prefix, branch, up, its row is due).
+    stack: list[tuple[NodeView, str, str, bool | None, bool]] = [(root, "", "", None, False)]
+    while stack and len(rows) < MAX_ROWS:
+        v, prefix, branch, up, due = stack.pop()
+        if due:
+            rows.append(Row(v, prefix + branch, node_kind(v)))
+            continue
+        kids = {c.accept: c for c in tree.children(v.id) if visible(tree, c, mode, min_reach, pinned)}
+        if False in kids:  # reject child below
+            stack.append((kids[False], prefix + ("│   " if up is True else "    "), "└─", False, False))
+        stack.append((v, prefix, branch, up, True))
+        if True in kids:  # accept child above
+            stack.append((kids[True], prefix + ("    " if up in (True, None) else "│   "), "┌─", True, False))
     total = tree.count_nodes()
     return Layout(tuple(rows), max(0, total - len(rows)), total)
 

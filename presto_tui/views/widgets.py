@@ -104,10 +104,13 @@ class RoundTreeView(ScrollView, can_focus=True):
             # nodes a person navigated to stay; only the search marks may have changed
             self.refresh()
             return
+        # A node is kept by its path: the same node has another id in another tree object (a live
+        # epoch is a new tree at every frame, and its nodes are numbered as they are recorded).
+        path = self.round_tree.path_of(self.selected) if keep_selection and self.round_tree else None
         self.round_tree = tree
         self.pinned = frozenset()
-        if not keep_selection:
-            self.selected = 0
+        kept = tree.node_at(path) if tree is not None and path is not None else None
+        self.selected = kept.id if kept is not None else 0
         self.relayout()
 
     def relayout(self) -> None:
@@ -149,20 +152,21 @@ class RoundTreeView(ScrollView, can_focus=True):
         return True
 
     def action_parent(self) -> None:
-        if self.selected > 0:
-            self.select((self.selected - 1) // 2)
+        if self.round_tree is not None:
+            self.select(self.round_tree.parent_of(self.selected))
 
     def action_child(self, accept: bool) -> None:
-        self.select(2 * self.selected + (1 if accept else 2))
+        if self.round_tree is not None:
+            self.select(self.round_tree.child(self.selected, accept))
 
     def action_path_child(self) -> None:
         """The child on the realized path (else the accept child)."""
-        for child in (2 * self.selected + 1, 2 * self.selected + 2):
-            v = self.round_tree.node(child) if self.round_tree else None
-            if v is not None and v.on_path:
-                self.select(child)
-                return
-        self.action_child(True)
+        kids = self.round_tree.children(self.selected) if self.round_tree else []
+        on_path = [v for v in kids if v.on_path]
+        if on_path:
+            self.select(on_path[0].id)
+        else:
+            self.action_child(True)
 
     def _style(self, kind: str) -> Style:
         return self.get_component_rich_style(f"tree--{kind}")

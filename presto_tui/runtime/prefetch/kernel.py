@@ -34,6 +34,7 @@ from presto_tui.runtime.prefetch.tree import (
     UNREACHABLE,
     LevelTree,
     NodeRec,
+    Path,
     RequestRec,
     RoundTree,
     Step,
@@ -131,8 +132,8 @@ class SequentialKernel(_Steps):
             root=x, decisions=(dec,), requests=_request_recs(pending.plan, proposals),
             scores={(0, ROOT): sc}, steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
             stop_reason="cap" if chain.k + 1 >= self.params.steps else LEAF, walked=(y,),
-            table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, request, None),
-                   2: NodeRec(1, LEAF, ROOT, None)},
+            table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, request, None, 0, True),
+                   2: NodeRec(1, LEAF, ROOT, None, 0, False)},
         )
         return replace(chain, state=y, k=chain.k + 1, round=chain.round + 1), tree
 
@@ -254,12 +255,12 @@ class RoundKernel(_Steps):
             pos = rec.decision
             if rec.status not in (EXPANDED, UNREACHABLE) or pos is None:
                 continue
-            parent = table.get((v - 1) // 2) if v else None
+            parent = table.get(rec.parent) if v else None
             if rec.status == EXPANDED and parent is not None and parent.status != EXPANDED:
-                table[v] = rec = NodeRec(rec.depth, UNREACHABLE, rec.src, pos)
+                table[v] = rec = replace(rec, status=UNREACHABLE)
             sc = score_at(tree, pos, tree.state_of(rec.src))
             if sc is None:
-                table[v] = NodeRec(rec.depth, DEFERRED, rec.src, pos)
+                table[v] = replace(rec, status=DEFERRED)
                 continue
             scores[(pos, rec.src)] = sc
         return table, scores
@@ -282,15 +283,17 @@ def walk(tree: RoundTree, score_at: Callable[[RoundTree, int, SeqState], Score |
     states: list[SeqState] = []
     scores = dict(tree.scores)
     state = tree.root
-    node = 0
+    path: Path = ()
     stop = LEAF
     while True:
+        view = tree.node_at(path)
+        assert view is not None, "a rule records both children of every node it expands"
+        node = view.id
         if len(steps) >= tree.depth_cap:
             stop = "cap"
             break
-        view = tree.node(node)
-        if view is None or view.status != EXPANDED:
-            stop = view.status if view is not None else LEAF
+        if view.status != EXPANDED:
+            stop = view.status
             break
         assert view.pos is not None and view.decision is not None and view.score is not None
         sc = view.score
@@ -306,5 +309,5 @@ def walk(tree: RoundTree, score_at: Callable[[RoundTree, int, SeqState], Score |
             dec = view.decision
             state = state.with_suffix(dec.cut, tree.requests[dec.request].proposal)  # type: ignore[index]
         states.append(state)
-        node = 2 * node + (1 if accepted else 2)
+        path += (accepted,)
     return replace(tree, scores=scores, steps=tuple(steps), walked=tuple(states), stop_node=node, stop_reason=stop)

@@ -42,6 +42,8 @@ from presto_tui.runtime.prefetch.tree import (
 from presto_tui.runtime.samplers.families import SamplerFamily
 
 CutOf = Callable[[DecisionInputs], int]
+# Node inputs are keyed by a node's place in the tree, 2i+1 / 2i+2 from the root's 0: a Python int
+# that grows as 2^depth, used only as a randomness key, never as a node id or in a trace.
 InputsAt = Callable[[int], DecisionInputs]
 
 
@@ -107,25 +109,27 @@ def plan_bfs(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: 
     """
     plan = Plan(family)
     cost = family.requests_per_decision
-    queue = deque([(0, 0, ROOT, T, False)])  # node, depth, state source, cut index, below a deferral
+    # parent id, accept child?, randomness key, depth, state source, cut index, below a deferral
+    queue = deque([(-1, False, 0, 0, ROOT, T, False)])
     while queue:
-        v, depth, src, cut_index, unreachable = queue.popleft()
+        parent, accept, key, depth, src, cut_index, unreachable = queue.popleft()
+        v = len(plan.table)  # ids in BFS order
         if plan.n_requests + cost > budget or depth >= depth_cap:
-            plan.table[v] = NodeRec(depth, LEAF, src, None)
+            plan.table[v] = NodeRec(depth, LEAF, src, None, parent, accept)
             continue
-        inp = inputs_at(v)
+        inp = inputs_at(key)
         cut = cut_of(inp)
         feasible = cut <= cut_index  # Condition 1
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                 issue=feasible, node=v)
         if feasible:
             status = UNREACHABLE if unreachable else EXPANDED
-            plan.table[v] = NodeRec(depth, status, src, pos)
-            queue.append((2 * v + 1, depth + 1, plan.request_of(pos), cut, unreachable))
-            queue.append((2 * v + 2, depth + 1, src, cut_index, unreachable))
+            plan.table[v] = NodeRec(depth, status, src, pos, parent, accept)
+            queue.append((v, True, 2 * key + 1, depth + 1, plan.request_of(pos), cut, unreachable))
+            queue.append((v, False, 2 * key + 2, depth + 1, src, cut_index, unreachable))
         else:
-            plan.table[v] = NodeRec(depth, DEFERRED, src, pos)
-            queue.append((2 * v + 2, depth + 1, src, cut_index, True))
+            plan.table[v] = NodeRec(depth, DEFERRED, src, pos, parent, accept)
+            queue.append((v, False, 2 * key + 2, depth + 1, src, cut_index, True))
     return plan
 
 
@@ -144,30 +148,31 @@ def plan_predictive(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, b
     plan = Plan(family)
     cost = family.requests_per_decision
     order = 0  # ties: first pushed first, so ancestors precede descendants
-    # -reach, order, node, depth, src, cut index, accepts
-    heap: list[tuple[float, int, int, int, int, int, int]] = [(-1.0, order, 0, 0, ROOT, T, 0)]
+    # -reach, order, parent id, accept child?, randomness key, depth, src, cut index, accepts
+    heap: list[tuple[float, int, int, bool, int, int, int, int, int]] = [(-1.0, order, -1, False, 0, 0, ROOT, T, 0)]
     while heap:
-        neg_reach, _, v, depth, src, cut_index, accepts = heapq.heappop(heap)
+        neg_reach, _, parent, accept, key, depth, src, cut_index, accepts = heapq.heappop(heap)
+        v = len(plan.table)  # ids in the order popped
         if plan.n_requests + cost > budget or depth >= depth_cap:
-            plan.table[v] = NodeRec(depth, LEAF, src, None)
+            plan.table[v] = NodeRec(depth, LEAF, src, None, parent, accept)
             continue
-        inp = inputs_at(v)
+        inp = inputs_at(key)
         cut = cut_of(inp)
         if cut > cut_index:
             pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                     issue=False, node=v)
-            plan.table[v] = NodeRec(depth, DEFERRED, src, pos)
+            plan.table[v] = NodeRec(depth, DEFERRED, src, pos, parent, accept)
             continue
         h = classifier.branch_prob(node_features(cut, cut_index, depth, accepts, T))
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                 issue=True, h_pred=h, node=v)
-        plan.table[v] = NodeRec(depth, EXPANDED, src, pos)
+        plan.table[v] = NodeRec(depth, EXPANDED, src, pos, parent, accept)
         reach = -neg_reach
         req = plan.request_of(pos)
         order += 1
-        heapq.heappush(heap, (-reach * h, order, 2 * v + 1, depth + 1, req, cut, accepts + 1))
+        heapq.heappush(heap, (-reach * h, order, v, True, 2 * key + 1, depth + 1, req, cut, accepts + 1))
         order += 1
-        heapq.heappush(heap, (-reach * (1.0 - h), order, 2 * v + 2, depth + 1, src, cut_index, accepts))
+        heapq.heappush(heap, (-reach * (1.0 - h), order, v, False, 2 * key + 2, depth + 1, src, cut_index, accepts))
     return plan
 
 

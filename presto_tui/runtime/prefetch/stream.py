@@ -54,6 +54,9 @@ from presto_tui.runtime.samplers.families import SamplerFamily
 
 MIN_REACH = 1e-4  # speculation below this predicted reach is not worth a slot
 EPOCH_NODES = 400  # an epoch's recorded tree: at most this many nodes (the path always)
+# An epoch also ends after this many decisions without an accept (a long run of rejects), so that
+# its recorded tree, and the screen drawing it, stay small whatever K is.
+EPOCH_DECISIONS = 256
 
 PLANNED, RUNNING, FINISHED, ABANDONED = "planned", "live", "finished", "aborted"
 
@@ -111,7 +114,7 @@ class Epoch:
     k0: int
     root: SeqState
     walked: list[Walked]
-    stop_reason: str  # "accepted" or "cap"
+    stop_reason: str  # "accepted", "cap" (the block's end) or "length" (EPOCH_DECISIONS rejects)
 
 
 @dataclass(frozen=True)
@@ -247,9 +250,11 @@ class StreamChain:
             out.append(w)
             self.epoch_walked.append(w)
             self.state, self.k = after, self.k + 1
-            if accepted or self.k >= self.K:  # the state moved (or the block ended): a new epoch
+            long = len(self.epoch_walked) >= EPOCH_DECISIONS
+            if accepted or self.k >= self.K or long:  # the state moved (or the block ended): a new epoch
                 (k0, root) = self.epoch_start
-                self.closed.append(Epoch(k0, root, self.epoch_walked, "cap" if self.k >= self.K else "accepted"))
+                reason = "cap" if self.k >= self.K else "accepted" if accepted else "length"
+                self.closed.append(Epoch(k0, root, self.epoch_walked, reason))
                 self.epoch_start, self.epoch_walked = (self.k, self.state), []
                 self._A.clear()  # scores against the old state's branches are of no more use
                 self._root_wants.clear()
@@ -416,11 +421,6 @@ class StreamChain:
         scores: dict[tuple[int, int], Score] = {}
         table: dict[int, NodeRec] = {}
         walked_at = {w.k: w for w in walked}
-        path = {0}
-        node = 0
-        for w in walked:
-            node = 2 * node + (1 if w.accepted else 2)
-            path.add(node)
 
         def request_ids(g: Group, parent: int) -> list[int]:
             out = []
@@ -436,17 +436,25 @@ class StreamChain:
                 out.append(req_index[key])
             return out
 
+        # Best-first by reach; a node gets its id when it is recorded.  The walked path is always
+        # recorded (whatever its reach); other nodes only while the table has room.
         order = itertools.count()
-        heap: list[tuple[float, int, int, int, SeqState, int]] = [(-1.0, next(order), 0, k0, root, ROOT)]
+        # -reach, order, parent id, accept child?, on the walked path?, decision, state, state source
+        heap: list[tuple[float, int, int, bool, bool, int, SeqState, int]] = [
+            (-1.0, next(order), -1, False, True, k0, root, ROOT)]
+        path_ids: list[int] = []
         while heap:
-            neg, _, v, d, st, src = heapq.heappop(heap)
-            if len(table) >= EPOCH_NODES and v not in path:
+            neg, _, parent, accept, on_path, d, st, src = heapq.heappop(heap)
+            if len(table) >= EPOCH_NODES and not on_path:
                 continue
+            v = len(table)
             depth = d - k0
+            if on_path:
+                path_ids.append(v)
             want = self.want_at(d, st) if d < self.K else None
             g = self.groups.get(want) if want is not None else None
             if want is None or g is None or g.status == PLANNED:
-                table[v] = NodeRec(depth, LEAF, src, None)
+                table[v] = NodeRec(depth, LEAF, src, None, parent, accept)
                 continue
             inp = self.inputs(d)
             ids = request_ids(g, src)
@@ -455,25 +463,26 @@ class StreamChain:
             J = self._selected(g) if g.finished else 0
             decisions.append(DecisionRec(d, depth, want.cut, inp.cut_u, inp.seed, inp.accept_u,
                                          ids[J], None, v, tuple(ids) if self.family.multiple else ()))
-            table[v] = NodeRec(depth, status, src, pos)
+            table[v] = NodeRec(depth, status, src, pos, parent, accept)
             if status != EXPANDED:
                 continue
-            on_path = walked_at.get(d) if v in path else None
-            sc = on_path.score if on_path is not None else self._score(g, st)[0]
+            on_walk = walked_at.get(d) if on_path else None
+            sc = on_walk.score if on_walk is not None else self._score(g, st)[0]
             scores[(pos, src)] = sc
             reach = -neg
             acc = st.with_suffix(want.cut, g.proposals[J])  # type: ignore[arg-type]
-            for child, p, cst, csrc in ((2 * v + 1, sc.accept_prob, acc, ids[J]),
-                                        (2 * v + 2, 1.0 - sc.accept_prob, st, src)):
-                if child in path or (p > 0.0 and reach * p >= MIN_REACH):
-                    heapq.heappush(heap, (-reach * p, next(order), child, d + 1, cst, csrc))
+            for child_accept, p, cst, csrc in ((True, sc.accept_prob, acc, ids[J]),
+                                               (False, 1.0 - sc.accept_prob, st, src)):
+                child_on_path = on_walk is not None and on_walk.accepted == child_accept
+                if child_on_path or (p > 0.0 and reach * p >= MIN_REACH):
+                    heapq.heappush(heap, (-reach * p, next(order), v, child_accept, child_on_path, d + 1, cst,
+                                          csrc))
         steps = []
-        node = 0
-        for w in walked:
+        for node, w in zip(path_ids, walked):
             rec = table[node]
             assert rec.decision is not None
             steps.append(Step(node, rec.decision, rec.src, w.accepted))
-            node = 2 * node + (1 if w.accepted else 2)
+        node = path_ids[len(walked)]
         return TableTree(
             rule="stream", inputs="decision", T=self.T, k0=k0, depth_cap=self.K - k0, root=root,
             decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),

@@ -1,6 +1,12 @@
 """One prefetch round as a binary tree that unfolds lazily (paper sec 3.2, appendix C.1).
 
-Node i has accept child 2i+1 and reject child 2i+2.  Every state a round can
+Every node is reached from the root by a path of accept (left, paper fig. 2)
+and reject edges.  Node ids are small integers whatever the depth: the root
+is 0, and a tree numbers its other nodes itself (a table tree in the order
+its builder recorded them; a level tree gives the realized path the ids
+1..n and numbers the other nodes as they are first looked at).  Ids are
+never computed from a path (2i+1 / 2i+2 would grow as 2^depth, and a long
+run of rejects made ids no JSON writer can hold).  Every state a round can
 reach is either its root or `root.with_suffix(cut_r, proposal_r)` for one of
 its requests r (the last proposal accepted on the path), so a node is fully
 described by its status, the state source it holds (`ROOT` or a request
@@ -80,6 +86,8 @@ class NodeRec:
     status: str
     src: int
     decision: int | None  # position in RoundTree.decisions; None for untouched leaves
+    parent: int = -1  # its parent's id (-1: the root)
+    accept: bool = False  # it is its parent's accept child
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ class NodeView:
 
     id: int
     depth: int
+    accept: bool | None  # it is its parent's accept child (None: the root)
     status: str
     src: int  # the state this node holds
     pos: int | None  # position of its decision in RoundTree.decisions
@@ -114,21 +123,7 @@ def _follow(reach: float, rounded: bool, sc: Score, accept: bool) -> tuple[float
     return reach, rounded and sc.eps_class != (REJECT if accept else ACCEPT)
 
 
-def parent(i: int) -> int:
-    return (i - 1) // 2
-
-
-def depth_of(i: int) -> int:
-    return (i + 1).bit_length() - 1
-
-
-def path_bits(i: int) -> list[bool]:
-    """Accept (True) / reject (False) edges from the root down to node i."""
-    bits = []
-    while i:
-        bits.append(i % 2 == 1)
-        i = parent(i)
-    return bits[::-1]
+Path = tuple[bool, ...]  # accept (True) / reject (False) edges from the root
 
 
 @dataclass(frozen=True)
@@ -186,14 +181,38 @@ class RoundTree:
     def transitions(self) -> int:
         return len(self.steps)
 
-    @property
-    def path_nodes(self) -> tuple[int, ...]:
-        return tuple(s.node for s in self.steps) + (self.stop_node,)
+    @cached_property
+    def path_nodes(self) -> frozenset[int]:
+        """Ids of the nodes on the realized path, including the one where the walk stopped."""
+        return frozenset(s.node for s in self.steps) | {self.stop_node}
 
     # -- nodes (each layout) ---------------------------------------------------
+    def node_at(self, path: Path) -> NodeView | None:
+        """The node reached from the root by `path`, or None if the round's tree does not contain it."""
+        raise NotImplementedError
+
+    def path_of(self, i: int) -> Path | None:
+        """The edges from the root down to node i (None: no such node id)."""
+        raise NotImplementedError
+
+    def id_of(self, path: Path) -> int | None:
+        """The id of the node at `path` (None where the layout holds no such node)."""
+        raise NotImplementedError
+
     def node(self, i: int) -> NodeView | None:
         """The node with id i, or None if the round's tree does not contain it."""
-        raise NotImplementedError
+        path = self.path_of(i) if i >= 0 else None
+        return None if path is None else self.node_at(path)
+
+    def child(self, i: int, accept: bool) -> int | None:
+        """The id of node i's accept (or reject) child, if the tree has that node."""
+        path = self.path_of(i)
+        v = self.node_at(path + (accept,)) if path is not None else None
+        return v.id if v is not None else None
+
+    def parent_of(self, i: int) -> int | None:
+        path = self.path_of(i)
+        return self.id_of(path[:-1]) if path else None
 
     def count_nodes(self) -> int:
         """Number of nodes in the full prefetched tree (can be astronomically large)."""
@@ -206,7 +225,11 @@ class RoundTree:
 
     # -- shared walks over nodes -------------------------------------------------
     def children(self, i: int) -> list[NodeView]:
-        return [v for v in (self.node(2 * i + 1), self.node(2 * i + 2)) if v is not None]
+        """Accept child first, then reject child (those the tree has)."""
+        path = self.path_of(i)
+        if path is None:
+            return []
+        return [v for v in (self.node_at(path + (True,)), self.node_at(path + (False,))) if v is not None]
 
     def iter_nodes(self, keep: Callable[[NodeView], bool] = lambda v: True,
                    limit: int = 10_000) -> Iterator[NodeView]:
@@ -224,34 +247,58 @@ class RoundTree:
 
 @dataclass(frozen=True)
 class TableTree(RoundTree):
-    """Node inputs and sequential steps: the nodes the rule touched, in a table."""
+    """Node inputs and sequential steps: the nodes the rule touched, in a table keyed by id
+    (the root is 0; each record names its parent and which child it is)."""
 
     table: dict[int, NodeRec] = field(default_factory=dict)
 
-    def node(self, i: int) -> NodeView | None:
-        rec = self.table.get(i) if i >= 0 else None
-        if rec is None:
+    @cached_property
+    def _kids(self) -> dict[tuple[int, bool], int]:
+        return {(r.parent, r.accept): v for v, r in self.table.items() if v != 0}
+
+    def path_of(self, i: int) -> Path | None:
+        if i not in self.table:
             return None
-        reach, rounded = self._reach(i)
+        bits = []
+        while i != 0:
+            rec = self.table[i]
+            bits.append(rec.accept)
+            i = rec.parent
+        return tuple(reversed(bits))
+
+    def id_of(self, path: Path) -> int | None:
+        v: int | None = 0
+        for accept in path:
+            v = self._kids.get((v, accept))  # type: ignore[arg-type]
+            if v is None:
+                return None
+        return v
+
+    def node_at(self, path: Path) -> NodeView | None:
+        i = self.id_of(path) if 0 in self.table else None
+        if i is None:
+            return None
+        rec = self.table[i]
+        reach, rounded = self._reach(path)
         dec = sc = None
         if rec.decision is not None:
             dec = self.decisions[rec.decision]
             if rec.status in (EXPANDED, UNREACHABLE):
                 sc = self.scores.get((rec.decision, rec.src))
-        return NodeView(i, rec.depth, rec.status, rec.src, rec.decision, dec, sc, reach, rounded,
-                        i in self.path_nodes)
+        return NodeView(i, rec.depth, path[-1] if path else None, rec.status, rec.src, rec.decision, dec, sc,
+                        reach, rounded, i in self.path_nodes)
 
-    def _reach(self, i: int) -> tuple[float, bool]:
+    def _reach(self, path: Path) -> tuple[float, bool]:
         reach, rounded = 1.0, True
         node = 0
-        for accept in path_bits(i):
+        for accept in path:
             rec = self.table[node]
             sc = (self.scores.get((rec.decision, rec.src))
                   if rec.status == EXPANDED and rec.decision is not None else None)
             if sc is None:
                 return 0.0, False
             reach, rounded = _follow(reach, rounded, sc, accept)
-            node = 2 * node + (1 if accept else 2)
+            node = self._kids[(node, accept)]
         return reach, rounded
 
     def count_nodes(self) -> int:
@@ -260,26 +307,49 @@ class TableTree(RoundTree):
     def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
         for v, rec in self.table.items():
             if rec.status == EXPANDED and rec.decision is not None and (rec.decision, rec.src) in self.scores:
-                yield rec.decision, rec.src, rec.depth, sum(path_bits(v))
+                yield rec.decision, rec.src, rec.depth, sum(self.path_of(v) or ())
 
 
 @dataclass(frozen=True)
 class LevelTree(RoundTree):
-    """Decision inputs: one shared request per depth, nodes derived from their paths."""
+    """Decision inputs: one shared request per depth, nodes derived from their paths.
+
+    Ids: the realized path's nodes are 0..len(steps) (step i sits at node i); any other
+    node gets the next free id the first time someone looks at it.
+    """
 
     quirk: bool = False  # BFS enqueues the reject child of a deferred node
     lazy: ClassVar[bool] = True
+    _paths: list[Path] = field(default_factory=list, init=False, repr=False, compare=False)
+    _ids: dict[Path, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _interned(self) -> tuple[list[Path], dict[Path, int]]:
+        if not self._paths:
+            bits = tuple(s.accepted for s in self.steps)
+            for i in range(len(bits) + 1):
+                self._ids[bits[:i]] = i
+                self._paths.append(bits[:i])
+        return self._paths, self._ids
+
+    def path_of(self, i: int) -> Path | None:
+        paths, _ = self._interned()
+        return paths[i] if 0 <= i < len(paths) else None
+
+    def id_of(self, path: Path) -> int | None:
+        paths, ids = self._interned()
+        if path not in ids:
+            ids[path] = len(paths)
+            paths.append(path)
+        return ids[path]
 
     def _level_status(self, depth: int, src: int) -> tuple[str, int | None]:
         if depth >= len(self.decisions):
             return LEAF, None
         return (EXPANDED if (depth, src) in self.scores else DEFERRED), depth
 
-    def node(self, i: int) -> NodeView | None:
-        if i < 0:
-            return None
+    def node_at(self, path: Path) -> NodeView | None:
         src, reach, rounded, unreachable = ROOT, 1.0, True, False
-        for depth, accept in enumerate(path_bits(i)):
+        for depth, accept in enumerate(path):
             status, pos = self._level_status(depth, src)
             if status == LEAF or (status == DEFERRED and (accept or not self.quirk)):
                 return None
@@ -290,13 +360,16 @@ class LevelTree(RoundTree):
             reach, rounded = _follow(reach, rounded, self.scores[(pos, src)], accept)
             if accept:
                 src = self.decisions[pos].request  # type: ignore[assignment]
-        depth = depth_of(i)
+        depth = len(path)
         status, pos = self._level_status(depth, src)
         if unreachable and status == EXPANDED:
             status = UNREACHABLE
         sc = self.scores.get((pos, src)) if pos is not None and status in (EXPANDED, UNREACHABLE) else None
         dec = self.decisions[pos] if pos is not None else None
-        return NodeView(i, depth, status, src, pos, dec, sc, reach, rounded, i in self.path_nodes)
+        i = self.id_of(path)
+        assert i is not None
+        return NodeView(i, depth, path[-1] if path else None, status, src, pos, dec, sc, reach, rounded,
+                        i in self.path_nodes)
 
     @cached_property
     def _count(self) -> int:
