@@ -11,7 +11,10 @@ Schema 1.2 (read: 1.0 to 1.2) numbers tree nodes compactly: a table row names it
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
 stay small however deep a tree grows (1.0 and 1.1 wrote ids as 2i+1 / 2i+2, which
 grow as 2^depth; reading converts them).  It also adds the epoch stop reason
-`length` (an epoch cut after a long run of rejects) and `gap` lines (an event
+`length` (an epoch cut after a long run of rejects), the streaming rule's
+`engine_cost` (the engine's learned step cost, before a session's end),
+`extend-ahead` calls and `request` purposes (the next block's extension
+decoded while a block still runs), and `gap` lines (an event
 the writer could not encode, in place of that event; readers warn and go on).
 
 Schema 1.1 added the streaming rule's `request` and
@@ -56,6 +59,7 @@ from presto_tui.runtime.prefetch.tree import (
 from presto_tui.runtime.session.events import (
     BlockStart,
     DecisionWalked,
+    EngineCost,
     Event,
     ModelCall,
     RequestEvent,
@@ -161,6 +165,7 @@ def params_of(d: Any, where: str = "params") -> dict:
     """A session's sampler parameters, validated as the samplers validate them."""
     _check(isinstance(d, dict), where, "should be an object")
     known = {k: v for k, v in d.items() if k in SamplerParams.__dataclass_fields__}
+    known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
     for k, v in known.items():
         _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
                "should be a number or a name")
@@ -251,7 +256,10 @@ def encode(ev: Event) -> dict:
     if isinstance(ev, RequestEvent):
         return {"type": "request", "kind": ev.kind, "block": ev.block, "request": ev.request,
                 "decision": ev.decision, "cut": ev.cut, "size": ev.size, "tokens": ev.tokens,
-                "clock": ev.clock, "live": ev.live}
+                "clock": ev.clock, "live": ev.live, **({"purpose": ev.purpose} if ev.purpose != "propose" else {})}
+    if isinstance(ev, EngineCost):
+        return {"type": "engine_cost", "a": ev.a, "b": ev.b, "steps": ev.steps, "best_n": ev.best_n,
+                "best_rate": ev.best_rate}
     if isinstance(ev, DecisionWalked):
         return {"type": "walked", "block": ev.block, "k": ev.k, "cut": ev.cut, "request": ev.request,
                 "accepted": ev.accepted, "accept_prob": ev.accept_prob, "eps_class": ev.eps_class,
@@ -276,7 +284,8 @@ def decode(d: Any) -> Event:
                             _info(d.get("backend_info"), "backend_info"))
     if kind == "model_call":
         return ModelCall(_int(g("block"), "block"), _int(g("round"), "round", -1),
-                         _choice(g("purpose"), "purpose", ("extend", "propose")), _int(g("requests"), "requests"),
+                         _choice(g("purpose"), "purpose", ("extend", "propose", "extend-ahead")),
+                         _int(g("requests"), "requests"),
                          _int(g("tokens"), "tokens"), _finite(g("wall_s"), "wall_s", 0.0))
     if kind == "block_start":
         L, T = _int(g("L"), "L"), _int(g("T"), "T", 1)
@@ -301,7 +310,11 @@ def decode(d: Any) -> Event:
         return RequestEvent(_choice(g("kind"), "kind", ("issued", "finished", "aborted")), _int(g("block"), "block"),
                             _int(g("request"), "request"), _int(g("decision"), "decision"), _int(g("cut"), "cut"),
                             _int(g("size"), "size", 1), _int(g("tokens"), "tokens"), _finite(g("clock"), "clock", 0.0),
-                            _int(g("live"), "live"))
+                            _int(g("live"), "live"),
+                            _choice(d.get("purpose", "propose"), "purpose", ("propose", "extend")))
+    if kind == "engine_cost":
+        return EngineCost(_finite(g("a"), "a", 0.0), _finite(g("b"), "b", 0.0), _int(g("steps"), "steps"),
+                          _int(g("best_n"), "best_n", 1), _finite(g("best_rate"), "best_rate", 0.0))
     if kind == "walked":
         return DecisionWalked(_int(g("block"), "block"), _int(g("k"), "k"), _int(g("cut"), "cut"),
                               _int(g("request"), "request"), _bool(g("accepted"), "accepted"),

@@ -54,6 +54,11 @@ class Engine(Protocol):
         """Tokens a live request has decoded so far (an estimate where the engine hides it)."""
         ...
 
+    def partial(self, handle: int) -> tuple[int, ...]:
+        """The tokens a live request has decoded so far (empty where the engine shows none before
+        the end); the streaming rule requests later decisions cut inside them."""
+        ...
+
     @property
     def live(self) -> int:
         """Requests submitted and not yet finished or aborted."""

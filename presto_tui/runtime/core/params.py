@@ -15,6 +15,13 @@ SAMPLERS = ("powermh", "entropycut", "multitry")
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
 PREFETCH_RULES = ("none", "bfs", "predictive", "spine", "stream")
 INPUT_MODES = ("decision", "node")
+# The streaming rule's budget: `cost` keeps a request live only while it pays for its share of
+# every engine step (N is a cap); `fill` keeps N requests live whatever they cost.
+BUDGET_POLICIES = ("cost", "fill")
+AUTO_BUDGET = 64  # `-N auto`: the cost policy with this cap
+# What the streaming rule may speculate beyond the walker's state: `proposal` (requests cut inside
+# a proposal still decoding) and `block` (the next block's extension); `none` for neither.
+SPECULATE = ("proposal", "block")
 
 # The paper's sizes (appendix D.4, table 6): one block of n = 1024, K = 100,
 # N_pf = 20 (alpha = 4, tau = 1/alpha are the defaults).  `--paper-settings` selects them.
@@ -59,7 +66,9 @@ class SamplerParams:
     max_new_tokens: int = 96  # n
     block_size: int | None = None  # B; None: one block, B = n
     steps: int = 24  # K, MH transitions per block
-    budget: int = 8  # N_pf, counted in distinct requests sent to the engine
+    budget: int = 8  # N_pf, counted in distinct requests sent to the engine (stream: the most kept live)
+    budget_policy: str = "cost"  # stream: see BUDGET_POLICIES
+    speculate: str = "proposal,block"  # stream: see SPECULATE
     epsilon: float = 0.01
     seed: int = 0
     beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
@@ -84,6 +93,12 @@ class SamplerParams:
             value = getattr(self, name)
             if value not in choices:
                 raise ParamError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
+        if self.budget_policy not in BUDGET_POLICIES:
+            raise ParamError(f"unknown budget policy {self.budget_policy!r}; "
+                             f"choose one of {', '.join(BUDGET_POLICIES)}")
+        if self.speculate != "none" and any(s not in SPECULATE for s in self.speculate.split(",")):
+            raise ParamError(f"--speculate takes none or a comma list of {', '.join(SPECULATE)}, "
+                             f"got {self.speculate!r}")
         if self.prefetch in ("spine", "stream") and self.inputs != "decision":
             raise ParamError(f"--prefetch {self.prefetch} needs --inputs decision (its requests are keyed by "
                              "decision, which is what keeps it exact)")

@@ -75,6 +75,9 @@ class TransformersEngine(TextMixin, LoopEngine):
     def progress(self, handle: int) -> int:
         return 0
 
+    def partial(self, handle: int) -> tuple[int, ...]:
+        return ()  # a batch runs to completion within one step: nothing shows before its end
+
     @property
     def live(self) -> int:
         return len(self._queued)

@@ -122,6 +122,10 @@ class SyntheticEngine(LoopEngine):
         live = self._live.get(handle)
         return len(live.toks) if live else 0
 
+    def partial(self, handle: int) -> tuple[int, ...]:
+        live = self._live.get(handle)
+        return tuple(live.toks) if live else ()
+
     @property
     def live(self) -> int:
         return len(self._live)

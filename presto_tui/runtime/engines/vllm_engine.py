@@ -1,8 +1,10 @@
 """The vLLM engine: vLLM's `LLMEngine`, stepped by presto-tui's engine loop.
 
 Requests are added with `add_request`, advanced one token per `step()` with
-continuous batching, and aborted with `abort_request`; each returns only when
-it has finished (`RequestOutputKind.FINAL_ONLY`).  Per token, log p0 comes
+continuous batching, and aborted with `abort_request`; every step hands back
+the tokens each request decoded in it (`RequestOutputKind.DELTA`, token ids
+only, no text), so progress is exact and the streaming rule can request a
+later decision cut inside a proposal that is still decoding.  Per token, log p0 comes
 from vLLM's raw log-probabilities and logsumexp(z), logsumexp(z/tau) and the
 entropy from the `LogitStats` processor (vllm_stats.py), fetched from
 whichever process ran the sampler with `collective_rpc`; so the same code
@@ -20,7 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from presto_tui.errors import EngineError
@@ -35,7 +37,8 @@ SELF_CHECK_TOL = 1e-3
 class _Live:
     request: Request
     tag: str
-    step0: int  # the engine step it was added at (progress: steps since, at most n_new)
+    tokens: list[int] = field(default_factory=list)  # decoded so far
+    logprobs: list = field(default_factory=list)  # vLLM's raw log-prob entries, one per token
 
 
 def _bind_cpu_workers(n: int) -> None:
@@ -144,11 +147,11 @@ class VLLMEngine(TextMixin, LoopEngine):
             # Fixed horizon (app. B.1): ignore_eos keeps going past EOS.  Never min_tokens:
             # it masks EOS out of the logits, so the suffix would not come from q_tau.
             max_tokens=request.n_new, ignore_eos=True, logprobs=logprobs, detokenize=False,
-            output_kind=RequestOutputKind.FINAL_ONLY,
+            output_kind=RequestOutputKind.DELTA,
             extra_args={TAG: tag, SCORE_TAUS: list(request.score_taus)})
         self.engine.add_request(tag, TokensPrompt(prompt_token_ids=list(request.prefix)), params)
         h = next(self._handles)
-        self._live[h] = _Live(request, tag, self._steps)
+        self._live[h] = _Live(request, tag)
         self._by_tag[tag] = h
         return h
 
@@ -159,15 +162,15 @@ class VLLMEngine(TextMixin, LoopEngine):
         self.engine.abort_request([live.tag])
         del self._by_tag[live.tag]
         self._discard.append(live.tag)
-        return self._progress(live)
+        return len(live.tokens)
 
     def progress(self, handle: int) -> int:
         live = self._live.get(handle)
-        return self._progress(live) if live else 0
+        return len(live.tokens) if live else 0
 
-    def _progress(self, live: _Live) -> int:
-        # one token a step after the prefill step (an estimate: the scheduler may chunk a prefill)
-        return max(0, min(live.request.n_new, self._steps - live.step0 - 1))
+    def partial(self, handle: int) -> tuple[int, ...]:
+        live = self._live.get(handle)
+        return tuple(live.tokens) if live else ()
 
     @property
     def live(self) -> int:
@@ -180,15 +183,25 @@ class VLLMEngine(TextMixin, LoopEngine):
             self._discard.extend(self._by_tag)
             raise
         self._steps += 1
-        done = [o for o in outputs if o.finished and o.request_id in self._by_tag]
+        done = []
+        for o in outputs:
+            h = self._by_tag.get(o.request_id)
+            if h is None:
+                continue
+            live = self._live[h]
+            comp = o.outputs[0]
+            live.tokens.extend(int(t) for t in comp.token_ids)
+            live.logprobs.extend(comp.logprobs or ())
+            if o.finished:
+                done.append(o.request_id)
         if not done and not self._discard:
             return []
-        records = self._fetch([o.request_id for o in done])
+        records = self._fetch(done)
         out = []
-        for o in done:
-            h = self._by_tag.pop(o.request_id)
+        for tag in done:
+            h = self._by_tag.pop(tag)
             live = self._live.pop(h)
-            out.append((h, self._proposal(live.request, o.outputs[0], records.get(o.request_id, {}))))
+            out.append((h, self._proposal(live, records.get(tag, {}))))
         return out
 
     def _fetch(self, tags: list[str]) -> dict[str, dict]:
@@ -202,15 +215,16 @@ class VLLMEngine(TextMixin, LoopEngine):
                     merged[tag] = {int(k): v for k, v in rec.items()}
         return merged
 
-    def _proposal(self, req: Request, comp, rec: dict) -> Proposal:
-        toks = tuple(int(t) for t in comp.token_ids)
-        if len(toks) != req.n_new or len(rec) < req.n_new:
+    def _proposal(self, live: _Live, rec: dict) -> Proposal:
+        req = live.request
+        toks = tuple(live.tokens)
+        if len(toks) != req.n_new or len(rec) < req.n_new or len(live.logprobs) != len(toks):
             raise EngineError(f"vLLM returned {len(toks)} tokens and {len(rec)} records for {req.n_new} requested")
         lp, lq, h = [], [], []
         extra: list[list[float]] = [[] for _ in req.score_taus]
         for i, tok in enumerate(toks):
             lse1, lse_tau, ent, _, _, lse_extra = rec[i]
-            logp = float(comp.logprobs[i][tok].logprob)
+            logp = float(live.logprobs[i][tok].logprob)
             lp.append(logp)
             lq.append((logp + lse1) / req.tau - lse_tau)
             h.append(ent)
@@ -234,23 +248,27 @@ class VLLMEngine(TextMixin, LoopEngine):
         """
         req = Request(tuple(prefix), 8, 12345, tau)
         h = self.submit(req, logprobs=1)
-        tag = self._live[h].tag
+        live = self._live[h]
+        tag = live.tag
+        rec: dict = {}
         while h in self._live:
             outputs = self.engine.step()
             self._steps += 1
             for o in outputs:
-                if o.finished and o.request_id == tag:
-                    comp = o.outputs[0]
-                    rec = self._fetch([tag]).get(tag, {})
-                    del self._live[h], self._by_tag[tag]
+                if o.request_id == tag:
+                    live.logprobs.extend(o.outputs[0].logprobs or ())
+                    live.tokens.extend(o.outputs[0].token_ids)
+                    if o.finished:
+                        rec = self._fetch([tag]).get(tag, {})
+                        del self._live[h], self._by_tag[tag]
         worst = 0.0
-        for i in range(len(comp.token_ids)):
+        for i in range(len(live.tokens)):
             if i not in rec:
                 raise EngineError("self-check: the logits processor recorded nothing (is it registered?)")
             lse1, lse_tau, _, top, top_logit, _ = rec[i]
-            if top not in comp.logprobs[i]:
+            if top not in live.logprobs[i]:
                 raise EngineError("self-check: vLLM's top token differs from the processor's")
-            logp_top = float(comp.logprobs[i][top].logprob)
+            logp_top = float(live.logprobs[i][top].logprob)
             worst = max(worst, abs(logp_top - (top_logit - lse1)),
                         abs(((logp_top + lse1) / tau - lse_tau) - (top_logit / tau - lse_tau)))
         if worst > SELF_CHECK_TOL:

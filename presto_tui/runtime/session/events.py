@@ -35,7 +35,9 @@ class SessionStart:
 class ModelCall:
     block: int
     round: int  # -1 for the call that extends the state by a block
-    purpose: str  # "extend" or "propose"
+    # "extend", "propose", or "extend-ahead": the block's extension, decoded while the previous block
+    # still ran (streaming); its wall_s is only the time the chain waited for it after that block ended
+    purpose: str
     requests: int
     tokens: int
     wall_s: float
@@ -75,6 +77,7 @@ class RequestEvent:
     tokens: int  # finished: tokens generated; aborted: tokens decoded before the abort
     clock: float  # engine time since the session started
     live: int  # this chain's live requests after the event
+    purpose: str = "propose"  # or "extend": the next block's extension, speculated (decision = K)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,19 @@ class DecisionWalked:
     accept_prob: float
     eps_class: str
     clock: float
+
+
+@dataclass(frozen=True)
+class EngineCost:
+    """What an engine step cost while the session ran (the engine loop's online fit, `session.cost`):
+    a step with n live requests about a + b n seconds.  Written before the session's end; the
+    dependency and compute limits of `stats` and the app read it from the trace."""
+
+    a: float
+    b: float
+    steps: int  # engine steps measured
+    best_n: int  # live requests at the best measured throughput
+    best_rate: float  # requests decoded per second there (tokens per second)
 
 
 @dataclass(frozen=True)
@@ -123,6 +139,6 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
-Event = (SessionStart | ModelCall | BlockStart | RoundDone | RequestEvent | DecisionWalked | SessionEnd
+Event = (SessionStart | ModelCall | BlockStart | RoundDone | RequestEvent | DecisionWalked | EngineCost | SessionEnd
          | SessionError | InFlight | LiveTree)
 TRANSIENT = (InFlight, LiveTree)

@@ -38,6 +38,7 @@ from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.session.events import (
     BlockStart,
     DecisionWalked,
+    EngineCost,
     Event,
     ModelCall,
     RequestEvent,
@@ -77,6 +78,7 @@ class SessionSummary:
     _live_at: tuple[float, int] | None = None
     text: str = ""
     tokens: tuple = ()
+    engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
 
@@ -85,10 +87,10 @@ class SessionSummary:
             self.params, self.prompt = dict(ev.params), ev.prompt
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
-            if ev.requests == 1:
+            if ev.requests == 1 and ev.purpose != "extend-ahead":  # (decoded ahead: its wall_s is a wait)
                 self.single_request_s += ev.wall_s
                 self.single_request_tokens += ev.tokens
-            if ev.purpose == "extend":
+            if ev.purpose in ("extend", "extend-ahead"):
                 self.extend_calls += 1
                 self.extend_time_s += ev.wall_s
             else:
@@ -98,7 +100,11 @@ class SessionSummary:
                 self.proposal_tokens += ev.tokens
         elif isinstance(ev, RequestEvent):
             self._live(ev.clock, ev.live)
-            if ev.kind == "issued":
+            if ev.purpose == "extend":  # the next block's extension decoded ahead: counted by its call if
+                if ev.kind == "aborted":  # used; if the block ended elsewhere, its tokens were waste
+                    self.tokens_generated += ev.tokens
+                    self.proposal_tokens += ev.tokens
+            elif ev.kind == "issued":
                 self.requests_issued += ev.size
             else:
                 self.tokens_generated += ev.tokens
@@ -109,6 +115,8 @@ class SessionSummary:
                 self.first_transition_s = ev.clock
         elif isinstance(ev, BlockStart):
             self.tokens = self.tokens + tuple(ev.tokens)
+        elif isinstance(ev, EngineCost):
+            self.engine_cost = ev
         elif isinstance(ev, RoundDone):
             self._round(ev)
         elif isinstance(ev, SessionEnd):

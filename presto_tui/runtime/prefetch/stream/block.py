@@ -1,0 +1,110 @@
+"""One chain's block under the streaming rule: its parts, composed (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.types import Proposal, SeqState
+from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.policy import Schedule, SpeculationPolicy
+from presto_tui.runtime.prefetch.stream.recorder import EpochRecorder
+from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
+from presto_tui.runtime.prefetch.stream.speculation import (
+    AtCut,
+    InProposal,
+    NextBlock,
+    NoExtension,
+    SpeculationTree,
+)
+from presto_tui.runtime.prefetch.stream.walker import Scorer, Walked, Walker
+from presto_tui.runtime.samplers.families import SamplerFamily
+
+Decoded = Callable[[Group], tuple[int, ...]]  # the tokens a live group's request has decoded so far
+
+
+class StreamBlock:
+    """Decisions, requests, walker, speculation tree and recorder of one block; the policy
+    (kept across blocks by the driver) plans over them."""
+
+    def __init__(self, params: SamplerParams, family: SamplerFamily, classifier: CertaintyClassifier,
+                 block: int, state: SeqState, policy: SpeculationPolicy, *, book: RequestBook | None = None,
+                 decoded: Decoded | None = None):
+        self.params, self.policy = params, policy
+        self.decisions = Decisions(params, family, block, state)
+        self.book = book or RequestBook()
+        self.scorer = Scorer(self.decisions, family)
+        self.walker = Walker(self.decisions, self.scorer, state)
+        # Speculating inside a proposal needs a state-independent cut law (the cut of a later
+        # decision must not depend on tokens still being decoded) and one request per decision.
+        inside = (decoded is not None and "proposal" in params.speculate and not family.law.state_dependent
+                  and family.requests_per_decision == 1)
+        self.tree = SpeculationTree(
+            self.decisions, self.walker, self.book, self.scorer, classifier,
+            decoding=InProposal(decoded) if inside and decoded is not None else AtCut(),
+            block_end=NextBlock(self.decisions) if "block" in params.speculate else NoExtension())
+        self.recorder = EpochRecorder(self.decisions, self.book, self.scorer, state)
+        self._frozen_k, self._frozen_min = -1, [0]
+
+    # -- the driver's side ------------------------------------------------------------------
+    @property
+    def state(self) -> SeqState:
+        return self.walker.state
+
+    @property
+    def k(self) -> int:
+        return self.walker.k
+
+    @property
+    def done(self) -> bool:
+        return self.walker.done
+
+    def plan(self) -> Schedule:
+        return self.policy.plan(self)
+
+    def walk(self) -> list[Walked]:
+        walked = self.walker.walk(self.book)
+        self.recorder.observe(walked, self.walker.k >= self.decisions.K)
+        return walked
+
+    def issued(self, g: Group, j: int, handle: int) -> bool:
+        return self.book.issued(g, j, handle)
+
+    def delivered(self, g: Group, j: int, proposal: Proposal) -> bool:
+        return self.book.delivered(g, j, proposal)
+
+    def aborted(self, g: Group, j: int, decoded: int) -> bool:
+        return self.book.aborted(g, j, decoded)
+
+    def extension(self) -> Group | None:
+        """The next block's extension for the state the block ended in, if it was speculated."""
+        return self.book.get(self.decisions.want_at(self.decisions.K, self.walker.state))
+
+    # -- what the policies ask ----------------------------------------------------------------
+    def reachable(self, want: Want) -> bool:
+        """False only if no state the walker can still reach asks for `want`."""
+        k = self.walker.k
+        if want.d < k:
+            return False
+        if want.d == k:
+            return want == self.walker.want_at(k)
+        if self.decisions.state_dependent:
+            return True  # later cuts depend on states not known yet
+        # positions before every cut of decisions k..d-1 can no longer change
+        n = min(self._frozen(want.d), want.cut)
+        return self.walker.state.tokens[:n] == want.prefix[:n]
+
+    def _frozen(self, d: int) -> int:
+        """min(cut_k, ..., cut_{d-1}) for a state-independent law: before it no accept can change a token."""
+        k = self.walker.k
+        if self._frozen_k != k:
+            self._frozen_k, self._frozen_min = k, [self.decisions.T]
+        mins = self._frozen_min  # mins[i] = min of the cuts of decisions k..k+i-1
+        while len(mins) <= d - k:
+            mins.append(min(mins[-1], self.decisions.cut(k + len(mins) - 1, self.walker.state)))
+        return mins[d - k]
+
+    def forget_behind(self) -> None:
+        """Drop what no state can ask for again (the current epoch's groups stay for its record)."""
+        self.book.forget(self.recorder.epoch_start[0])

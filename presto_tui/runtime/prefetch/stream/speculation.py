@@ -1,0 +1,180 @@
+"""The speculation tree: how likely the walker is to need each request (eqs. 14/17/19 made continuous).
+
+Expanded best-first by reach from the walker's state.  A node is a decision d
+and a state; what it asks for is d's want from that state.  Its children:
+- a finished proposal branches with its exact acceptance probability A
+  (accept: the state after the move; reject: the same state);
+- a proposal still decoding (or not issued) branches with the epsilon-class
+  classifier's h+ (eq. 14).  Its accept branch holds the node's state only up
+  to the decision's cut; the rest is still being decoded.  How that branch is
+  modelled is a `DecodingBranch` object: `AtCut` keeps it as a share of the
+  node's reach that counts only for requests cut at or before the cut (a
+  `profile` of (ceiling, reach) pairs); `InProposal` also follows the tokens
+  the proposal has decoded so far, so that a later decision cut inside them
+  can be requested before the proposal finishes (the prefix exists already).
+- at the block's end (d = K) a `BlockEnd` object says what the state asks
+  for: nothing (`NoExtension`), or the next block's extension (`NextBlock`).
+
+A request is wanted with the summed reach of the nodes asking for it: the
+model's probability that the walker will need it.  Shares below MIN_REACH are
+not worth a slot and are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
+from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.prefetch.bestfirst import best_first
+from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
+from presto_tui.runtime.prefetch.stream.walker import Scorer, Walker
+
+MIN_REACH = 1e-4  # speculation below this predicted reach is not worth a slot
+
+Profile = tuple[tuple[int, float], ...]  # (ceiling, reach): a share counts for requests cut at or before its ceiling
+
+
+@dataclass(frozen=True)
+class Node:
+    d: int
+    state: SeqState  # exact: tokens and records of the whole state; else tokens up to the profile's ceilings
+    profile: Profile
+    exact: bool = True
+
+
+def merge(profile: list[tuple[int, float]]) -> tuple[Profile, float]:
+    """Reach shares by ceiling, equal ceilings summed, shares below MIN_REACH dropped; and their total."""
+    by: dict[int, float] = {}
+    for ceiling, m in profile:
+        by[ceiling] = by.get(ceiling, 0.0) + m
+    merged = tuple((c, m) for c, m in sorted(by.items(), reverse=True) if m >= MIN_REACH)
+    return merged, sum(m for _, m in merged)
+
+
+class DecodingBranch(Protocol):
+    """The accept branch of a decision whose proposal is not known in full."""
+
+    def accept(self, node: Node, g: Group | None, cut: int, share: float) -> Node | None:
+        """A node of its own for the branch (reach `share`), or None to keep it as a share at `cut`."""
+        ...
+
+
+class AtCut:
+    """The branch is a share of the node's reach, for requests cut at or before the cut."""
+
+    def accept(self, node: Node, g: Group | None, cut: int, share: float) -> Node | None:
+        return None
+
+
+class InProposal:
+    """Follow the tokens a single-request proposal has decoded so far: the accept branch holds
+    them, so a later decision cut inside them can be requested at once (its prefix exists)."""
+
+    def __init__(self, decoded: Callable[[Group], tuple[int, ...]]):
+        self.decoded = decoded
+
+    def accept(self, node: Node, g: Group | None, cut: int, share: float) -> Node | None:
+        if g is None or g.size != 1:
+            return None
+        tokens = g.proposals[0].tokens if g.finished else self.decoded(g)  # type: ignore[union-attr]
+        if not tokens:
+            return None
+        st = SeqState(node.state.prompt, node.state.tokens[:cut] + tokens)
+        return Node(node.d + 1, st, ((cut + len(tokens), share),), exact=False)
+
+
+class BlockEnd(Protocol):
+    def want(self, node: Node, reach: float) -> Want | None: ...
+
+
+class NoExtension:
+    def want(self, node: Node, reach: float) -> Want | None:
+        return None
+
+
+class NextBlock:
+    """At the block's end, an exact state asks for the next block's extension."""
+
+    def __init__(self, decisions: Decisions):
+        self.decisions = decisions
+
+    def want(self, node: Node, reach: float) -> Want | None:
+        if not node.exact or self.decisions.next_block is None:
+            return None
+        return self.decisions.want_at(self.decisions.K, node.state)
+
+
+class SpeculationTree:
+    """Wants in best-first order of reach, from the walker's state (see the module docstring)."""
+
+    def __init__(self, decisions: Decisions, walker: Walker, book: RequestBook, scorer: Scorer,
+                 classifier: CertaintyClassifier, decoding: DecodingBranch | None = None,
+                 block_end: BlockEnd | None = None):
+        self.decisions, self.walker, self.book, self.scorer = decisions, walker, book, scorer
+        self.classifier = classifier
+        self.decoding = decoding or AtCut()
+        self.block_end = block_end or NoExtension()
+        self._h: dict[tuple[int, int], float] = {}  # (depth ahead of the walker, cut) -> h+
+
+    def h_pred(self, d: int, cut: int) -> float:
+        key = (d - self.walker.k, cut)
+        if key not in self._h:
+            T = self.decisions.T
+            self._h[key] = self.classifier.branch_prob(node_features(cut, T, d - self.walker.k, 0, T))
+        return self._h[key]
+
+    def wants(self) -> Iterator[tuple[Want, float, Group | None]]:
+        """(want, reach of one node asking for it, its group or None): in about decreasing reach.
+        A want asked for by several nodes comes once per node; the consumer sums."""
+        T = self.decisions.T
+        root = Node(self.walker.k, self.walker.state, ((T, 1.0),))
+        return best_first(root, self._visit)
+
+    def _visit(self, _priority: float, node: Node):
+        d, st, profile = node.d, node.state, node.profile
+        if d >= self.decisions.K:
+            reach = sum(m for ceiling, m in profile if ceiling >= self.decisions.T)
+            want = self.block_end.want(node, reach) if reach >= MIN_REACH else None
+            return ((want, reach, self.book.get(want)) if want is not None else None), ()
+        want = self.walker.want_at(d, st)
+        cut = want.cut
+        if len(profile) == 1:  # most nodes: the whole reach covers the state
+            reach = profile[0][1] if profile[0][0] >= cut else 0.0
+        else:
+            reach = sum(m for ceiling, m in profile if ceiling >= cut)
+        if reach < MIN_REACH:
+            return None, ()
+        g = self.book.get(want)
+        children: list[tuple[float, Node]] = []
+        if g is not None and g.finished and node.exact:
+            # only the share of the node that holds this prefix reaches this proposal
+            A, _, acc = self.scorer.accept(g, st)
+            rest = [(c, m) for c, m in profile if c < cut]
+            if A > 0.0 and reach * A >= MIN_REACH:
+                children.append((reach * A, Node(d + 1, acc, ((self.decisions.T, reach * A),))))
+            keep = ([(self.decisions.T, reach * (1.0 - A))] if A < 1.0 else []) + rest
+            if keep:
+                merged, total = merge(keep)
+                if merged:
+                    children.append((total, Node(d + 1, st, merged)))
+            return (want, reach, g), children
+        h = self.h_pred(d, cut)
+        own = self.decoding.accept(node, g, cut, reach * h)
+        split: list[tuple[int, float]] = []
+        for ceiling, m in profile:
+            if ceiling >= cut:  # rejected / accepted (unseen: a share at the cut)
+                split.append((ceiling, m * (1.0 - h)))
+                if own is None:
+                    split.append((cut, m * h))
+            else:
+                split.append((ceiling, m))
+        merged, total = merge(split)
+        if merged:
+            children.append((total, Node(d + 1, st, merged, node.exact)))
+        if own is not None and own.profile[0][1] >= MIN_REACH:
+            children.append((own.profile[0][1], own))
+        return (want, reach, g), children

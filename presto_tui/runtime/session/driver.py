@@ -1,0 +1,224 @@
+"""A chain on the engine loop: the protocol every way of spending the model implements.
+
+The engine loop (`loop.py`) asks each driver, before every engine step, what
+to submit and what to abort, steps the engine once, hands each finished
+proposal to the driver that asked for it, and collects the events the driver
+emitted.  `Driver` implements a session's outer part (start, one extension
+per block, end) for the MH chains; `RoundDriver` (rounds.py) runs a kernel,
+sequential or a PreSTO round rule, `StreamDriver` (streaming.py) the streaming
+rule.  What a request was submitted for travels with it as a typed tag.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from presto_tui import __version__
+from presto_tui.errors import InputError, describe
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.randomness import extension_seed
+from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eos
+from presto_tui.runtime.prefetch.stream import Group
+from presto_tui.runtime.samplers.families import sampler_family
+from presto_tui.runtime.session.cost import StepCost
+from presto_tui.runtime.session.events import (
+    BlockStart,
+    EngineCost,
+    Event,
+    ModelCall,
+    SessionEnd,
+    SessionError,
+    SessionStart,
+)
+
+SNAPSHOT_EVERY_S = 0.1  # transient progress events: at most ten a second per chain
+
+
+@dataclass(frozen=True)
+class ExtendTag:
+    """The request that extends the state by a block (alg. 1, line 2)."""
+
+
+@dataclass(frozen=True)
+class RoundTag:
+    position: int  # the request's position in its round
+
+
+@dataclass(frozen=True, eq=False)
+class GroupTag:
+    group: Group  # a streaming request group
+    candidate: int
+
+
+Tag = ExtendTag | RoundTag | GroupTag
+EXTEND = ExtendTag()
+
+
+def display_text(engine: Engine, tokens: Sequence[int]) -> str:
+    return engine.decode(cut_at_eos(tokens, engine.eos_id))
+
+
+def check_context(engine: Engine, prompt_len: int, params: SamplerParams) -> None:
+    if engine.max_len and prompt_len + params.max_new_tokens > engine.max_len:
+        raise InputError(f"prompt ({prompt_len} tokens) plus horizon ({params.max_new_tokens}) exceeds "
+                         f"the model's context of {engine.max_len} tokens")
+
+
+class Driver:
+    """One chain: a session's events around blocks of MH transitions (alg. 1 and 2's outer loop)."""
+
+    def __init__(self, engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
+                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None):
+        params.validate()
+        self.engine, self.params, self.prompt, self.classifier = engine, params, prompt, classifier
+        self.prompt_ids = tuple(prompt_ids)
+        self.family = sampler_family(params)
+        self.state = SeqState(self.prompt_ids)
+        self._given = state  # a block's start state given (tests): no extension for the first block
+        self.block = 0
+        self.done = False
+        self.cost: StepCost | None = None  # the engine loop's step costs, shared by its chains
+        self._out: list[Event] = []
+        self._submit: list[tuple[Tag, Request]] = []
+        self._abort: list[int] = []
+        self._owned: dict[int, Tag] = {}  # engine handle -> what it was submitted for
+        self._t0 = engine.clock()
+        self._extension: tuple[float, int | None] | None = None  # (waited for since, handle)
+        self._extension_purpose = "extend"
+        self._last_snapshot = 0.0
+
+    def clock(self) -> float:
+        return self.engine.clock() - self._t0
+
+    # -- the loop's side --------------------------------------------------------------------
+    def start(self) -> list[Event]:
+        e = self.engine
+        self._out.append(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
+                                      self.prompt, self.prompt_ids, time.time(), dict(e.info)))
+        check_context(e, len(self.prompt_ids), self.params)
+        if self._given is not None:
+            self.state = self._given
+            self.begin_block(self._given)
+        else:
+            self._extend()
+        return self.flush()
+
+    def to_submit(self) -> list[tuple[Tag, Request]]:
+        out, self._submit = self._submit, []
+        return out
+
+    def to_abort(self) -> list[int]:
+        out, self._abort = self._abort, []
+        return out
+
+    def submitted(self, tag: Tag, handle: int) -> None:
+        self._owned[handle] = tag
+        if isinstance(tag, ExtendTag):
+            assert self._extension is not None
+            self._extension = (self._extension[0], handle)
+        else:
+            self.on_submitted(tag, handle)
+
+    def delivered(self, handle: int, proposal: Proposal) -> None:
+        tag = self._owned.pop(handle)
+        if isinstance(tag, ExtendTag):
+            assert self._extension is not None
+            wall = self.engine.clock() - self._extension[0] - self._t0
+            self._extension, purpose, self._extension_purpose = None, self._extension_purpose, "extend"
+            self.extended(proposal, purpose, wall)
+        else:
+            self.on_delivered(tag, handle, proposal)
+
+    def extended(self, proposal: Proposal, purpose: str, wall: float) -> None:
+        """The block's extension is here: record it and begin the block."""
+        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall))
+        L = self.state.T
+        self.state = self.state.extended(proposal)
+        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens))
+        self.begin_block(self.state)
+
+    def aborted(self, handle: int, decoded: int) -> None:
+        self.on_aborted(self._owned.pop(handle), handle, decoded)
+
+    def handles(self) -> list[int]:
+        return list(self._owned)
+
+    def advance(self) -> list[Event]:
+        if not self.done and self._extension is None:
+            self.advance_block()
+        return self.flush()
+
+    def flush(self) -> list[Event]:
+        out, self._out = self._out, []
+        return out
+
+    def snapshot(self, now: float) -> Event | None:
+        """A transient progress event, at most every SNAPSHOT_EVERY_S of wall time."""
+        if now - self._last_snapshot < SNAPSHOT_EVERY_S or self.done:
+            return None
+        self._last_snapshot = now
+        return self.progress_event()
+
+    def cancel(self) -> list[Event]:
+        """End the session as cancelled at the last finished step; the loop aborts its requests."""
+        if not self.done:
+            self._end("cancelled")
+        return self.flush()
+
+    def fail(self, exc: BaseException) -> list[Event]:
+        if not self.done:
+            self.done = True
+            kind, message = describe(exc)
+            self._out.append(SessionError(message, kind))
+        return self.flush()
+
+    def _end(self, reason: str) -> None:
+        self.done = True
+        est = self.cost.estimate() if self.cost is not None else None
+        if est is not None:
+            self._out.append(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
+        self._out.append(SessionEnd(reason, self.state.tokens, display_text(self.engine, self.state.tokens)))
+
+    # -- blocks -----------------------------------------------------------------------------
+    def extension_request(self) -> Request:
+        return Request(self.state.prefix(self.state.T), self.params.block, extension_seed(self.params.seed, self.block),
+                       self.params.proposal_tau, self.family.score_taus)
+
+    def _extend(self) -> None:
+        self._extension = (self.clock(), None)
+        self._submit.append((EXTEND, self.extension_request()))
+
+    def end_block(self, state: SeqState) -> None:
+        """The block's K transitions are done: extend for the next block, or end the session."""
+        self.state = state
+        self.block += 1
+        if self.block < self.params.n_blocks:
+            self._extend()
+        else:
+            self._end("done")
+
+    def begin_block(self, state: SeqState) -> None:
+        raise NotImplementedError
+
+    def advance_block(self) -> None:
+        raise NotImplementedError
+
+    def on_submitted(self, tag: Tag, handle: int) -> None:
+        pass
+
+    def on_delivered(self, tag: Tag, handle: int, proposal: Proposal) -> None:
+        raise NotImplementedError
+
+    def on_aborted(self, tag: Tag, handle: int, decoded: int) -> None:
+        pass
+
+    def progress_event(self) -> Event | None:
+        return None
+
+
+DriverFactory = Callable[..., Driver]
