@@ -67,9 +67,9 @@ def test_text_output_shows_summary():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--alpha", "0"], "--alpha must be > 0"),
+    (["--alpha", "0"], "--alpha must lie in (0, 1000], got 0"),
     (["--budget", "0"], "--budget must lie in [1, 4096], got 0"),
-    (["--steps", "0"], "--steps must lie in [1, 1e+06], got 0"),
+    (["--steps", "0"], "--steps must lie in [1, 10^6], got 0"),
     (["-n", "10", "-B", "3"], "does not divide"),
     (["--prefetch", "dfs"], "unknown --prefetch 'dfs'"),
     (["--prefetch", "spine", "--inputs", "node"], "needs --inputs decision"),

@@ -14,9 +14,11 @@ from typing import Annotated
 import typer
 
 from presto_tui import __version__
-from presto_tui.cli import options
+from presto_tui.cli import options, usage
+from presto_tui.cli.usage import PrestoCommand, PrestoGroup
 
 app = typer.Typer(
+    cls=PrestoGroup,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
@@ -46,9 +48,14 @@ def _root(
     options.VERBOSE["on"] = verbose
 
 
+def command(name: str | None = None):
+    """Register a command on `app` (one-line usage errors, readable help: cli/usage.py)."""
+    return app.command(name, cls=PrestoCommand)
+
+
 # Commands register themselves on `app`; the interactive ones first in --help.
 from presto_tui.cli import bench, chat, run, traces  # noqa: E402,F401
 
 
 def main() -> None:
-    app()
+    app(prog_name=usage.PROG)

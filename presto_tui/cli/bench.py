@@ -22,13 +22,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from presto_tui.cli import app
+from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.params import BENCH_SIZES, SamplerParams
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
+from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams
 from presto_tui.runtime.core.types import Request
 from presto_tui.runtime.session.events import SessionEnd, SessionStart
 from presto_tui.runtime.session.loop import make_driver, run_chains
@@ -38,12 +39,51 @@ from presto_tui.runtime.session.summary import SessionSummary
 Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
 
 
+SEQUENTIAL = PrefetchRule.NONE.value
+
+
 def configs(samplers: list[str], rules: list[str], budgets: list[int]) -> list[Config]:
-    return [c for smp in samplers for c in [(smp, "none", None)] + [(smp, r, b) for r in rules for b in budgets]]
+    return [c for smp in samplers for c in [(smp, SEQUENTIAL, None)] + [(smp, r, b) for r in rules for b in budgets]]
 
 
 def label(sampler: str, rule: str, budget: int | None) -> str:
-    return f"{sampler} " + ("seq" if rule == "none" else f"{rule} {budget}")
+    return f"{sampler} " + ("seq" if rule == SEQUENTIAL else f"{rule} {budget}")
+
+
+class SessionProgress:
+    """Progress on stderr.  On a terminal a Rich bar; anywhere else (a log file, a pipe) one plain
+    line per finished session, so that a run of many minutes is never silent there."""
+
+    def __init__(self, err: Console, total: int) -> None:
+        self.err, self.total, self.done, self.what = err, total, 0, ""
+        self.t0 = time.perf_counter()
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err, transient=True) if err.is_terminal else None
+        self.task = self.bar.add_task("sessions", total=total) if self.bar is not None else None
+
+    def __enter__(self) -> SessionProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def doing(self, what: str) -> None:
+        """What the sessions from now on run (shown until the next call)."""
+        self.what = what
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, description=what)
+
+    def advance(self) -> None:
+        """One more session finished."""
+        self.done += 1
+        if self.bar is not None and self.task is not None:
+            self.bar.advance(self.task)
+        else:
+            print(f"bench: {self.done}/{self.total} sessions, {self.what}, {time.perf_counter() - self.t0:.0f} s",
+                  file=self.err.file, flush=True)
 
 
 def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
@@ -98,10 +138,12 @@ def _mean(xs: list[float | None]) -> float | None:
 
 
 def throughput(backend: Engine, params: SamplerParams, prompts: list[str], levels: list[int],
-               classifier: CertaintyClassifier | None, trace: TraceWriter | None, bar, task) -> list[dict]:
+               classifier: CertaintyClassifier | None, trace: TraceWriter | None,
+               progress: SessionProgress) -> list[dict]:
     """Prompts per minute with C chains on one engine, for each C in `levels`, same prompts and seeds."""
     rows = []
     for c in levels:
+        progress.doing(f"throughput {params.prefetch} N={params.budget}, {c} chain(s)")
         t0 = time.perf_counter()
         e0 = backend.clock()
         drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)
@@ -113,7 +155,7 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
             if trace is not None:
                 trace.write(ev, sids.get(i))
             if isinstance(ev, SessionEnd):
-                bar.advance(task)
+                progress.advance()
         wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
         rows.append({"concurrency": c, "prompts": len(prompts), "wall_s": wall, "engine_s": engine_s,
                      "prompts_per_min": 60 * len(prompts) / engine_s if engine_s else None})
@@ -124,17 +166,18 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
 
 
 def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list[str], concurrency: int,
-                  classifier: CertaintyClassifier | None, bar, task) -> dict:
+                  classifier: CertaintyClassifier | None, progress: SessionProgress) -> dict:
     """Prompts per minute with 1 and with `workers` Ray workers (one engine each), and Ray's start-up."""
     rows = []
     for w in sorted({1, workers}):
+        progress.doing(f"data parallel, {w} Ray worker(s)")
         t0 = time.perf_counter()
         with cluster_of(w) as cluster:
             started = time.perf_counter() - t0
             t1 = time.perf_counter()
             for _, ev in cluster.run(prompts, params, classifier):
                 if isinstance(ev, SessionEnd):
-                    bar.advance(task)
+                    progress.advance()
             wall = time.perf_counter() - t1
         rows.append({"workers": w, "start_s": started, "wall_s": wall, "prompts_per_min": 60 * len(prompts) / wall})
     for r in rows:
@@ -145,15 +188,16 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
 def row_params(base: SamplerParams, sampler: str, rule: str, budget: int | None, seed: int = 0) -> SamplerParams:
     """A row's parameters: the sequential reference, spine and stream always run on decision
     inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
+    node_inputs = PrefetchRule.of(rule).node_inputs
     return base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget, seed=seed,
-                      inputs="decision" if rule in ("none", "spine", "stream") else base.inputs)
+                      inputs=base.inputs if node_inputs else InputMode.DECISION.value)
 
 
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
-              budgets: list[int], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
+              budgets: list[int], samplers: Sequence[str] = (SamplerName.POWERMH.value,), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
-              throughput_rule: str = "stream", workers: int = 0, cluster_of=None) -> None:
+              throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None) -> None:
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
@@ -165,9 +209,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     dp: dict | None = None
     tp_params = row_params(base, base.sampler, throughput_rule, budgets[0])
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as bar:
-            task = bar.add_task("sessions", total=total)
+        with SessionProgress(err, total) as progress:
             for p_i, prompt in enumerate(prompts):
                 ids = backend.encode_prompt(prompt)
                 for seed in range(seeds):
@@ -175,25 +217,24 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                     for cfg in cfgs:
                         sampler, rule, budget = cfg
                         params = row_params(base, sampler, rule, budget, seed)
-                        bar.update(task, description=f"prompt {p_i + 1}/{len(prompts)} {label(*cfg)}")
+                        progress.doing(f"{label(*cfg)}, prompt {p_i + 1}/{len(prompts)}"
+                                       + (f", seed {seed + 1}/{seeds}" if seeds > 1 else ""))
                         s = SessionSummary()
                         for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
                             s.update(ev)
                             if trace is not None:
                                 trace.write(ev)
                         results[cfg].append(s)
-                        if rule == "none":
+                        if rule == SEQUENTIAL:
                             seq_tokens[sampler] = s.tokens
                         elif s.tokens != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
-                        bar.advance(task)
+                        progress.advance()
             if concurrency_levels:
-                bar.update(task, description=f"throughput: {throughput_rule} N={budgets[0]}")
                 tp_rows = throughput(backend, tp_params, prompts, list(concurrency_levels), classifier, trace,
-                                     bar, task)
+                                     progress)
             if workers and cluster_of is not None:
-                bar.update(task, description=f"data parallel: 1 and {workers} Ray workers")
-                dp = data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, bar, task)
+                dp = data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, progress)
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
     except KeyboardInterrupt:
         if trace is not None:  # like `run`: the trace ends at the last finished round
@@ -209,9 +250,9 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     table_rows = []
     for cfg in cfgs:
         sampler, rule, budget = cfg
-        agg = aggregate(results[cfg], results[(sampler, "none", None)] if rule != "none" else None)
+        agg = aggregate(results[cfg], results[(sampler, SEQUENTIAL, None)] if rule != SEQUENTIAL else None)
         inputs = row_params(base, sampler, rule, budget).inputs
-        exact = rule != "none" and inputs == "decision"  # node inputs draw other randomness
+        exact = rule != SEQUENTIAL and inputs == InputMode.DECISION  # node inputs draw other randomness
         agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget, inputs=inputs,
                    same_final_state_as_sequential=same_as_seq[cfg] if exact else None)
         table_rows.append(agg)
@@ -233,9 +274,19 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     if json_out:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
-        render(Console(highlight=False), report)
+        render(table_console(), report)
     err.print(f"presto-tui: results written to {out_path}" +
               (f", trace to {trace.path}" if trace is not None else ""))
+
+
+def table_console() -> Console:
+    """stdout for the tables.  A terminal narrower than the table gets the main columns (the rest
+    are in the results file); a file or a pipe gets every column, whatever COLUMNS says."""
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(highlight=False, width=PIPE_WIDTH)
+
+
+PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
 
 
 def _f(x: float | None, fmt: str, none: str = "-") -> str:
@@ -299,34 +350,39 @@ def render(console: Console, report: dict) -> None:
                   "sequential sampler")
 
 
-@app.command()
+@command()
 @o.handled
 def bench(
     ctx: typer.Context,
     prompts_file: Annotated[Path | None, typer.Option(
         "--prompts-file", show_default=False,
-        help="One prompt per line \\[default: the shipped math, code and general set].")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", show_default=False,
-                                                 help="Use only the first N prompts.")] = None,
-    budgets: Annotated[str, typer.Option(help="Comma-separated prefetch budgets to compare.")] = "8,12,20",
-    rules: Annotated[str, typer.Option(help="Comma-separated PreSTO rules to compare: bfs, predictive, spine, "
-                                       "stream.")] = "bfs,predictive,spine,stream",
+        help="One prompt per line [default: the shipped math, code and general set].")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", show_default=False,
+        help=f"Use only the first N prompts, {o.CLI_LIMITS['limit'].where} [default: all].")] = None,
+    budgets: Annotated[str, typer.Option(
+        metavar="N,...",
+        help=f"Comma-separated prefetch budgets to compare, each {LIMITS['budget'].where}.")] = "8,12,20",
+    rules: Annotated[str, typer.Option(
+        metavar="NAME,...",
+        help=f"Comma-separated PreSTO rules to compare: {', '.join(PrefetchRule.presto_names())}.")
+    ] = ",".join(PrefetchRule.presto_names()),
     throughput: Annotated[str, typer.Option(
-        "--throughput", help="Concurrency levels for the throughput table (prompts per minute with C chains on "
-        "one engine); '' skips it.")] = "1,2,4,8",
-    throughput_rule: Annotated[str, typer.Option(
-        "--throughput-rule", help="The rule the throughput table runs (at the first budget).")] = "stream",
+        "--throughput", metavar="C,...",
+        help="Concurrency levels for the throughput table (prompts per minute with C chains on one engine); "
+        "'' skips it.")] = "1,2,4,8",
+    throughput_rule: Annotated[PrefetchRule, typer.Option(
+        "--throughput-rule", metavar="NAME",
+        help="The rule the throughput table runs (at the first budget).")] = PrefetchRule.STREAM,
     workers: o.Workers = None, ray_address: o.RayAddress = None,
-    samplers: Annotated[str, typer.Option(help="Comma-separated samplers, each against its own "
-                                          "sequential run: powermh, entropycut, multitry.")] = "powermh",
-    seeds: Annotated[int, typer.Option(help="Seeds per prompt (0..seeds-1).")] = 1,
+    samplers: Annotated[str, typer.Option(
+        metavar="NAME,...",
+        help=f"Comma-separated samplers, each against its own sequential run: {', '.join(SamplerName.names())}.")
+    ] = SamplerName.POWERMH.value,
+    seeds: Annotated[int, typer.Option(
+        help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
     inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
-    max_new_tokens: Annotated[int | None, typer.Option(
-        "--max-new-tokens", "-n", rich_help_panel=o.SAMPLER, show_default=False,
-        help="Response length n \\[default: 64].")] = None,
-    steps: Annotated[int | None, typer.Option(
-        "--steps", "-K", rich_help_panel=o.SAMPLER, show_default=False,
-        help="MH transitions per prompt (one block) \\[default: 16].")] = None,
+    max_new_tokens: o.BenchNewTokens = None, steps: o.BenchSteps = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
@@ -335,7 +391,7 @@ def bench(
     kv_cache_gib: o.KvCache = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
-        help="Write the results JSON here \\[default: beside the trace, sessions/<time>-bench.json].")] = None,
+        help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print the results JSON on stdout instead of tables.")] = False,
@@ -353,6 +409,8 @@ def bench(
     prefix-cache hit rate. --inputs node runs the paper's own BFS and predictive
     allocations (their chains then differ from the sequential one, with the same law).
 
+    Examples:
+
       presto-tui bench                       # embedded model, shipped prompts
 
       presto-tui bench --limit 2 -K 8 --budgets 8,20 --rules spine
@@ -363,22 +421,23 @@ def bench(
     """
     flags = ctx.params
     budget_list = _int_list("--budgets", budgets)
-    rule_list = _names(rules)
-    sampler_list = _names(samplers)
+    for b in budget_list:
+        LIMITS["budget"].check("--budgets", b)
+    if SEQUENTIAL in _names(rules):
+        raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
+    rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
+    sampler_list = _chosen("--samplers", samplers, SamplerName.names())
     if not budget_list or not rule_list or not sampler_list:
         raise InputError("bench needs at least one sampler, budget and rule")
-    if limit is not None and limit < 1:
-        raise InputError(f"--limit must be >= 1, got {limit}")
-    if not 1 <= seeds <= 10_000:
-        raise InputError(f"--seeds must lie in [1, 10000], got {seeds}")
+    if limit is not None:
+        o.CLI_LIMITS["limit"].check("--limit", limit)
+    o.CLI_LIMITS["seeds"].check("--seeds", seeds)
     levels = _int_list("--throughput", throughput)
-    if any(not 1 <= c <= 256 for c in levels):
-        raise InputError(f"--throughput levels must lie in [1, 256], got {throughput!r}")
-    if "none" in rule_list:
-        raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
+    for c in levels:  # a throughput level is a number of chains at once, as --concurrency
+        o.CLI_LIMITS["concurrency"].check("--throughput", c)
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
-    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": "none"})
-    for r in [*rule_list, throughput_rule]:
+    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL})
+    for r in [*rule_list, throughput_rule.value]:
         for smp in sampler_list:
             for b in budget_list:
                 row_params(base, smp, r, b).validate()
@@ -394,8 +453,8 @@ def bench(
                                    "results", overwrite=output is not None)
     cluster_of = None
     if workers is not None or ray_address is not None:
-        if workers is not None and not 1 <= workers <= 4096:
-            raise InputError(f"--workers must lie in [1, 4096], got {workers}")
+        if workers is not None:
+            o.CLI_LIMITS["workers"].check("--workers", workers)
         from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
 
         _ray()
@@ -409,11 +468,21 @@ def bench(
     writer = o.open_trace(path, "bench", engine, base)
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
-              throughput_rule=throughput_rule, workers=workers or (1 if ray_address else 0), cluster_of=cluster_of)
+              throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),
+              cluster_of=cluster_of)
 
 
 def _names(csv: str) -> list[str]:
     return [x.strip() for x in csv.split(",") if x.strip()]
+
+
+def _chosen(flag: str, csv: str, choices: tuple[str, ...]) -> list[str]:
+    """The comma-separated names of `csv`, each one of `choices`."""
+    names = _names(csv)
+    for name in names:
+        if name not in choices:
+            raise InputError(unknown_choice(flag, name, choices))
+    return names
 
 
 def _int_list(flag: str, csv: str) -> list[int]:

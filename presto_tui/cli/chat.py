@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import typer
 
-from presto_tui.cli import app
+from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.safetext import visible
 
 
-@app.command()
+@command()
 @o.handled
 def chat(
     ctx: typer.Context,
@@ -35,6 +35,8 @@ def chat(
     marked. Select nodes with the arrow keys or the mouse to inspect their MH ratio and
     the text they propose. ? shows every key. Starts on vLLM with the embedded
     SmolLM2-135M unless --backend/--model say otherwise.
+
+    Examples:
 
       presto-tui chat
 

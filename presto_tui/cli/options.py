@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,60 +23,96 @@ import typer
 
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describe
 from presto_tui.files import readable_file
+from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
+from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
 from presto_tui.safetext import visible
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
 
+# The CLI's own numbers (the sampler's are `params.LIMITS`); `limit_of` finds either.
+CLI_LIMITS: dict[str, Limit] = {
+    "concurrency": Limit(1, 256, integer=True),
+    "workers": Limit(1, 4096, integer=True),
+    "seeds": Limit(1, 10_000, integer=True),
+    "limit": Limit(1, float("inf"), integer=True),
+}
+
+
+def limit_of(name: str) -> Limit | None:
+    """The documented range of the parameter `name` (a command's argument name), if it has one."""
+    return LIMITS.get(name) or CLI_LIMITS.get(name)
+
+
+# -- help text, built from the registry and the parameters' own defaults and ranges --------
+# Help is plain text: the command line escapes it for Rich (cli/usage.py), so brackets such as
+# [default: 4] or 'presto-tui[ray]' are written as they should read.
+
+def choices_help(choices: type[Choice]) -> str:
+    """'a (what a is), b (...) or c (...)' for every name of a registry list."""
+    items = [f"{c.value} ({c.help})" for c in choices]
+    return ", ".join(items[:-1]) + f" or {items[-1]}"
+
+
+def number_help(name: str, text: str, default: object = None) -> str:
+    """`text`, the parameter's range and its default (SamplerParams' own unless given)."""
+    shown = number_text(getattr(SamplerParams(), name)) if default is None else default
+    return f"{text}, {LIMITS[name].where} [default: {shown}]."
+
+
 # -- the sampler ----------------------------------------------------------------
-Sampler = Annotated[str | None, typer.Option(
-    "--sampler", rich_help_panel=SAMPLER, show_default=False,
-    help="The MH chain: powermh (uniform cut), entropycut (cuts where p0's entropy jumps) or "
-    "multitry (multiple-try Metropolis over --tries candidate suffixes) \\[default: powermh].")]
-Prefetch = Annotated[str | None, typer.Option(
-    "--prefetch", rich_help_panel=SAMPLER, show_default=False,
-    help="none = the sequential sampler (one model call per transition); PreSTO with a traversal "
-    "rule: spine (one request per future decision), bfs or predictive (the paper's rules; with "
-    "decision inputs they plan the same requests as each other, so their allocations differ only "
-    "with --inputs node); stream (continuous speculation, no rounds) \\[default: spine].")]
-Inputs = Annotated[str | None, typer.Option(
-    "--inputs", rich_help_panel=SAMPLER, show_default=False,
-    help="decision = random inputs keyed by decision (PreSTO reproduces the sequential sampler token "
-    "for token); node = every tree node draws its own, as in the paper \\[default: decision].")]
+Sampler = Annotated[SamplerName | None, typer.Option(
+    "--sampler", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
+    help=f"The method that draws the response: {choices_help(SamplerName)} "
+    f"[default: {SamplerParams().sampler}].")]
+Prefetch = Annotated[PrefetchRule | None, typer.Option(
+    "--prefetch", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
+    help=f"{choices_help(PrefetchRule)}. With decision inputs bfs and predictive plan the same requests "
+    f"as each other; their allocations differ only with --inputs node [default: {SamplerParams().prefetch}].")]
+Inputs = Annotated[InputMode | None, typer.Option(
+    "--inputs", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
+    help=f"The decisions' random inputs: {choices_help(InputMode)} [default: {SamplerParams().inputs}].")]
 Alpha = Annotated[float | None, typer.Option(
     "--alpha", rich_help_panel=SAMPLER, show_default=False,
-    help="Power exponent: the target is p0^alpha \\[default: 4].")]
+    help=number_help("alpha", "Power exponent: the target is p0^alpha"))]
 Tau = Annotated[float | None, typer.Option(
     "--tau", rich_help_panel=SAMPLER, show_default=False,
-    help="Proposal temperature \\[default: 1/alpha].")]
+    help=number_help("tau", "Proposal temperature", default="1/alpha"))]
 NewTokens = Annotated[int | None, typer.Option(
     "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
-    help="Response length n (fixed; EOS does not stop it) \\[default: 96].")]
+    help=number_help("max_new_tokens", "Response length n (fixed; EOS does not stop it)"))]
 BlockSize = Annotated[int | None, typer.Option(
     "--block-size", "-B", rich_help_panel=SAMPLER, show_default=False,
-    help="Block size B, must divide n \\[default: n, one block].")]
+    help=number_help("block_size", "Block size B, must divide n", default="n, one block"))]
 Steps = Annotated[int | None, typer.Option(
     "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help="MH transitions per block K \\[default: 24].")]
+    help=number_help("steps", "MH transitions per block K"))]
 Budget = Annotated[int | None, typer.Option(
     "--budget", "-N", rich_help_panel=SAMPLER, show_default=False,
-    help="Prefetch budget N: distinct requests per model call (stream: live requests) \\[default: 8].")]
+    help=number_help("budget", "Prefetch budget N: distinct requests per model call (stream: live requests)"))]
 Epsilon = Annotated[float | None, typer.Option(
     "--epsilon", rich_help_panel=SAMPLER, show_default=False,
-    help="Epsilon of epsilon-certainty, in [0, 0.5]: certain accept if A >= 1-eps, certain reject if "
-    "A <= eps \\[default: 0.01].")]
+    help=number_help("epsilon", "Epsilon of epsilon-certainty: certain accept if A >= 1-eps, certain reject "
+                     "if A <= eps"))]
 Seed = Annotated[int | None, typer.Option(
     "--seed", rich_help_panel=SAMPLER, show_default=False,
-    help="Session seed; the same seed gives the same chain \\[default: 0].")]
+    help=number_help("seed", "Session seed; the same seed gives the same chain"))]
 Beta = Annotated[float | None, typer.Option(
     "--beta", rich_help_panel=SAMPLER, show_default=False,
-    help="EntropyCut: exponent of the entropy-jump cut law \\[default: 4].")]
+    help=number_help("beta", "EntropyCut: exponent of the entropy-jump cut law"))]
 CutMix = Annotated[float | None, typer.Option(
     "--cut-mix", rich_help_panel=SAMPLER, show_default=False,
-    help="EntropyCut: share of cuts drawn uniformly over every position; > 0 lets the chain resample "
-    "the first token (the published law, 0, never does) \\[default: 0.1].")]
+    help=number_help("cut_mix", "EntropyCut: share of cuts drawn uniformly over every position; > 0 lets the "
+                     "chain resample the first token (the published law, 0, never does)"))]
 Tries = Annotated[int | None, typer.Option(
     "--tries", rich_help_panel=SAMPLER, show_default=False,
-    help="MultiTryMH: candidates per transition \\[default: 4].")]
+    help=number_help("tries", "MultiTryMH: candidates per transition"))]
+# bench's sizes default to BENCH_SIZES
+BenchNewTokens = Annotated[int | None, typer.Option(
+    "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("max_new_tokens", "Response length n", default=BENCH_SIZES["max_new_tokens"]))]
+BenchSteps = Annotated[int | None, typer.Option(
+    "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("steps", "MH transitions per prompt (one block)", default=BENCH_SIZES["steps"]))]
 PaperSettings = Annotated[bool, typer.Option(
     "--paper-settings", rich_help_panel=SAMPLER,
     help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
@@ -95,7 +132,7 @@ ChatTemplate = Annotated[bool, typer.Option(
     "--chat-template/--no-chat-template", rich_help_panel=ENGINE, help="Wrap prompts in the model's chat template.")]
 Dtype = Annotated[str | None, typer.Option(
     "--dtype", rich_help_panel=ENGINE, show_default=False,
-    help="auto, float32, bfloat16 or float16 \\[default: float32 on CPU, the model's on GPU].")]
+    help="auto, float32, bfloat16 or float16 [default: float32 on CPU, the model's on GPU].")]
 MaxModelLen = Annotated[int | None, typer.Option(
     "--max-model-len", rich_help_panel=ENGINE, show_default=False,
     help="vLLM: context length to reserve.")]
@@ -110,16 +147,16 @@ PipelineParallel = Annotated[int, typer.Option(
 Executor = Annotated[str | None, typer.Option(
     "--distributed-executor-backend", rich_help_panel=ENGINE, show_default=False,
     help="vLLM: uni (one process), mp (worker processes) or ray (a Ray cluster, several nodes) "
-    "\\[default: uni, mp with tensor or pipeline parallelism].")]
+    "[default: uni, mp with tensor or pipeline parallelism].")]
 Eager = Annotated[bool | None, typer.Option(
     "--enforce-eager/--no-enforce-eager", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM: skip graph capture \\[default: eager on CPU].")]
+    help="vLLM: skip graph capture [default: eager on CPU].")]
 Threads = Annotated[int | None, typer.Option(
     "--threads", rich_help_panel=ENGINE, show_default=False,
-    help="CPU threads for the engine \\[default: all cores; 1 is faster on a busy machine].")]
+    help="CPU threads for the engine [default: all cores; 1 is faster on a busy machine].")]
 KvCache = Annotated[float | None, typer.Option(
     "--kv-cache-gib", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM on CPU: KV-cache size in GiB \\[default: 1].")]
+    help="vLLM on CPU: KV-cache size in GiB [default: 1].")]
 
 # -- scale-out ----------------------------------------------------------------------
 SCALE = "Scale-out (Ray)"
@@ -129,13 +166,13 @@ Workers = Annotated[int | None, typer.Option(
     "the CPU cores split between them otherwise). Needs pip install 'presto-tui[ray]'.")]
 RayAddress = Annotated[str | None, typer.Option(
     "--ray-address", rich_help_panel=SCALE, show_default=False,
-    help="Join this Ray cluster (host:port of its head, or auto) \\[default: a local Ray instance that "
+    help="Join this Ray cluster (host:port of its head, or auto) [default: a local Ray instance that "
     "starts and stops with the command].")]
 
 # -- output ---------------------------------------------------------------------
 TracePath = Annotated[Path | None, typer.Option(
     "--trace", rich_help_panel=OUTPUT, show_default=False,
-    help="Write the session trace here \\[default: sessions/<time>-<command>.jsonl].")]
+    help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")]
 NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
 
@@ -148,14 +185,16 @@ ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_
 
 def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     """SamplerParams from the flags given (None: not given), over `preset` and the defaults."""
-    from presto_tui.runtime.core.params import PAPER_SETTINGS, SamplerParams
+    from presto_tui.runtime.core.params import PAPER_SETTINGS
 
     values = dict(preset or {})
     if flags.get("paper_settings"):
         values.update(PAPER_SETTINGS)
         if flags.get("max_new_tokens") is not None and flags.get("block_size") is None:
             values["block_size"] = None  # one block of the n the person chose
-    values.update({k: flags[k] for k in SAMPLER_FLAGS if flags.get(k) is not None})
+    # a name from the registry (an Enum member) is kept as its plain name
+    values.update({k: v.value if isinstance(v, Choice) else v for k in SAMPLER_FLAGS
+                   if (v := flags.get(k)) is not None})
     return SamplerParams(**values).validate()
 
 
@@ -172,8 +211,8 @@ def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
     workers, address = flags.get("workers"), flags.get("ray_address")
     if workers is None and address is None:
         return None
-    if workers is not None and not 1 <= workers <= 4096:
-        raise InputError(f"--workers must lie in [1, 4096], got {workers}")
+    if workers is not None:
+        CLI_LIMITS["workers"].check("--workers", workers)
     from rich.console import Console
 
     from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
@@ -210,15 +249,35 @@ def check_output_path(path: Path, what: str = "trace", overwrite: bool = False) 
             raise InputError(f"{shown}: {what} file exists already; choose another path")
         if not path.is_file():
             raise InputError(f"{shown}: not a regular file; cannot write the {what} there")
+    if path.is_file():  # results overwritten: the file itself must take writes
+        _try_write(lambda: open(path, "ab").close(), f"{shown}: cannot write the {what}")
+        return path
     parent = path.parent
     for p in [parent, *parent.parents]:
         if p.exists():
+            where = visible(str(p), keep_newlines=False)
             if not p.is_dir():
-                raise InputError(f"{shown}: {visible(str(p), keep_newlines=False)} is not a directory")
+                raise InputError(f"{shown}: {where} is not a directory")
             if not os.access(p, os.W_OK | os.X_OK):
-                raise InputError(f"{shown}: cannot write in {visible(str(p), keep_newlines=False)} (permission denied)")
+                raise InputError(f"{shown}: cannot write in {where} (permission denied)")
+            # the permission bits do not tell everything (root, a read-only file system, /proc):
+            # make and remove a file where the output will go
+            _try_write(functools.partial(_probe_dir, p), f"{shown}: cannot write in {where}")
             break
     return path
+
+
+def _probe_dir(folder: Path) -> None:
+    fd, name = tempfile.mkstemp(prefix=".presto-tui-", dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
+
+def _try_write(probe: Callable[[], object], message: str) -> None:
+    try:
+        probe()
+    except OSError as e:
+        raise InputError(f"{message} ({e.strerror or e})") from None
 
 
 def trace_path(flags: dict[str, Any], command: str) -> Path | None:
@@ -361,10 +420,15 @@ DEBUG = {"on": False}  # set by the root callback's --debug
 VERBOSE = {"on": False}  # --verbose: engine logs on the terminal
 
 
+def print_error(message: str) -> None:
+    """The one line every failure ends in (text from outside shown, never interpreted)."""
+    print(f"presto-tui: error: {visible(message, keep_newlines=False)}", file=term())
+
+
 def fail(message: str, code: int) -> None:
     if _TERMINAL["log"] is not None:
         message += f" (engine log: {engine_log_path()})"
-    print(f"presto-tui: error: {visible(message, keep_newlines=False)}", file=term())
+    print_error(message)
     raise typer.Exit(code)
 
 

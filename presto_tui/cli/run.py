@@ -8,19 +8,16 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import app
+from presto_tui.cli import command
 from presto_tui.cli import options as o
-from presto_tui.errors import InputError
 from presto_tui.safetext import visible
 
-MAX_CONCURRENCY = 256
 
-
-@app.command()
+@command()
 @o.handled
 def run(
     ctx: typer.Context,
-    prompt: Annotated[str | None, typer.Argument(help="The prompt to sample a response for.",
+    prompt: Annotated[str | None, typer.Argument(help="The prompt to sample a response for.", metavar="PROMPT",
                                                      show_default=False)] = None,
     prompts_file: Annotated[Path | None, typer.Option(
         "--prompts-file", show_default=False,
@@ -37,8 +34,8 @@ def run(
     kv_cache_gib: o.KvCache = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
-        help="Chains run at once on each engine, sharing its batch \\[default: 1 for one prompt; with "
-        "--prompts-file enough to keep about 64 requests live].")] = None,
+        help=f"Chains run at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where} "
+        "[default: 1 for one prompt; with --prompts-file enough to keep about 64 requests live].")] = None,
     workers: o.Workers = None, ray_address: o.RayAddress = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print one JSON summary per prompt instead of text.")] = False,
@@ -69,8 +66,8 @@ def run(
     flags = ctx.params
     params = o.sampler_params(flags)
     prompts = o.read_prompts(prompt, prompts_file)
-    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise InputError(f"--concurrency must lie in [1, {MAX_CONCURRENCY}], got {concurrency}")
+    if concurrency is not None:
+        o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
     chains = min(concurrency or default_concurrency(len(prompts), params.budget), len(prompts))
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)

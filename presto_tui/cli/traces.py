@@ -8,21 +8,23 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import app
+from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
 
 
-@app.command()
+@command()
 @o.handled
 def replay(
-    trace: Annotated[Path, typer.Argument(help="A trace written by presto-tui run, chat or bench.")],
+    trace: Annotated[Path, typer.Argument(help="A trace written by presto-tui run, chat or bench.", metavar="TRACE")],
     play: Annotated[bool, typer.Option("--play", help="Start playing at once.")] = False,
 ) -> None:
     """Replay a recorded session: the same trees, inspector and stats, no model needed.
 
     A timeline runs over every round; space plays and pauses, < and > change the speed,
     [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key.
+
+    Examples:
 
       presto-tui replay sessions/example.jsonl
     """
@@ -34,10 +36,10 @@ def replay(
     replay_app(loaded, autoplay=play).run()
 
 
-@app.command()
+@command()
 @o.handled
 def stats(
-    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.")],
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.", metavar="TRACE...")],
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON: per-session rows and pooled totals.")] = False,
 ) -> None:
     """Per-session and pooled statistics of recorded traces; no model needed.
@@ -46,6 +48,8 @@ def stats(
     shares of the scored decisions, requests issued against requests the walk used,
     and the estimated speedup over the sequential sampler. Sessions cut short (no
     end event) are marked.
+
+    Examples:
 
       presto-tui stats sessions/example.jsonl
     """
@@ -63,13 +67,14 @@ def stats(
         render(Console(highlight=False), rows, pool)
 
 
-@app.command("fit-classifier")
+@command("fit-classifier")
 @o.handled
 def fit_classifier(
-    traces: Annotated[list[Path], typer.Argument(help="Trace files whose scored decisions are the examples.")],
+    traces: Annotated[list[Path], typer.Argument(help="Trace files whose scored decisions are the examples.",
+                                                  metavar="TRACE...")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the classifier JSON.")],
     features: Annotated[str, typer.Option(
-        help="Comma-separated features: cut_fraction (the paper's choice), cut_index_fraction, "
+        metavar="NAME,...", help="Comma-separated features: cut_fraction (the paper's choice), cut_index_fraction, "
         "gap_fraction, depth, accepts.")] = "cut_fraction",
 ) -> None:
     """Fit the predictive rule's epsilon-class model (3-class logistic regression).
@@ -78,6 +83,12 @@ def fit_classifier(
     constant baseline (paper appendix E.7), and warns when the model does no better
     than the baseline. Use the result with
     `presto-tui run --prefetch predictive --inputs node --classifier model.json`.
+
+    Examples:
+
+      presto-tui fit-classifier sessions/*.jsonl -o model.json
+
+      presto-tui fit-classifier sessions/*.jsonl -o model.json --features cut_fraction,depth
     """
     from presto_tui.runtime.core.classifier import FEATURES
 

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from presto_tui.runtime.core.params import ParamError, SamplerParams
+from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
 from presto_tui.safetext import visible
 from presto_tui.views.layout import MEANINGS, symbol
 
@@ -120,9 +120,9 @@ class HelpScreen(ModalScreen[None]):
 
 # (field, label): every SamplerParams field; an empty tau or block size takes its default
 FIELDS = [
-    ("sampler", "sampler (powermh/entropycut/multitry)"),
-    ("prefetch", "rule (none/bfs/predictive/spine/stream)"),
-    ("inputs", "inputs (decision/node)"),
+    ("sampler", f"sampler ({'/'.join(SAMPLERS)})"),
+    ("prefetch", f"rule ({'/'.join(PREFETCH_RULES)})"),
+    ("inputs", f"inputs ({'/'.join(INPUT_MODES)})"),
     ("alpha", "alpha"),
     ("tau", "tau (empty: 1/alpha)"),
     ("max_new_tokens", "new tokens n"),

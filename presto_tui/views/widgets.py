@@ -22,6 +22,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.core.names import SamplerName
 from presto_tui.runtime.prefetch.tree import (
     ABORTED,
     DEFERRED,
@@ -293,7 +294,7 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
     return "".join(bars[min(7, int(v * 7.999))] for v in vals)
 
 
-SEQUENTIAL_NAMES = {"powermh": "PowerMH", "entropycut": "EntropyCut", "multitry": "MultiTryMH"}
+SEQUENTIAL_NAMES = {s.value: s.display for s in SamplerName}
 
 
 def speedup_line(m: SessionSummary) -> Text:

@@ -4,9 +4,9 @@ A cut law maps a decision's cut uniform and the current state to a cut, and
 gives the log-probability of a cut under a state, which enters the MH ratio
 as the reverse-move term log lambda(m; y) - log lambda(m; x).  For PowerMH's
 uniform law the term is zero.  EntropyCut's law depends on the state, so a
-prefetched node's cut can only be known once its state is (see presto.py:
-PreSTO draws it from the root's law and uses the request only if the node's
-own law gives the same cut).
+prefetched node's cut can only be known once its state is (see
+runtime/prefetch/kernel.py and stream.py: PreSTO draws it from the root's law
+and uses the request only if the node's own law gives the same cut).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from presto_tui.runtime.core.types import SeqState
 
 class CutLaw(Protocol):
     state_dependent: bool
+    # The MH ratio gains the reverse-move term (mh.score).  Always True for a correct
+    # chain; the law tests set it False to show that they catch the term's absence.
+    reverse_term: bool
 
     def cut(self, u: float, state: SeqState) -> int: ...
 
@@ -34,6 +37,7 @@ class UniformCut:
     """PowerMH: c ~ Unif{0..T-1} (paper sec 3.1)."""
 
     state_dependent = False
+    reverse_term = True
 
     def cut(self, u: float, state: SeqState) -> int:
         return uniform_cut(u, state.T)
@@ -60,6 +64,7 @@ class EntropyJumpCut:
     """
 
     state_dependent = True
+    reverse_term = True
 
     def __init__(self, beta: float = 4.0, mix: float = 0.1):
         self.beta = beta

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from presto_tui.runtime.core.cutlaw import CutLaw
 from presto_tui.runtime.core.types import Proposal, SeqState
 
 ACCEPT, REJECT, UNCERTAIN = "accept", "reject", "uncertain"
@@ -47,7 +48,7 @@ def eps_class(accept_prob: float, epsilon: float) -> str:
 
 
 def score(state: SeqState, cut: int, proposal: Proposal, alpha: float, epsilon: float,
-          law=None) -> Score:
+          law: CutLaw | None = None) -> Score:
     """Score the proposal made at `cut` against `state`, the state it was proposed from.
 
     With a state-dependent cut law (EntropyCut) the ratio gains the reverse-move
@@ -60,11 +61,12 @@ def score(state: SeqState, cut: int, proposal: Proposal, alpha: float, epsilon: 
     log_p_y = math.fsum(proposal.logp)
     log_target = alpha * (log_p_y - log_p_x)
     log_proposal = log_q_x - log_q_y
-    log_cut_x = log_cut_y = 0.0
+    log_cut_x = log_cut_y = reverse = 0.0
     if law is not None and law.state_dependent:
         log_cut_x = law.log_prob(cut, state)
         log_cut_y = law.log_prob(cut, state.with_suffix(cut, proposal))
-    reverse = (log_cut_y - log_cut_x) if getattr(law, "reverse_term", True) and log_cut_x != log_cut_y else 0.0
+        if law.reverse_term and log_cut_x != log_cut_y:
+            reverse = log_cut_y - log_cut_x
     log_ratio = log_target + log_proposal + reverse
     accept_prob = math.exp(min(0.0, log_ratio)) if log_ratio == log_ratio else 0.0
     return Score(log_q_x, log_q_y, log_p_x, log_p_y, log_target, log_proposal, log_ratio,

@@ -10,11 +10,13 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from presto_tui.errors import InputError
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
 
-SAMPLERS = ("powermh", "entropycut", "multitry")
+# The registry's names as strings (runtime/core/names.py holds the lists and their help).
+SAMPLERS = SamplerName.names()
+PREFETCH_RULES = PrefetchRule.names()
+INPUT_MODES = InputMode.names()
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
-PREFETCH_RULES = ("none", "bfs", "predictive", "spine", "stream")
-INPUT_MODES = ("decision", "node")
 # The streaming rule's budget: `cost` keeps a request live only while it pays for its share of
 # every engine step (N is a cap); `fill` keeps N requests live whatever they cost.
 BUDGET_POLICIES = ("cost", "fill")
@@ -34,20 +36,84 @@ class ParamError(InputError):
     """A parameter value that cannot be sampled with; the message is one line."""
 
 
-# Every numeric parameter's documented range (inclusive); values must also be finite.
-LIMITS: dict[str, tuple[float, float]] = {
-    "alpha": (0.0, 1000.0),  # and > 0
-    "tau": (1e-4, 100.0),
-    "max_new_tokens": (1, 65536),
-    "block_size": (1, 65536),
-    "steps": (1, 1_000_000),
-    "budget": (1, 4096),
-    "epsilon": (0.0, 0.5),  # the paper's range: epsilon only sets the certainty classes
-    "seed": (0, 2**63 - 1),
-    "beta": (0.0, 64.0),
-    "cut_mix": (0.0, 1.0),
-    "tries": (1, 64),
+@dataclass(frozen=True)
+class Limit:
+    """A documented range of a number: [lo, hi], or (lo, hi] with `lo_open`, or no upper
+    bound with hi = inf; whole numbers only with `integer`.  Its text and its messages are
+    the same wherever a range is checked (sampler parameters here, the CLI's own numbers,
+    a value that did not parse)."""
+
+    lo: float
+    hi: float
+    integer: bool = False
+    lo_open: bool = False
+
+    def __str__(self) -> str:
+        return f"{'(' if self.lo_open else '['}{self._bound(self.lo)}, {self._bound(self.hi)}]"
+
+    def _bound(self, x: float) -> str:
+        if not self.integer:
+            return f"{x:g}"
+        n = int(x)
+        if n == 2**63 - 1:
+            return "2^63-1"
+        if n >= 10**6 and str(n).rstrip("0") == "1":
+            return f"10^{len(str(n)) - 1}"
+        return str(n)
+
+    @property
+    def where(self) -> str:
+        """'in [1, 256]', or '>= 1' without an upper bound."""
+        if math.isinf(self.hi):
+            return f"{'>' if self.lo_open else '>='} {self._bound(self.lo)}"
+        return f"in {self}"
+
+    @property
+    def kind(self) -> str:
+        return "a whole number" if self.integer else "a number"
+
+    def contains(self, value: float) -> bool:
+        return (self.lo < value if self.lo_open else self.lo <= value) and value <= self.hi
+
+    def check(self, flag: str, value: float) -> None:
+        """Raise ParamError unless `value` is finite and within the range."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ParamError(f"{flag} must be a finite number {self.where}, got {number_text(value)}")
+        if not self.contains(value):
+            verb = "must be" if math.isinf(self.hi) else "must lie"
+            raise ParamError(f"{flag} {verb} {self.where}, got {number_text(value)}")
+
+    def unparsable(self, flag: str, raw: str) -> str:
+        """The message for text that is not a number of this kind at all."""
+        return f"{flag} must be {self.kind} {self.where}, got {raw!r}"
+
+
+def number_text(value: float) -> str:
+    """A value as a person wrote it: -1 rather than -1.0, 1e+308 as Python writes it."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+# Every numeric parameter's documented range; values must also be finite.
+LIMITS: dict[str, Limit] = {
+    "alpha": Limit(0, 1000, lo_open=True),
+    "tau": Limit(1e-4, 100),
+    "max_new_tokens": Limit(1, 65536, integer=True),
+    "block_size": Limit(1, 65536, integer=True),
+    "steps": Limit(1, 1_000_000, integer=True),
+    "budget": Limit(1, 4096, integer=True),
+    "epsilon": Limit(0, 0.5),  # the paper's range: epsilon only sets the certainty classes
+    "seed": Limit(0, 2**63 - 1, integer=True),
+    "beta": Limit(0, 64),
+    "cut_mix": Limit(0, 1),
+    "tries": Limit(1, 64, integer=True),
 }
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a parameter name."""
+    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -58,9 +124,9 @@ class SamplerParams:
     2-core CPU with a small model; `PAPER_SETTINGS` are one flag away.
     """
 
-    sampler: str = "powermh"
-    prefetch: str = "spine"
-    inputs: str = "decision"
+    sampler: str = SamplerName.POWERMH.value
+    prefetch: str = PrefetchRule.SPINE.value
+    inputs: str = InputMode.DECISION.value
     alpha: float = 4.0
     tau: float | None = None  # None: 1/alpha, as in the paper (sec 2, D.4)
     max_new_tokens: int = 96  # n
@@ -92,31 +158,25 @@ class SamplerParams:
         for name, choices in (("sampler", SAMPLERS), ("prefetch", PREFETCH_RULES), ("inputs", INPUT_MODES)):
             value = getattr(self, name)
             if value not in choices:
-                raise ParamError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
+                raise ParamError(unknown_choice(flag(name), value, choices))
         if self.budget_policy not in BUDGET_POLICIES:
-            raise ParamError(f"unknown budget policy {self.budget_policy!r}; "
-                             f"choose one of {', '.join(BUDGET_POLICIES)}")
+            raise ParamError(unknown_choice("budget policy", self.budget_policy, BUDGET_POLICIES))
         if self.speculate != "none" and any(s not in SPECULATE for s in self.speculate.split(",")):
             raise ParamError(f"--speculate takes none or a comma list of {', '.join(SPECULATE)}, "
                              f"got {self.speculate!r}")
-        if self.prefetch in ("spine", "stream") and self.inputs != "decision":
+        rule = PrefetchRule.of(self.prefetch)
+        if rule.presto and not rule.node_inputs and self.inputs != InputMode.DECISION:
             raise ParamError(f"--prefetch {self.prefetch} needs --inputs decision (its requests are keyed by "
                              "decision, which is what keeps it exact)")
-        for name, (lo, hi) in LIMITS.items():
+        for name, limit in LIMITS.items():
             value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ParamError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
-            if not lo <= value <= hi:
-                raise ParamError(f"--{name.replace('_', '-')} must lie in [{lo:g}, {hi:g}], got {value}")
-        if self.alpha <= 0:
-            raise ParamError(f"--alpha must be > 0, got {self.alpha}")
+            if value is not None:
+                limit.check(flag(name), value)
         if self.max_new_tokens % self.block:
             raise ParamError(f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}")
-        if self.sampler == "entropycut" and self.block < 2:
+        if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
             raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
-        if self.sampler == "multitry" and self.prefetch != "none" and self.budget < self.tries:
+        if self.sampler == SamplerName.MULTITRY and rule.presto and self.budget < self.tries:
             raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
                              "decision needs all its candidates in one call")
         return self

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from presto_tui.runtime.core.cutlaw import CutLaw, EntropyJumpCut, UniformCut
 from presto_tui.runtime.core.mh import Score, score
+from presto_tui.runtime.core.names import SamplerName
 from presto_tui.runtime.core.params import MULTITRY_TAUS, SamplerParams
 from presto_tui.runtime.core.randomness import DecisionInputs
 from presto_tui.runtime.core.types import Proposal, SeqState
@@ -65,7 +66,7 @@ class PowerMH:
     tau: float
     epsilon: float
     law: CutLaw = field(default_factory=UniformCut)
-    name = "powermh"
+    name = SamplerName.POWERMH.value
     score_taus: tuple[float, ...] = ()
     requests_per_decision = 1
     multiple = False
@@ -85,7 +86,7 @@ class PowerMH:
 class EntropyCut(PowerMH):
     """PowerMH with EntropyCut's state-dependent cut law and its reverse-move term."""
 
-    name = "entropycut"
+    name = SamplerName.ENTROPYCUT.value
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class MultiTryMH:
     epsilon: float
     tries: int
     law: CutLaw = field(default_factory=UniformCut)
-    name = "multitry"
+    name = SamplerName.MULTITRY.value
     score_taus: tuple[float, ...] = MULTITRY_TAUS
     multiple = True
 
@@ -118,9 +119,12 @@ class MultiTryMH:
 
 
 def sampler_family(params: SamplerParams) -> SamplerFamily:
-    if params.sampler == "entropycut":
-        return EntropyCut(params.alpha, params.proposal_tau, params.epsilon,
-                          EntropyJumpCut(params.beta, params.cut_mix))
-    if params.sampler == "multitry":
-        return MultiTryMH(params.alpha, params.epsilon, params.tries)
-    return PowerMH(params.alpha, params.proposal_tau, params.epsilon)
+    """The family of `params.sampler` (a name of the registry, `SamplerName`)."""
+    match SamplerName.of(params.sampler):
+        case SamplerName.POWERMH:
+            return PowerMH(params.alpha, params.proposal_tau, params.epsilon)
+        case SamplerName.ENTROPYCUT:
+            return EntropyCut(params.alpha, params.proposal_tau, params.epsilon,
+                              EntropyJumpCut(params.beta, params.cut_mix))
+        case SamplerName.MULTITRY:
+            return MultiTryMH(params.alpha, params.epsilon, params.tries)

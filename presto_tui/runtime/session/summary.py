@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.session.events import (
     BlockStart,
     DecisionWalked,
@@ -184,10 +185,11 @@ class SessionSummary:
     @property
     def speedup_unavailable(self) -> str | None:
         """Why there is no speedup estimate (None: there is one)."""
-        if self.params.get("prefetch") == "none":
+        if self.params.get("prefetch") == PrefetchRule.NONE:
             return "this is the sequential sampler, the baseline"
-        if self.params.get("sampler") == "multitry":
-            return "sequential MultiTryMH sends its tries in one call; `presto-tui bench` measures it"
+        if self.params.get("sampler") == SamplerName.MULTITRY:
+            return (f"sequential {SamplerName.MULTITRY.display} sends its tries in one call; "
+                    "`presto-tui bench` measures it")
         if not (self.single_request_tokens and self.wall_s and self.sequential_tokens):
             return "not measured yet: it needs a single-request call"
         return None

@@ -1,0 +1,95 @@
+"""The names a person chooses from, in one registry: samplers, prefetch rules, input modes.
+
+Each list is an Enum whose members are the names typed on the command line (a
+`StrEnum`: a member equals its name) and carry their short help and what code asks
+of a name.  The CLI's choices and help, parameter validation, `bench`'s labels, the
+summary and the views read these lists; nothing else spells them, so adding a
+sampler is adding one member here (and its family in `runtime/samplers`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum, StrEnum
+from typing import Self
+
+
+class Choice(StrEnum):
+    """A name a person types, with its short help.  Members are written `NAME = "name", ...`:
+    the first item is the name, the rest go to the subclass's `__init__`."""
+
+    help: str
+
+    def __new__(cls, name: str, *_info: object) -> Self:
+        member = str.__new__(cls, name)
+        member._value_ = name
+        return member
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(m.value for m in cls)
+
+    @classmethod
+    def of(cls, name: str) -> Self:
+        """The member named `name` (ValueError if there is none)."""
+        return cls(name)
+
+
+def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
+    """The one message for a name that is not among the choices (the CLI's parser and
+    `SamplerParams.validate` both say it this way)."""
+    return f"unknown {flag} {str(value)!r}; choose one of {', '.join(choices)}"
+
+
+class SamplerKind(Enum):
+    """What a sampler is.  CHAIN: a Metropolis-Hastings chain targeting pi_alpha; it runs
+    sequentially (`--prefetch none`) or with PreSTO under every prefetch rule.  A kind that
+    is not a chain (a baseline without MH decisions) would take no prefetch rule."""
+
+    CHAIN = "chain"
+
+
+class SamplerName(Choice):
+    """`--sampler`: the method that draws the response."""
+
+    display: str  # as the paper writes it
+    kind: SamplerKind
+
+    def __init__(self, name: str, display: str, help: str, kind: SamplerKind = SamplerKind.CHAIN) -> None:
+        self.display, self.help, self.kind = display, help, kind
+
+    POWERMH = "powermh", "PowerMH", "uniform cut, suffix from q_tau"
+    ENTROPYCUT = "entropycut", "EntropyCut", "cuts where p0's entropy jumps"
+    MULTITRY = "multitry", "MultiTryMH", "multiple-try Metropolis over --tries candidate suffixes"
+
+
+class PrefetchRule(Choice):
+    """`--prefetch`: NONE is the sequential sampler; every other rule is PreSTO's."""
+
+    node_inputs: bool  # has a variant where every tree node draws its own randomness (--inputs node)
+
+    def __init__(self, name: str, help: str, node_inputs: bool = False) -> None:
+        self.help, self.node_inputs = help, node_inputs
+
+    NONE = "none", "the sequential sampler, one model call per transition"
+    BFS = "bfs", "the paper's breadth-first allocation", True
+    PREDICTIVE = "predictive", "the paper's allocation by predicted epsilon class", True
+    SPINE = "spine", "one request per future decision from the round's root"
+    STREAM = "stream", "continuous speculation, no rounds"
+
+    @property
+    def presto(self) -> bool:
+        return self is not PrefetchRule.NONE
+
+    @classmethod
+    def presto_names(cls) -> tuple[str, ...]:
+        return tuple(r.value for r in cls if r.presto)
+
+
+class InputMode(Choice):
+    """`--inputs`: how the random inputs of a decision are keyed."""
+
+    def __init__(self, name: str, help: str) -> None:
+        self.help = help
+
+    DECISION = "decision", "keyed by decision, so PreSTO reproduces the sequential sampler token for token"
+    NODE = "node", "every tree node draws its own, as in the paper; bfs and predictive only"

@@ -1,0 +1,266 @@
+"""Every usage error is one line `presto-tui: error: ...` with exit code 2, --help reads as
+written, `bench` checks its outputs first and talks when nobody watches, and the names a
+person chooses from come from one registry.
+
+Each error test asserts the exact line, the exit code and that nothing else was printed
+(no usage box, no traceback, nothing on stdout).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from presto_tui.cli import app
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName
+from presto_tui.runtime.core.params import ParamError, SamplerParams
+
+runner = CliRunner()
+PREFIX = "presto-tui: error: "
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fail the test if anything starts an engine: usage errors come first."""
+    from presto_tui.runtime.engines import registry
+
+    def refuse(*a, **k):
+        raise AssertionError("an engine was started before the input was checked")
+
+    monkeypatch.setattr(registry, "start_engine", refuse)
+
+
+def error_line(*args: str) -> str:
+    """The one error line of a command that must fail with exit code 2 and print nothing else."""
+    res = runner.invoke(app, list(args))
+    assert res.exit_code == 2, res.output
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), res.stderr
+    for noise in ("Usage:", "╭", "Traceback", "Try '"):
+        assert noise not in res.output
+    return lines[0].removeprefix(PREFIX)
+
+
+# -- usage errors: unknown options, missing values, numbers that do not parse, bad choices, extra arguments --
+
+@pytest.mark.parametrize("args,line", [
+    # numbers: one range text for every bound, integers as integers, the value as given
+    (["run", "x", "--alpha", "abc"], "--alpha must be a number in (0, 1000], got 'abc'"),
+    (["run", "x", "--alpha", "-1"], "--alpha must lie in (0, 1000], got -1"),
+    (["run", "x", "--alpha", "0"], "--alpha must lie in (0, 1000], got 0"),
+    (["run", "x", "--alpha", "inf"], "--alpha must be a finite number in (0, 1000], got inf"),
+    (["run", "x", "--seed", "1e3"], "--seed must be a whole number in [0, 2^63-1], got '1e3'"),
+    (["run", "x", "--seed", "-5"], "--seed must lie in [0, 2^63-1], got -5"),
+    (["run", "x", "--seed", str(2**63)], f"--seed must lie in [0, 2^63-1], got {2**63}"),
+    (["run", "x", "--steps", "0"], "--steps must lie in [1, 10^6], got 0"),
+    (["run", "x", "-K", "2.5"], "--steps must be a whole number in [1, 10^6], got '2.5'"),
+    (["run", "x", "--epsilon", "0.6"], "--epsilon must lie in [0, 0.5], got 0.6"),
+    (["run", "x", "--tau", "0"], "--tau must lie in [0.0001, 100], got 0"),
+    (["run", "x", "--concurrency", "0"], "--concurrency must lie in [1, 256], got 0"),
+    (["run", "x", "-C", "many"], "--concurrency must be a whole number in [1, 256], got 'many'"),
+    (["run", "x", "--workers", "zero"], "--workers must be a whole number in [1, 4096], got 'zero'"),
+    (["run", "x", "--threads", "x"], "--threads must be a whole number, got 'x'"),
+    (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number, got 'lots'"),
+    # choices, listed from the registry
+    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry"),
+    (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
+    (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
+    # unknown options, with the closest one
+    (["run", "x", "--alph", "3"], "unknown option --alph for presto-tui run; did you mean --alpha?"),
+    (["run", "x", "-Z"], "unknown option -Z for presto-tui run (see presto-tui run --help)"),
+    (["stats", "--jso", "t.jsonl"], "unknown option --jso for presto-tui stats; did you mean --json?"),
+    (["--verbos", "run"], "unknown option --verbos for presto-tui; did you mean --verbose?"),
+    (["--zzz"], "unknown option --zzz for presto-tui (see presto-tui --help)"),
+    # missing values and arguments
+    (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
+    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry"),
+    (["run", "x", "--trace"], "--trace needs a value: a file path"),
+    (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
+    (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
+    (["replay"], "presto-tui replay needs TRACE: a trace written by presto-tui run, chat or bench"),
+    (["fit-classifier", "t.jsonl"], "presto-tui fit-classifier needs --output: where to write the classifier JSON"),
+    (["fit-classifier", "t.jsonl", "-o"], "-o needs a value: a file path"),
+    (["--debug"], "missing command (see presto-tui --help)"),
+    # extra arguments, saying what the command takes
+    (["run", "x", "y"], "unexpected argument 'y' for presto-tui run (takes PROMPT; quote a value that has spaces)"),
+    (["replay", "a.jsonl", "b.jsonl"],
+     "unexpected argument 'b.jsonl' for presto-tui replay (takes TRACE; quote a value that has spaces)"),
+    (["bench", "extra"], "unexpected argument 'extra' for presto-tui bench (takes no arguments)"),
+    (["chat", "hello"], "unexpected argument 'hello' for presto-tui chat (takes no arguments)"),
+    # commands
+    (["rn", "x"], "unknown command 'rn'; did you mean run?"),
+    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, run, replay, stats, fit-classifier"),
+    # bench's own lists and numbers
+    (["bench", "--limit", "0"], "--limit must be >= 1, got 0"),
+    (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),
+    (["bench", "--seeds", "0"], "--seeds must lie in [1, 10000], got 0"),
+    (["bench", "--budgets", "8,0"], "--budgets must lie in [1, 4096], got 0"),
+    (["bench", "--budgets", "8,x"], "--budgets must be comma-separated integers, got '8,x'"),
+    (["bench", "--throughput", "1,300"], "--throughput must lie in [1, 256], got 300"),
+    (["bench", "--rules", "spine,dfs"], "unknown --rules 'dfs'; choose one of bfs, predictive, spine, stream"),
+    (["bench", "--rules", "none"],
+     "--rules lists PreSTO rules; each sampler's sequential run is always the reference"),
+    (["bench", "--samplers", "powermh,foo"],
+     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry"),
+    (["bench", "--throughput-rule", "dfs"],
+     "unknown --throughput-rule 'dfs'; choose one of none, bfs, predictive, spine, stream"),
+])
+def test_every_usage_error_is_one_exact_line(no_engine, args, line):
+    assert error_line(*args) == line
+
+
+def test_a_bad_value_is_shown_never_interpreted(no_engine):
+    line = error_line("run", "x", "--sampler", "\x1b[2Jboom")
+    assert "\x1b" not in line and line.startswith("unknown --sampler '") and "boom" in line
+
+
+def test_no_arguments_print_the_help():
+    res = runner.invoke(app, [])
+    assert res.exit_code == 2 and "presto-tui: error" not in res.output
+    assert "Usage: presto-tui [OPTIONS] COMMAND" in res.stdout and "fit-classifier" in res.stdout
+
+
+# -- --help ------------------------------------------------------------------------------
+
+COMMANDS = ["chat", "run", "replay", "stats", "bench", "fit-classifier"]
+
+
+def help_of(*command: str) -> str:
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def flat(text: str) -> str:
+    """Help text without the panels' borders and line breaks."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)])
+def test_help_shows_no_types_for_flags_and_names_for_arguments(command):
+    text = help_of(*command)
+    assert "<bool>" not in text and "<list[" not in text and "{" not in text
+    assert "Show this message and exit." in text
+
+
+@pytest.mark.parametrize("command,usage", [
+    ("run", "presto-tui run [OPTIONS] [PROMPT]"), ("replay", "presto-tui replay [OPTIONS] TRACE"),
+    ("stats", "presto-tui stats [OPTIONS] TRACE..."),
+    ("fit-classifier", "presto-tui fit-classifier [OPTIONS] TRACE..."), ("bench", "presto-tui bench [OPTIONS]"),
+])
+def test_usage_lines_name_the_arguments(command, usage):
+    assert f"Usage: {usage} " in help_of(command)
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_literal_brackets_survive_in_help(command):
+    text = flat(help_of(command))
+    assert "pip install 'presto-tui[ray]'" in text
+    assert "Power exponent: the target is p0^alpha, in (0, 1000] [default: 4]." in text
+    assert "[default: sessions/<time>-<command>.jsonl]" in text
+
+
+def test_examples_keep_their_indentation():
+    for command, example in [("run", 'presto-tui run "What is 7 * 8?"'), ("bench", "presto-tui bench --limit 2"),
+                             ("chat", "presto-tui chat --backend synthetic"),
+                             ("replay", "presto-tui replay sessions/example.jsonl"),
+                             ("stats", "presto-tui stats sessions/example.jsonl"),
+                             ("fit-classifier", "presto-tui fit-classifier sessions/*.jsonl -o model.json")]:
+        lines = [ln for ln in help_of(command).splitlines() if example in ln]
+        assert lines and all(ln.startswith("   presto-tui") for ln in lines), (command, lines)
+
+
+def test_help_lists_every_registered_name_with_its_help():
+    text = flat(help_of("run"))
+    for choices in (SamplerName, PrefetchRule, InputMode):
+        for member in choices:
+            assert f"{member.value} ({member.help})" in text
+
+
+def test_help_shows_each_parameters_own_default_and_range():
+    from presto_tui.runtime.core.params import LIMITS, number_text
+
+    text = flat(help_of("run"))
+    defaults = SamplerParams()
+    for name in ("alpha", "max_new_tokens", "steps", "budget", "epsilon", "seed", "beta", "cut_mix", "tries"):
+        assert f"{LIMITS[name].where} [default: {number_text(getattr(defaults, name))}]" in text, name
+
+
+# -- bench: outputs checked first; progress and every column where nobody watches ---------------
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs a /proc file system")
+@pytest.mark.parametrize("args", [["bench", "-o", "/proc/presto-tui.json"],
+                                  ["bench", "--trace", "/proc/presto-tui.jsonl"],
+                                  ["run", "x", "--trace", "/proc/presto-tui.jsonl"]])
+def test_an_unwritable_output_is_refused_before_any_engine(no_engine, args):
+    """/proc takes no new files, even from root, whatever its permission bits say."""
+    line = error_line(*args)
+    assert line.startswith(f"{args[-1]}: cannot write in /proc (")
+
+
+def test_bench_prints_a_progress_line_per_session_when_stderr_is_not_a_terminal():
+    res = runner.invoke(app, ["bench", "--limit", "2", "-n", "8", "-K", "4", "--budgets", "4", "--rules",
+                              "spine,stream", "--throughput", "1,2", "--no-trace", "-o", "b.json", "--json"])
+    assert res.exit_code == 0, res.output
+    progress = [ln for ln in res.stderr.splitlines() if ln.startswith("bench: ")]
+    total = 2 * 3 + 2 * 2  # 2 prompts x (seq, spine, stream), then 2 prompts at each of 2 levels
+    pattern = re.compile(rf"bench: (\d+)/{total} sessions, (.+), \d+ s")
+    matches = [pattern.fullmatch(ln) for ln in progress]
+    assert all(matches) and [int(m.group(1)) for m in matches if m] == list(range(1, total + 1))
+    assert [m.group(2) for m in matches if m][:3] == ["powermh seq, prompt 1/2", "powermh spine 4, prompt 1/2",
+                                                     "powermh stream 4, prompt 1/2"]
+    assert progress[-1].startswith(f"bench: {total}/{total} sessions, throughput stream N=4, 2 chain(s), ")
+
+
+def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
+    env = {**os.environ, "COLUMNS": "62", "PRESTO_TUI_BACKEND": "synthetic"}
+    proc = subprocess.run([sys.executable, "-m", "presto_tui", "bench", "--limit", "1", "-n", "8", "-K", "4",
+                           "--budgets", "4", "--rules", "spine,stream", "--throughput", "1", "--no-trace",
+                           "-o", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    header = next(ln for ln in proc.stdout.splitlines() if "sampler rule N" in ln)
+    assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "est.", "tok", "waste",
+                              "req/use", "abort", "live", "1st", "s", "=seq"]
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.lstrip().startswith("powermh ")]
+    assert len(rows) == 3 and all(row[-1] in ("yes", "NO") for row in rows[1:])
+    assert "…" not in proc.stdout
+
+
+# -- one registry of names ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("sampler", list(SamplerName))
+def test_every_registered_sampler_runs_from_the_command_line(sampler):
+    res = runner.invoke(app, ["run", "the cat", "--sampler", sampler.value, "-n", "8", "-K", "3", "--json",
+                              "--no-trace"])
+    assert res.exit_code == 0, res.output
+    assert f'"sampler":"{sampler.value}"' in res.stdout
+
+
+@pytest.mark.parametrize("rule", list(PrefetchRule))
+def test_node_inputs_are_taken_exactly_by_the_rules_the_registry_says(rule):
+    params = SamplerParams(prefetch=rule.value, inputs=InputMode.NODE.value)
+    if rule.node_inputs or not rule.presto:
+        params.validate()
+    else:
+        with pytest.raises(ParamError, match=f"--prefetch {rule.value} needs --inputs decision"):
+            params.validate()
+
+
+def test_every_registered_sampler_has_its_family():
+    from presto_tui.runtime.samplers.families import sampler_family
+
+    for sampler in SamplerName:
+        assert sampler_family(SamplerParams(sampler=sampler.value)).name == sampler.value
