@@ -249,15 +249,15 @@ def ratio_text(sc: Score) -> Text:
     for i, (sign, name, value) in enumerate(terms):
         t.append(f"{' ' + sign if i else ''} {name} {value:.3f}")
     if sc.candidates:
-        t.append(f"\n  W = sum of the w_j below; J = {sc.selected}: log w_J = target {sc.log_target:.3f}"
+        t.append(f"\n  W = sum of w_j (table); J = {sc.selected}: log w_J = target {sc.log_target:.3f}"
                  f" + proposal {sc.log_proposal:.3f}", style="dim")
     else:
-        t.append(f"\n  target = alpha (log p0(y) - log p0(x)): log p0(y) {sc.log_p_y:.3f}, log p0(x) "
-                 f"{sc.log_p_x:.3f}\n  proposal = log q(x) - log q(y): log q(x) {sc.log_q_x:.3f}, log q(y) "
-                 f"{sc.log_q_y:.3f}", style="dim")
-        if len(terms) == 3:
-            t.append(f"\n  reverse move = log lambda(cut; y) - log lambda(cut; x): lambda(x)="
-                     f"{math.exp(sc.log_cut_x):.3f}  lambda(y)={math.exp(sc.log_cut_y):.3f}", style="dim")
+        # target = alpha (log p0(y) - log p0(x)), proposal = log q(x) - log q(y): what they are made of
+        t.append(f"\n  log p0 y {sc.log_p_y:.3f} x {sc.log_p_x:.3f} · log q x {sc.log_q_x:.3f} y {sc.log_q_y:.3f}",
+                 style="dim")
+        if len(terms) == 3:  # reverse move = log lambda(cut; y) - log lambda(cut; x)
+            t.append(f"\n  cut law at the cut: lambda x {math.exp(sc.log_cut_x):.3f} y {math.exp(sc.log_cut_y):.3f}",
+                     style="dim")
     total = math.fsum(v if sign == "+" else -v for sign, _, v in terms)
     if math.isfinite(total) and math.isfinite(sc.log_ratio) and abs(total - sc.log_ratio) > 1e-6 * max(
             1.0, abs(sc.log_ratio)):
