@@ -431,3 +431,19 @@ def test_stats_reads_each_trace_and_session_once_and_says_so(tmp_path):
     res = runner.invoke(app, ["stats", str(part), str(path), "--json"])
     assert res.exit_code == 0 and len(json.loads(res.stdout)["sessions"]) == 2
     assert "sessions #0 already read from" in res.stderr
+
+
+def test_stats_pools_sessions_that_ran_side_by_side_apart_from_those_that_ran_alone(tmp_path):
+    """Chains sharing an engine make slower calls: a session pools only with sessions that ran
+    with as many others at once (their lines interleave in the trace)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\na dog\nthe sun\nwhy\n")
+    paths = []
+    for c in (1, 2):
+        paths.append(tmp_path / f"c{c}.jsonl")
+        res = runner.invoke(app, ["run", "--prompts-file", str(prompts), "-C", str(c), "-K", "4", "-n", "8",
+                                  "--trace", str(paths[-1]), "--json"])
+        assert res.exit_code == 0, res.output
+    d = json.loads(runner.invoke(app, ["stats", *map(str, paths), "--json"]).stdout)
+    assert [r["at_once"] for r in d["sessions"]] == [1] * 4 + [2] * 4
+    assert [(g["comparable"]["at_once"], g["sessions"]) for g in d["pooled"]] == [(1, 4), (2, 4)]

@@ -39,8 +39,8 @@ def replay(
 def stats(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.")],
     json_out: Annotated[bool, typer.Option(
-        "--json", help="Print JSON: {\"sessions\": [one object per session], \"pooled\": [one object per "
-        "comparable group, with the parameters it shares and its members]}.")] = False,
+        "--json", help="Print JSON: \"sessions\", one object per session, and \"pooled\", one object per "
+        "comparable group with the parameters it shares and its members.")] = False,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -52,9 +52,9 @@ def stats(
 
     Then one pooled row per group of comparable sessions: those that differ only in prompt
     and seed (same backend, model, device, sampler and its parameters, alpha, tau, epsilon,
-    n, B, K, rule, inputs and budget N); a speedup is never averaged over different samplers
-    or settings. A trace given twice, or two files holding the same sessions (by session id),
-    count each session once, with a warning.
+    n, B, K, rule, inputs and budget N, and as many sessions running at once); a speedup is
+    never averaged over different samplers or settings. A trace given twice, or two files
+    holding the same sessions (by session id), count each session once, with a warning.
 
       presto-tui stats sessions/example.jsonl
       presto-tui stats sessions/*-bench.jsonl --json

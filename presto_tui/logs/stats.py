@@ -3,11 +3,11 @@
 Sessions are *comparable*, and pooled into one row, when only their prompt and
 seed differ: the same backend, model and device; the same sampler with its own
 parameters (EntropyCut's beta and cut mix, MultiTryMH's tries); the same alpha,
-tau and epsilon; the same sizes n, B and K; the same rule, inputs and budget N.
-Pooling sessions that differ in any of these would average speedups and rates
-of different experiments (`comparable`).  How many chains shared the engine is
-not recorded in a trace, so sessions recorded with different `--concurrency`
-pool together; keep such runs in separate traces.
+tau and epsilon; the same sizes n, B and K; the same rule, inputs and budget N;
+and as many sessions running at once (`at_once`: chains sharing an engine, or
+workers, whose lines interleave in the trace; a model call's time depends on
+them).  Pooling sessions that differ in any of these would average speedups and
+rates of different experiments (`comparable`).
 
 A session is counted once however many traces hold it: sessions are known by
 their id, so a trace read twice, or a copy of it, adds nothing
@@ -20,6 +20,7 @@ literal characters.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,9 +74,19 @@ def repeated_sessions(traces: list[Trace]) -> list[str]:
     return lines
 
 
-def comparable(params: dict, backend: str, model: str, device: object = None) -> dict:
+def at_once(trace: Trace) -> list[int]:
+    """Per session of the trace, the most sessions open at once while it was (itself included):
+    the lines of sessions that ran side by side (chains sharing an engine, or workers)
+    interleave, and the engine's time per call depends on how many shared it."""
+    spans = [(s.first_line, s.last_line) for s in trace.sessions]
+    starts = sorted(a for a, _ in spans)
+    open_at = [sum(a <= p <= b for a, b in spans) for p in starts]  # a maximum is reached at a start
+    return [max(open_at[bisect.bisect_left(starts, a):bisect.bisect_right(starts, b)]) for a, b in spans]
+
+
+def comparable(params: dict, backend: str, model: str, device: object = None, at_once: int = 1) -> dict:
     """What a session must share with others to be pooled with them (see the module docstring)."""
-    key = {"backend": backend, "model": model, "device": device}
+    key = {"backend": backend, "model": model, "device": device, "at_once": at_once}
     key.update((k, params.get(k)) for k in SHARED)
     key.update((k, params.get(k)) for k in OWN.get(str(params.get("sampler")), ()))
     return key
@@ -86,16 +97,18 @@ def session_rows(traces: list[Trace]) -> list[dict]:
     its comparable group's number (from 1, in order of first appearance; `pooled_groups`)."""
     rows: list[dict] = []
     groups: dict[tuple, int] = {}
+    side_by_side = {id(t): at_once(t) for t in traces}
     for t, i, sess, seen_in in _sessions(traces):
         if seen_in is not None:
             continue
         s = sess.summary()
         d = s.to_dict()
         start = sess.start
-        key = comparable(s.params, start.backend, start.model, start.backend_info.get("device"))
+        key = comparable(s.params, start.backend, start.model, start.backend_info.get("device"),
+                         side_by_side[id(t)][i])
         d.update(trace=str(t.path), session=i, session_id=start.session_id, backend=start.backend,
-                 model=start.model, sampler=s.params.get("sampler"), alpha=s.params.get("alpha"),
-                 rule=_rule(s.params), comparable=key,
+                 model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
+                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key,
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
                  status=s.status if sess.ended else "cut short")  # the trace ends inside this session
         rows.append(d)
@@ -206,7 +219,8 @@ def _engine(c: dict) -> str:
 
 
 # what tells groups apart beyond their columns: said once under the table where every group shares it
-UNSHOWN = {"engine": _engine, "tau": lambda c: f"{c['tau']:g}", "epsilon": lambda c: f"{c['epsilon']:g}"}
+UNSHOWN = {"engine": _engine, "sessions at once": lambda c: str(c["at_once"]), "tau": lambda c: f"{c['tau']:g}",
+           "epsilon": lambda c: f"{c['epsilon']:g}"}
 
 
 def _table(console: Console, title: str, caption: str, what: str, columns: tuple[str, ...],
