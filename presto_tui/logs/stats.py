@@ -79,8 +79,9 @@ def at_once(trace: Trace) -> list[int]:
     the lines of sessions that ran side by side (chains sharing an engine, or workers)
     interleave, and the engine's time per call depends on how many shared it."""
     spans = [(s.first_line, s.last_line) for s in trace.sessions]
-    starts = sorted(a for a, _ in spans)
-    open_at = [sum(a <= p <= b for a, b in spans) for p in starts]  # a maximum is reached at a start
+    starts, ends = sorted(a for a, _ in spans), sorted(b for _, b in spans)
+    # open at line p: started at or before it, not ended before it (a maximum is reached at a start)
+    open_at = [bisect.bisect_right(starts, p) - bisect.bisect_left(ends, p) for p in starts]
     return [max(open_at[bisect.bisect_left(starts, a):bisect.bisect_right(starts, b)]) for a, b in spans]
 
 
