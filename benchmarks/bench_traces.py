@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from presto_tui.logs.reader import read_trace
-from presto_tui.logs.stats import pooled, session_rows
+from presto_tui.logs.stats import pooled_groups, session_rows
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
@@ -48,7 +48,7 @@ def main() -> None:
             trace = read_trace(path)
             times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        pooled(session_rows([trace]))
+        pooled_groups(session_rows([trace]))
         t_stats = time.perf_counter() - t0
     print(f"trace: {rounds} rounds in {sessions} sessions, {size / 2**20:.1f} MiB, recorded in {t_write:.1f} s")
     print(f"read_trace (parse + validate every line): best {min(times) * 1e3:.0f} ms, "

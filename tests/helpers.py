@@ -110,3 +110,23 @@ class ScriptedEngine(SyntheticEngine):
             time.sleep(self.delay)
         self._slow = False
         return super().step()
+
+
+# -- driving the app (Pilot) ----------------------------------------------------------------------
+
+async def wait_until(pilot, cond, timeout=10.0):
+    """Poll `cond` between pauses: one pause is no reliable wait for background work."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def text_of(app, selector) -> str:
+    """The text a widget shows (a Static's content, or what a custom widget renders)."""
+    w = app.screen.query_one(selector)
+    return str(w.content if hasattr(w, "content") else w.render())

@@ -50,6 +50,15 @@ def main() -> None:
         ("the cat", SamplerParams(prefetch="bfs", inputs="node", max_new_tokens=24, steps=12, budget=8, seed=7)),
         ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
     ])
+    record_stream(b)
+
+
+def record_stream(b) -> None:
+    """A streaming session where several decisions are often walked in one engine step: epochs
+    that last no engine time at all (the overview's rates must not divide by them)."""
+    record(DATA / "stream.jsonl", b, [
+        ("the cat sat", SamplerParams(prefetch="stream", max_new_tokens=32, steps=40, budget=20, seed=2)),
+    ])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedEngine
+from helpers import ScriptedEngine, text_of, wait_until
 from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
@@ -18,21 +18,6 @@ from presto_tui.views.app import chat_app, replay_app
 from presto_tui.views.widgets import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
-
-
-async def wait_until(pilot, cond, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached in time")
-
-
-def text_of(app, selector) -> str:
-    """The text a widget shows (a Static's content, or what a custom widget renders)."""
-    w = app.screen.query_one(selector)
-    return str(w.content if hasattr(w, "content") else w.render())
 
 
 async def test_replay_navigates_rounds_and_nodes():

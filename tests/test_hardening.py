@@ -299,7 +299,7 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
 
     from rich.console import Console
 
-    from presto_tui.logs.stats import pooled, render, session_rows
+    from presto_tui.logs.stats import pooled_groups, render, session_rows
     from presto_tui.views.app import replay_app
 
     path = tmp_path_factory.mktemp("damaged") / "t.jsonl"
@@ -312,7 +312,7 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
         assert "\n" not in msg and msg.startswith(f"{path}:")
         return
     rows = session_rows([trace])
-    render(Console(file=open(os.devnull, "w"), width=120), rows, pooled(rows))  # noqa: SIM115
+    render(Console(file=open(os.devnull, "w"), width=120), rows, pooled_groups(rows))  # noqa: SIM115
     if not any(s.rounds for s in trace.sessions):
         return
 

@@ -276,7 +276,7 @@ def test_run_writes_a_trace_by_default_and_stats_reads_it(tmp_path, monkeypatch)
     res = runner.invoke(app, ["stats", str(path), "--json"])
     assert res.exit_code == 0
     d = json.loads(res.stdout)
-    assert d["pooled"]["transitions"] == 6 and d["sessions"][0]["prompt"] == "the cat"
+    assert d["pooled"][0]["transitions"] == 6 and d["sessions"][0]["prompt"] == "the cat"
     assert runner.invoke(app, ["run", "x", "--no-trace", "-K", "2", "-n", "4"]).exit_code == 0
     assert len(list((tmp_path / "sessions").glob("*.jsonl"))) == 1
     res = runner.invoke(app, ["run", "x", "--trace", str(path), "-K", "2", "-n", "4"])
@@ -368,3 +368,86 @@ def test_shipped_example_trace_reads_cleanly():
     assert trace.sessions and not trace.warnings
     for sess in trace.sessions:
         assert type(sess.events[-1]).__name__ == "SessionEnd" and sess.rounds
+
+
+# -- stats: what each row is, pooled only over comparable sessions, each session once --------------
+
+def test_stats_rows_say_sampler_and_alpha_and_pool_only_comparable_sessions(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    base = dict(prefetch="spine", budget=8, max_new_tokens=12, steps=6, seed=3)
+    kinds = [SamplerParams(sampler="powermh", **base), SamplerParams(sampler="entropycut", **base),
+             SamplerParams(sampler="powermh", **{**base, "alpha": 2.0}),
+             SamplerParams(sampler="powermh", prefetch="none", max_new_tokens=12, steps=6)]
+    record(path, kinds, prompts=((1, 2), (3, 4)))
+    res = runner.invoke(app, ["stats", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    rows, groups = d["sessions"], d["pooled"]
+    assert [(r["sampler"], r["alpha"]) for r in rows] == [(p.sampler, p.alpha) for p in kinds for _ in range(2)]
+    # one pooled group per kind of session, each pooling its own two prompts and nothing else
+    assert len(groups) == len(kinds)
+    for g, p in zip(groups, kinds):
+        members = [r for r in rows if r["group"] == g["group"]]
+        assert [(m["trace"], m["session"]) for m in members] == [(m["trace"], m["session"]) for m in g["members"]]
+        assert {(m["sampler"], m["alpha"], m["rule"]) for m in members} == {(g["sampler"], g["alpha"], g["rule"])}
+        assert (g["sampler"], g["alpha"], g["comparable"]["prefetch"]) == (p.sampler, p.alpha, p.prefetch)
+        assert g["sessions"] == 2 and g["transitions"] == sum(m["transitions"] for m in members)
+        est = [m for m in members if m["speedup_estimate"] is not None]
+        if est:  # eq. 20 over this group's sessions only
+            assert g["speedup_estimate"] == pytest.approx(
+                sum(m["speedup_estimate"] * m["wall_s"] for m in est) / sum(m["wall_s"] for m in est))
+        else:
+            assert g["speedup_estimate"] is None
+    # the table names each session's sampler, alpha and group, and each pooled row what it pools
+    res = runner.invoke(app, ["stats", str(path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    out = res.stdout
+    header = next(ln for ln in out.splitlines() if "prompt" in ln and "rule" in ln)
+    assert "sampler" in header and "α" in header and "group" in header
+    assert "entropycut β=4 mix=0.1" in out and "pooled (comparable sessions)" in out
+    for g in groups:
+        pooled_line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"g{g['group']} "))
+        assert "[0]#" in pooled_line and g["sampler"] in pooled_line
+
+
+def test_stats_reads_each_trace_and_session_once_and_says_so(tmp_path):
+    path = tmp_path / "one.jsonl"
+    record(path, [SamplerParams(prefetch="spine", budget=8, max_new_tokens=12, steps=6)], prompts=((1, 2), (3, 4)))
+    once = json.loads(runner.invoke(app, ["stats", str(path), "--json"]).stdout)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(path)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    res = runner.invoke(app, ["stats", str(path), str(path), str(link), str(copy), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["sessions"] == once["sessions"] and d["pooled"] == once["pooled"]  # counted once
+    warnings = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(warnings) == 3 and all(ln.startswith("presto-tui: warning: ") for ln in warnings)
+    assert f"{path}: the same file as {path}; read once" in warnings[0]
+    assert f"{link}: the same file as {path}" in warnings[1]
+    assert f"{copy}: its sessions are already read from {path}" in warnings[2]
+    # a trace holding some sessions of another: only those count once
+    part = tmp_path / "part.jsonl"
+    lines = lines_of(path)
+    second = [i for i, ln in enumerate(lines) if '"type":"session_start"' in ln][1]
+    write_lines(part, lines[:second])
+    res = runner.invoke(app, ["stats", str(part), str(path), "--json"])
+    assert res.exit_code == 0 and len(json.loads(res.stdout)["sessions"]) == 2
+    assert "sessions #0 already read from" in res.stderr
+
+
+def test_stats_pools_sessions_that_ran_side_by_side_apart_from_those_that_ran_alone(tmp_path):
+    """Chains sharing an engine make slower calls: a session pools only with sessions that ran
+    with as many others at once (their lines interleave in the trace)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\na dog\nthe sun\nwhy\n")
+    paths = []
+    for c in (1, 2):
+        paths.append(tmp_path / f"c{c}.jsonl")
+        res = runner.invoke(app, ["run", "--prompts-file", str(prompts), "-C", str(c), "-K", "4", "-n", "8",
+                                  "--trace", str(paths[-1]), "--json"])
+        assert res.exit_code == 0, res.output
+    d = json.loads(runner.invoke(app, ["stats", *map(str, paths), "--json"]).stdout)
+    assert [r["at_once"] for r in d["sessions"]] == [1] * 4 + [2] * 4
+    assert [(g["comparable"]["at_once"], g["sessions"]) for g in d["pooled"]] == [(1, 4), (2, 4)]

@@ -40,31 +40,65 @@ def replay(
 @o.handled
 def stats(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.", metavar="TRACE...")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON: per-session rows and pooled totals.")] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print JSON: \"sessions\", one object per session, and \"pooled\", one object per "
+        "comparable group with the parameters it shares and its members.")] = False,
 ) -> None:
-    """Per-session and pooled statistics of recorded traces; no model needed.
+    """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
-    Model calls, transitions per call, time per call, acceptance rate, epsilon-class
-    shares of the scored decisions, requests issued against requests the walk used,
-    and the estimated speedup over the sequential sampler. Sessions cut short (no
-    end event) are marked.
+    One row per session: its sampler, alpha, rule and group, model calls, transitions per
+    call (per second for streaming), time per transition, the estimated speedup over the
+    sequential sampler, acceptance rate, epsilon-class shares of the scored decisions, and
+    requests issued against requests the walk used. Sessions cut short (no end event) are
+    marked.
+
+    Then one pooled row per group of comparable sessions: those that differ only in prompt
+    and seed (same backend, model, device, sampler and its parameters, alpha, tau, epsilon,
+    n, B, K, rule, inputs and budget N, and as many sessions running at once); a speedup is
+    never averaged over different samplers or settings. A trace given twice, or two files
+    holding the same sessions (by session id), count each session once, with a warning.
 
     Examples:
 
       presto-tui stats sessions/example.jsonl
+      presto-tui stats sessions/*-bench.jsonl --json
     """
     from rich.console import Console
 
-    from presto_tui.logs.stats import pooled, render, session_rows
+    from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
-    rows = session_rows(o.load_traces(traces))
-    pool = pooled(rows)
+    loaded = o.load_traces(_distinct_files(traces))
+    for line in repeated_sessions(loaded):
+        print(f"presto-tui: warning: {line}", file=o.term())
+    rows = session_rows(loaded)
+    groups = pooled_groups(rows)
     if json_out:
         import orjson
 
-        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": pool}).decode() + "\n")
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups}).decode() + "\n")
     else:
-        render(Console(highlight=False), rows, pool)
+        render(Console(highlight=False), rows, groups)
+
+
+def _distinct_files(paths: list[Path]) -> list[Path]:
+    """Each file once, however it is named (a repeat, another path to it, a link); a warning per repeat."""
+    from presto_tui.safetext import visible
+
+    seen: dict[object, Path] = {}
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = str(p)  # unreadable: reading it reports why
+        if key in seen:
+            print(f"presto-tui: warning: {visible(str(p), keep_newlines=False)}: the same file as "
+                  f"{visible(str(seen[key]), keep_newlines=False)}; read once", file=o.term())
+            continue
+        seen[key] = p
+        out.append(p)
+    return out
 
 
 @command("fit-classifier")

@@ -36,6 +36,7 @@ class SessionTrace:
     start: SessionStart
     events: list[Event] = field(default_factory=list)  # from its SessionStart on
     first_line: int = 0
+    last_line: int = 0  # of its last event: sessions whose lines interleave ran at once
 
     @property
     def rounds(self) -> list[RoundDone]:
@@ -129,7 +130,7 @@ def read_trace(path: str | Path) -> Trace:
             if isinstance(ev, SessionStart):
                 if ev.session_id in by_id:
                     raise TraceError(f"{shown}:{n}: a second session_start for session {ev.session_id[:20]!r}")
-                sessions.append(SessionTrace(ev, [ev], n))
+                sessions.append(SessionTrace(ev, [ev], n, n))
                 by_id[ev.session_id] = sessions[-1]
                 continue
             if sid is not None:
@@ -144,6 +145,7 @@ def read_trace(path: str | Path) -> Trace:
             if sess.ended:
                 raise TraceError(f"{shown}:{n}: event after its session ended")
             sess.events.append(ev)
+            sess.last_line = n
     except OSError as e:
         raise TraceError(f"{shown}: cannot read ({e.strerror})") from None
     if head is None:

@@ -1,4 +1,17 @@
-"""Offline statistics of traces (`presto-tui stats`): per session and pooled.
+"""Offline statistics of traces (`presto-tui stats`): per session, and pooled per comparable group.
+
+Sessions are *comparable*, and pooled into one row, when only their prompt and
+seed differ: the same backend, model and device; the same sampler with its own
+parameters (EntropyCut's beta and cut mix, MultiTryMH's tries); the same alpha,
+tau and epsilon; the same sizes n, B and K; the same rule, inputs and budget N;
+and as many sessions running at once (`at_once`: chains sharing an engine, or
+workers, whose lines interleave in the trace; a model call's time depends on
+them).  Pooling sessions that differ in any of these would average speedups and
+rates of different experiments (`comparable`).
+
+A session is counted once however many traces hold it: sessions are known by
+their id, so a trace read twice, or a copy of it, adds nothing
+(`repeated_sessions` says which were skipped).
 
 Every string that came from a trace is shown through `visible()` inside a
 `rich.text.Text`, so markup and escape sequences in a crafted trace print as
@@ -7,34 +20,119 @@ literal characters.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from presto_tui.logs.reader import Trace
+from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)
 
 
-def session_rows(traces: list[Trace]) -> list[dict]:
-    rows = []
+# what makes sessions comparable (see the module docstring), beside backend, model and device;
+# a sampler's own parameters count only for that sampler
+SHARED = ("sampler", "alpha", "tau", "epsilon", "max_new_tokens", "block_size", "steps", "prefetch", "inputs",
+          "budget")
+OWN = {"entropycut": ("beta", "cut_mix"), "multitry": ("tries",)}
+
+
+def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, Trace | None]]:
+    """(trace, index in it, session, the trace that held it first: None the first time it is seen)."""
+    first: dict[str, Trace] = {}
     for t in traces:
         for i, sess in enumerate(t.sessions):
-            s = sess.summary()
-            d = s.to_dict()
-            d.update(trace=str(t.path), session=i, session_id=sess.start.session_id,
-                     backend=sess.start.backend, model=sess.start.model,
-                     status=s.status if sess.ended else "cut short")  # the trace ends inside this session
-            rows.append(d)
+            sid = sess.start.session_id
+            yield t, i, sess, first.get(sid)
+            first.setdefault(sid, t)
+
+
+def repeated_sessions(traces: list[Trace]) -> list[str]:
+    """One line per trace holding sessions an earlier one held (same session ids): they count once."""
+    repeats: dict[tuple[int, int], list[int]] = {}  # (trace, first trace) -> session indices
+    for t, i, _, seen_in in _sessions(traces):
+        if seen_in is not None:
+            repeats.setdefault((id(t), id(seen_in)), []).append(i)
+    by_id = {id(t): t for t in traces}
+    lines = []
+    for (tid, fid), idx in repeats.items():
+        t, f = by_id[tid], by_id[fid]
+        name, other = visible(str(t.path), keep_newlines=False), visible(str(f.path), keep_newlines=False)
+        if len(idx) == len(t.sessions):
+            what = "its sessions are" if len(idx) > 1 else "its session is"
+            lines.append(f"{name}: {what} already read from {other} (same session ids); counted once")
+        else:
+            which = ", ".join(f"#{i}" for i in idx[:8]) + (", ..." if len(idx) > 8 else "")
+            lines.append(f"{name}: sessions {which} already read from {other} (same session ids); counted once")
+    return lines
+
+
+def at_once(trace: Trace) -> list[int]:
+    """Per session of the trace, the most sessions open at once while it was (itself included):
+    the lines of sessions that ran side by side (chains sharing an engine, or workers)
+    interleave, and the engine's time per call depends on how many shared it."""
+    spans = [(s.first_line, s.last_line) for s in trace.sessions]
+    starts, ends = sorted(a for a, _ in spans), sorted(b for _, b in spans)
+    # open at line p: started at or before it, not ended before it (a maximum is reached at a start)
+    open_at = [bisect.bisect_right(starts, p) - bisect.bisect_left(ends, p) for p in starts]
+    return [max(open_at[bisect.bisect_left(starts, a):bisect.bisect_right(starts, b)]) for a, b in spans]
+
+
+def comparable(params: dict, backend: str, model: str, device: object = None, at_once: int = 1) -> dict:
+    """What a session must share with others to be pooled with them (see the module docstring)."""
+    key = {"backend": backend, "model": model, "device": device, "at_once": at_once}
+    key.update((k, params.get(k)) for k in SHARED)
+    key.update((k, params.get(k)) for k in OWN.get(str(params.get("sampler")), ()))
+    return key
+
+
+def session_rows(traces: list[Trace]) -> list[dict]:
+    """One row per session, each counted once (the first trace that holds it), with its `group`:
+    its comparable group's number (from 1, in order of first appearance; `pooled_groups`)."""
+    rows: list[dict] = []
+    groups: dict[tuple, int] = {}
+    side_by_side = {id(t): at_once(t) for t in traces}
+    for t, i, sess, seen_in in _sessions(traces):
+        if seen_in is not None:
+            continue
+        s = sess.summary()
+        d = s.to_dict()
+        start = sess.start
+        key = comparable(s.params, start.backend, start.model, start.backend_info.get("device"),
+                         side_by_side[id(t)][i])
+        d.update(trace=str(t.path), session=i, session_id=start.session_id, backend=start.backend,
+                 model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
+                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key,
+                 group=groups.setdefault(tuple(key.items()), len(groups) + 1),
+                 status=s.status if sess.ended else "cut short")  # the trace ends inside this session
+        rows.append(d)
     return rows
 
 
+def pooled_groups(rows: list[dict]) -> list[dict]:
+    """One pooled row per comparable group (`session_rows`' `group`), saying what it pools."""
+    members: dict[int, list[dict]] = {}
+    for r in rows:
+        members.setdefault(r["group"], []).append(r)
+    out = []
+    for g, rs in sorted(members.items()):
+        d = {"group": g, "comparable": rs[0]["comparable"], "sampler": rs[0]["sampler"], "alpha": rs[0]["alpha"],
+             "rule": rs[0]["rule"], "members": [{"trace": r["trace"], "session": r["session"],
+                                                 "session_id": r["session_id"]} for r in rs]}
+        d.update(pooled(rs))
+        out.append(d)
+    return out
+
+
 def pooled(rows: list[dict]) -> dict:
+    """Totals over `rows`; meaningful for comparable sessions (`pooled_groups`)."""
     calls = sum(r["calls"] for r in rows)
     transitions = sum(r["transitions"] for r in rows)
     call_time = sum(r["call_time_s"] for r in rows)
@@ -74,67 +172,105 @@ def _rule(p: dict) -> str:
     return f"{p.get('prefetch')}{'/node' if p.get('inputs') == 'node' else ''} N={p.get('budget')}"
 
 
-def _cells(r: dict) -> list[str]:
+def _sampler(p: dict) -> str:
+    """The sampler with its own parameters (those that make sessions comparable)."""
+    name = str(p.get("sampler"))
+    if name == "entropycut":
+        return f"{name} β={p.get('beta'):g} mix={p.get('cut_mix'):g}"
+    if name == "multitry":
+        return f"{name} M={p.get('tries')}"
+    return name
+
+
+def _numbers(d: dict, status: str, shares: dict) -> list[str]:
+    """The numeric cells (NUMERIC) of a session row or a pooled group."""
+    est = d["speedup_estimate"]
+    per_tr = d["wall_s"] / d["transitions"] if d["transitions"] else 0.0
+    return [status, str(d["transitions"]),
+            f"{d['transitions_per_call']:.2f}" if d["calls"] else f"{d['transitions_per_s']:.2f}/s",
+            f"{per_tr * 1e3:.0f}", "-" if est is None else f"{est:.2f}x",
+            f"{d['acceptance_rate']:.3f}",
+            f"{100 * shares[ACCEPT]:.0f}/{100 * shares[REJECT]:.0f}/{100 * shares[UNCERTAIN]:.0f}",
+            f"{d['requests_issued']}/{d['requests_realized']}"]
+
+
+def _session_cells(r: dict) -> list:
     sc = r["scored_eps_counts"]
     n = sum(sc.values()) or 1
-    est = r["speedup_estimate"]
-    return [visible(r["status"]), str(r["transitions"]),
-            f"{r['transitions_per_call']:.2f}" if r["calls"] else f"{r['transitions_per_s']:.2f}/s",
-            f"{r['wall_per_transition_s'] * 1e3:.0f}", "-" if est is None else f"{est:.2f}x",
-            f"{r['acceptance_rate']:.3f}",
-            f"{100 * sc[ACCEPT] / n:.0f}/{100 * sc[REJECT] / n:.0f}/{100 * sc[UNCERTAIN] / n:.0f}",
-            f"{r['requests_issued']}/{r['requests_realized']}"]
+    return [Text(visible(_sampler(r["params"]))), f"{r['alpha']:g}", Text(visible(r["rule"])),
+            f"g{r['group']}", *_numbers(r, visible(r["status"]), {c: sc[c] / n for c in CLASSES})]
+
+
+def _group_cells(g: dict) -> list:
+    c = g["comparable"]
+    status = ", ".join(f"{visible(k)} {v}" for k, v in g["statuses"].items())
+    return [Text(visible(_sampler(c))), f"{g['alpha']:g}", Text(visible(g["rule"])),
+            f"{c['max_new_tokens']}/{c['block_size']}/{c['steps']}",
+            f"{g['sessions']} ({g['prompts']} prompt{'s' if g['prompts'] != 1 else ''})",
+            *_numbers(g, status, g["scored_eps_shares"])]
 
 
 NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used")
+SESSION_COLUMNS = ("sampler", "α", "rule", "group", *NUMERIC)
+GROUP_COLUMNS = ("sampler", "α", "rule", "n/B/K", "sessions", *NUMERIC)
 
 
-def render(console: Console, rows: list[dict], pool: dict) -> None:
+def _engine(c: dict) -> str:
+    return " ".join(str(c[k]) for k in ("backend", "model", "device") if c.get(k) is not None)
+
+
+# what tells groups apart beyond their columns: said once under the table where every group shares it
+UNSHOWN = {"engine": _engine, "sessions at once": lambda c: str(c["at_once"]), "tau": lambda c: f"{c['tau']:g}",
+           "epsilon": lambda c: f"{c['epsilon']:g}"}
+
+
+def _table(console: Console, title: str, caption: str, what: str, columns: tuple[str, ...],
+           labels: list[tuple[str, Text]], cells: list[list]) -> Table:
+    """Rows of cells under `columns`, each named by its (id, `what`); where that does not fit the
+    terminal, turned: one row per quantity, one column per session or group."""
+    # each column as wide as its widest cell, `what` folded into at least 16; two cells between
+    # columns (padding and rule), two at each edge
+    need = sum(max(cell_len(str(c)) for c in (col, *(row[i] for row in cells))) for i, col in enumerate(columns))
+    need += max((cell_len(i) for i, _ in labels), default=2) + 16 + 2 * (len(columns) + 1) + 4
+    if need <= console.width:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption,
+                      caption_justify="left", collapse_padding=True)
+        table.add_column("id", justify="right", no_wrap=True)
+        table.add_column(what, overflow="fold", ratio=1, min_width=16)
+        for col in columns:
+            table.add_column(col, justify="right" if col in NUMERIC[1:] else "left", no_wrap=True)
+        for (ident, text), row in zip(labels, cells):
+            table.add_row(ident, text, *row)
+        return table
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption, caption_justify="left")
+    table.add_column("")
+    for ident, _ in labels:
+        table.add_column(ident, justify="right", overflow="fold")
+    table.add_row(what, *[Text(text.plain[:24]) for _, text in labels])
+    for i, col in enumerate(columns):
+        table.add_row(col, *[row[i] for row in cells])
+    return table
+
+
+def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     names = list(dict.fromkeys(r["trace"] for r in rows))
     caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names))
-    wide = console.width >= 100
-    table = Table(title="sessions", title_justify="left", box=box.SIMPLE_HEAD, caption=caption,
-                  caption_justify="left")
-    if wide:
-        table.add_column("id", justify="right")
-        table.add_column("prompt", overflow="fold", ratio=1)
-        table.add_column("rule")
-        for col in NUMERIC:
-            table.add_column(col, justify="right", no_wrap=True)
-    else:  # narrow terminals: one row per quantity, one column per session
-        table.add_column("")
-        for r in rows:
-            table.add_column(f"[{names.index(r['trace'])}]#{r['session']}", justify="right", overflow="fold")
+    labels = []
     for r in rows:
         prompt = visible(r["prompt"], keep_newlines=False)
-        prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
-        if wide:
-            table.add_row(f"[{names.index(r['trace'])}]#{r['session']}", Text(prompt),
-                          Text(visible(_rule(r["params"]))), *_cells(r))
-    if not wide:
-        cols = [[Text(visible(r["prompt"], keep_newlines=False)[:16]), Text(visible(_rule(r["params"])))]
-                + _cells(r) for r in rows]
-        for i, label in enumerate(("prompt", "rule") + NUMERIC):
-            table.add_row(label, *[c[i] for c in cols])
-    console.print(table)
-    t2 = Table(title="pooled", title_justify="left", show_header=False)
-    sh = pool["scored_eps_shares"]
-    for k, v in (
-        ("sessions / prompts", f"{pool['sessions']} / {pool['prompts']}"),
-        ("model calls", str(pool["calls"])),
-        ("transitions", str(pool["transitions"])),
-        ("transitions per call", f"{pool['transitions_per_call']:.2f}" if pool["calls"] else "- (no calls)"),
-        ("time per call", f"{pool['time_per_call_s'] * 1e3:.1f} ms" if pool["calls"] else "-"),
-        ("transitions per second", f"{pool['transitions_per_s']:.2f}"),
-        ("speedup over sequential (est.)", "-" if pool["speedup_estimate"] is None else
-         f"{pool['speedup_estimate']:.2f}x (from single-request call times)"),
-        ("sessions by status", ", ".join(f"{visible(k)} {v}" for k, v in pool["statuses"].items())),
-        ("acceptance rate", f"{pool['acceptance_rate']:.3f}"),
-        ("eps-certain share (realized decisions)", f"{pool['eps_certain_share']:.3f}"),
-        ("eps classes of scored decisions", f"accept {sh[ACCEPT]:.3f}, reject {sh[REJECT]:.3f}, "
-                                            f"uncertain {sh[UNCERTAIN]:.3f}"),
-        ("requests issued / on realized path", f"{pool['requests_issued']} / {pool['requests_realized']}"),
-    ):
-        t2.add_row(k, v)
-    console.print(t2)
-
+        labels.append((f"[{names.index(r['trace'])}]#{r['session']}",
+                       Text(prompt if len(prompt) <= 60 else prompt[:59] + "…")))
+    console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, labels,
+                         [_session_cells(r) for r in rows]))
+    # what every group shares is said once, under the table; what differs, in each group's row
+    said = {k: {f(g["comparable"]) for g in groups} for k, f in UNSHOWN.items()}
+    pools = []
+    for g in groups:
+        ids = [f"[{names.index(m['trace'])}]#{m['session']}" for m in g["members"]]
+        apart = [f"{k} {f(g['comparable'])}" for k, f in UNSHOWN.items() if len(said[k]) > 1]
+        pools.append((f"g{g['group']}", Text(visible(" ".join(ids[:6]) + (" …" if len(ids) > 6 else "")
+                                                         + "".join(f" · {a}" for a in apart), keep_newlines=False))))
+    shared = ", ".join(f"{k} {v}" for k, vs in said.items() if len(vs) == 1 for v in vs if v)
+    note = "each row pools the sessions that differ only in prompt and seed" + (f"; all: {shared}" if shared else "")
+    console.print(_table(console, "pooled (comparable sessions)", visible(note, keep_newlines=False), "pools",
+                         GROUP_COLUMNS, pools, [_group_cells(g) for g in groups]))

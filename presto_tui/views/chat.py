@@ -179,11 +179,11 @@ class ChatScreen(RoundScreen):
         heading = live = ""
         if upto is not None and self.cursor is not None:
             s, r = self.cursor
-            heading = f"as of round {r + 1} of session {s + 1}, the one on screen (End: live)"
+            heading = f"as of {self.state.sessions[s].unit} {r + 1} of session {s + 1}, the one on screen (End: live)"
             cur = self.state.current
             if cur is not None:
                 m = cur.summary
-                live = (f"live: session {len(self.state.sessions)}, round {len(cur.rounds)}, "
+                live = (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
                         f"{m.transitions}/{cur.total_steps} transitions, {'paused' if self.paused else m.status}")
         self.query_one("#stats", StatsPanel).show(session, upto, paused=self.paused and upto is None,
                                                   heading=heading, live=live)

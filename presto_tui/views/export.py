@@ -31,8 +31,9 @@ class ExportError(OutputError):
     """A file that could not be written; the message is one line naming the path and the reason."""
 
 
-def file_name(kind: str, cursor: tuple[int, int] | None, ext: str) -> str:
-    where = f"-s{cursor[0] + 1}r{cursor[1] + 1}" if cursor else ""
+def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str) -> str:
+    """`presto-<time>-s<session><r|e><round or epoch>-<kind>.<ext>` (`unit`: the session's, state.unit_name)."""
+    where = f"-s{cursor[0] + 1}{unit[0]}{cursor[1] + 1}" if cursor else ""
     return f"presto-{time.strftime('%Y%m%d-%H%M%S')}{where}-{kind}.{ext}"
 
 
@@ -49,7 +50,7 @@ def write(folder: Path, name: str, content: str) -> Path:
 
 def round_header(session: SessionView, s: int, rd: RoundDone) -> str:
     p = session.params
-    return (f"session {s + 1}, round {rd.round + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
+    return (f"session {s + 1}, {session.unit} {rd.round + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
             f"{p.get('sampler')} {rd.tree.rule}/{rd.tree.inputs} N={p.get('budget')}\n"
             f"prompt: {visible(session.start.prompt[:300], keep_newlines=False)}\n")
 

@@ -5,9 +5,9 @@
   ○ leaf); the selected column is underlined by ▲;
 - the cut strip over the response's token positions: how often the chain cut at each
   position over the whole session (shading), and where the selected round cut;
-- acceptance and transitions per call (per second for streaming) over the rounds,
-  each round's value and the running value (SessionSummary's definitions), drawn with
-  textual-plotext;
+- acceptance and transitions per call over the rounds, each round's value and the
+  running value (SessionSummary's definitions), drawn with textual-plotext; streaming
+  sessions plot transitions per second over windows of engine time (series.py says why);
 - the chain's text after the selected round, with the span it changed marked.
 
 ←/→ (or a click) select a round, Enter (or a click on the selected column) opens its
@@ -186,7 +186,7 @@ class CutStrip(Widget):
             if self.column is not None:
                 for cut, kind in zip(self.column.cuts, self.column.classes):
                     cells[cell(cut)] = Segment(symbol(kind), base + self.get_component_rich_style(f"cuts--{kind}"))
-            segs = [lab("round"), *cells]
+            segs = [lab(self.series.session.unit), *cells]
         return Strip(segs).extend_cell_length(self.size.width, base)
 
 
@@ -194,13 +194,13 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
     """The chain of one session at a glance; dismisses with the (session, round) to open, or None."""
 
     BINDINGS = [
-        Binding("left,h", "move(-1)", "prev round", key_display="←"),
-        Binding("right,l", "move(1)", "next round", key_display="→"),
+        Binding("left,h", "move(-1)", "prev", key_display="←"),  # a round or an epoch: the info line says which
+        Binding("right,l", "move(1)", "next", key_display="→"),
         Binding("home", "move_to(0)", "first", show=False),
         Binding("end", "move_to(-1)", "last", show=False),
         Binding("pageup", "move(-20)", "-20", show=False),
         Binding("pagedown", "move(20)", "+20", show=False),
-        Binding("enter", "open", "open round"),
+        Binding("enter", "open", "open its tree"),
         Binding("left_square_bracket", "session(-1)", "prev session"),
         Binding("right_square_bracket", "session(1)", "next session"),
         Binding("escape,o", "close", "back"),
@@ -271,10 +271,10 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"session {self.session + 1} of {len(self.state.sessions)}", style="bold")
         t.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} N={p.get('budget')} "
-                 f"K={p.get('steps')} · {len(cols)} {'epochs' if p.get('prefetch') == 'stream' else 'rounds'}, "
+                 f"K={p.get('steps')} · {len(cols)} {view.unit}s, "
                  f"{sum(c.transitions for c in cols)} transitions · ")
         if cols:
-            t.append(f"round {self.selected + 1} selected · ")
+            t.append(f"{view.unit} {self.selected + 1} selected · ")
         t.append("> " + clip(view.start.prompt.replace("\n", " "), 200))
         return t
 
@@ -287,10 +287,10 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         cols = self.series.columns
         xs = [c.round + 1 for c in cols]
         for wid, title, per_round, running, colour in (
-            ("#ov-acceptance", "acceptance (dots: per round; line: running)",
+            ("#ov-acceptance", f"acceptance (dots: per {self.series.session.unit}; line: running)",
              [c.acceptance for c in cols], [c.cum_acceptance for c in cols], "mh-accept"),
-            ("#ov-rate", f"{self.series.rate_name} (dots: per round; line: running)",
-             [c.rate for c in cols], [c.cum_rate for c in cols], "mh-uncertain"),
+            ("#ov-rate", self.rate_title(self.query_one("#ov-rate").size.width - 4), self.series.rates(),
+             [c.cum_rate for c in cols], "mh-uncertain"),
         ):
             plot = self.query_one(wid, PlotextPlot)
             plt = plot.plt
@@ -312,15 +312,25 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
                 plt.xticks(list(range(1, len(xs) + 1, step)))
             plot.refresh()
 
+    def rate_title(self, width: int = 1000) -> str:
+        """What the rate plot's dots and line are (an epoch's own span is never divided by), in at
+        most `width` characters where it can: plotext drops a title wider than its plot."""
+        if not self.series.per_second:
+            return f"{self.series.rate_name} (dots: per {self.series.session.unit}; line: running)"
+        w = f"{self.series.window_s:g} s"
+        titles = (f"tr/s over {w} of engine time (dots); running (line)", f"tr/s over {w} windows; running (line)",
+                  f"tr/s, {w} windows")
+        return next((t for t in titles if len(t) <= width), titles[-1])
+
     def _text(self) -> Text:
         cols = self.series.columns
         view = self.state.sessions[self.session]
         if not cols:
-            return Text("no rounds yet", style="dim")
+            return Text(f"no {view.unit}s yet", style="dim")
         rd = view.rounds[self.selected]
         before, after = rd.tree.root.tokens, rd.tree.final_state.tokens
         t = Text()
-        t.append(f"after round {self.selected + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}): "
+        t.append(f"after {view.unit} {self.selected + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}): "
                  f"{span_note(before, after)}\n", style="bold")
         hexa = lambda var: Color(*self._colour(var)).hex
         styles = DiffStyles(removed=Style(color=hexa("mh-reject"), strike=True),

@@ -54,7 +54,7 @@ class ReplayScreen(RoundScreen):
         super().draw_panels()
         pos = self.state.timeline_index(self.cursor) if self.cursor else 0
         self.query_one("#timeline", Timeline).show(pos, self.state.total_rounds, self.playing,
-                                                   f"{SPEEDS[self.speed_i]:g} rounds/s")
+                                                   f"{SPEEDS[self.speed_i]:g} {self.unit_at(self.cursor)}s/s")
 
     def on_timeline_seek(self, message: Timeline.Seek) -> None:
         self.go_to(message.index)

@@ -170,10 +170,13 @@ class RoundScreen(Screen):
         if self.cursor is None or rd is None:
             return "no rounds yet"
         s, r = self.cursor
-        unit = "epoch" if rd.tree.rule == "stream" else "round"
+        unit = self.state.sessions[s].unit
         return (f"{unit} {r + 1}/{len(self.state.sessions[s].rounds)} · session {s + 1} of "
                 f"{len(self.state.sessions)} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
+
+    def unit_at(self, cursor: tuple[int, int] | None) -> str:
+        return self.state.sessions[cursor[0]].unit if cursor else "round"
 
     def shown_tokens(self, session: SessionView) -> list[int]:
         return list(session.summary.tokens)
@@ -194,7 +197,7 @@ class RoundScreen(Screen):
                                      eos_id=session.start.backend_info.get("eos_id"), styles=styles))
         title = "the chain's current text"
         if before is not None and rd is not None:
-            title = f"round {rd.round + 1}: {span_note(before, after)}"
+            title = f"{session.unit} {rd.round + 1}: {span_note(before, after)}"
             if tuple(before) != tuple(after):
                 title += " · struck: before it, underlined: after it"
         return t, title
@@ -266,7 +269,8 @@ class RoundScreen(Screen):
             if result is not None:
                 self.go_to(self.state.timeline_index(result))
 
-        self.app.push_screen(GoToScreen([len(s.rounds) for s in self.state.sessions], self.cursor[0]), done)
+        self.app.push_screen(GoToScreen([len(s.rounds) for s in self.state.sessions], self.cursor[0],
+                                        [s.unit for s in self.state.sessions]), done)
 
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
@@ -308,7 +312,7 @@ class RoundScreen(Screen):
             return
         cursor, node, wrapped = found
         s, r = cursor
-        self.search_status = (f"/{shown}: session {s + 1} round {r + 1} node #{node}"
+        self.search_status = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
                               + (" (wrapped)" if wrapped else "") + " · n/N")
         self.go_to(self.state.timeline_index(cursor), node=node)
 
@@ -341,9 +345,9 @@ class RoundScreen(Screen):
                     tv = self.tree_view
                     content = export.tree_as_text(session, cursor[0], rd,
                                                   layout(rd.tree, tv.mode, tv.min_reach, tv.pinned))
-                    path = export.write(folder, export.file_name("tree", cursor, "txt"), content)
+                    path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit), content)
                 else:
-                    path = export.write(folder, export.file_name("tree", cursor, "json"),
+                    path = export.write(folder, export.file_name("tree", cursor, "json", session.unit),
                                         export.tree_as_json(self.state, session, rd))
             else:
                 shown = self.answer_tokens()
@@ -355,7 +359,7 @@ class RoundScreen(Screen):
                     self.app.copy_to_clipboard(answer)
                     self.notify(f"copied the answer ({len(answer)} characters) to the clipboard", timeout=4)
                     return
-                path = export.write(folder, export.file_name("answer", cursor, "txt"), answer)
+                path = export.write(folder, export.file_name("answer", cursor, "txt", self.unit_at(cursor)), answer)
         except export.ExportError as e:
             self.notify(str(e), severity="error", timeout=8, markup=False)
             return
@@ -363,7 +367,8 @@ class RoundScreen(Screen):
 
     def _screenshot(self, folder: Path, cursor: tuple[int, int] | None) -> None:
         try:
-            path = export.write(folder, export.file_name("screen", cursor, "svg"), self.app.export_screenshot())
+            path = export.write(folder, export.file_name("screen", cursor, "svg", self.unit_at(cursor)),
+                                self.app.export_screenshot())
         except export.ExportError as e:
             self.notify(str(e), severity="error", timeout=8, markup=False)
             return

@@ -30,11 +30,11 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
                   "(below a certain reject or a deferred node) show once the arrows reach them"),
     )),
-    ("Rounds", (
+    ("Rounds (epochs in a streaming session)", (
         ("[ / ]", "previous / next round"),
         ("home / end", "first / latest round (end follows new rounds)"),
         ("g", "go to round N of this session, or S:N (round N of session S)"),
-        ("o", "session overview: the whole chain, one column per round"),
+        ("o", "session overview: the whole chain, one column per round (or epoch)"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -54,12 +54,12 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     )),
     ("Replay", (
         ("space", "play / pause"),
-        ("< / >", "slower / faster (up to 256 rounds a second)"),
+        ("< / >", "slower / faster (up to 256 rounds or epochs a second)"),
         ("timeline", "click or drag on it to seek"),
     )),
     ("Overview", (
-        ("← / →", "previous / next round; or click its column"),
-        ("enter", "open the round's tree (or click its column again)"),
+        ("← / →", "previous / next round or epoch; or click its column"),
+        ("enter", "open its tree (or click its column again)"),
         ("[ / ]", "previous / next session"),
         ("escape / o", "back to the tree"),
     )),
@@ -219,20 +219,23 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
 
 
 class GoToScreen(ModalScreen[tuple[int, int] | None]):
-    """Go to a round: N (of the session on screen) or S:N (round N of session S), both from 1."""
+    """Go to a round (an epoch in a streaming session): N (of the session on screen) or S:N
+    (round N of session S), both from 1."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, rounds_per_session: list[int], session: int) -> None:
+    def __init__(self, rounds_per_session: list[int], session: int, units: list[str] | None = None) -> None:
         super().__init__()
         self.rounds = rounds_per_session
         self.session = session
+        self.units = units or ["round"] * len(rounds_per_session)  # each session's word (state.unit_name)
 
     def compose(self) -> ComposeResult:
+        unit = self.units[self.session]
         with Vertical(id="dialog", classes="small"):
-            yield Static(Text(f"Go to round (session {self.session + 1} has {self.rounds[self.session]} rounds; "
+            yield Static(Text(f"Go to {unit} (session {self.session + 1} has {self.rounds[self.session]} {unit}s; "
                               f"{len(self.rounds)} sessions)"))
-            yield Input(placeholder="N, or S:N for round N of session S", id="goto-input", compact=True)
+            yield Input(placeholder=f"N, or S:N for {unit} N of session S", id="goto-input", compact=True)
             yield Static("", id="goto-error")
 
     def on_mount(self) -> None:
@@ -247,11 +250,11 @@ class GoToScreen(ModalScreen[tuple[int, int] | None]):
             s = int(s_raw) - 1 if sep else self.session
             r = int(r_raw) - 1
         except ValueError:
-            raise ValueError("type a round number N, or S:N") from None
+            raise ValueError(f"type the {self.units[self.session]}'s number N, or S:N") from None
         if not 0 <= s < len(self.rounds):
             raise ValueError(f"there is no session {s + 1} (1 to {len(self.rounds)})")
         if not 0 <= r < self.rounds[s]:
-            raise ValueError(f"session {s + 1} has rounds 1 to {self.rounds[s]}")
+            raise ValueError(f"session {s + 1} has {self.units[s]}s 1 to {self.rounds[s]}")
         return s, r
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

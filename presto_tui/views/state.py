@@ -15,6 +15,13 @@ from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, Sessi
 from presto_tui.runtime.session.summary import SessionSummary
 
 
+def unit_name(params: dict) -> str:
+    """What one step of a session's timeline is called, everywhere it is shown: an "epoch" for
+    the streaming rule (no rounds; the decisions walked from one state, up to the accept that
+    moves it), a "round" for every round rule."""
+    return "epoch" if params.get("prefetch") == "stream" else "round"
+
+
 @dataclass
 class SessionView:
     start: SessionStart
@@ -25,6 +32,10 @@ class SessionView:
     @property
     def params(self) -> dict:
         return self.start.params
+
+    @property
+    def unit(self) -> str:
+        return unit_name(self.params)
 
     @property
     def status(self) -> str:

@@ -1,4 +1,4 @@
-"""The replay's timeline: one line, a bar over every round; click or drag on it to seek."""
+"""The replay's timeline: one line, a bar over every round (or epoch); click or drag on it to seek."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class Timeline(Widget):
     """
     COMPONENT_CLASSES = {"timeline--done", "timeline--todo"}
     HEAD = 2  # "▶ " before the bar
-    TAIL = 34  # room for " 1234/1234  256 rounds/s  session 9 of 9" after it
+    TAIL = 34  # room for " 1234/1234  256 epochs/s  session 9 of 9" after it
 
     class Seek(Message):
         """A person clicked or dragged on the bar: go to timeline position `index`."""

@@ -21,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN, Score
 from presto_tui.runtime.core.names import SamplerName
 from presto_tui.runtime.prefetch.tree import (
     ABORTED,
@@ -33,6 +33,7 @@ from presto_tui.runtime.prefetch.tree import (
     NodeView,
     RoundTree,
 )
+from presto_tui.runtime.samplers.multitry import log_ratio_terms
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Pieces
 from presto_tui.views.evolution import PLAIN_DIFF, DiffStyles, Writer, clip
@@ -233,6 +234,43 @@ def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12, b
     return text
 
 
+def ratio_terms(sc: Score) -> tuple[tuple[str, str, float], ...]:
+    """The named terms of a decision's log MH ratio as (sign, name, value): with these signs they
+    sum to `sc.log_ratio` (the samplers' own definitions, core.mh.score and multitry.mtm_score)."""
+    if sc.candidates:  # MultiTryMH: log W - log(1 + W - w_J), W the sum of the table's w_j
+        log_w, log_rest = log_ratio_terms([c[1] for c in sc.candidates], sc.selected)
+        return ("+", "log W", log_w), ("-", "log(1+W-w_J)", log_rest)
+    terms = [("+", "target", sc.log_target), ("+", "proposal", sc.log_proposal)]
+    if sc.log_cut_x or sc.log_cut_y:  # EntropyCut: the cut law depends on the state
+        terms.append(("+", "reverse move", sc.log_cut_y - sc.log_cut_x))
+    return tuple(terms)
+
+
+def ratio_text(sc: Score) -> Text:
+    """`log r = ... = term + term ...` with every term named, and a line with what the terms are
+    made of; a trace whose recorded terms do not add up to its log r is said to be inconsistent."""
+    terms = ratio_terms(sc)
+    t = Text(f"\nlog r = {sc.log_ratio:.3f} =")
+    for i, (sign, name, value) in enumerate(terms):
+        t.append(f"{' ' + sign if i else ''} {name} {value:.3f}")
+    if sc.candidates:
+        t.append(f"\n  W = sum of w_j (table); J = {sc.selected}: log w_J = target {sc.log_target:.3f}"
+                 f" + proposal {sc.log_proposal:.3f}", style="dim")
+    else:
+        # target = alpha (log p0(y) - log p0(x)), proposal = log q(x) - log q(y): what they are made of
+        t.append(f"\n  log p0 y {sc.log_p_y:.3f} x {sc.log_p_x:.3f} · log q x {sc.log_q_x:.3f} y {sc.log_q_y:.3f}",
+                 style="dim")
+        if len(terms) == 3:  # reverse move = log lambda(cut; y) - log lambda(cut; x)
+            t.append(f"\n  cut law at the cut: lambda x {math.exp(sc.log_cut_x):.3f} y {math.exp(sc.log_cut_y):.3f}",
+                     style="dim")
+    total = math.fsum(v if sign == "+" else -v for sign, _, v in terms)
+    if math.isfinite(total) and math.isfinite(sc.log_ratio) and abs(total - sc.log_ratio) > 1e-6 * max(
+            1.0, abs(sc.log_ratio)):
+        t.append(f"\n  the recorded terms sum to {total:.3f}, not log r: the trace is inconsistent",
+                 style="bold")
+    return t
+
+
 class Inspector(Static):
     """Numbers and text diff of the selected node."""
 
@@ -259,12 +297,9 @@ class Inspector(Static):
                 t.append(f"  h+={d.h_pred:.2f}")
         sc = v.score
         if sc is not None:
-            t.append(f"\nlog r = {sc.log_ratio:.3f} = target {sc.log_target:.3f} + proposal {sc.log_proposal:.3f}")
+            t.append_text(ratio_text(sc))
             t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
                      f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
-            if sc.log_cut_x or sc.log_cut_y:  # EntropyCut: the cut law's mass under x and y
-                t.append(f"\ncut law: lambda(x)={math.exp(sc.log_cut_x):.3f}  lambda(y)={math.exp(sc.log_cut_y):.3f}"
-                         f"  reverse term {sc.log_cut_y - sc.log_cut_x:+.3f}")
             if sc.candidates:  # MultiTryMH: the candidate table
                 t.append("\ncand  tau   log w    P(select)", style="bold")
                 for j, (tau, log_w, prob) in enumerate(sc.candidates):

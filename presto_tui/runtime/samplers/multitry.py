@@ -83,6 +83,11 @@ def selection(proposals: list[Proposal], cands: Candidates, alpha: float) -> tup
     return probs, select(probs, cands.select_u)
 
 
+def log_ratio_terms(log_w: list[float], J: int) -> tuple[float, float]:
+    """(log W, log(1 + W - w_J)): the two terms of the acceptance ratio's log, log W - log(1 + W - w_J)."""
+    return _lse(log_w), _lse([0.0, _lse([lw for j, lw in enumerate(log_w) if j != J])])
+
+
 def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candidates, alpha: float,
               epsilon: float, J: int) -> Score:
     """The multiple-try acceptance probability of the selected candidate J against `state`."""
@@ -92,9 +97,8 @@ def mtm_score(state: SeqState, cut: int, proposals: list[Proposal], cands: Candi
     lp_u = math.fsum(state.logp[cut:])
     lq_u = log_mixture([math.fsum(a[cut:]) for a in state.logq_at])
     log_w = [alpha * (lp - lp_u) + lq_u - lq for lp, lq in zip(lp_y, lq_y)]
-    log_W = _lse(log_w)
-    rest = _lse([lw for j, lw in enumerate(log_w) if j != J])
-    log_ratio = log_W - _lse([0.0, rest])  # log W - log(1 + W - w_J)
+    log_W, log_rest = log_ratio_terms(log_w, J)
+    log_ratio = log_W - log_rest
     accept_prob = math.exp(min(0.0, log_ratio)) if log_ratio == log_ratio else 0.0
     return Score(
         log_q_x=lq_u, log_q_y=lq_y[J], log_p_x=lp_u, log_p_y=lp_y[J],
