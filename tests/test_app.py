@@ -184,7 +184,7 @@ async def test_chat_runs_a_prompt_and_draws_its_rounds():
         assert scr.cursor == (0, len(s.rounds) - 1)  # followed the live rounds
         tree = scr.query_one("#tree", RoundTreeView)
         assert tree.round_tree is s.rounds[-1].tree
-        await pilot.press("right")
+        await pilot.press("tab", "right")  # the prompt kept the focus: Tab moves to the tree
         assert tree.selected in (1, 2)
         assert "node #" in text_of(app, "#inspector")
         assert "12/12" in text_of(app, "#stats")
@@ -318,7 +318,7 @@ async def test_quit_while_a_call_is_in_flight_ends_the_session_cancelled(tmp_pat
         scr = app.screen
         await submit(pilot, app, "the cat")
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.rounds)
-        await pilot.press("ctrl+q")
+        await pilot.press("ctrl+q", "y")  # y: quit and end the running prompt's session
         await wait_until(pilot, lambda: not scr.running, timeout=10)
     session.close()
     (sess,) = read_trace(path).sessions
@@ -422,12 +422,12 @@ async def test_small_terminal_leaves_the_tree_most_rows():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(60, 20)) as pilot:
         await pilot.pause()
-        assert app.screen.query_one("#tree-title").region.height == 1
+        assert app.screen.query_one("#tree-title").region.height <= 2  # folded, at most 2 lines here
         assert not app.screen.query_one("#legend").display  # the legend is in the help
         assert app.screen.query_one("#tree").region.height >= 9
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
-        assert app.screen.query_one("#legend").display and app.screen.query_one("#legend").region.height == 1
+        assert app.screen.query_one("#legend").display and app.screen.query_one("#legend").region.height >= 1
 
 
 async def test_plus_says_the_threshold_in_the_title_without_toasts():
@@ -459,7 +459,7 @@ async def test_help_rows_wrap_inside_their_column_at_120_columns():
              for line in Console(width=width).render_lines(help_text({}), pad=False)]
     keys = [k for _, rows in KEYS for k, _ in rows]
     sections = {s for s, _ in KEYS} | {"Symbols"}
-    indent = lines[1].index(KEYS[0][1][0][1])  # where the first row's description starts
+    indent = lines[1].index(KEYS[0][1][0][1].split()[0])  # where the first row's description starts
     assert indent >= 12
     for line in lines:
         if not line or line in sections or line.startswith("Colours") or "blindness" in line:
@@ -518,7 +518,7 @@ async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
         scr = app.screen
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
-        await pilot.press("p")
+        await pilot.press("tab", "p")  # p pauses from the tree (in the prompt it is typed)
         await pilot.pause(0.4)
         n = len(scr.state.current.rounds)
         await pilot.pause(0.8)  # in all longer than any toast of the old kind lasted
@@ -538,7 +538,7 @@ async def test_browsing_back_during_a_run_shows_the_round_and_the_live_chain():
         scr = app.screen
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 3)
-        await pilot.press("home")
+        await pilot.press("tab", "home")
         await pilot.pause(0.5)
         stats = text_of(app, "#stats")
         assert "as of round 1 of session 1" in stats and "transitions 1/" in stats
@@ -732,7 +732,7 @@ async def test_overview_follows_a_live_chat():
         scr = app.screen
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
-        await pilot.press("o")
+        await pilot.press("tab", "o")
         await pilot.pause()
         ov = app.screen
         await wait_until(pilot, lambda: scr.state.current.status == "done")
@@ -849,7 +849,7 @@ async def test_escape_in_the_search_bar_closes_it_and_does_not_cancel_a_run():
         scr = app.screen
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
-        await pilot.press("slash", "k", "escape")
+        await pilot.press("tab", "slash", "k", "escape")
         assert not scr.query_one("#search-row").display
         await wait_until(pilot, lambda: scr.state.current.status == "done")
 

@@ -16,7 +16,7 @@ from presto_tui.safetext import visible
 from presto_tui.views.chat import ChatScreen, engine_title
 from presto_tui.views.palette import theme_variables
 from presto_tui.views.replay import ReplayScreen
-from presto_tui.views.screens import HelpScreen
+from presto_tui.views.screens import ConfirmQuitScreen, HelpScreen
 from presto_tui.views.state import AppState
 
 
@@ -25,7 +25,7 @@ class PrestoApp(App):
     TITLE = "presto-tui"
     BINDINGS = [
         # ? and q in a text field type themselves (Input consumes printable keys): the footer
-        # names the keys that work everywhere
+        # names the keys that work everywhere.  Quitting with a prompt running asks first.
         Binding("f1", "help", "help"),
         Binding("question_mark", "help", "help", show=False),
         Binding("ctrl+q", "quit", "quit"),
@@ -53,12 +53,25 @@ class PrestoApp(App):
             self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        """Quit; a running prompt is stopped first, so its session ends `cancelled` in the trace."""
+        """Quit at once when nothing would be lost (a replay, a chat between prompts); with a prompt
+        running, ask first, then stop it, so that its session ends `cancelled` in the trace.
+        Asked again while it stops, quit without waiting."""
         screen = self._first
-        if isinstance(screen, ChatScreen) and not self.quitting and screen.stop_for_quit():
+        if not isinstance(screen, ChatScreen) or not screen.running or self.quitting:
+            self.exit()
+        elif isinstance(self.screen, ConfirmQuitScreen):
+            self.screen.dismiss(True)  # ctrl+q on the question: asked twice, yes
+        else:
+            self.push_screen(ConfirmQuitScreen(), self._quit_confirmed)
+
+    def _quit_confirmed(self, yes: bool | None) -> None:
+        screen = self._first
+        if not yes:
+            return
+        if isinstance(screen, ChatScreen) and screen.stop_for_quit():
             self.quitting = True  # ChatScreen exits the app once its worker has stopped
             return
-        self.exit()
+        self.exit()  # it finished while the question was on screen
 
     def get_system_commands(self, screen: Screen):
         yield from super().get_system_commands(screen)

@@ -65,6 +65,8 @@ class PromptInput(Input):
         return self.value.replace(NEWLINE, "\n").strip()
 
 
+# fits an 80-column terminal; F1, not ?: a ? typed here is part of the prompt
+PLACEHOLDER = "Enter runs the prompt · Tab moves to the tree, where keys act · F1 help"
 FRAME_S = 0.1  # at most ten screen updates a second, however fast events arrive
 
 
@@ -99,8 +101,7 @@ class ChatScreen(RoundScreen):
         self._dirty = False
 
     def compose_bottom(self) -> ComposeResult:
-        # F1, not ?: a ? typed here is part of the prompt
-        yield PromptInput(placeholder="Type a prompt, Enter runs it  ·  F1 help  ·  Tab: the tree", id="prompt")
+        yield PromptInput(placeholder=PLACEHOLDER, id="prompt")
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()
@@ -167,8 +168,11 @@ class ChatScreen(RoundScreen):
             where = f"epoch in progress (block {lt.block + 1}, k {lt.k_before}->{lt.k_now}, stream)"
         elif self.follow and self.in_flight is not None:
             f = self.in_flight
-            where += f" | in flight: {f.requests} requests, {f.decoded}/{f.total} tokens decoded"
+            where += f" · in flight: {f.requests} requests, {f.decoded}/{f.total} tokens decoded"
         return ("⏸ paused · " if self.paused else "") + where
+
+    def title_steady(self) -> bool:
+        return self.running  # the in-flight part comes and goes every round
 
     def stats_upto(self) -> int | None:
         """Browsing back: the numbers as of the round on screen (the live chain has its own line)."""
@@ -221,7 +225,8 @@ class ChatScreen(RoundScreen):
         event.input.value = ""
         self.running = True
         self.follow = True
-        self.tree_view.focus()
+        # focus stays in the prompt: a person may go on typing while this one runs, and a letter
+        # typed there must never act as a key on the tree (Tab moves there)
         params, model = self.params, self.model
         self.run_worker(lambda: self.session.run(prompt, params, model, self._emit), thread=True,
                         exclusive=True, exit_on_error=False, group="sampler")

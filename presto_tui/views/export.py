@@ -43,9 +43,23 @@ def write(folder: Path, name: str, content: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
     except OSError as e:
-        raise ExportError(f"cannot write {visible(str(path), keep_newlines=False)}: "
-                          f"{e.strerror or type(e).__name__}") from None
+        blocker = file_in_the_way(folder)
+        if blocker is not None:  # the OS would say "File exists" or "Not a directory"
+            raise ExportError(f"cannot write into {shown(folder)}/: {shown(blocker)} is a file, not a folder") from None
+        raise ExportError(f"cannot write {shown(path)}: {e.strerror or type(e).__name__}") from None
     return path
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The folder itself or the nearest of its parents that exists, if it is not a folder."""
+    for p in (folder, *folder.parents):
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
+
+
+def shown(path: Path) -> str:
+    return visible(str(path), keep_newlines=False)
 
 
 def round_header(session: SessionView, s: int, rd: RoundDone) -> str:

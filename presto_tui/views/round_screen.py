@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -32,6 +32,7 @@ from presto_tui.views.widgets import Inspector, Legend, RoundTreeView, StatsPane
 
 EXPORT_DIR = Path("exports")
 LEGEND_MIN_HEIGHT = 30  # below this many rows the legend gives its line to the tree (it is in the help)
+TITLE_3_LINES_MIN_HEIGHT = 24  # the tree's title folds to 3 lines at 80x24 (48 columns), to 2 below
 
 
 class SearchBar(Input):
@@ -111,8 +112,16 @@ class RoundScreen(Screen):
             return self.search is not None  # n/N appear in the footer while a search is active
         return True
 
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.query_one("#tree-title").set_class(event.widget is self.tree_view, "-focus")
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        if event.widget is self.tree_view:
+            self.query_one("#tree-title").remove_class("-focus")
+
     def on_resize(self) -> None:
         self.query_one("#legend").display = self.size.height >= LEGEND_MIN_HEIGHT
+        self.query_one("#tree-title", TreeTitle).max_lines = 3 if self.size.height >= TITLE_3_LINES_MIN_HEIGHT else 2
 
     # -- what is on screen -------------------------------------------------------
     @property
@@ -157,13 +166,17 @@ class RoundScreen(Screen):
     def draw_panels(self) -> None:
         session = self.shown_session()
         self.draw_stats(session)
-        self.query_one("#tree-title", TreeTitle).show(self._where(), self.tree_view)
+        self.query_one("#tree-title", TreeTitle).show(self._where(), self.tree_view, steady=self.title_steady())
         status = self.query_one("#search-status", Static)
         status.display = bool(self.search_status)
         status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
         text, title = self._output_text(session)
         self.query_one("#output-text", Static).update(text)
         self.query_one("#output").border_title = title  # what the marks mean, at no cost of a line
+
+    def title_steady(self) -> bool:
+        """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
+        return False
 
     def _where(self) -> str:
         rd = self.current_round()

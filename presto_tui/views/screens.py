@@ -1,8 +1,9 @@
-"""Modal screens: help, sampler settings, go to a round, export."""
+"""Modal screens: help, sampler settings, go to a round, export, confirming a quit."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Group
 from rich.style import Style
@@ -20,6 +21,13 @@ from presto_tui.views.layout import MEANINGS, symbol
 
 # (section, ((keys, what it does), ...)): the help screen, and the one place every key is taught
 KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Where keys go", (
+        ("tab", "next pane: prompt, tree, stats and inspector, the chain's text (shift+tab: back); the "
+                "focused pane is marked (the tree: its title turns into a band)"),
+        ("letters", "single-letter keys (o e / n g f p q [ ] + - ...) act on the tree and the other panes, "
+                    "never in a text field: in the prompt or the search they are typed"),
+        ("ctrl F1 esc", "work everywhere, the prompt included"),
+    )),
     ("Tree (focus it with Tab or a click)", (
         ("← / h", "parent"),
         ("↑ / k", "accept child (drawn above)"),
@@ -46,9 +54,10 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
               "or to a file"),
     )),
     ("Chat", (
-        ("i", "type a prompt (enter runs it; pasted line breaks show as ⏎ and are kept)"),
+        ("i", "back to the prompt (enter runs it; pasted line breaks show as ⏎ and are kept); the "
+              "prompt keeps the focus while its run goes on"),
         ("p", "pause / resume"),
-        ("escape", "cancel (within one round)"),
+        ("escape", "cancel (within one round), from the prompt too"),
         ("ctrl+s", "sampler settings for the next prompt"),
         ("ctrl+p", "command palette"),
     )),
@@ -65,9 +74,20 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     )),
     ("Everywhere", (
         ("? / F1", "this help"),
-        ("q / ctrl+q", "quit (q types a q in a text field)"),
+        ("q / ctrl+q", "quit; with a prompt running, asks first (y quits and ends its session as cancelled); "
+                       "q types a q in a text field"),
     )),
 )
+
+
+ResultT = TypeVar("ResultT")
+
+
+class Dialog(ModalScreen[ResultT]):
+    """A modal screen that ctrl+q still quits from (a modal stops the app's own bindings, even
+    priority ones; quitting is asked about where a prompt runs, as everywhere)."""
+
+    BINDINGS = [Binding("ctrl+q", "app.quit", "quit", show=False)]
 
 
 def help_text(styles: dict[str, Style]) -> Group:
@@ -93,7 +113,7 @@ def help_text(styles: dict[str, Style]) -> Group:
     return Group(*parts)
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close")]
     DEFAULT_CSS = """
     HelpScreen > .help--accept { color: $mh-accept; }
@@ -140,7 +160,7 @@ NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": in
 OPTIONAL = {"tau", "block_size"}
 
 
-class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
+class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
     """Sampler settings (and model) for the next prompt; validated before closing.
 
     The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
@@ -181,6 +201,9 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
                 yield Button("Save", variant="primary", id="save", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
+    def on_mount(self) -> None:
+        self.query_one(f"#f-{FIELDS[0][0]}", Input).focus()  # ctrl+s, then type: it goes into a field
+
     def action_cancel(self) -> None:
         self.dismiss(None)
 
@@ -218,7 +241,7 @@ class SettingsScreen(ModalScreen[tuple[SamplerParams, str | None] | None]):
         self.dismiss((params, model if self.backend != "synthetic" else self.model))
 
 
-class GoToScreen(ModalScreen[tuple[int, int] | None]):
+class GoToScreen(Dialog[tuple[int, int] | None]):
     """Go to a round (an epoch in a streaming session): N (of the session on screen) or S:N
     (round N of session S), both from 1."""
 
@@ -274,7 +297,7 @@ EXPORTS = (  # (key, kind, what)
 )
 
 
-class ExportScreen(ModalScreen[tuple[str, Path] | None]):
+class ExportScreen(Dialog[tuple[str, Path] | None]):
     """Pick what to export (a key or a click) and the folder the files go to."""
 
     BINDINGS = [Binding("escape,q", "cancel", "cancel"),
@@ -309,3 +332,28 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()  # Enter in the folder field: keep the dialog open for a choice
         self.query_one("#export-svg", Button).focus()
+
+
+class ConfirmQuitScreen(Dialog[bool]):
+    """Quitting would end a running prompt: ask first (y quits, n or escape keeps it running).
+
+    "Keep running" has the focus, so a stray Enter loses nothing; a second ctrl+q means yes
+    (`PrestoApp.action_quit`)."""
+
+    BINDINGS = [Binding("y", "answer(True)", "quit"), Binding("n,escape", "answer(False)", "keep running")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="confirm"):
+            yield Static(Text("A prompt is running: quit and end its session as cancelled? (y/n)"))
+            with Horizontal(id="confirm-buttons"):
+                yield Button("y  quit", variant="error", id="quit", compact=True)
+                yield Button("n  keep running", id="keep", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#keep", Button).focus()
+
+    def action_answer(self, quit_: bool) -> None:
+        self.dismiss(quit_)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "quit")

@@ -9,9 +9,10 @@ draw the same screens from the same data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionStart
+from presto_tui.runtime.prefetch.tree import ABORTED, LIVE, TableTree
+from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
 
 
@@ -75,6 +76,8 @@ class AppState:
         s.events.append(ev)
         if isinstance(ev, RoundDone):
             s.rounds.append(ev)
+        elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:
+            s.rounds[-1] = ended(s.rounds[-1])
         return s
 
     @property
@@ -103,3 +106,18 @@ class AppState:
     @property
     def total_rounds(self) -> int:
         return sum(len(v.rounds) for v in self.sessions)
+
+
+def ended(rd: RoundDone) -> RoundDone:
+    """A session's last round as its end left it.
+
+    A streaming epoch is recorded with the requests still decoding at that moment.  Once the
+    session has ended (done, cancelled or failed) none of them is decoding any more: the end
+    aborted what was left (a cancel or a failure without an event per request), so they show as
+    aborted, with what they had decoded ("aborted at 77/92"), not as "decoding 77/92" for ever.
+    Earlier epochs stay as recorded: what was live in them went on after they closed."""
+    tree = rd.tree
+    if not isinstance(tree, TableTree) or all(rec.status != LIVE for rec in tree.table.values()):
+        return rd
+    table = {i: replace(rec, status=ABORTED) if rec.status == LIVE else rec for i, rec in tree.table.items()}
+    return replace(rd, tree=replace(tree, table=table))
