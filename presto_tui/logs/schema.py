@@ -13,6 +13,9 @@ stay small however deep a tree grows (1.0 and 1.1 wrote ids as 2i+1 / 2i+2, whic
 grow as 2^depth; reading converts them).  It also adds the epoch stop reason
 `length` (an epoch cut after a long run of rejects), the streaming rule's
 `engine_cost` (the engine's learned step cost, before a session's end),
+`transition` (an MH chain's log-target, log-likelihood, confidence and
+distance from its block's start after each transition: MCMC diagnostics),
+`chain`, `chains` and `group` on a `session_start` of `--chains M`,
 `extend-ahead` calls and `request` purposes (the next block's extension
 decoded while a block still runs), and `gap` lines (an event
 the writer could not encode, in place of that event; readers warn and go on).
@@ -67,6 +70,7 @@ from presto_tui.runtime.session.events import (
     SessionEnd,
     SessionError,
     SessionStart,
+    Transition,
 )
 
 SCHEMA_VERSION = "1.2"  # major.minor: a reader refuses another major version
@@ -243,7 +247,12 @@ def encode(ev: Event) -> dict:
         return {"type": "session_start", "session_id": ev.session_id, "tool_version": ev.tool_version,
                 "backend": ev.backend, "model": ev.model, "params": ev.params, "prompt": ev.prompt,
                 "prompt_ids": list(ev.prompt_ids), "started_at": ev.started_at,
-                "backend_info": ev.backend_info}
+                "backend_info": ev.backend_info,
+                **({"chain": ev.chain, "chains": ev.chains, "group": ev.group} if ev.chains > 1 else {})}
+    if isinstance(ev, Transition):
+        return {"type": "transition", "block": ev.block, "k": ev.k, "accepted": ev.accepted,
+                "log_target": _num(ev.log_target), "loglik": _num(ev.loglik), "confidence": _num(ev.confidence),
+                "first_diff": ev.first_diff}
     if isinstance(ev, ModelCall):
         return {"type": "model_call", "block": ev.block, "round": ev.round, "purpose": ev.purpose,
                 "requests": ev.requests, "tokens": ev.tokens, "wall_s": ev.wall_s}
@@ -271,6 +280,13 @@ def encode(ev: Event) -> dict:
     raise TypeError(f"not a recorded event: {type(ev).__name__}")
 
 
+def _chain_of(d: dict) -> tuple[int, int, str]:
+    """(chain, chains, group) of a session_start: one of `--chains M` (schema 1.2), or 0, 1, ""."""
+    chains = _int(d.get("chains", 1), "chains", 1, 1 << 16)
+    chain = _int(d.get("chain", 0), "chain", 0, chains - 1)
+    return chain, chains, _str(d.get("group", ""), "group", 100)
+
+
 def decode(d: Any) -> Event:
     if not isinstance(d, dict):
         raise SchemaError(f"line is not a JSON object but {type(d).__name__}")
@@ -281,7 +297,11 @@ def decode(d: Any) -> Event:
                             _str(g("backend"), "backend", 100), _str(g("model"), "model", 1000),
                             params_of(g("params")), _str(g("prompt"), "prompt"),
                             _tokens(g("prompt_ids"), "prompt_ids"), _finite(g("started_at"), "started_at"),
-                            _info(d.get("backend_info"), "backend_info"))
+                            _info(d.get("backend_info"), "backend_info"), *_chain_of(d))
+    if kind == "transition":
+        return Transition(_int(g("block"), "block"), _int(g("k"), "k"), _bool(g("accepted"), "accepted"),
+                          _float(g("log_target"), "log_target"), _float(g("loglik"), "loglik"),
+                          _float(g("confidence"), "confidence"), _int(g("first_diff"), "first_diff"))
     if kind == "model_call":
         return ModelCall(_int(g("block"), "block"), _int(g("round"), "round", -1),
                          _choice(g("purpose"), "purpose", ("extend", "propose", "extend-ahead")),

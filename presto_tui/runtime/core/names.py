@@ -42,10 +42,12 @@ def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str
 
 class SamplerKind(Enum):
     """What a sampler is.  CHAIN: a Metropolis-Hastings chain targeting pi_alpha; it runs
-    sequentially (`--prefetch none`) or with PreSTO under every prefetch rule.  A kind that
-    is not a chain (a baseline without MH decisions) would take no prefetch rule."""
+    sequentially (`--prefetch none`) or with PreSTO under every prefetch rule.  BASELINE: one of
+    the paper's test-time baselines (appendix E.8): no MH decisions, no prefetch rule; its
+    samples stop at EOS."""
 
     CHAIN = "chain"
+    BASELINE = "baseline"
 
 
 class SamplerName(Choice):
@@ -60,6 +62,15 @@ class SamplerName(Choice):
     POWERMH = "powermh", "PowerMH", "uniform cut, suffix from q_tau"
     ENTROPYCUT = "entropycut", "EntropyCut", "cuts where p0's entropy jumps"
     MULTITRY = "multitry", "MultiTryMH", "multiple-try Metropolis over --tries candidate suffixes"
+    LOWTEMP = "lowtemp", "low temperature", "one sample at temperature 1/alpha", SamplerKind.BASELINE
+    BESTOFN = ("bestofn", "best-of-N", "--samples samples at temperature 1/alpha, the most likely kept",
+               SamplerKind.BASELINE)
+    POWERSMC = ("powersmc", "PowerSMC", "--particles particles grown in blocks, reweighted towards p0^alpha and "
+                "resampled", SamplerKind.BASELINE)
+
+    @property
+    def chain(self) -> bool:
+        return self.kind is SamplerKind.CHAIN
 
 
 class PrefetchRule(Choice):

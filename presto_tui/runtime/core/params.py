@@ -108,7 +108,12 @@ LIMITS: dict[str, Limit] = {
     "beta": Limit(0, 64),
     "cut_mix": Limit(0, 1),
     "tries": Limit(1, 64, integer=True),
+    "samples": Limit(1, 4096, integer=True),
+    "particles": Limit(1, 4096, integer=True),
+    "smc_block": Limit(1, 65536, integer=True),
+    "smc_ramp": Limit(0, 65536, integer=True),
 }
+BON_RANKS = ("logq", "logp")  # best-of-N keeps the highest sum of log q_tau (the paper's) or of log p0
 
 
 def flag(name: str) -> str:
@@ -140,6 +145,11 @@ class SamplerParams:
     beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
     cut_mix: float = 0.1  # EntropyCut: uniform share of the cut law (reaches the first token)
     tries: int = 4  # MultiTryMH's candidates per transition
+    samples: int = 8  # best-of-N's N
+    bon_rank: str = "logq"  # best-of-N: rank by sum log q_tau (the paper's choice) or sum log p0
+    particles: int = 8  # PowerSMC's P
+    smc_block: int = 128  # PowerSMC: tokens per block between resampling steps (the paper's 128)
+    smc_ramp: int = 400  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
 
     @property
     def proposal_tau(self) -> float:
@@ -159,12 +169,17 @@ class SamplerParams:
             value = getattr(self, name)
             if value not in choices:
                 raise ParamError(unknown_choice(flag(name), value, choices))
+        if self.bon_rank not in BON_RANKS:
+            raise ParamError(unknown_choice("--rank", self.bon_rank, BON_RANKS))
         if self.budget_policy not in BUDGET_POLICIES:
             raise ParamError(unknown_choice("budget policy", self.budget_policy, BUDGET_POLICIES))
         if self.speculate != "none" and any(s not in SPECULATE for s in self.speculate.split(",")):
             raise ParamError(f"--speculate takes none or a comma list of {', '.join(SPECULATE)}, "
                              f"got {self.speculate!r}")
         rule = PrefetchRule.of(self.prefetch)
+        if not SamplerName.of(self.sampler).chain and rule.presto:
+            raise ParamError(f"--sampler {self.sampler} is a baseline, not an MH chain: it takes no --prefetch "
+                             "rule (use --prefetch none)")
         if rule.presto and not rule.node_inputs and self.inputs != InputMode.DECISION:
             raise ParamError(f"--prefetch {self.prefetch} needs --inputs decision (its requests are keyed by "
                              "decision, which is what keeps it exact)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_DECISION, _NODE, _EXTEND = 1, 2, 3
+_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE = 1, 2, 3, 4, 5
 SEED_LIMIT = 2**31 - 1  # engines take per-request seeds as signed 32-bit ints
 
 
@@ -46,3 +46,18 @@ def node_inputs(seed: int, block: int, round_: int, node: int) -> DecisionInputs
 def extension_seed(seed: int, block: int) -> int:
     """Seed of the request that extends the state by one block (alg. 1, line 2)."""
     return _draw(seed, (_EXTEND, block)).seed
+
+
+def chain_seed(seed: int, chain: int) -> int:
+    """Session seed of chain m of `--chains M`: chain 0 keeps the seed itself (one chain is the run
+    it always was); chain m runs exactly as a single chain with this seed would."""
+    if chain == 0:
+        return seed
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_CHAIN, chain))))
+    return int(rng.integers(0, 2**63 - 1))
+
+
+def sample_seed(seed: int, block: int, index: int) -> int:
+    """Seed of a baseline's request: sample `index` (best-of-N) or particle `index` of block `block`
+    (PowerSMC; low temperature is sample 0 of block 0)."""
+    return _draw(seed, (_SAMPLE, block, index)).seed

@@ -128,3 +128,5 @@ def sampler_family(params: SamplerParams) -> SamplerFamily:
                               EntropyJumpCut(params.beta, params.cut_mix))
         case SamplerName.MULTITRY:
             return MultiTryMH(params.alpha, params.epsilon, params.tries)
+        case _:
+            raise ValueError(f"--sampler {params.sampler} is not an MH chain: it has no sampler family")

@@ -29,6 +29,11 @@ class SessionStart:
     prompt_ids: tuple[int, ...]
     started_at: float  # unix time
     backend_info: dict = field(default_factory=dict)
+    # --chains M: this session is chain `chain` of `chains` run on one prompt, all sharing `group`
+    # (each with its own seed, randomness.chain_seed); a single chain is chain 0 of 1, group ""
+    chain: int = 0
+    chains: int = 1
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,22 @@ class RoundDone:
     call_wall_s: float  # the round's model call; an epoch's time from its first decision to its last
     sampler_s: dict = field(default_factory=dict)  # the sampler's own time: plan, finish (s)
     clock: float | None = None  # engine time since the session started, when it ended
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An MH chain's state after transition k of a block, as MCMC diagnostics read it: the
+    log-target alpha log p0(x), the length-normalised log-likelihood (paper eq. 21) and
+    confidence (eq. 22, minus the mean entropy of p0), whether it accepted, and the first
+    generated position where the state differs from the block's start (T: nowhere)."""
+
+    block: int
+    k: int
+    accepted: bool
+    log_target: float
+    loglik: float
+    confidence: float
+    first_diff: int
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,6 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
-Event = (SessionStart | ModelCall | BlockStart | RoundDone | RequestEvent | DecisionWalked | EngineCost | SessionEnd
-         | SessionError | InFlight | LiveTree)
+Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | EngineCost
+         | SessionEnd | SessionError | InFlight | LiveTree)
 TRANSIENT = (InFlight, LiveTree)

@@ -8,6 +8,7 @@ from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.kernel import ChainState, Pending, build_kernel
 from presto_tui.runtime.session.driver import Driver, ExtendTag, RoundTag, Tag
 from presto_tui.runtime.session.events import Event, InFlight, ModelCall, RoundDone
+from presto_tui.runtime.session.metrics import transition
 
 
 class RoundDriver(Driver):
@@ -19,8 +20,10 @@ class RoundDriver(Driver):
         self.proposals: list[Proposal | None] = []
         self._batch_t0 = 0.0
         self._plan_s = 0.0
+        self._block_start = self.state
 
     def begin_block(self, state: SeqState) -> None:
+        self._block_start = state
         self.chain = ChainState(state, self.block)
         self._plan()
 
@@ -50,6 +53,9 @@ class RoundDriver(Driver):
                                    sum(len(p.tokens) for p in proposals if p is not None), wall))
         self._out.append(RoundDone(self.block, chain.round - 1, pending.chain.k, chain.k, self.params.steps, tree,
                                    wall, {"plan": self._plan_s, "finish": finish_s}, self.clock()))
+        for i, (step, after) in enumerate(zip(tree.steps, tree.states_after_steps())):
+            self._out.append(transition(self.block, pending.chain.k + i, step.accepted, after, self._block_start,
+                                        self.params.alpha))
         self.chain, self.state = chain, chain.state
         if chain.k < self.params.steps:
             self._plan()

@@ -13,6 +13,7 @@ from presto_tui.runtime.prefetch.stream.requests import RequestBook
 from presto_tui.runtime.session.cost import PRIOR_SLOPE
 from presto_tui.runtime.session.driver import EXTEND, Driver, GroupTag, Tag
 from presto_tui.runtime.session.events import DecisionWalked, Event, LiveTree, RequestEvent, RoundDone
+from presto_tui.runtime.session.metrics import transition
 
 
 class StreamDriver(Driver):
@@ -88,6 +89,8 @@ class StreamDriver(Driver):
         for w in walked:
             self._out.append(DecisionWalked(self.block, w.k, w.cut, w.group.id, w.accepted, w.score.accept_prob,
                                             w.score.eps_class, self.clock()))
+            self._out.append(transition(self.block, w.k, w.accepted, w.after, blk.decisions.start,
+                                        self.params.alpha))
         while blk.recorder.closed:
             self._record_epoch(blk.recorder.closed.pop(0))
         self.state = blk.state

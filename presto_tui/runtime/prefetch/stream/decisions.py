@@ -41,7 +41,7 @@ class Decisions:
         self.params, self.family, self.block = params, family, block
         self.prompt = state.prompt
         self.T, self.K = state.T, params.steps
-        self._root = state  # any state of the block serves a state-independent law
+        self._root = self.start = state  # the block's start (any state of it serves a state-independent law)
         self._inputs: dict[int, DecisionInputs] = {}
         self._cuts: dict[int, int] = {}
         self.state_dependent = family.law.state_dependent
