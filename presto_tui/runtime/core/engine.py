@@ -70,6 +70,12 @@ class Engine(Protocol):
         """Cumulative prefix-token queries and hits ({} if the engine keeps none)."""
         ...
 
+    def kv_peak(self) -> float | None:
+        """The largest fraction of the KV-cache pool in use after any engine step since the last call
+        (paper D.2's peak KV-pool use); each call starts a new window.  None: the engine has no
+        KV pool to read (synthetic, transformers)."""
+        ...
+
     def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
         """Prompt ids (through the chat template); `history` holds earlier (user, assistant) turns."""
         ...

@@ -37,3 +37,6 @@ class LoopEngine:
 
     def prefix_cache_stats(self) -> dict:
         return {}
+
+    def kv_peak(self) -> float | None:
+        return None  # no KV pool (vLLM reads its own)

@@ -115,6 +115,11 @@ class VLLMEngine(TextMixin, LoopEngine):
         self._by_tag: dict[str, int] = {}
         self._discard: list[str] = []  # tags whose records the workers should drop
         self._steps = 0
+        self._kv_now: float | None = None  # fraction of the KV pool in use after the last step
+        self._kv_peak: float | None = None  # the largest since the last kv_peak() call
+        # in process (the default) the scheduler is at hand: reading it costs nothing per step
+        self._scheduler = getattr(getattr(getattr(self.engine, "engine_core", None), "engine_core", None),
+                                  "scheduler", None)
 
     @property
     def info(self) -> dict:
@@ -129,6 +134,21 @@ class VLLMEngine(TextMixin, LoopEngine):
             return {}
         get = lambda name: sum(float(getattr(m, "value", 0) or 0) for m in metrics if m.name == name)
         return {"queries": get("vllm:prefix_cache_queries"), "hits": get("vllm:prefix_cache_hits")}
+
+    def kv_peak(self) -> float | None:
+        peak, self._kv_peak = self._kv_peak, self._kv_now
+        return peak
+
+    def _kv_usage(self) -> float | None:
+        """The fraction of KV blocks in use, as vLLM's scheduler counts it (blocks held by live requests;
+        cached blocks no request holds are free), read in process; else vLLM's own gauge."""
+        if self._scheduler is not None:
+            return float(self._scheduler.get_kv_cache_usage())
+        try:  # a multiprocess engine core: the gauge its scheduler's stats set after every step
+            return max((float(getattr(m, "value", 0) or 0) for m in self.llm.get_metrics()
+                        if m.name == "vllm:kv_cache_usage_perc"), default=None)
+        except Exception:
+            return None
 
     # -- the engine loop -----------------------------------------------------------------
     def submit(self, request: Request, logprobs: int = 0) -> int:
@@ -183,6 +203,10 @@ class VLLMEngine(TextMixin, LoopEngine):
             self._discard.extend(self._by_tag)
             raise
         self._steps += 1
+        usage = self._kv_usage()
+        if usage is not None:
+            self._kv_now = usage
+            self._kv_peak = usage if self._kv_peak is None else max(self._kv_peak, usage)
         done = []
         for o in outputs:
             h = self._by_tag.get(o.request_id)

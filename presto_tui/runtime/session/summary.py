@@ -28,6 +28,9 @@ a number means the same thing everywhere.
   proposals the walk used (wasted_share = the rest); requests_aborted,
   mean_live (streaming, engine-time weighted), time_to_first_transition_s.
 - tokens: the chain's current state (generated tokens), after every event.
+- loglik, confidence: the answer's length-normalised log-likelihood under p0 and its
+  confidence (paper eqs. 21-22), from the last transition's event (the chain's terminal
+  state); None until there is one.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from presto_tui.runtime.session.events import (
     SessionEnd,
     SessionError,
     SessionStart,
+    Transition,
 )
 
 
@@ -82,6 +86,8 @@ class SessionSummary:
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
+    loglik: float | None = None  # eq. 21 of the current answer
+    confidence: float | None = None  # eq. 22 of the current answer
 
     def update(self, ev: Event) -> SessionSummary:
         if isinstance(ev, SessionStart):
@@ -120,6 +126,8 @@ class SessionSummary:
             self.engine_cost = ev
         elif isinstance(ev, RoundDone):
             self._round(ev)
+        elif isinstance(ev, Transition):
+            self.loglik, self.confidence = ev.loglik, ev.confidence
         elif isinstance(ev, SessionEnd):
             self.status, self.text, self.tokens = ev.reason, ev.text, tuple(ev.tokens)
         elif isinstance(ev, SessionError):
@@ -238,6 +246,8 @@ class SessionSummary:
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
             "rounds": self.rounds,
+            "loglik": self.loglik,
+            "confidence": self.confidence,
             "params": self.params,
             **({"error": self.error} if self.error else {}),
         }

@@ -1,0 +1,269 @@
+"""`presto-tui eval`: graded tasks, several methods, one table (paper appendix E.3 and E.8)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from presto_tui.cli import command
+from presto_tui.cli import options as o
+from presto_tui.errors import InputError, OutputError
+from presto_tui.runtime.core.params import BENCH_SIZES
+from presto_tui.safetext import visible
+
+DEFAULT_METHODS = "lowtemp,bon:4,smc:4,powermh,powermh+stream"
+CODE_TIMEOUT = o.Limit(0.1, 3600)
+CODE_MEMORY = o.Limit(16, 1 << 20, integer=True)
+
+
+@command("eval")
+@o.handled
+def eval_(
+    ctx: typer.Context,
+    tasks: Annotated[str, typer.Argument(
+        metavar="TASKS", show_default=False,
+        help="A task file (JSONL: one {\"prompt\", \"answer\", \"grader\", \"id\"} a line), or the built-in set: "
+        "builtin, builtin:arith or builtin:mc [default: builtin].")] = "builtin",
+    methods: Annotated[str, typer.Option(
+        "--methods", "-m", metavar="METHOD,...",
+        help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
+        "SAMPLER (powermh, entropycut or multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
+        "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). Every other parameter comes "
+        "from the flags below.")] = DEFAULT_METHODS,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", show_default=False,
+        help=f"Use only the first N items, {o.CLI_LIMITS['limit'].where} [default: all].")] = None,
+    task_seed: Annotated[int, typer.Option(
+        "--task-seed", help="Seed of the built-in set: the same seed gives the same items.")] = 0,
+    grader: Annotated[str | None, typer.Option(
+        "--grader", metavar="NAME", show_default=False,
+        help="Grader of the items that name none: exact, number, mc, regex or python [default: exact].")] = None,
+    code_timeout: Annotated[float, typer.Option(
+        "--code-timeout", metavar="S", help=f"python grader: seconds a response's code and its tests may run, "
+        f"{CODE_TIMEOUT.where}.")] = 10.0,
+    code_memory: Annotated[int, typer.Option(
+        "--code-memory", metavar="MIB", help=f"python grader: memory they may use, MiB, {CODE_MEMORY.where}.")
+    ] = 1024,
+    tost: Annotated[list[str] | None, typer.Option(
+        "--tost", metavar="A,B", show_default=False,
+        help="Also test methods A and B for equivalence (paired TOST of eq. 23 on log-likelihood and confidence); "
+        "repeat for more pairs. Every PreSTO method is always tested against its sequential sampler when both "
+        "are listed.")] = None,
+    inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, max_new_tokens: o.BenchNewTokens = None,
+    block_size: o.BlockSize = None, steps: o.BenchSteps = None, budget: o.Budget = None, epsilon: o.Epsilon = None,
+    seed: o.Seed = None, beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    classifier: o.Classifier = None,
+    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
+    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
+    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
+    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
+    kv_cache_gib: o.KvCache = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", "-C",
+        help=f"Sessions at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where}. Above 1 "
+        "a session's time and peak KV-pool use include the others it ran beside (1: one prompt at a time, as "
+        "the paper measures).")] = 1,
+    workers: o.Workers = None, ray_address: o.RayAddress = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
+        help="Write the results JSON here; the figures go beside it [default: beside the trace, "
+        "sessions/<time>-eval.json].")] = None,
+    figures: Annotated[str, typer.Option(
+        "--figures", metavar="png|svg|none", rich_help_panel=o.OUTPUT,
+        help="Image format of the two figures saved beside the results (<results>-accuracy, <results>-kv).")
+    ] = "png",
+    trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", rich_help_panel=o.OUTPUT, help="Print the results JSON on stdout instead of tables and plots.")
+    ] = False,
+) -> None:
+    """Grade several methods on the same tasks: accuracy, cost, and whether PreSTO changed the answers.
+
+    Every method answers every item with the same prompt and seed, items in turn and the
+    methods of an item one after another, so that drift on a shared machine hits them
+    alike. Per method: accuracy with its 95% Wilson interval, time per prompt, MH
+    transitions, tokens generated, peak KV-pool use (vLLM's own count) and the answers'
+    log-likelihood and confidence under p0 (paper eqs. 21-22); per item every method's
+    answer. Then the paper's paired TOST (eq. 23): each PreSTO method against its
+    sequential sampler (with decision inputs they are identical token for token: no
+    test is needed; with --inputs node the test is what shows the law unchanged), and
+    any pair given with --tost. Two figures (accuracy, and peak KV-pool use, against
+    time per prompt: Figure 20's axes) print in the terminal and are saved beside the
+    results JSON; every session goes to the trace. Ctrl-C keeps what finished.
+
+    Graders: exact (the whole response, ignoring case, spacing and outer punctuation),
+    number (the number given, however written), mc (the option letter), regex (the
+    answer is a pattern to find) and python (the answer is test code, run with the
+    response's code in a separate process with a time and a memory limit).
+
+    Examples:
+
+      presto-tui eval                                          # built-in tasks, embedded model
+
+      presto-tui eval --limit 10 -n 48 -K 8
+
+      presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 --grader number
+
+      presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20   # TOST of the paper's BFS
+
+      presto-tui eval --backend synthetic --methods powermh,powermh+stream --tost powermh,powermh+stream
+    """
+    flags = ctx.params
+    from presto_tui.eval.figures import FORMATS, need_matplotlib
+    from presto_tui.eval.graders import GRADERS
+    from presto_tui.eval.methods import parse_methods
+    from presto_tui.eval.paired import need_statsmodels
+    from presto_tui.eval.sandbox import CodeLimits
+    from presto_tui.eval.tasks import BUILTIN, load_tasks
+    from presto_tui.runtime.core.names import PrefetchRule, unknown_choice
+
+    need_statsmodels()
+    if figures not in FORMATS:
+        raise InputError(unknown_choice("--figures", figures, FORMATS))
+    need_matplotlib(figures)
+    if grader is not None and grader not in GRADERS:
+        raise InputError(unknown_choice("--grader", grader, tuple(GRADERS)))
+    CODE_TIMEOUT.check("--code-timeout", code_timeout)
+    CODE_MEMORY.check("--code-memory", code_memory)
+    o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
+    if limit is not None:
+        o.CLI_LIMITS["limit"].check("--limit", limit)
+    o.LIMITS["seed"].check("--task-seed", task_seed)
+    # every method sets its own sampler and rule; the base is valid with any --inputs
+    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
+    method_list = parse_methods(methods, base)
+    pairs = _pairs(tost or [], [m.label for m in method_list])
+    items = load_tasks(tasks, default_grader=grader, seed=task_seed)[:limit]
+    clf = o.load_classifier(classifier)
+    name, engine_opts = o.engine_options(flags)
+    path = o.trace_path(flags, "eval")
+    out_path = o.check_output_path(output or (path or o.default_trace_path("eval")).with_suffix(".json"),
+                                   "results", overwrite=output is not None)
+    limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
+    meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if tasks.startswith(BUILTIN)
+                                                               else {})},
+            "params": base.to_dict(), "concurrency": concurrency, "workers": workers}
+    cluster = o.start_cluster(flags, name, engine_opts, concurrency)
+    if cluster is not None:
+        from presto_tui.cli.run import _Remote
+        from presto_tui.eval.runner import run_cluster
+
+        with cluster:
+            remote = _Remote(cluster)
+            writer = o.open_trace(path, "eval", remote, base)
+            with _progress(len(items) * len(method_list)) as progress:
+                ev = _finish(writer, lambda: run_cluster(
+                    cluster, items, method_list, classifier=clf, trace=writer, limits=limits,
+                    on_end=progress.ended, on_lost=progress.lost))
+            meta.update(backend=remote.name, model=remote.model, engine=remote.info)
+    else:
+        from presto_tui.eval.runner import run_local
+
+        engine = o.start_engine(name, engine_opts)
+        writer = o.open_trace(path, "eval", engine, base)
+        with _progress(len(items) * len(method_list)) as progress:
+            ev = _finish(writer, lambda: run_local(
+                engine, items, method_list, concurrency=concurrency, classifier=clf, trace=writer, limits=limits,
+                on_end=progress.ended))
+        meta.update(backend=engine.name, model=engine.model, engine=dict(engine.info))
+    meta["time_unit"] = "engine clock (virtual: the synthetic cost model)" if meta["backend"] == "synthetic" else "s"
+    _report(ev, pairs, meta, out_path, figures, json_out, writer)
+    if ev.interrupted:
+        raise KeyboardInterrupt
+
+
+def _pairs(specs: list[str], labels: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for spec in specs:
+        parts = [p.strip().lower() for p in spec.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise InputError(f"--tost takes two methods as A,B, got {spec!r}")
+        for p in parts:
+            if p not in labels:
+                raise InputError(f"--tost: {p!r} is not among --methods ({', '.join(labels)})")
+        if parts[0] == parts[1]:
+            raise InputError(f"--tost: {spec!r} pairs a method with itself")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def _finish(writer, run):
+    """Run the evaluation; the trace is closed and named whatever happens."""
+    try:
+        return run()
+    finally:
+        if writer is not None:
+            writer.close()
+            for gap in writer.gaps:
+                print(f"presto-tui: warning: {visible(str(writer.path), keep_newlines=False)}: "
+                      f"{visible(gap, keep_newlines=False)}", file=o.term())
+
+
+def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool, writer) -> None:
+    import orjson
+
+    from presto_tui.cli.bench import table_console
+    from presto_tui.eval.figures import save_figures, terminal_figures
+    from presto_tui.eval.report import default_pairs, render, results
+
+    labels = [m.label for m in ev.methods]
+    pairs = default_pairs(ev)
+    pairs += [p for p in ((labels.index(a), labels.index(b)) for a, b in named_pairs) if p not in pairs]
+    res = results(ev, pairs, meta)
+    res["figures"] = save_figures(res, out_path.with_suffix(""), figures)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    except OSError as e:
+        raise OutputError(f"{visible(str(out_path), keep_newlines=False)}: cannot write results "
+                          f"({e.strerror})") from None
+    if json_out:
+        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    else:
+        console = table_console()
+        render(console, res)
+        for plot in terminal_figures(res, width=min(console.width, 120)):
+            sys.stdout.write(plot + "\n")
+        if res["figures"].get("kv_missing"):
+            console.print(f"no KV-pool figure: {res['figures']['kv_missing']}")
+    saved = [p for p in (res["figures"]["accuracy"], res["figures"]["kv"]) if p]
+    print(f"presto-tui: results written to {visible(str(out_path), keep_newlines=False)}"
+              + (f", figures to {', '.join(visible(p, keep_newlines=False) for p in saved)}" if saved else "")
+              + (f", trace to {visible(str(writer.path), keep_newlines=False)}"
+                 if writer is not None and not writer.broken else ""), file=o.term())
+
+
+class _progress:
+    """Sessions finished on stderr (a bar on a terminal, a line per session elsewhere), with the
+    accuracy so far."""
+
+    def __init__(self, total: int):
+        from rich.console import Console
+
+        from presto_tui.cli.bench import SessionProgress
+
+        self.bar = SessionProgress(Console(file=o.term(), highlight=False), total, "eval")
+        self.right = self.graded = 0
+        self.t0 = time.perf_counter()
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.__exit__(*exc)
+
+    def ended(self, outcome) -> None:
+        if outcome.grade is not None:
+            self.graded += 1
+            self.right += outcome.grade.correct
+        self.bar.doing(f"{self.right}/{self.graded} right so far")
+        self.bar.advance()
+
+    def lost(self, event) -> None:
+        print(f"presto-tui: worker {event.worker} died ({visible(event.reason, keep_newlines=False)}); "
+              f"{len(event.prompts)} unfinished prompt(s) run again on the others", file=o.term())

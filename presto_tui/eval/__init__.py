@@ -1,0 +1,13 @@
+"""Graded evaluation (`presto-tui eval`): tasks, graders, methods, paired statistics and figures.
+
+- `tasks`: a task file (JSONL, one item a line) or the built-in set, generated from a seed;
+- `graders`: how an answer is read from a response and judged (exact text, number, multiple
+  choice letter, regular expression, Python unit tests run in a sandboxed subprocess);
+- `methods`: the method language of `--methods` (`lowtemp`, `bon:4`, `powermh+stream`, ...),
+  each method a `SamplerParams`;
+- `paired`: accuracy intervals and the paper's paired TOST (eq. 23), from statsmodels;
+- `runner`: every (item, method) session through the engine loop or Ray, graded as it ends;
+- `report` and `figures`: the tables and the two plots of appendix E.8.
+
+Nothing here imports Textual or the views; the sampling runtime never imports this package.
+"""

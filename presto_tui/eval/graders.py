@@ -1,0 +1,214 @@
+"""Graders: how the answer is read from a response, and whether it is right.
+
+Each grader is an object with one name (an item's `grader` field) and three methods:
+
+- `check(answer)`: refuse, when the task file is read, a reference answer it cannot
+  grade against (a regular expression that does not compile, a letter that is not one);
+- `extract(response, prompt)`: the answer the response gives, as text, or None when it
+  gives none (pure and cheap, so other commands can group answers by it);
+- `grade(response, answer, prompt)`: a `Grade`, whether it is right and what was read.
+
+The text graded is what a person reads: an MH chain's state cut at its first EOS.
+Python unit tests never run in this process: `sandbox.run_tests` runs them in a
+subprocess with a time and a memory limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar
+
+from presto_tui.eval.sandbox import CodeLimits, run_tests
+
+
+@dataclass(frozen=True)
+class Grade:
+    correct: bool
+    extracted: str | None  # what the grader read from the response (None: no answer found)
+    detail: str = ""  # why it is wrong, where that is more than a different answer (a failing test)
+
+
+class Grader:
+    name: ClassVar[str]
+    help: ClassVar[str]
+
+    def check(self, answer: str) -> None:
+        """Raise ValueError (one line) if `answer` cannot be graded against."""
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        raise NotImplementedError
+
+    def grade(self, response: str, answer: str, prompt: str = "") -> Grade:
+        got = self.extract(response, prompt)
+        return Grade(got is not None and self.same(got, answer), got)
+
+    def same(self, got: str, answer: str) -> bool:
+        raise NotImplementedError
+
+
+def normalise_text(s: str) -> str:
+    """Case, runs of white space and the punctuation around a sentence do not count."""
+    return " ".join(s.casefold().split()).strip(" .!?;:\"'`")
+
+
+class ExactGrader(Grader):
+    name = "exact"
+    help = "the whole response equals the answer, ignoring case, spacing and the punctuation around it"
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        text = normalise_text(response)
+        return text or None
+
+    def same(self, got: str, answer: str) -> bool:
+        return got == normalise_text(answer)
+
+
+# A number as people write it: a sign, thousands separators, decimals, an exponent, or a fraction a/b.
+_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:/\d+)?"
+                     r"|(?<![\w.])[-+\u2212]?\.\d+")
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_ANSWER_MARK = re.compile(r"answer\s*(?:is|:|=)?", re.IGNORECASE)
+
+
+def parse_number(text: str) -> Fraction | None:
+    """An exact value of a number as written ('1,000', '-3.50', '2e3', '3/4', '$12'), or None."""
+    s = text.strip().replace("\u2212", "-").replace(",", "").lstrip("$").rstrip("%").strip()
+    try:
+        return Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+class NumberGrader(Grader):
+    name = "number"
+    help = ("the number the response gives (in \\boxed{}, else after 'answer', else its last number) equals the "
+            "answer's, however written: 1,000 = 1000 = 1e3, 0.5 = 1/2; relative tolerance 1e-6")
+    rel_tol = 1e-6
+
+    def check(self, answer: str) -> None:
+        if parse_number(answer) is None:
+            raise ValueError(f"answer {answer[:40]!r} is not a number (grader number)")
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        boxed = _BOXED.findall(response)
+        for place in ([boxed[-1]] if boxed else []):
+            if m := _NUMBER.search(place):
+                return m.group(0)
+        marks = list(_ANSWER_MARK.finditer(response))
+        if marks and (m := _NUMBER.search(response, marks[-1].end())):
+            return m.group(0)
+        found = _NUMBER.findall(response)
+        return found[-1] if found else None
+
+    def same(self, got: str, answer: str) -> bool:
+        a, b = parse_number(got), parse_number(answer)
+        if a is None or b is None:
+            return False
+        return a == b or math.isclose(float(a), float(b), rel_tol=self.rel_tol, abs_tol=1e-12)
+
+
+LETTERS = "ABCDEFGHIJ"
+_MC_MARK = re.compile(r"answer\s*(?:is|:)?\s*(?:option\s*)?[(\[*\s]*([A-J])\b(?![a-z])", re.IGNORECASE)
+_MC_LEAD = re.compile(r"^[\s(\[*]*([A-J])(?:[)\].:*]|\s*$)")  # 'B) Mars', '(B)', 'B.', 'B' alone; not 'A planet'
+_MC_PAREN = re.compile(r"\(([A-J])\)")
+_MC_OPTION = re.compile(r"^\s*\(?([A-J])[).:]\s+(.+?)\s*$", re.MULTILINE)
+
+
+def options_of(prompt: str) -> dict[str, str]:
+    """The lettered options a prompt lists, one a line ('A) Mars', 'B. Venus', '(C) Earth')."""
+    return {m.group(1): m.group(2) for m in _MC_OPTION.finditer(prompt)}
+
+
+class ChoiceGrader(Grader):
+    name = "mc"
+    help = ("the option letter the response gives ('answer is B', a leading 'B)', '(B)'; else the one option "
+            "whose text it names, from the prompt's lettered lines) equals the answer letter")
+
+    def check(self, answer: str) -> None:
+        letter = answer.strip().upper()
+        if len(letter) != 1 or letter not in LETTERS:
+            raise ValueError(f"answer {answer[:40]!r} is not an option letter A-J (grader mc)")
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        for pattern in (_MC_MARK, _MC_LEAD, _MC_PAREN):
+            if m := pattern.search(response):
+                return m.group(1).upper()
+        named = [letter for letter, text in options_of(prompt).items()
+                 if re.search(rf"(?<!\w){re.escape(text)}(?!\w)", response, re.IGNORECASE)]
+        return named[0] if len(named) == 1 else None
+
+    def same(self, got: str, answer: str) -> bool:
+        return got == answer.strip().upper()
+
+
+class RegexGrader(Grader):
+    name = "regex"
+    help = "the answer is a Python regular expression that must match somewhere in the response"
+
+    def check(self, answer: str) -> None:
+        try:
+            re.compile(answer)
+        except re.error as e:
+            raise ValueError(f"answer is not a valid regular expression ({e})") from None
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        return None  # what to read depends on the pattern: `grade` reports the match
+
+    def grade(self, response: str, answer: str, prompt: str = "") -> Grade:
+        m = re.search(answer, response)
+        return Grade(m is not None, m.group(0) if m is not None else None)
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+def code_of(response: str) -> str:
+    """The program a response gives: its fenced code blocks (```python ... ```), else all of it."""
+    blocks = [b.strip("\n") for b in _FENCE.findall(response)]
+    return "\n\n".join(b for b in blocks if b.strip()) if blocks else response
+
+
+class PythonGrader(Grader):
+    name = "python"
+    help = ("the answer is Python test code (asserts) run after the response's code (its ```python blocks, else "
+            "all of it) in a separate process with a time and memory limit; right iff every test passes")
+
+    def __init__(self, limits: CodeLimits | None = None):
+        self.limits = limits or CodeLimits()
+
+    def check(self, answer: str) -> None:
+        try:
+            compile(answer, "<tests>", "exec")
+        except (SyntaxError, ValueError) as e:
+            raise ValueError(f"the tests do not compile as Python ({type(e).__name__}: {e})") from None
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        code = code_of(response).strip()
+        return code or None
+
+    def grade(self, response: str, answer: str, prompt: str = "") -> Grade:
+        code = self.extract(response, prompt)
+        if code is None:
+            return Grade(False, None, "no code")
+        result = run_tests(code, answer, self.limits)
+        return Grade(result.passed, code, result.detail)
+
+
+GRADERS: dict[str, type[Grader]] = {g.name: g for g in (ExactGrader, NumberGrader, ChoiceGrader, RegexGrader,
+                                                        PythonGrader)}
+DEFAULT_GRADER = ExactGrader.name
+
+
+def grader(name: str, limits: CodeLimits | None = None) -> Grader:
+    """The grader called `name` (KeyError if there is none)."""
+    cls = GRADERS[name]
+    return PythonGrader(limits) if cls is PythonGrader else cls()
+
+
+def extractor(name: str):
+    """`extract(response, prompt="")` of the grader `name`: the answer a response gives, for grouping
+    responses by what they answer (None where none is found)."""
+    return grader(name).extract

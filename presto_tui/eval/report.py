@@ -1,0 +1,196 @@
+"""An evaluation's results: one JSON object, and the tables a person reads.
+
+Per method: accuracy with its 95% Wilson interval over the items it finished, time per
+prompt, MH transitions, tokens generated, peak KV-pool use, and the answer's mean
+log-likelihood and confidence under p0 (eqs. 21-22).  Per item: every method's answer,
+what the grader read from it and whether it was right.  Then the paired equivalence
+tests (eq. 23): every PreSTO method against its sequential sampler when both are listed,
+and any pair asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from presto_tui.eval.methods import describe, sequential_of
+from presto_tui.eval.paired import IDENTICAL, accuracy, paired_tost
+from presto_tui.eval.runner import Evaluation, Outcome
+from presto_tui.safetext import visible
+
+STATISTICS = (("loglik", "log-likelihood (eq. 21)"), ("confidence", "confidence (eq. 22)"))
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.fmean(vals) if vals else None
+
+
+def method_rows(ev: Evaluation) -> list[dict]:
+    rows = []
+    for j, m in enumerate(ev.methods):
+        outs = ev.finished(j)
+        done = [o for o in outs if o.status == "done"]
+        right = sum(1 for o in done if o.grade is not None and o.grade.correct)
+        acc = accuracy(right, len(done))
+        peaks = [o.kv_peak for o in done if o.kv_peak is not None]
+        rows.append({
+            "label": m.label, "settings": describe(m.params), "params": m.params.to_dict(),
+            "sessions": len(outs), "done": len(done), "failed": len(outs) - len(done),
+            "correct": right, "graded": len(done), "accuracy": acc.rate, "accuracy_low": acc.low,
+            "accuracy_high": acc.high,
+            "time_per_prompt_s": _mean([o.time_s for o in done]),
+            "transitions": _mean([float(o.summary.transitions) for o in done]),
+            "acceptance_rate": _mean([o.summary.acceptance_rate for o in done if o.summary.transitions]),
+            "tokens_generated": _mean([float(o.summary.tokens_generated) for o in done]),
+            "kv_peak": max(peaks) if peaks else None,  # the largest over its prompts
+            "kv_peak_mean": _mean(peaks),
+            "loglik": _mean([o.summary.loglik for o in done]),
+            "confidence": _mean([o.summary.confidence for o in done]),
+        })
+    return rows
+
+
+def _answer(o: Outcome) -> dict:
+    s = o.summary
+    d = {"status": o.status, "session_id": o.session_id, "text": s.text, "time_s": o.time_s,
+         "transitions": s.transitions, "tokens_generated": s.tokens_generated, "kv_peak": o.kv_peak,
+         "loglik": s.loglik, "confidence": s.confidence}
+    if o.grade is not None:
+        d.update(extracted=o.grade.extracted, correct=o.grade.correct)
+        if o.grade.detail:
+            d["detail"] = o.grade.detail
+    if s.error:
+        d["error"] = s.error
+    return d
+
+
+def item_rows(ev: Evaluation) -> list[dict]:
+    rows = []
+    for i, it in enumerate(ev.items):
+        answers = {m.label: _answer(ev.outcomes[(i, j)]) for j, m in enumerate(ev.methods)
+                   if (i, j) in ev.outcomes and ev.outcomes[(i, j)].status != "running"}
+        rows.append({"id": it.id, "prompt": it.prompt, "answer": it.answer, "grader": it.grader, "results": answers})
+    return rows
+
+
+def default_pairs(ev: Evaluation) -> list[tuple[int, int]]:
+    """Each PreSTO method against its sequential sampler, where both are listed."""
+    out = []
+    for j, m in enumerate(ev.methods):
+        seq = sequential_of(m, ev.methods)
+        if seq is not None:
+            out.append((ev.methods.index(seq), j))
+    return out
+
+
+def equivalence(ev: Evaluation, pairs: Sequence[tuple[int, int]]) -> list[dict]:
+    """The paired TOST of each statistic for each pair of methods, matched by item (same prompt and seed)."""
+    out = []
+    for a, b in pairs:
+        both = [(ev.outcomes[(i, a)], ev.outcomes[(i, b)]) for i in range(len(ev.items))
+                if (i, a) in ev.outcomes and (i, b) in ev.outcomes
+                and ev.outcomes[(i, a)].status == ev.outcomes[(i, b)].status == "done"]
+        identical = bool(both) and all(x.summary.tokens == y.summary.tokens for x, y in both)
+        tests = []
+        for key, _ in STATISTICS:
+            first = [_num(getattr(x.summary, key)) for x, _ in both]
+            second = [_num(getattr(y.summary, key)) for _, y in both]
+            tests.append(paired_tost(key, first, second, identical=identical).to_dict())
+        out.append({"first": ev.methods[a].label, "second": ev.methods[b].label, "identical": identical,
+                    "tests": tests})
+    return out
+
+
+def _num(x: float | None) -> float:
+    return math.nan if x is None else x
+
+
+def results(ev: Evaluation, pairs: Sequence[tuple[int, int]], meta: dict) -> dict:
+    return {**meta, "interrupted": ev.interrupted, "methods": method_rows(ev),
+            "equivalence": equivalence(ev, pairs), "items": item_rows(ev)}
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+def _f(x: float | None, fmt: str, none: str = "-") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def render(console: Console, res: dict, *, items: bool = True) -> None:
+    unit = res.get("time_unit", "s")
+    title = (f"{res['backend']} on {visible(str(res['model']), keep_newlines=False)}: {res['tasks']['items']} items "
+             f"of {visible(res['tasks']['source'], keep_newlines=False)}, n={res['params']['max_new_tokens']}, "
+             f"K={res['params']['steps']}, alpha={res['params']['alpha']:g}")
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+              caption=f"accuracy: share right with its 95% Wilson interval (of the items each method finished); "
+                      f"time: per prompt, {unit}; kv: peak KV-pool use; loglik, conf: the answers' mean eqs. 21-22 "
+                      f"under p0", caption_justify="left")
+    for col in ("method", "settings", "right", "accuracy [95%]", "time", "tr", "tokens", "kv", "loglik", "conf"):
+        t.add_column(col, justify="left" if col in ("method", "settings") else "right", no_wrap=col != "settings")
+    for r in res["methods"]:
+        acc = "-" if r["accuracy"] is None else (f"{100 * r['accuracy']:.0f}% [{100 * r['accuracy_low']:.0f}, "
+                                                 f"{100 * r['accuracy_high']:.0f}]")
+        t.add_row(Text(r["label"]), Text(r["settings"]), f"{r['correct']}/{r['graded']}"
+                  + (f" ({r['failed']} failed)" if r["failed"] else ""), acc, _f(r["time_per_prompt_s"], ".2f"),
+                  _f(r["transitions"], ".1f"), _f(r["tokens_generated"], ".0f"), _pct(r["kv_peak"]),
+                  _f(r["loglik"], ".3f"), _f(r["confidence"], ".3f"))
+    console.print(t)
+    if items:
+        render_items(console, res)
+    if res["equivalence"]:
+        render_equivalence(console, res["equivalence"])
+    if res.get("interrupted"):
+        console.print("interrupted: the tables hold the sessions that finished before Ctrl-C")
+
+
+def render_items(console: Console, res: dict) -> None:
+    labels = [r["label"] for r in res["methods"]]
+    t = Table(title="answers per item (what the grader read; ✓ right, ✗ wrong, · no answer found, "
+                    "- not finished)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    t.add_column("item", no_wrap=True)
+    t.add_column("answer", overflow="fold", max_width=16)
+    for label in labels:
+        t.add_column(label, overflow="fold", max_width=18)
+    for it in res["items"]:
+        cells = []
+        for label in labels:
+            a = it["results"].get(label)
+            if a is None or a["status"] != "done":
+                cells.append(Text("-" if a is None else a["status"]))
+                continue
+            got = a.get("extracted")
+            mark = "✓" if a.get("correct") else ("·" if got is None else "✗")
+            shown = "" if got is None else visible(got, keep_newlines=False)
+            cells.append(Text(f"{mark} {shown[:40]}".rstrip()))
+        t.add_row(Text(visible(it["id"], keep_newlines=False)), Text(visible(it["answer"], keep_newlines=False)[:40]),
+                  *cells)
+    console.print(t)
+
+
+def render_equivalence(console: Console, rows: list[dict]) -> None:
+    t = Table(title="paired TOST (eq. 23): second minus first, matched by item and seed; margin 0.2 SD of the "
+                    "first; equivalent when p_eq < 0.05 (the 90% interval inside the margin)",
+              title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    for col in ("first", "second", "statistic", "pairs", "mean diff", "90% interval", "margin", "p_eq", "verdict"):
+        t.add_column(col, justify="right" if col in ("pairs", "mean diff", "margin", "p_eq") else "left",
+                     no_wrap=True)
+    for r in rows:
+        for s in r["tests"]:
+            interval = "-" if s["ci_low"] is None else f"[{s['ci_low']:+.4f}, {s['ci_high']:+.4f}]"
+            verdict = ("identical token for token (decision inputs): no test needed" if s["verdict"] == IDENTICAL
+                       else s["verdict"])
+            t.add_row(Text(r["first"]), Text(r["second"]), s["statistic"], str(s["pairs"]),
+                      _f(s["mean_diff"], "+.4f"), interval, _f(s["margin"], ".4f"), _f(s["p_eq"], ".3g"),
+                      verdict)
+    console.print(t)

@@ -1,0 +1,175 @@
+"""Run every (item, method) session and grade each as it ends.
+
+On one engine the sessions go through the engine loop (`run_chains`), items outer and
+methods inner, so that drift on a shared machine hits every method alike; `concurrency`
+sessions share the engine's batch at a time.  Over Ray (`Cluster.run`) each method runs
+its items spread over the workers, one method after the other.  Every event goes to the
+trace.  Ctrl-C ends the open sessions as `cancelled` in the trace and keeps everything
+that finished (`Evaluation.interrupted`).
+
+Per session:
+- `time_s`: the engine time of its model calls (its rounds or streaming epochs, and its
+  block extensions; a baseline's calls): the generation time per prompt of appendix E.8,
+  without model loading or grading.  Sessions that share an engine wait for each other.
+- `kv_peak`: the largest fraction of the engine's KV pool in use while the session ran
+  (vLLM's own count, read after every engine step; None where the engine has no pool or
+  it lives in a Ray worker).  With --concurrency above 1 the pool holds the other open
+  sessions' blocks too: it is the engine's peak while this session ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+
+from presto_tui.eval.graders import Grade, Grader, grader
+from presto_tui.eval.methods import Method
+from presto_tui.eval.sandbox import CodeLimits
+from presto_tui.eval.tasks import Item
+from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.summary import SessionSummary
+
+
+@dataclass
+class Outcome:
+    """One (item, method) session."""
+
+    item: int
+    method: int
+    session_id: str = ""
+    summary: SessionSummary = field(default_factory=SessionSummary)
+    kv_peak: float | None = None
+    grade: Grade | None = None  # None unless the session ended done
+
+    @property
+    def status(self) -> str:
+        return self.summary.status
+
+    @property
+    def time_s(self) -> float:
+        return self.summary.wall_s + self.summary.extend_time_s
+
+
+@dataclass
+class Evaluation:
+    items: list[Item]
+    methods: list[Method]
+    outcomes: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # (item, method) -> its session
+    interrupted: bool = False
+
+    def finished(self, method: int) -> list[Outcome]:
+        """The method's sessions that ended (done, cancelled or failed), in item order."""
+        return [o for (i, j), o in sorted(self.outcomes.items()) if j == method and o.status != "running"]
+
+
+OnEnd = Callable[[Outcome], None]
+NO_LIMITS_GIVEN = CodeLimits()  # the python grader's default limits
+
+
+class _Consumer:
+    """Folds a stream of (key, event) into outcomes: summaries, trace lines, KV peaks, grades."""
+
+    def __init__(self, ev: Evaluation, trace, graders: dict[str, Grader], on_end: OnEnd | None,
+                 kv_peak: Callable[[], float | None] | None):
+        self.ev, self.trace, self.graders, self.on_end, self.kv_peak = ev, trace, graders, on_end, kv_peak
+        self.open: dict[tuple[int, int], Outcome] = {}
+
+    def start(self, key: tuple[int, int], ev: SessionStart) -> None:
+        self.ev.outcomes[key] = self.open[key] = Outcome(*key, session_id=ev.session_id)
+
+    def event(self, key: tuple[int, int], ev: Event) -> None:
+        if self.kv_peak is not None:  # the window since the last event, for every session open in it
+            peak = self.kv_peak()
+            if peak is not None:
+                for other in self.open.values():
+                    other.kv_peak = peak if other.kv_peak is None else max(other.kv_peak, peak)
+        if isinstance(ev, SessionStart):
+            self.start(key, ev)
+        o = self.open.get(key)
+        if self.trace is not None:
+            self.trace.write(ev, o.session_id if o is not None else None)
+        if o is None:
+            return
+        o.summary.update(ev)
+        if isinstance(ev, (SessionEnd, SessionError)):
+            del self.open[key]
+            if isinstance(ev, SessionEnd) and ev.reason == "done":
+                item = self.ev.items[o.item]
+                o.grade = self.graders[item.grader].grade(ev.text, item.answer, item.prompt)
+            if self.on_end is not None:
+                self.on_end(o)
+
+    def drop(self, key: tuple[int, int]) -> None:
+        """A session whose worker died: it runs again from the start (a new session)."""
+        self.open.pop(key, None)
+        self.ev.outcomes.pop(key, None)
+
+
+def _graders(items: list[Item], limits: CodeLimits) -> dict[str, Grader]:
+    return {name: grader(name, limits) for name in {it.grader for it in items}}
+
+
+def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: int = 1, classifier=None,
+              trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None) -> Evaluation:
+    """Every (item, method) session on one engine, `concurrency` at a time."""
+    from presto_tui.runtime.session.loop import display_text, make_driver, run_chains
+
+    ev = Evaluation(items, methods)
+    pairs = [(i, j) for i in range(len(items)) for j in range(len(methods))]
+    consumer = _Consumer(ev, trace, _graders(items, limits), on_end, engine.kv_peak)
+
+    def drivers() -> Iterator:
+        for item in items:
+            ids = engine.encode_prompt(item.prompt)
+            for m in methods:
+                yield make_driver(engine, m.params, ids, prompt=item.prompt, classifier=classifier)
+
+    engine.kv_peak()  # a window starts here
+    stream: Generator = run_chains(engine, drivers(), concurrency=concurrency)  # type: ignore[assignment]
+    try:
+        for k, event in stream:
+            consumer.event(pairs[k], event)
+    except KeyboardInterrupt:
+        _interrupted(ev, trace, lambda ids: display_text(engine, ids))
+    finally:
+        stream.close()  # an interrupt outside the loop's own step: its live requests are aborted
+    return ev
+
+
+def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier=None, trace=None,
+                limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None,
+                on_lost: Callable[[object], None] | None = None) -> Evaluation:
+    """Every method's items over the cluster's workers, one method after the other."""
+    from presto_tui.runtime.session.cluster import WorkerLost
+
+    ev = Evaluation(items, methods)
+    consumer = _Consumer(ev, trace, _graders(items, limits), on_end, None)
+    prompts = [it.prompt for it in items]
+    try:
+        for j, m in enumerate(methods):
+            rerun: set[int] = set()
+            for i, event in cluster.run(prompts, m.params, classifier):
+                if isinstance(event, WorkerLost):
+                    rerun.update(event.prompts)
+                    if on_lost is not None:
+                        on_lost(event)
+                    continue
+                if isinstance(event, SessionError) and i in rerun:  # the session its worker left open
+                    rerun.discard(i)
+                    if trace is not None:
+                        trace.write(event, consumer.open[(i, j)].session_id if (i, j) in consumer.open else None)
+                    consumer.drop((i, j))
+                    continue
+                consumer.event((i, j), event)
+    except KeyboardInterrupt:
+        _interrupted(ev, trace, lambda ids: "".join(cluster.pieces(ids)))
+    return ev
+
+
+def _interrupted(ev: Evaluation, trace, text_of) -> None:
+    ev.interrupted = True
+    for key, o in list(ev.outcomes.items()):
+        if o.status == "running":  # not finished: kept in the trace (cancelled), not in the results
+            del ev.outcomes[key]
+    if trace is not None:
+        trace.end_open_session("cancelled", text_of)
