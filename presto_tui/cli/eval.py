@@ -26,8 +26,8 @@ def eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Argument(
         metavar="TASKS", show_default=False,
-        help="A task file (JSONL: one {\"prompt\", \"answer\", \"grader\", \"id\"} a line), or the built-in set: "
-        "builtin, builtin:arith or builtin:mc [default: builtin].")] = "builtin",
+        help="A task file (JSONL: one object a line with prompt and answer, optionally grader and id), or the "
+        "built-in set: builtin, builtin:arith or builtin:mc [default: builtin].")] = "builtin",
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
         help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "

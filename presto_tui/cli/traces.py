@@ -40,9 +40,15 @@ def replay(
 @o.handled
 def stats(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSONL) to summarise.", metavar="TRACE...")],
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Compare two runs, A and B (two TRACE arguments, each PATH or PATH@METHOD), paired by "
+        "prompt, seed and chain: the paired TOST of eq. 23 on the answers' log-likelihood and confidence, the "
+        "acceptance rate and the time per prompt. METHOD picks one method's sessions from a trace that holds "
+        "several, in eval's method language (powermh, powermh+bfs/node:20, bon:4, ...).")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print JSON: \"sessions\", one object per session, and \"pooled\", one object per "
-        "comparable group with the parameters it shares and its members.")] = False,
+        "comparable group with the parameters it shares and its members (with --compare: the comparison).")
+    ] = False,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -58,12 +64,27 @@ def stats(
     never averaged over different samplers or settings. A trace given twice, or two files
     holding the same sessions (by session id), count each session once, with a warning.
 
+    With --compare A B: two runs of the same prompts and seeds side by side, each session
+    of A matched with B's of the same prompt, seed and chain (sessions that did not end
+    done, or have no match, are left out and counted). For each of the answers'
+    log-likelihood and confidence under p0 (paper eqs. 21-22), the acceptance rate and the
+    time per prompt: both means, the mean difference B - A with its 90% interval, the
+    margin (0.2 standard deviations of A), p_eq of the paired TOST (eq. 23) and the
+    verdict; then the ratio of mean times. A trace holding several methods (bench, eval)
+    needs PATH@METHOD to say which.
+
     Examples:
 
       presto-tui stats sessions/example.jsonl
       presto-tui stats sessions/*-bench.jsonl --json
+      presto-tui stats --compare sequential.jsonl presto.jsonl
+      presto-tui stats --compare run.jsonl@powermh run.jsonl@powermh+bfs/node
     """
     from rich.console import Console
+
+    if compare:
+        _compare(traces, json_out)
+        return
 
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
@@ -78,6 +99,39 @@ def stats(
         sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups}).decode() + "\n")
     else:
         render(Console(highlight=False), rows, groups)
+
+
+def _compare(args: list[Path], json_out: bool) -> None:
+    """`stats --compare A B`."""
+    from rich.console import Console
+
+    from presto_tui.eval.methods import parse_method
+    from presto_tui.eval.paired import need_statsmodels
+    from presto_tui.logs.stats import compare, render_compare
+    from presto_tui.runtime.core.params import SamplerParams
+
+    if len(args) != 2:
+        raise InputError(f"--compare takes two traces, A and B (each PATH or PATH@METHOD), got {len(args)}")
+    need_statsmodels()
+    sides = []
+    for arg in args:
+        path, select = arg, None
+        text = str(arg)
+        if not arg.exists() and "@" in text:  # PATH@METHOD (a file whose name holds '@' is taken as it is)
+            where, _, spec = text.rpartition("@")
+            path = Path(where)
+            select = parse_method(spec, SamplerParams(), flag=f"--compare {text}").matches
+        sides.append((path, select, text))
+    (a, select_a, shown_a), (b, select_b, shown_b) = sides
+    trace_a = o.load_traces([a])[0]
+    trace_b = trace_a if b == a else o.load_traces([b])[0]
+    res = compare(trace_a, trace_b, select_a, select_b, shown_a, shown_b)
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(res).decode() + "\n")
+    else:
+        render_compare(Console(highlight=False), res)
 
 
 def _distinct_files(paths: list[Path]) -> list[Path]:

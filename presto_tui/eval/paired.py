@@ -97,9 +97,9 @@ def paired_tost(statistic: str, first: Sequence[float], second: Sequence[float],
         return Equivalence(statistic, n, mean_a, mean_b, mean_d, sd_a, None, None, None, None,
                            f"too few pairs ({n}; the test needs 3 or more)")
     delta = margin_sd * sd_a if sd_a is not None else 0.0
-    if not delta > 0:
+    if not delta > 1e-12 * max(1.0, abs(mean_a)):  # (a spread of rounding errors is no spread)
         return Equivalence(statistic, n, mean_a, mean_b, mean_d, sd_a, delta, None, None, None,
-                           "no margin: the first method's statistic does not vary across items")
+                           "no margin (the first is constant)")
     if float(d.std(ddof=1)) == 0.0:
         # every difference the same: the t statistics are infinite; the interval is that one value
         inside = -delta < mean_d < delta

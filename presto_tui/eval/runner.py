@@ -169,7 +169,8 @@ def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier
 def _interrupted(ev: Evaluation, trace, text_of) -> None:
     ev.interrupted = True
     for key, o in list(ev.outcomes.items()):
-        if o.status == "running":  # not finished: kept in the trace (cancelled), not in the results
+        # not finished, or not graded when Ctrl-C came: kept in the trace, not in the results
+        if o.status == "running" or (o.status == "done" and o.grade is None):
             del ev.outcomes[key]
     if trace is not None:
         trace.end_open_session("cancelled", text_of)

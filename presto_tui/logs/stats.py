@@ -274,3 +274,111 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     note = "each row pools the sessions that differ only in prompt and seed" + (f"; all: {shared}" if shared else "")
     console.print(_table(console, "pooled (comparable sessions)", visible(note, keep_newlines=False), "pools",
                          GROUP_COLUMNS, pools, [_group_cells(g) for g in groups]))
+
+
+# -- two recorded runs, paired (`stats --compare A B`) ------------------------------------------
+
+COMPARED = (("loglik", "loglik"), ("confidence", "confidence"), ("acceptance", "acceptance"),
+            ("time_s", "time/prompt"))
+
+
+def _method_key(params: dict, start) -> tuple:
+    """What makes sessions one method's (their comparable group, whatever ran beside them)."""
+    key = comparable(params, start.backend, start.model, start.backend_info.get("device"))
+    key.pop("at_once")
+    return tuple(key.items())
+
+
+def _side(trace: Trace, select, shown: str) -> tuple[dict[tuple, tuple], dict]:
+    """The done sessions of one side by (prompt, seed, chain), and what was left out."""
+    from presto_tui.errors import InputError
+
+    chosen = [s for s in trace.sessions if select is None or select(s.start.params)]
+    methods = {_method_key(s.start.params, s.start): s.start.params for s in chosen}
+    if not chosen:
+        raise InputError(f"{shown}: no session matches" if select is not None else f"{shown}: no sessions")
+    if len(methods) > 1:
+        from presto_tui.eval.methods import describe
+
+        names = "; ".join(sorted({describe(p) for p in methods.values()}))
+        raise InputError(f"{shown}: sessions of {len(methods)} methods ({names}); choose one with PATH@METHOD, "
+                         "e.g. run.jsonl@powermh+spine")
+    out: dict[tuple, tuple] = {}
+    left = {"not done": 0}
+    for s in chosen:
+        summary = s.summary()
+        if not s.ended or summary.status != "done":
+            left["not done"] += 1
+            continue
+        key = (s.start.prompt, s.start.params.get("seed"), s.start.chain)
+        if key in out:
+            raise InputError(f"{shown}: two sessions of prompt {visible(s.start.prompt[:40], keep_newlines=False)!r} "
+                             f"with seed {key[1]} (chain {key[2]}); each side holds one per prompt and seed")
+        out[key] = (s, summary)
+    return out, {"method": next(iter(methods.values())), "sessions": len(chosen), **left}
+
+
+def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A", shown_b: str = "B") -> dict:
+    """The paired statistics of two runs (eq. 23), sessions matched by prompt, seed and chain: the answers'
+    log-likelihood and confidence under p0, the acceptance rate, and the time per prompt (with the
+    ratio of mean times, eq. 20)."""
+    from presto_tui.eval.methods import describe
+    from presto_tui.eval.paired import paired_tost
+
+    side_a, left_a = _side(a, select_a, shown_a)
+    side_b, left_b = _side(b, select_b, shown_b)
+    keys = [k for k in side_a if k in side_b]
+    pairs = [(side_a[k][1], side_b[k][1]) for k in keys]
+    identical = bool(pairs) and all(x.tokens == y.tokens for x, y in pairs)
+
+    def value(s, stat: str) -> float:
+        v = {"loglik": s.loglik, "confidence": s.confidence, "time_s": s.wall_s + s.extend_time_s,
+             "acceptance": s.acceptance_rate if s.transitions else None}[stat]
+        return float("nan") if v is None else float(v)
+
+    tests = [paired_tost(stat, [value(x, stat) for x, _ in pairs], [value(y, stat) for _, y in pairs],
+                         identical=identical and stat in ("loglik", "confidence")).to_dict()
+             for stat, _ in COMPARED]
+    times = next(t for t in tests if t["statistic"] == "time_s")
+    speedup = times["mean_first"] / times["mean_second"] if times["mean_second"] else None
+    models = {side_a[k][0].start.model for k in keys} | {side_b[k][0].start.model for k in keys}
+
+    def side(trace: Trace, shown: str, left: dict, matched: dict) -> dict:
+        return {"trace": str(trace.path), "as_given": shown, "method": describe(left["method"]),
+                "params": left["method"], "sessions": left["sessions"], "not_done": left["not done"],
+                "unmatched": len(matched) - len(keys)}
+
+    return {"a": side(a, shown_a, left_a, side_a), "b": side(b, shown_b, left_b, side_b), "pairs": len(keys),
+            "identical": identical, "tests": tests, "speedup": speedup,
+            "same_model": len(models) <= 1}
+
+
+def render_compare(console: Console, res: dict) -> None:
+    names = dict(COMPARED)
+    a, b = res["a"], res["b"]
+    line = lambda side: visible(f"{side['method']} ({side['as_given']})", keep_newlines=False)
+    table = Table(title=Text(f"A: {line(a)}\nB: {line(b)}\n{res['pairs']} pairs matched by prompt, seed and chain"),
+                  title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+                  caption="loglik, confidence: the answers' eqs. 21-22 under p0. Paired TOST (eq. 23): B minus A; "
+                          "margin 0.2 SD of A across prompts; equivalent when p_eq < 0.05 (the 90% interval inside "
+                          "the margin)", caption_justify="left")
+    for col in ("statistic", "mean A", "mean B", "B - A", "90% interval", "margin", "p_eq", "verdict"):
+        # the text columns wrap, so that the numbers stay whole in 80 columns
+        table.add_column(col, justify="left" if col in ("statistic", "verdict") else "right",
+                         no_wrap=col not in ("90% interval", "verdict"))
+    f = lambda x, fmt: "-" if x is None else format(x, fmt)
+    for t in res["tests"]:
+        interval = "-" if t["ci_low"] is None else f"[{t['ci_low']:+.3g}, {t['ci_high']:+.3g}]"
+        verdict = "identical tokens: no test needed" if t["verdict"] == "identical" else t["verdict"]
+        table.add_row(names[t["statistic"]], f(t["mean_first"], ".4g"), f(t["mean_second"], ".4g"),
+                      f(t["mean_diff"], "+.3g"), interval, f(t["margin"], ".3g"), f(t["p_eq"], ".3g"), verdict)
+    console.print(table)
+    if res["speedup"] is not None:
+        console.print(f"time per prompt: A's mean over B's = {res['speedup']:.2f}x (ratio of means, eq. 20)")
+    for side, name in ((a, "A"), (b, "B")):
+        left = [f"{side['unmatched']} without a match in the other"] if side["unmatched"] else []
+        left += [f"{side['not_done']} not done (cancelled, failed or cut short)"] if side["not_done"] else []
+        if left:
+            console.print(f"{name}: left out " + ", ".join(left))
+    if not res["same_model"]:
+        console.print("warning: the runs used different models; likelihood and confidence are under different p0")
