@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.eval.methods import describe, sequential_of
-from presto_tui.eval.paired import IDENTICAL, accuracy, paired_tost
+from presto_tui.eval.paired import accuracy, paired_tost
 from presto_tui.eval.runner import Evaluation, Outcome
 from presto_tui.safetext import visible
 
@@ -156,8 +156,8 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
 
 def render_items(console: Console, res: dict) -> None:
     labels = [r["label"] for r in res["methods"]]
-    t = Table(title="answers per item (what the grader read; ✓ right, ✗ wrong, · no answer found, "
-                    "- not finished)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    t = Table(title="answers per item", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+              caption="what the grader read: ✓ right, ✗ wrong, · no answer found", caption_justify="left")
     t.add_column("item", no_wrap=True)
     t.add_column("answer", overflow="fold", max_width=16)
     for label in labels:
@@ -179,18 +179,19 @@ def render_items(console: Console, res: dict) -> None:
 
 
 def render_equivalence(console: Console, rows: list[dict]) -> None:
-    t = Table(title="paired TOST (eq. 23): second minus first, matched by item and seed; margin 0.2 SD of the "
-                    "first; equivalent when p_eq < 0.05 (the 90% interval inside the margin)",
-              title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
-    for col in ("first", "second", "statistic", "pairs", "mean diff", "90% interval", "margin", "p_eq", "verdict"):
+    t = Table(title="paired TOST (eq. 23)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+              caption="second minus first, matched by item and seed; margin 0.2 SD of the first; equivalent when "
+                      "p_eq < 0.05 (the 90% interval inside the margin); identical: the same tokens in every pair "
+                      "(a sampler and PreSTO with decision inputs), no test needed", caption_justify="left")
+    for col in ("first / second", "statistic", "pairs", "mean diff", "90% interval", "margin", "p_eq", "verdict"):
+        # the names, the interval and the verdict wrap, so that the numbers stay whole on a narrow terminal
         t.add_column(col, justify="right" if col in ("pairs", "mean diff", "margin", "p_eq") else "left",
-                     no_wrap=True)
+                     no_wrap=col not in ("first / second", "90% interval", "verdict"),
+                     min_width=12 if col == "first / second" else None, overflow="fold")
     for r in rows:
-        for s in r["tests"]:
-            interval = "-" if s["ci_low"] is None else f"[{s['ci_low']:+.4f}, {s['ci_high']:+.4f}]"
-            verdict = ("identical token for token (decision inputs): no test needed" if s["verdict"] == IDENTICAL
-                       else s["verdict"])
-            t.add_row(Text(r["first"]), Text(r["second"]), s["statistic"], str(s["pairs"]),
-                      _f(s["mean_diff"], "+.4f"), interval, _f(s["margin"], ".4f"), _f(s["p_eq"], ".3g"),
-                      verdict)
+        for k, s in enumerate(r["tests"]):
+            interval = "-" if s["ci_low"] is None else f"[{s['ci_low']:+.3g}, {s['ci_high']:+.3g}]"
+            t.add_row(Text(f"{r['first']} / {r['second']}" if k == 0 else ""), s["statistic"], str(s["pairs"]),
+                      _f(s["mean_diff"], "+.3g"), interval, _f(s["margin"], ".3g"), _f(s["p_eq"], ".3g"),
+                      s["verdict"])
     console.print(t)

@@ -7,6 +7,12 @@ its items spread over the workers, one method after the other.  Every event goes
 trace.  Ctrl-C ends the open sessions as `cancelled` in the trace and keeps everything
 that finished (`Evaluation.interrupted`).
 
+Each item runs with a seed of its own, derived from the methods' seed and the item's id
+(`item_seed`): items are then independent draws, as the paired test across items assumes
+(with one seed for every item, every chain would meet the same random inputs on every
+prompt, and on a small model the differences across items would move together).  Every
+method of an item runs with that item's seed: the pairs are matched by prompt and seed.
+
 Per session:
 - `time_s`: the engine time of its model calls (its rounds or streaming epochs, and its
   block extensions; a baseline's calls): the generation time per prompt of appendix E.8,
@@ -19,8 +25,11 @@ Per session:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from presto_tui.eval.graders import Grade, Grader, grader
 from presto_tui.eval.methods import Method
@@ -28,6 +37,18 @@ from presto_tui.eval.sandbox import CodeLimits
 from presto_tui.eval.tasks import Item
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
+
+
+def item_seed(seed: int, item_id: str) -> int:
+    """The seed of an item's sessions: a function of the methods' seed and the item's id (not of its
+    place in the file, nor of --limit)."""
+    key = int.from_bytes(hashlib.blake2b(item_id.encode("utf-8"), digest_size=8).digest(), "big")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(0x4556, key))))
+    return int(rng.integers(0, 2**63 - 1))
+
+
+def item_params(method: Method, item: Item):
+    return method.params.with_(seed=item_seed(method.params.seed, item.id))
 
 
 @dataclass
@@ -122,7 +143,7 @@ def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: 
         for item in items:
             ids = engine.encode_prompt(item.prompt)
             for m in methods:
-                yield make_driver(engine, m.params, ids, prompt=item.prompt, classifier=classifier)
+                yield make_driver(engine, item_params(m, item), ids, prompt=item.prompt, classifier=classifier)
 
     engine.kv_peak()  # a window starts here
     stream: Generator = run_chains(engine, drivers(), concurrency=concurrency)  # type: ignore[assignment]
@@ -148,7 +169,7 @@ def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier
     try:
         for j, m in enumerate(methods):
             rerun: set[int] = set()
-            for i, event in cluster.run(prompts, m.params, classifier):
+            for i, event in cluster.run(prompts, [item_params(m, it) for it in items], classifier):
                 if isinstance(event, WorkerLost):
                     rerun.update(event.prompts)
                     if on_lost is not None:

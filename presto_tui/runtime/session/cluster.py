@@ -126,12 +126,14 @@ class Cluster:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def run(self, prompts: Sequence[str], params: SamplerParams,
+    def run(self, prompts: Sequence[str], params: SamplerParams | Sequence[SamplerParams],
             classifier: CertaintyClassifier | None = None) -> Iterator[tuple[int, Event | WorkerLost]]:
         """Yield (prompt index, event) as workers produce them, and (-1, WorkerLost) when one dies.
+        `params`: for every prompt, or one for each (`eval` gives each item its own seed).
 
         Each prompt's session is complete once its end (or error) event has come; a prompt whose
         worker died is run again from the start on another worker (a new session)."""
+        per = [params] * len(prompts) if isinstance(params, SamplerParams) else list(params)
         ray = self.ray
         queue = deque(range(len(prompts)))
         alive = dict(enumerate(self.workers))
@@ -146,7 +148,7 @@ class Cluster:
                     break
                 ids = [queue.popleft() for _ in range(min(self.concurrency, len(queue)))]
                 gen = alive[wid].run.options(num_returns="streaming").remote(
-                    [(i, prompts[i]) for i in ids], params, clf, self.concurrency)
+                    [(i, prompts[i], per[i]) for i in ids], clf, self.concurrency)
                 streams[gen] = (wid, ids)
             ready, _ = ray.wait(list(streams), num_returns=1)
             gen = ready[0]
@@ -239,7 +241,7 @@ class EngineWorker:
         return {"name": e.name, "model": e.model, "info": dict(e.info), "eos_id": e.eos_id,
                 "cores": sorted(os.sched_getaffinity(0))}
 
-    def run(self, jobs: list[tuple[int, str]], params: SamplerParams, classifier: dict | None, concurrency: int):
+    def run(self, jobs: list[tuple[int, str, SamplerParams]], classifier: dict | None, concurrency: int):
         """Yield (prompt index, (event, token text new to this worker)) for every event of every job's
         session: the driver writes the trace, and needs the text of the token ids it holds."""
         from presto_tui.runtime.core.classifier import CertaintyClassifier
@@ -249,6 +251,6 @@ class EngineWorker:
         clf = CertaintyClassifier.from_json(classifier) if classifier is not None else None
         e = self.engine
         vocab = Vocab(e.token_pieces)
-        drivers = (make_driver(e, params, e.encode_prompt(p), prompt=p, classifier=clf) for _, p in jobs)
+        drivers = (make_driver(e, params, e.encode_prompt(p), prompt=p, classifier=clf) for _, p, params in jobs)
         for k, ev in run_chains(e, drivers, concurrency=concurrency):
             yield jobs[k][0], (ev, vocab.new_pieces(ev))
