@@ -24,7 +24,8 @@ from presto_tui.eval.paired import accuracy, paired_tost
 from presto_tui.eval.runner import Evaluation, Outcome
 from presto_tui.safetext import visible
 
-STATISTICS = (("loglik", "log-likelihood (eq. 21)"), ("confidence", "confidence (eq. 22)"))
+# the statistics the paired test compares: (name, the summary's field)
+STATISTICS = (("loglik", "answer_loglik"), ("confidence", "answer_confidence"))
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -46,13 +47,13 @@ def method_rows(ev: Evaluation) -> list[dict]:
             "correct": right, "graded": len(done), "accuracy": acc.rate, "accuracy_low": acc.low,
             "accuracy_high": acc.high,
             "time_per_prompt_s": _mean([o.time_s for o in done]),
-            "transitions": _mean([float(o.summary.transitions) for o in done]),
+            "transitions": _mean([float(o.summary.transitions) for o in done]) if m.sampler.chain else None,
             "acceptance_rate": _mean([o.summary.acceptance_rate for o in done if o.summary.transitions]),
             "tokens_generated": _mean([float(o.summary.tokens_generated) for o in done]),
             "kv_peak": max(peaks) if peaks else None,  # the largest over its prompts
             "kv_peak_mean": _mean(peaks),
-            "loglik": _mean([o.summary.loglik for o in done]),
-            "confidence": _mean([o.summary.confidence for o in done]),
+            "loglik": _mean([o.summary.answer_loglik for o in done]),
+            "confidence": _mean([o.summary.answer_confidence for o in done]),
         })
     return rows
 
@@ -61,7 +62,7 @@ def _answer(o: Outcome) -> dict:
     s = o.summary
     d = {"status": o.status, "session_id": o.session_id, "text": s.text, "time_s": o.time_s,
          "transitions": s.transitions, "tokens_generated": s.tokens_generated, "kv_peak": o.kv_peak,
-         "loglik": s.loglik, "confidence": s.confidence}
+         "loglik": s.answer_loglik, "confidence": s.answer_confidence}
     if o.grade is not None:
         d.update(extracted=o.grade.extracted, correct=o.grade.correct)
         if o.grade.detail:
@@ -99,9 +100,9 @@ def equivalence(ev: Evaluation, pairs: Sequence[tuple[int, int]]) -> list[dict]:
                 and ev.outcomes[(i, a)].status == ev.outcomes[(i, b)].status == "done"]
         identical = bool(both) and all(x.summary.tokens == y.summary.tokens for x, y in both)
         tests = []
-        for key, _ in STATISTICS:
-            first = [_num(getattr(x.summary, key)) for x, _ in both]
-            second = [_num(getattr(y.summary, key)) for _, y in both]
+        for key, field in STATISTICS:
+            first = [_num(getattr(x.summary, field)) for x, _ in both]
+            second = [_num(getattr(y.summary, field)) for _, y in both]
             tests.append(paired_tost(key, first, second, identical=identical).to_dict())
         out.append({"first": ev.methods[a].label, "second": ev.methods[b].label, "identical": identical,
                     "tests": tests})
