@@ -159,3 +159,17 @@ def test_context_overflow_is_one_line_error(vllm):
         for ev in run_session(vllm, SamplerParams(max_new_tokens=600, steps=1), [1, 2, 3]):
             events.append(ev)
     assert isinstance(events[-1], SessionError) and "exceeds the model's context of 512" in events[-1].message
+
+
+def test_vllm_reports_peak_kv_pool_use_from_its_own_scheduler(vllm):
+    """The fraction of the pool's blocks held by live requests, the largest after any step of a window:
+    eight suffixes hold more than one (each its own blocks beside the shared prompt's), and once all
+    have finished the pool is free again."""
+    ids = tuple(vllm.encode_prompt("Name a prime number."))
+    vllm.kv_peak()  # a window starts
+    vllm.generate([Request(ids, 64, 1, 0.25)])
+    one = vllm.kv_peak()
+    vllm.generate([Request(ids, 64, 2 + i, 0.25) for i in range(8)])
+    eight = vllm.kv_peak()
+    assert 0 < one < eight <= 1 and eight > 3 * one
+    assert vllm.kv_peak() == 0.0  # nothing live since the last step

@@ -183,6 +183,30 @@ def test_ctrl_c_keeps_what_finished(tmp_path, monkeypatch):
     assert all(isinstance(e, SessionEnd) for e in ends) and "cancelled" in {e.reason for e in ends}
 
 
+def test_an_engine_failure_keeps_what_finished_and_ends_in_one_line(tmp_path, monkeypatch):
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+
+    step, calls = SyntheticEngine.step, {"n": 0}
+
+    def failing_step(self):
+        calls["n"] += 1
+        if calls["n"] == 60:
+            raise RuntimeError("device lost")
+        return step(self)
+
+    monkeypatch.setattr(SyntheticEngine, "step", failing_step)
+    res = run_eval(tmp_path)
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 1 and lines[-1] == "presto-tui: error: RuntimeError: device lost"
+    assert lines[-2].startswith("presto-tui: results written to res.json")  # before the error, not lost
+    out = json.loads(Path("res.json").read_text())
+    assert out["failure"] == "RuntimeError: device lost"
+    statuses = [r["status"] for it in out["items"] for r in it["results"].values()]
+    assert statuses.count("done") >= 1 and statuses[-1] == "error"  # the session it hit ended with its error
+    ends = [s.events[-1] for s in read_trace("t.jsonl").sessions]
+    assert all(type(e).__name__ in ("SessionEnd", "SessionError") for e in ends)
+
+
 def test_peak_kv_pool_use_is_the_largest_while_each_session_ran():
     """An engine whose pool holds one block per live request: a session's peak is the most requests
     live while it ran (its own with one session at a time; with others beside it, theirs too)."""

@@ -173,6 +173,8 @@ def eval_(
         meta.update(backend=engine.name, model=engine.model, engine=dict(engine.info))
     meta["time_unit"] = "engine clock (virtual: the synthetic cost model)" if meta["backend"] == "synthetic" else "s"
     _report(ev, pairs, meta, out_path, figures, json_out, writer)
+    if ev.failure is not None:  # reported in one line, after the results of what finished were written
+        raise ev.failure
     if ev.interrupted:
         raise KeyboardInterrupt
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from presto_tui.errors import describe as describe_error
 from presto_tui.eval.methods import describe, sequential_of
 from presto_tui.eval.paired import accuracy, paired_tost
 from presto_tui.eval.runner import Evaluation, Outcome
@@ -114,7 +115,8 @@ def _num(x: float | None) -> float:
 
 
 def results(ev: Evaluation, pairs: Sequence[tuple[int, int]], meta: dict) -> dict:
-    return {**meta, "interrupted": ev.interrupted, "methods": method_rows(ev),
+    failure = None if ev.failure is None else describe_error(ev.failure)[1]
+    return {**meta, "interrupted": ev.interrupted, "failure": failure, "methods": method_rows(ev),
             "equivalence": equivalence(ev, pairs), "items": item_rows(ev)}
 
 
@@ -153,6 +155,9 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
         render_equivalence(console, res["equivalence"])
     if res.get("interrupted"):
         console.print("interrupted: the tables hold the sessions that finished before Ctrl-C")
+    if res.get("failure"):
+        console.print(Text(f"failed: {visible(res['failure'], keep_newlines=False)}; the tables hold the sessions "
+                           "that finished before"))
 
 
 def render_items(console: Console, res: dict) -> None:

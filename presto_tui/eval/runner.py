@@ -76,7 +76,8 @@ class Evaluation:
     items: list[Item]
     methods: list[Method]
     outcomes: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # (item, method) -> its session
-    interrupted: bool = False
+    interrupted: bool = False  # Ctrl-C: what finished is here
+    failure: Exception | None = None  # the engine or a worker failed: what finished before is here
 
     def finished(self, method: int) -> list[Outcome]:
         """The method's sessions that ended (done, cancelled or failed), in item order."""
@@ -152,6 +153,8 @@ def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: 
             consumer.event(pairs[k], event)
     except KeyboardInterrupt:
         _interrupted(ev, trace, lambda ids: display_text(engine, ids))
+    except Exception as e:  # the open sessions have their error events: keep what finished, then report
+        _failed(ev, e)
     finally:
         stream.close()  # an interrupt outside the loop's own step: its live requests are aborted
     return ev
@@ -184,14 +187,25 @@ def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier
                 consumer.event((i, j), event)
     except KeyboardInterrupt:
         _interrupted(ev, trace, lambda ids: "".join(cluster.pieces(ids)))
+    except Exception as e:
+        _failed(ev, e)
     return ev
 
 
 def _interrupted(ev: Evaluation, trace, text_of) -> None:
     ev.interrupted = True
+    _keep_finished(ev)
+    if trace is not None:
+        trace.end_open_session("cancelled", text_of)
+
+
+def _failed(ev: Evaluation, e: Exception) -> None:
+    ev.failure = e
+    _keep_finished(ev)
+
+
+def _keep_finished(ev: Evaluation) -> None:
     for key, o in list(ev.outcomes.items()):
         # not finished, or not graded when Ctrl-C came: kept in the trace, not in the results
         if o.status == "running" or (o.status == "done" and o.grade is None):
             del ev.outcomes[key]
-    if trace is not None:
-        trace.end_open_session("cancelled", text_of)
