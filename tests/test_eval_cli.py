@@ -249,6 +249,7 @@ def test_stats_compare_pairs_two_runs_by_prompt_and_seed(tmp_path):
     d = json.loads(res.stdout)
     assert d["pairs"] == len(TASKS) and d["a"]["method"] == "PowerMH, sequential" and not d["identical"]
     assert [t["statistic"] for t in d["tests"]] == ["loglik", "confidence", "acceptance", "time_s"]
+    assert d["params_differ"] == {"inputs": ["decision", "node"], "prefetch": ["none", "bfs"]}
     ev = json.loads(Path("r.json").read_text())["equivalence"][1]
     for mine, theirs in zip(d["tests"], ev["tests"]):  # the same test eval ran on the same pairs
         assert mine["p_eq"] == pytest.approx(theirs["p_eq"]) and mine["mean_diff"] == pytest.approx(theirs["mean_diff"])

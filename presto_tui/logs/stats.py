@@ -348,8 +348,10 @@ def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A"
                 "params": left["method"], "sessions": left["sessions"], "not_done": left["not done"],
                 "unmatched": len(matched) - len(keys)}
 
+    pa, pb = left_a["method"], left_b["method"]
+    differ = {k: (pa.get(k), pb.get(k)) for k in sorted(set(pa) | set(pb)) if k != "seed" and pa.get(k) != pb.get(k)}
     return {"a": side(a, shown_a, left_a, side_a), "b": side(b, shown_b, left_b, side_b), "pairs": len(keys),
-            "identical": identical, "tests": tests, "speedup": speedup,
+            "identical": identical, "tests": tests, "speedup": speedup, "params_differ": differ,
             "same_model": len(models) <= 1}
 
 
@@ -357,7 +359,12 @@ def render_compare(console: Console, res: dict) -> None:
     names = dict(COMPARED)
     a, b = res["a"], res["b"]
     line = lambda side: visible(f"{side['method']} ({side['as_given']})", keep_newlines=False)
-    table = Table(title=Text(f"A: {line(a)}\nB: {line(b)}\n{res['pairs']} pairs matched by prompt, seed and chain"),
+    differ = ", ".join(f"{k} {x} / {y}" for k, (x, y) in res["params_differ"].items())
+    lines = [f"A: {line(a)}", f"B: {line(b)}", *([visible(f"A / B differ in: {differ}", keep_newlines=False)]
+                                                  if differ else []),
+             f"{res['pairs']} pairs matched by prompt, seed and chain"]
+    title = "\n".join(lines)
+    table = Table(title=Text(title),
                   title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
                   caption="loglik, confidence: the answers' eqs. 21-22 under p0. Paired TOST (eq. 23): B minus A; "
                           "margin 0.2 SD of A across prompts; equivalent when p_eq < 0.05 (the 90% interval inside "
