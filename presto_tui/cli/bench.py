@@ -468,7 +468,7 @@ def bench(
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
     inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
-    max_new_tokens: o.BenchNewTokens = None, steps: o.BenchSteps = None,
+    max_new_tokens: o.BenchNewTokens = None, block_size: o.BlockSize = None, steps: o.BenchSteps = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
@@ -506,6 +506,8 @@ def bench(
       presto-tui bench --inputs node --rules bfs,predictive --budgets 20
 
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
+
+      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4   # 4 blocks
     """
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]

@@ -136,7 +136,7 @@ BenchNewTokens = Annotated[int | None, typer.Option(
     help=number_help("max_new_tokens", "Response length n", default=BENCH_SIZES["max_new_tokens"]))]
 BenchSteps = Annotated[int | None, typer.Option(
     "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("steps", "MH transitions per prompt (one block)", default=BENCH_SIZES["steps"]))]
+    help=number_help("steps", "MH transitions per block (one block unless -B)", default=BENCH_SIZES["steps"]))]
 PaperSettings = Annotated[bool, typer.Option(
     "--paper-settings", rich_help_panel=SAMPLER,
     help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
