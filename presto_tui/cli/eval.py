@@ -62,7 +62,7 @@ def eval_(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-C",
         help=f"Sessions at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where}. Above 1 "
