@@ -217,7 +217,9 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     pairs = default_pairs(ev)
     pairs += [p for p in ((labels.index(a), labels.index(b)) for a, b in named_pairs) if p not in pairs]
     res = results(ev, pairs, meta)
-    res["figures"] = save_figures(res, out_path.with_suffix(""), figures)
+    saved = save_figures(res, out_path.with_suffix(""), figures)
+    # beside the results: named by file, so that the folder can move
+    res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
@@ -233,9 +235,10 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
             sys.stdout.write(plot + "\n")
         if res["figures"].get("kv_missing"):
             console.print(f"no KV-pool figure: {res['figures']['kv_missing']}")
-    saved = [p for p in (res["figures"]["accuracy"], res["figures"]["kv"]) if p]
+    saved_paths = [p for p in (saved["accuracy"], saved["kv"]) if p]
     print(f"presto-tui: results written to {visible(str(out_path), keep_newlines=False)}"
-              + (f", figures to {', '.join(visible(p, keep_newlines=False) for p in saved)}" if saved else "")
+              + (f", figures to {', '.join(visible(p, keep_newlines=False) for p in saved_paths)}"
+                 if saved_paths else "")
               + (f", trace to {visible(str(writer.path), keep_newlines=False)}"
                  if writer is not None and not writer.broken else ""), file=o.term())
 

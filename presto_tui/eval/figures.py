@@ -74,7 +74,7 @@ def save_figures(res: dict, stem: Path, fmt: str) -> dict:
             ax.plot([r["time_per_prompt_s"]], [100 * r["kv_peak"]], next(marks), label=r["label"])
         ax.set_xlabel(time_label(res))
         ax.set_ylabel("peak KV-pool use (%, largest over prompts)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, 1.2 * max(100 * r["kv_peak"] for r in kv) or 1)
         ax.set_xlim(left=0)
         ax.legend(fontsize=8)
         ax.set_title(_title(res, "peak KV-pool use against time"), fontsize=10)
