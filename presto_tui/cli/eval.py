@@ -145,9 +145,10 @@ def eval_(
     out_path = o.check_output_path(output or (path or o.default_trace_path("eval")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
     limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
-    meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if tasks.startswith(BUILTIN)
-                                                               else {})},
-            "params": base.to_dict(), "concurrency": concurrency, "workers": workers}
+    # what every method shares (each method's own parameters are in its row)
+    builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
+    meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
+            "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers}
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote

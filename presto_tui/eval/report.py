@@ -133,8 +133,8 @@ def _pct(x: float | None) -> str:
 def render(console: Console, res: dict, *, items: bool = True) -> None:
     unit = res.get("time_unit", "s")
     title = (f"{res['backend']} on {visible(str(res['model']), keep_newlines=False)}: {res['tasks']['items']} items "
-             f"of {visible(res['tasks']['source'], keep_newlines=False)}, n={res['params']['max_new_tokens']}, "
-             f"K={res['params']['steps']}, alpha={res['params']['alpha']:g}")
+             f"of {visible(res['tasks']['source'], keep_newlines=False)}, n={res['shared_params']['max_new_tokens']}, "
+             f"K={res['shared_params']['steps']}, alpha={res['shared_params']['alpha']:g}")
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
               caption=f"accuracy: share right with its 95% Wilson interval (of the items each method finished); "
                       f"time: per prompt, {unit}; kv: peak KV-pool use; loglik, conf: the answers' mean eqs. 21-22 "
