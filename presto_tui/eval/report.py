@@ -26,6 +26,7 @@ from presto_tui.eval.runner import Evaluation, Outcome
 from presto_tui.safetext import visible
 
 # the statistics the paired test compares: (name, the summary's field)
+WIDE = 120  # columns from which the table shows each method's settings in words
 STATISTICS = (("loglik", "answer_loglik"), ("confidence", "answer_confidence"))
 
 
@@ -35,7 +36,7 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 
 def method_rows(ev: Evaluation) -> list[dict]:
-    rows = []
+    rows: list[list[Text | str]] = []
     for j, m in enumerate(ev.methods):
         outs = ev.finished(j)
         done = [o for o in outs if o.status == "done"]
@@ -74,7 +75,7 @@ def _answer(o: Outcome) -> dict:
 
 
 def item_rows(ev: Evaluation) -> list[dict]:
-    rows = []
+    rows: list[list[Text | str]] = []
     for i, it in enumerate(ev.items):
         answers = {m.label: _answer(ev.outcomes[(i, j)]) for j, m in enumerate(ev.methods)
                    if (i, j) in ev.outcomes and ev.outcomes[(i, j)].status != "running"}
@@ -135,19 +136,29 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
     title = (f"{res['backend']} on {visible(str(res['model']), keep_newlines=False)}: {res['tasks']['items']} items "
              f"of {visible(res['tasks']['source'], keep_newlines=False)}, n={res['shared_params']['max_new_tokens']}, "
              f"K={res['shared_params']['steps']}, alpha={res['shared_params']['alpha']:g}")
+    wide = console.width >= WIDE  # narrower: no settings column (the method's spec says them; the JSON has all)
+    columns = ["method", *(["settings"] if wide else []), "right", "accuracy [95%]", "time", "tr", "tokens", "kv",
+               "loglik", "conf"]
+    rows: list[list[Text | str]] = []
+    for r in res["methods"]:
+        acc = "-" if r["accuracy"] is None else (f"{100 * r['accuracy']:.0f}% [{100 * r['accuracy_low']:.0f}, "
+                                                 f"{100 * r['accuracy_high']:.0f}]")
+        rows.append([Text(r["label"]), *([Text(r["settings"])] if wide else []),
+                     f"{r['correct']}/{r['graded']}" + (f" ({r['failed']} failed)" if r["failed"] else ""), acc,
+                     _f(r["time_per_prompt_s"], ".2f"), _f(r["transitions"], ".1f"), _f(r["tokens_generated"], ".0f"),
+                     _pct(r["kv_peak"]), _f(r["loglik"], ".3f"), _f(r["confidence"], ".3f")])
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
               caption=f"accuracy: share right with its 95% Wilson interval (of the items each method finished); "
                       f"time: per prompt, {unit}; kv: peak KV-pool use; loglik, conf: the answers' mean eqs. 21-22 "
                       f"under p0", caption_justify="left")
-    for col in ("method", "settings", "right", "accuracy [95%]", "time", "tr", "tokens", "kv", "loglik", "conf"):
-        t.add_column(col, justify="left" if col in ("method", "settings") else "right", no_wrap=col != "settings")
-    for r in res["methods"]:
-        acc = "-" if r["accuracy"] is None else (f"{100 * r['accuracy']:.0f}% [{100 * r['accuracy_low']:.0f}, "
-                                                 f"{100 * r['accuracy_high']:.0f}]")
-        t.add_row(Text(r["label"]), Text(r["settings"]), f"{r['correct']}/{r['graded']}"
-                  + (f" ({r['failed']} failed)" if r["failed"] else ""), acc, _f(r["time_per_prompt_s"], ".2f"),
-                  _f(r["transitions"], ".1f"), _f(r["tokens_generated"], ".0f"), _pct(r["kv_peak"]),
-                  _f(r["loglik"], ".3f"), _f(r["confidence"], ".3f"))
+    for i, col in enumerate(columns):
+        if col in ("method", "settings"):  # the words fold; the numbers never shrink
+            t.add_column(col, overflow="fold")
+        else:
+            t.add_column(col, justify="right", no_wrap=True,
+                         min_width=max(len(col), *(len(str(row[i])) for row in rows)) if rows else None)
+    for row in rows:
+        t.add_row(*row)
     console.print(t)
     if items:
         render_items(console, res)
