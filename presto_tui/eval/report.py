@@ -36,7 +36,7 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 
 def method_rows(ev: Evaluation) -> list[dict]:
-    rows: list[list[Text | str]] = []
+    rows = []
     for j, m in enumerate(ev.methods):
         outs = ev.finished(j)
         done = [o for o in outs if o.status == "done"]
@@ -75,7 +75,7 @@ def _answer(o: Outcome) -> dict:
 
 
 def item_rows(ev: Evaluation) -> list[dict]:
-    rows: list[list[Text | str]] = []
+    rows = []
     for i, it in enumerate(ev.items):
         answers = {m.label: _answer(ev.outcomes[(i, j)]) for j, m in enumerate(ev.methods)
                    if (i, j) in ev.outcomes and ev.outcomes[(i, j)].status != "running"}
