@@ -64,8 +64,8 @@ class SessionProgress:
     """Progress on stderr.  On a terminal a Rich bar; anywhere else (a log file, a pipe) one plain
     line per finished session, so that a run of many minutes is never silent there."""
 
-    def __init__(self, err: Console, total: int) -> None:
-        self.err, self.total, self.done, self.what = err, total, 0, ""
+    def __init__(self, err: Console, total: int, command: str = "bench") -> None:
+        self.err, self.total, self.done, self.what, self.command = err, total, 0, "", command
         self.t0 = time.perf_counter()
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err, transient=True) if err.is_terminal else None
@@ -92,8 +92,8 @@ class SessionProgress:
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
         else:
-            print(f"bench: {self.done}/{self.total} sessions, {self.what}, {time.perf_counter() - self.t0:.0f} s",
-                  file=self.err.file, flush=True)
+            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what}, "
+                  f"{time.perf_counter() - self.t0:.0f} s", file=self.err.file, flush=True)
 
 
 def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
