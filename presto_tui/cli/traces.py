@@ -29,8 +29,10 @@ def replay(
       presto-tui replay sessions/example.jsonl
     """
     (loaded,) = o.load_traces([trace])
-    if not any(s.rounds for s in loaded.sessions):
-        raise InputError(f"{trace}: the trace holds no rounds to replay")
+    from presto_tui.views.baseline_state import is_baseline
+
+    if not any(s.rounds or is_baseline(s.start.params) for s in loaded.sessions):
+        raise InputError(f"{trace}: the trace holds no rounds and no baseline session to replay")
     from presto_tui.views.app import replay_app
 
     replay_app(loaded, autoplay=play).run()
