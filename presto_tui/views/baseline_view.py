@@ -320,7 +320,7 @@ class ParticleGrid(BaselineTable):
 
     @property
     def cell_width(self) -> int:
-        return self.digits + 1 + self.BAR + 2  # "←j", the bar, a mark, a gap
+        return self.digits + 1 + 1 + self.BAR + 1  # "←j", a mark, the bar, a gap
 
     def shown_columns(self) -> int:
         return max(1, ((self.size.width or 80) - self.label_width) // self.cell_width)
@@ -383,8 +383,9 @@ class ParticleGrid(BaselineTable):
         cell_style = self.s("muted") if run.stopped(s, i) else self.s("bar")
         if selected:
             cell_style = self.s("cursor") + Style(underline=True)
-        return [Segment(f"{lineage:>{self.digits + 1}}", self.s("muted") + band),
-                Segment(shown, cell_style + band), Segment(mark, mark_style + band), Segment(" ", band)]
+        # a cell's marks sit together, before its bar: "←j✗▎" (a gap after it, before the next cell)
+        return [Segment(f"{lineage:>{self.digits + 1}}", self.s("muted") + band), Segment(mark, mark_style + band),
+                Segment(shown, cell_style + band), Segment(" ", band)]
 
 
 # -- the panels' words -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.views import baseline_view as bv
@@ -261,6 +262,8 @@ class RoundScreen(Screen):
         t = Text()
         t.append("> " + clip(session.start.prompt.replace("\n", " ⏎ "), 300) + "\n", style="bold")
         after = self.shown_tokens(session)
+        if session.baseline is not None:  # a sample stops at its EOS: no state beyond it to speak of
+            after = list(cut_at_eos(after, session.start.backend_info.get("eos_id")))
         rd = self.current_round()
         # mark what the round on screen changed, when the text shown is that round's result
         before = rd.tree.root.tokens if rd is not None and tuple(after) == rd.tree.final_state.tokens else None

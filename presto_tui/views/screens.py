@@ -39,6 +39,12 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
                   "(below a certain reject or a deferred node) show once the arrows reach them"),
     )),
+    ("Baseline sessions (low temperature, best-of-N, PowerSMC: no rounds, no tree)", (
+        ("↑ ↓ / k j", "best-of-N: the next sample down or up the ranking; PowerSMC: the next particle"),
+        ("← → / h l", "PowerSMC: the block before or after (the inspector: that particle's text up to it)"),
+        ("pgup pgdn", "a page of samples or particles"),
+        ("[ / ]", "a baseline session is one place among the rounds: [ ] reach it and leave it"),
+    )),
     ("Rounds (epochs in a streaming session)", (
         ("[ / ]", "previous / next round"),
         ("home / end", "first / latest round (end follows new rounds)"),
