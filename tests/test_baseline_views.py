@@ -241,6 +241,13 @@ async def test_overview_and_search_on_a_baseline_session_say_there_are_no_rounds
         assert "session 1" in scr.search_status and scr.query_one("#tree", RoundTreeView).display
         await pilot.press("n", "n", "N")
         assert scr.cursor[0] == 0
+        # the overview of the MH session; its next session is a baseline: no rounds to draw
+        await pilot.press("o")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "OverviewScreen")
+        await pilot.press("right_square_bracket")
+        await wait_until(pilot, lambda: "no rounds: a baseline session" in text_of(app, "#ov-text-body"))
+        await pilot.press("enter")  # nothing to open
+        await wait_until(pilot, lambda: app.screen is scr)
     # a trace of baseline sessions only: nothing to search
     only = replay_app(read_trace(baseline_only_trace(tmp_path)))
     async with only.run_test(size=(120, 34), notifications=True) as pilot:
@@ -294,9 +301,11 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
         try:
             for block in (1, 2):  # drawn block by block, as each arrives; no answer until the end
                 engine.gate.release()
-                await wait_until(pilot, lambda b=block: grid.display and grid.columns == b)
+                # drawn: the title says so (the state takes the block a frame before the screen)
+                drawn = f"block {block} of at most 6"
+                await wait_until(pilot, lambda d=drawn: grid.display and d in text_of(app, "#tree-title"))
+                assert grid.columns == block
                 assert (grid.col, grid.row) == (block - 1, 0)  # following the newest block
-                assert f"block {block}/6" in text_of(app, "#tree-title")
                 assert "no answer yet" in text_of(app, "#stats") and "★" not in text_of(app, "#inspector")
         finally:
             engine.gate.release(100)

@@ -23,6 +23,8 @@ from presto_tui.runtime.core.names import SamplerName
 from presto_tui.runtime.session.baselines import normalised
 from presto_tui.runtime.session.events import Choice, Event, Sample, SmcStep
 
+NO_ROUNDS = "no rounds: a baseline session"  # what the overview and search say of one
+
 
 def is_baseline(params: dict) -> bool:
     """Whether a session's sampler is one of the baselines (no MH chain, no rounds)."""

@@ -43,7 +43,6 @@ from presto_tui.views.state import SessionView
 from presto_tui.views.widgets import TreeTitle
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
-NO_RESULTS = "no rounds: a baseline session"  # what the overview and search say of one
 
 
 def number(v: float, width: int, decimals: int = 2) -> str:
@@ -420,7 +419,8 @@ def progress(session: SessionView) -> str:
     if run.smc:
         most = total_blocks(session)
         particles = run.particles or _p(session, "particles")
-        return f"block {len(run.steps)}{f'/{most}' if most else ''}, {particles} particles"
+        # at most: every particle may stop at EOS before n
+        return f"block {len(run.steps)}{f' of at most {most}' if most else ''}, {particles} particles"
     wanted = _p(session, "samples") if run.sampler == "bestofn" else 1
     return f"{len(run.samples)}/{wanted} samples"
 

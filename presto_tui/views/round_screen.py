@@ -28,6 +28,7 @@ from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.views import baseline_view as bv
 from presto_tui.views import export
+from presto_tui.views.baseline_state import NO_ROUNDS
 from presto_tui.views.baseline_view import BaselineTable, PaneTitle, ParticleGrid, SampleTable
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import REACH_FLOOR, layout
@@ -356,7 +357,7 @@ class RoundScreen(Screen):
             self.notify("no rounds yet: the overview needs a round", timeout=3)
             return
         if self.shown_baseline() is not None:
-            self.notify(f"{bv.NO_RESULTS}: its samples or particles are on screen", timeout=3)
+            self.notify(f"{NO_ROUNDS}: its samples or particles are on screen", timeout=3)
             return
 
         def done(result: tuple[int, int] | None) -> None:
@@ -381,7 +382,7 @@ class RoundScreen(Screen):
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
         if not any(s.rounds for s in self.state.sessions) and self.shown_baseline() is not None:
-            self.notify(f"{bv.NO_RESULTS}: nothing to search", timeout=3)
+            self.notify(f"{NO_ROUNDS}: nothing to search", timeout=3)
             return
         bar = self.query_one("#search", SearchBar)
         bar.value = ""
