@@ -146,6 +146,29 @@ def test_max_new_tokens_sets_n_for_every_request(tmp_path):
     assert len(starts) == 3 and {s["params"]["max_new_tokens"] for s in starts} == {4}
 
 
+def test_ctrl_c_keeps_the_trace_whole_and_exits_130(tmp_path, monkeypatch):
+    from presto_tui.logs.reader import read_trace
+
+    folder, _ = graded_task(tmp_path / "tasks", LOWTEMP)
+    step, steps = SyntheticEngine.step, []
+
+    def interrupted(self):
+        steps.append(1)
+        # low temperature's eight sessions decode their n tokens side by side in n steps: a few steps
+        # later the second method's sessions are under way
+        if len(steps) == N_TOKENS + 4:
+            raise KeyboardInterrupt
+        return step(self)
+
+    monkeypatch.setattr(SyntheticEngine, "step", interrupted)
+    res = lm_eval_cli("--tasks", "words", "--include-path", str(folder), "--methods", "lowtemp,powermh+stream",
+                      "-K", "4", "--trace", "t.jsonl")
+    assert res.exit_code == 130 and "presto-tui: interrupted" in res.output
+    sessions = read_trace(tmp_path / "t.jsonl").sessions
+    ends = [s.events[-1].reason for s in sessions]
+    assert all(s.ended for s in sessions) and ends[:8] == ["done"] * 8 and "cancelled" in ends[8:]
+
+
 def test_a_loglikelihood_task_is_refused_before_any_engine_starts(tmp_path, monkeypatch):
     from presto_tui.cli import options
 
