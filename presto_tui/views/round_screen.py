@@ -4,7 +4,9 @@
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
 trace's.  Drawing is one batched screen update per change.  Keys every round
 view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), search (`/` `n` `N`) and export (`e`).
+session overview (`o`), search (`/` `n` `N`), export (`e`), and a researcher's screens
+(views/research.py: `c` compares two sessions, `t` splits a node's ratio by token, `H` shows
+the chain's history).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
-from presto_tui.views import export
+from presto_tui.views import export, research
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import REACH_FLOOR, layout
 from presto_tui.views.overview import OverviewScreen
@@ -55,13 +57,16 @@ class RoundScreen(Screen):
         Binding("N", "search_step(False)", "prev match"),
         Binding("g", "goto", "go to"),
         Binding("e", "export", "export"),
+        Binding("c", "compare", "compare", show=False),
+        Binding("t", "tokens", "per token", show=False),
+        Binding("H", "history", "history", show=False),
         Binding("f", "toggle_view", "full/rounded", show=False),
         Binding("plus,equals_sign", "reach(0.1)", "more", show=False),
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
     # actions of printable keys, which a focused text field types instead: hidden from the footer then
     LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
-                      "play", "speed", "pause", "focus_prompt"}
+                      "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
     DEFAULT_CSS = """
     RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
     RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
@@ -77,6 +82,7 @@ class RoundScreen(Screen):
         self.search: Search | None = None
         self.search_status = ""
         self.export_dir = EXPORT_DIR
+        self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
     def compose_round_view(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -284,6 +290,16 @@ class RoundScreen(Screen):
 
         self.app.push_screen(GoToScreen([len(s.rounds) for s in self.state.sessions], self.cursor[0],
                                         [s.unit for s in self.state.sessions]), done)
+
+    # -- a researcher's screens (views/research.py) -------------------------------------------
+    def action_compare(self) -> None:
+        research.mark_or_compare(self)
+
+    def action_tokens(self) -> None:
+        research.open_tokens(self)
+
+    def action_history(self) -> None:
+        research.open_history(self)
 
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
