@@ -1,6 +1,7 @@
 """Regenerate the fixed traces under tests/data (run by hand; the tests read the files).
 
-    python tests/make_fixtures.py
+    python tests/make_fixtures.py             # all of them
+    python tests/make_fixtures.py research    # only research.jsonl
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ def main() -> None:
         ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
     ])
     record_stream(b)
+    record_research(b)
+
+
+def record_research(b) -> None:
+    """Three samplers on one prompt, with per-token values and transition events (schema 1.2): the
+    comparison, the per-token view and the chain's history."""
+    record(DATA / "research.jsonl", b, [
+        ("the cat", SamplerParams(max_new_tokens=24, steps=8, budget=8, seed=1)),
+        ("the cat", SamplerParams(sampler="entropycut", prefetch="bfs", inputs="node", max_new_tokens=24,
+                                  steps=8, budget=8, seed=2)),
+        ("the cat", SamplerParams(sampler="multitry", max_new_tokens=24, steps=8, budget=8, seed=3)),
+    ])
 
 
 def record_stream(b) -> None:
@@ -62,4 +75,9 @@ def record_stream(b) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["research"]:
+        record_research(SyntheticEngine())
+    else:
+        main()
