@@ -30,7 +30,7 @@ from presto_tui.views import export
 from presto_tui.views.app import replay_app
 from presto_tui.views.compare import acceptance_curve, answer_diff, param_rows
 from presto_tui.views.history import chain_history
-from presto_tui.views.research import CompareScreen, HistoryScreen, TokenScreen
+from presto_tui.views.research import CompareScreen, HistoryScreen, TokenScreen, token_label
 from presto_tui.views.state import AppState
 from presto_tui.views.tokens import NOT_RECORDED, token_split
 
@@ -169,6 +169,11 @@ def test_the_split_explains_extra_terms_and_refuses_nodes_without_a_score():
     assert any("does not split by token" in n for n in split.notes)
     unscored = next(v for v in ec.iter_nodes() if v.score is None)
     assert token_split(ec, unscored, 4.0) is None
+
+
+def test_token_cells_show_whitespace_and_escapes():
+    assert [token_label(p) for p in ("\n", "  ", "\t", " the", "\x1b[2J")] == ["⏎", "␣␣", "⇥", " the", "\\x1b[2J"]
+    assert token_label("x" * 40).endswith("…") and len(token_label("x" * 40)) == 15
 
 
 def test_old_traces_say_the_values_are_not_recorded():

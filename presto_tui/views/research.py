@@ -25,6 +25,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 from textual_plotext import PlotextPlot
 
 from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.safetext import visible
 from presto_tui.views import export
 from presto_tui.views.compare import ParamRow, acceptance_curve, answer_diff, outcome_rows, param_rows
 from presto_tui.views.evolution import DiffStyles, Writer, clip
@@ -252,6 +253,15 @@ class CompareScreen(Screen[None]):
 
 # -- a node's ratio per token ----------------------------------------------------------------------
 
+def token_label(piece: str) -> str:
+    """A token's text in a table cell: line breaks and tabs as ⏎ and ⇥, a token of spaces as ␣
+    (a blank cell says nothing), everything else as visible() shows it, cut to TOKEN_TEXT."""
+    shown = piece.replace("\n", "⏎").replace("\t", "⇥")
+    if shown and not shown.strip():
+        shown = shown.replace(" ", "␣")
+    return clip(visible(shown, keep_newlines=False), TOKEN_TEXT)
+
+
 def _num(x: float | None, digits: int = 4) -> Text:
     s = "—" if x is None or math.isnan(x) else f"{x:.{digits}f}"
     return Text(s, justify="right")
@@ -331,7 +341,7 @@ class TokenScreen(Screen[None]):
             r = sp.rows[i]
             # the same token in both: dim (it moves log r only through its context)
             style = same_style if r.x == r.y else ""
-            tok = lambda t, style=style: Text(clip(self.state.pieces([t])[0], TOKEN_TEXT), style=style)
+            tok = lambda t, style=style: Text(token_label(self.state.pieces([t])[0]), style=style)
             delta = _num(r.delta, 3) if sp.recorded else _num(None)
             if i in drivers:
                 delta.stylize(driver_style)
@@ -361,9 +371,7 @@ class TokenScreen(Screen[None]):
             t.append("\nlargest shares (◆): ")
             for n, i in enumerate(drivers):
                 r = sp.rows[i]
-                t.append(("  " if n else "") + f"pos {r.pos} ")
-                Writer(t, self.state.pieces, TOKEN_TEXT).tokens([r.y])
-                t.append(f" {r.delta:+.3f}")
+                t.append(("  " if n else "") + f"pos {r.pos} {token_label(self.state.pieces([r.y])[0])} {r.delta:+.3f}")
         for note in sp.notes:
             t.append("\n" + note, style="dim")
         return t
