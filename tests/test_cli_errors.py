@@ -30,17 +30,6 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.fixture
-def no_engine(monkeypatch):
-    """Fail the test if anything starts an engine: usage errors come first."""
-    from presto_tui.runtime.engines import registry
-
-    def refuse(*a, **k):
-        raise AssertionError("an engine was started before the input was checked")
-
-    monkeypatch.setattr(registry, "start_engine", refuse)
-
-
 def error_line(*args: str) -> str:
     """The one error line of a command that must fail with exit code 2 and print nothing else."""
     res = runner.invoke(app, list(args))
