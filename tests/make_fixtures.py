@@ -51,6 +51,7 @@ def main() -> None:
         ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
     ])
     record_stream(b)
+    record_baselines(b)
 
 
 def record_stream(b) -> None:
@@ -58,6 +59,18 @@ def record_stream(b) -> None:
     that last no engine time at all (the overview's rates must not divide by them)."""
     record(DATA / "stream.jsonl", b, [
         ("the cat sat", SamplerParams(prefetch="stream", max_new_tokens=32, steps=40, budget=20, seed=2)),
+    ])
+
+
+def record_baselines(b) -> None:
+    """The baselines' views: an MH session first (the timeline crosses from rounds to baseline
+    sessions), then best-of-N with samples that stop at EOS and one that runs to n, and PowerSMC
+    whose weights resample twice (lineage, dropped particles) and whose answer stops at EOS."""
+    record(DATA / "baselines.jsonl", b, [
+        ("the cat sat", SamplerParams(max_new_tokens=16, steps=6, budget=4, seed=1)),
+        ("the cat", SamplerParams(sampler="bestofn", prefetch="none", samples=6, max_new_tokens=48, seed=0)),
+        ("the cat", SamplerParams(sampler="powersmc", prefetch="none", particles=6, smc_block=6, smc_ramp=24,
+                                  max_new_tokens=30, seed=3)),
     ])
 
 

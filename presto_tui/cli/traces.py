@@ -22,15 +22,19 @@ def replay(
     """Replay a recorded session: the same trees, inspector and stats, no model needed.
 
     A timeline runs over every round; space plays and pauses, < and > change the speed,
-    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key.
+    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key. A
+    baseline session (lowtemp, bestofn, powersmc) is one place on it: its samples, or
+    PowerSMC's particles over blocks, where a round's tree would be.
 
     Examples:
 
       presto-tui replay sessions/example.jsonl
     """
     (loaded,) = o.load_traces([trace])
-    if not any(s.rounds for s in loaded.sessions):
-        raise InputError(f"{trace}: the trace holds no rounds to replay")
+    from presto_tui.views.baseline_state import is_baseline
+
+    if not any(s.rounds or is_baseline(s.start.params) for s in loaded.sessions):
+        raise InputError(f"{trace}: the trace holds no rounds and no baseline session to replay")
     from presto_tui.views.app import replay_app
 
     replay_app(loaded, autoplay=play).run()
@@ -50,7 +54,9 @@ def stats(
     call (per second for streaming), time per transition, the estimated speedup over the
     sequential sampler, acceptance rate, epsilon-class shares of the scored decisions, and
     requests issued against requests the walk used. Sessions cut short (no end event) are
-    marked.
+    marked. Baseline sessions (lowtemp, bestofn, powersmc) get tables of their own: time,
+    tokens, samples or particles, resamplings, last ESS, and the answer's log-likelihood
+    per token and confidence.
 
     Then one pooled row per group of comparable sessions: those that differ only in prompt
     and seed (same backend, model, device, sampler and its parameters, alpha, tau, epsilon,

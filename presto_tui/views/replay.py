@@ -32,12 +32,12 @@ class ReplayScreen(RoundScreen):
         yield Timeline(id="timeline")
 
     def on_mount(self) -> None:
-        self.tree_view.focus()
         if self.state.total_rounds:
             self.cursor = self.state.timeline_cursor(0)
         if self.playing:
             self._start_timer()
         self.redraw()
+        self.main_view.focus()  # the tree, or a baseline session's view in its place
 
     # stats and text as they stood at the round on screen
     def shown_session(self) -> SessionView | None:
