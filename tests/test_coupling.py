@@ -1,6 +1,6 @@
 """PreSTO with decision-keyed inputs reproduces sequential PowerMH exactly (paper prop. 1).
 
-The project's strongest correctness test (DESIGN.md sec 3): same seed, same
+The project's strongest correctness test (docs/randomness.md): same seed, same
 start, every traversal rule and budget, one-block and multi-block schedules;
 the state after every transition must be identical, token for token.
 """
