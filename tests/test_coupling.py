@@ -227,7 +227,7 @@ def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budge
         assert sum(t.transitions for t in epochs) == len(seq_trees)
 
 
-POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, proposal,block)
+POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, block)
     "fill-none": dict(budget_policy="fill", speculate="none"),
     "fill-proposal": dict(budget_policy="fill", speculate="proposal"),
     "fill-block": dict(budget_policy="fill", speculate="block"),
