@@ -1,6 +1,7 @@
 """Regenerate the fixed traces under tests/data (run by hand; the tests read the files).
 
-    python tests/make_fixtures.py
+    python tests/make_fixtures.py             # all of them
+    python tests/make_fixtures.py research    # only research.jsonl
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def main() -> None:
     ])
     record_stream(b)
     record_baselines(b)
+    record_research(b)
+
+
+def record_research(b) -> None:
+    """Three samplers on one prompt, with per-token values and transition events (schema 1.2): the
+    comparison, the per-token view and the chain's history."""
+    record(DATA / "research.jsonl", b, [
+        ("the cat", SamplerParams(max_new_tokens=24, steps=8, budget=8, seed=1)),
+        ("the cat", SamplerParams(sampler="entropycut", prefetch="bfs", inputs="node", max_new_tokens=24,
+                                  steps=8, budget=8, seed=2)),
+        ("the cat", SamplerParams(sampler="multitry", max_new_tokens=24, steps=8, budget=8, seed=3)),
+    ])
 
 
 def record_stream(b) -> None:
@@ -75,4 +88,9 @@ def record_baselines(b) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["research"]:
+        record_research(SyntheticEngine())
+    else:
+        main()

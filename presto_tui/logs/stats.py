@@ -174,7 +174,14 @@ def pooled(rows: list[dict]) -> dict:
         "scored_eps_shares": {c: scored[c] / n_scored if n_scored else 0.0 for c in CLASSES},
         "requests_issued": sum(r["requests_issued"] for r in rows),
         "requests_realized": sum(r["requests_realized"] for r in rows),
+        "limit_share": _limit_share([r for r in rows if r.get("limit_s")]),
     }
+
+
+def _limit_share(rows: list[dict]) -> float | None:
+    """The binding limits over the time the sessions took (extensions included), pooled like eq. 20."""
+    spent = sum(r["wall_s"] + r["extend_time_s"] for r in rows)
+    return sum(r["limit_s"] for r in rows) / spent if rows and spent else None
 
 
 def mean(values: list) -> float | None:
@@ -235,7 +242,8 @@ def _numbers(d: dict, status: str, shares: dict) -> list[str]:
             f"{per_tr * 1e3:.0f}", "-" if est is None else f"{est:.2f}x",
             f"{d['acceptance_rate']:.3f}",
             f"{100 * shares[ACCEPT]:.0f}/{100 * shares[REJECT]:.0f}/{100 * shares[UNCERTAIN]:.0f}",
-            f"{d['requests_issued']}/{d['requests_realized']}"]
+            f"{d['requests_issued']}/{d['requests_realized']}",
+            "-" if d.get("limit_share") is None else f"{100 * d['limit_share']:.0f}"]
 
 
 def _session_cells(r: dict) -> list:
@@ -254,7 +262,7 @@ def _group_cells(g: dict) -> list:
             *_numbers(g, status, g["scored_eps_shares"])]
 
 
-NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used")
+NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used", "lim%")
 SESSION_COLUMNS = ("sampler", "α", "rule", "group", *NUMERIC)
 GROUP_COLUMNS = ("sampler", "α", "rule", "n/B/K", "sessions", *NUMERIC)
 

@@ -4,7 +4,9 @@
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
 trace's.  Drawing is one batched screen update per change.  Keys every round
 view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), search (`/` `n` `N`) and export (`e`).
+session overview (`o`), search (`/` `n` `N`), export (`e`), and a researcher's screens
+(views/research.py: `c` compares two sessions, `t` splits a node's ratio by token, `H` shows
+the chain's history).
 
 A baseline session (no rounds, no tree) takes one place on the timeline; there
 the tree pane shows its samples or particles instead (`baseline_view`), and the
@@ -27,7 +29,7 @@ from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.views import baseline_view as bv
-from presto_tui.views import export
+from presto_tui.views import export, research
 from presto_tui.views.baseline_state import NO_ROUNDS
 from presto_tui.views.baseline_view import BaselineTable, PaneTitle, ParticleGrid, SampleTable
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
@@ -63,13 +65,16 @@ class RoundScreen(Screen):
         Binding("N", "search_step(False)", "prev match"),
         Binding("g", "goto", "go to"),
         Binding("e", "export", "export"),
+        Binding("c", "compare", "compare", show=False),
+        Binding("t", "tokens", "per token", show=False),
+        Binding("H", "history", "history", show=False),
         Binding("f", "toggle_view", "full/rounded", show=False),
         Binding("plus,equals_sign", "reach(0.1)", "more", show=False),
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
     # actions of printable keys, which a focused text field types instead: hidden from the footer then
     LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
-                      "play", "speed", "pause", "focus_prompt"}
+                      "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
     DEFAULT_CSS = """
     RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
     RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
@@ -85,6 +90,7 @@ class RoundScreen(Screen):
         self.search: Search | None = None
         self.search_status = ""
         self.export_dir = EXPORT_DIR
+        self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
     def compose_round_view(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -378,6 +384,16 @@ class RoundScreen(Screen):
         self.app.push_screen(GoToScreen([s.positions for s in self.state.sessions], self.cursor[0],
                                         [s.unit if s.baseline is None else "result" for s in self.state.sessions]),
                              done)
+
+    # -- a researcher's screens (views/research.py) -------------------------------------------
+    def action_compare(self) -> None:
+        research.mark_or_compare(self)
+
+    def action_tokens(self) -> None:
+        research.open_tokens(self)
+
+    def action_history(self) -> None:
+        research.open_history(self)
 
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:

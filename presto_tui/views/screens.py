@@ -60,6 +60,14 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("e", "the screen as SVG, this round's tree as text or JSON, the answer to the clipboard "
               "or to a file"),
     )),
+    ("Compare, per token, history", (
+        ("c", "mark the session on screen; c on another session opens the two side by side: parameters "
+              "(≠ where they differ), acceptance curves, both answers and a diff of them (x swaps A and B)"),
+        ("t", "the selected node's ratio per token: the proposal's and the replaced state's tokens with log p0 "
+              "and log q, the running target and proposal terms, each position's share of log r (s sorts)"),
+        ("H", "the session's whole chain: log-target and log-likelihood over transitions, accepted ones "
+              "marked, the distinct states visited (e exports JSON or CSV)"),
+    )),
     ("Chat", (
         ("i", "back to the prompt (enter runs it; pasted line breaks show as ⏎ and are kept); the "
               "prompt keeps the focus while its run goes on"),
