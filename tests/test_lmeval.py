@@ -349,14 +349,14 @@ def test_a_context_too_long_for_the_model_is_named_before_any_session(monkeypatc
 
 @contextmanager
 def presto_serve(*flags: str):
-    """`presto-tui serve` on the synthetic model, on a free loopback port: yields its base URL."""
+    """`presto-tui serve` on the synthetic model, on a free loopback port: yields its OpenAI base URL."""
     env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", "PYTHONPATH": str(Path(__file__).parents[1])}
     proc = subprocess.Popen([sys.executable, "-c", "from presto_tui.cli import main; main()", "serve", "--port", "0",
                              *flags], env=env, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()
-        found = re.search(r"at (http://\S+)/v1", first)
+        found = re.search(r"at (http://\S+/v1)", first)
         assert found, first
         yield found.group(1)
     finally:
@@ -380,7 +380,7 @@ def test_lm_evals_openai_client_runs_a_local_task_against_serve(tmp_path):
     with presto_serve("-K", "4", "--trace", str(tmp_path / "served.jsonl")) as url:
         results = lm_eval.simple_evaluate(
             model="local-completions",
-            model_args={"base_url": url + "/v1/completions", "model": "synthetic-v26-o2-s0",
+            model_args={"base_url": url + "/completions", "model": "synthetic-v26-o2-s0",
                         "tokenizer_backend": "none", "num_concurrent": 4, "max_retries": 1},
             tasks=["words"], task_manager=TaskManager(include_path=str(folder), include_defaults=False))
     assert results is not None
