@@ -245,6 +245,16 @@ def test_simple_evaluate_finds_the_registered_model_and_reads_model_args(tmp_pat
     assert len(ends) == 8 and {e["params"]["steps"] for e in ends} == {3}
 
 
+def test_registering_the_model_keeps_lm_evals_own_models():
+    """lm-eval loads its own models only into an empty registry; ours must not be the first one in it."""
+    code = ("import presto_tui.lmeval.model; from lm_eval.api.registry import get_model; "
+            "print(*(get_model(m).__name__ for m in ('presto-tui', 'local-completions', 'dummy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["PrestoLM", "LocalCompletionsAPI", "DummyLM"]
+
+
 @pytest.mark.parametrize("model_args,says", [
     ("method=powermh+stream,stepz=3,backend=synthetic", "unknown model_args key 'stepz'; did you mean 'steps'?"),
     ("alpha=much,backend=synthetic", "alpha must be a number in (0, 1000], got 'much'"),

@@ -30,6 +30,7 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
+import lm_eval.models  # noqa: F401  (before registering: see below)
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
@@ -40,6 +41,9 @@ from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import LIMITS, SamplerParams
 from presto_tui.safetext import visible
 
+# lm-eval fills its model registry with its own models only when the registry is empty at the first
+# look-up, so registering ours first would hide them ("hf", "vllm", "local-completions" unknown in the
+# same process): lm_eval.models, imported above, registers them before ours.
 MODEL_NAME = "presto-tui"
 
 LOGLIKELIHOOD_REFUSED = (
