@@ -91,6 +91,7 @@ class Driver:
         self._extension: tuple[float, int | None] | None = None  # (waited for since, handle)
         self._extension_purpose = "extend"
         self._last_snapshot = 0.0
+        self.chain_of: tuple[int, int, str] = (0, 1, "")  # (m, M, group) of --chains M (session.chains)
 
     def clock(self) -> float:
         return self.engine.clock() - self._t0
@@ -99,7 +100,7 @@ class Driver:
     def start(self) -> list[Event]:
         e = self.engine
         self._out.append(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
-                                      self.prompt, self.prompt_ids, time.time(), dict(e.info)))
+                                      self.prompt, self.prompt_ids, time.time(), dict(e.info), *self.chain_of))
         check_context(e, len(self.prompt_ids), self.params)
         if self._given is not None:
             self.state = self._given

@@ -28,6 +28,11 @@ a number means the same thing everywhere.
   proposals the walk used (wasted_share = the rest); requests_aborted,
   mean_live (streaming, engine-time weighted), time_to_first_transition_s.
 - tokens: the chain's current state (generated tokens), after every event.
+- draws: the chain's state after every MH transition (`Transition`: log-target,
+  log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
+  loglik and confidence (paper eqs. 21-22) are those of the last one;
+  elapsed_s: engine time from the session's start to the end of its last round or
+  epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from presto_tui.runtime.session.events import (
     SessionEnd,
     SessionError,
     SessionStart,
+    Transition,
 )
 
 
@@ -82,10 +88,19 @@ class SessionSummary:
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
+    draws: list[Transition] = field(default_factory=list)
+    block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
+    elapsed_s: float = 0.0
+    chain: int = 0
+    chains: int = 1
+    group: str = ""
 
     def update(self, ev: Event) -> SessionSummary:
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
+            self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
+        elif isinstance(ev, Transition):
+            self.draws.append(ev)
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose != "extend-ahead":  # (decoded ahead: its wall_s is a wait)
@@ -115,6 +130,7 @@ class SessionSummary:
             if self.first_transition_s is None:
                 self.first_transition_s = ev.clock
         elif isinstance(ev, BlockStart):
+            self.block_prefixes[ev.block] = self.tokens[:ev.L]
             self.tokens = self.tokens + tuple(ev.tokens)
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
@@ -142,6 +158,8 @@ class SessionSummary:
             self.scored_counts[sc.eps_class] += 1
         if self.first_transition_s is None and tree.steps and ev.clock is not None:
             self.first_transition_s = ev.clock
+        if ev.clock is not None:
+            self.elapsed_s = max(self.elapsed_s, ev.clock)
         self.transitions += tree.transitions
         self.accepted += acc
         self.acceptance_by_round.append(acc / max(1, tree.transitions))
@@ -238,7 +256,11 @@ class SessionSummary:
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
             "rounds": self.rounds,
+            "loglik": self.draws[-1].loglik if self.draws else None,
+            "confidence": self.draws[-1].confidence if self.draws else None,
+            "elapsed_s": self.elapsed_s,
             "params": self.params,
+            **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
         }
 

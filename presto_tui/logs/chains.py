@@ -1,0 +1,134 @@
+"""The chains of a prompt (`--chains M`) in traces and on a terminal: their reports and tables.
+
+`chain_reports` finds the groups of chains in traces (each session once, as
+`stats` counts them) and reports on each (`diagnostics.chains_report`); the
+Rich tables here are what `run`, `stats` and the app print for a report.
+Strings from a trace are shown through `visible()` inside `Text`, never as markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from presto_tui.logs.reader import Trace
+from presto_tui.logs.stats import _sessions
+from presto_tui.runtime.session.diagnostics import QUANTITIES, THRESHOLDS, ChainsReport, chain_groups, chains_report
+from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.safetext import visible
+
+
+def chain_reports(traces: list[Trace]) -> list[tuple[ChainsReport, list[dict]]]:
+    """(report, members) for every group of chains in `traces`; members name each chain's session
+    as `stats` does (trace, index in it, id)."""
+    summaries: list[SessionSummary] = []
+    where: dict[int, dict] = {}
+    for t, i, sess, seen_in in _sessions(traces):
+        if seen_in is None and sess.start.chains > 1:
+            s = sess.summary()
+            summaries.append(s)
+            where[id(s)] = {"trace": str(t.path), "session": i, "session_id": sess.start.session_id,
+                            "chain": s.chain}
+    return [(chains_report(g), [where[id(s)] for s in g]) for g in chain_groups(summaries)]
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _table(columns: list[str], rows: list[list], title: str = "", caption: str = "", left: tuple[str, ...] = (),
+           fold: str = "") -> Table:
+    """Columns as wide as their widest cell (never cut); only the `fold` column gives way, its cells
+    cut with an ellipsis where the terminal is too narrow."""
+    table = Table(title=title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  caption=caption or None, caption_justify="left")
+    for i, col in enumerate(columns):
+        if col == fold:
+            table.add_column(col, overflow="ellipsis", no_wrap=True, min_width=12)
+            continue
+        width = max([len(col)] + [Text(c).cell_len if isinstance(c, str) else c.cell_len for c in (r[i] for r in rows)])
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=True, min_width=width)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def diagnostics_table(report: ChainsReport, title: str = "") -> Table:
+    """Per block and quantity: mean, R-hat, bulk and tail ESS, MCSE; what fails a threshold in bold."""
+    all_blocks = {d.block for d in report.diagnostics}
+    blocks = len(all_blocks) > 1
+    rows = []
+    for d in report.diagnostics:
+        bad = d.problems()
+        rhat = Text(_num(d.rhat, ".3f"), style="bold" if any(p.startswith("R-hat") for p in bad) else "")
+        ess = Text(_num(d.ess_bulk, ".0f"), style="bold" if any(p.startswith("bulk") for p in bad) else "")
+        cells = [QUANTITIES.get(d.quantity, d.quantity), str(d.draws), _num(d.mean, ".4g"), rhat, ess,
+                 _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
+        rows.append(([f"{d.block + 1}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
+    caption = f"over {report.chains} chains; thresholds {THRESHOLDS}"
+    if blocks and len(report.shared) < len(all_blocks):
+        caption += "; * a block whose chains start from their own earlier blocks (no shared target: no warning)"
+    return _table((["block"] if blocks else []) + ["quantity", "draws", "mean", "R-hat", "bulk ESS", "tail ESS",
+                                                   "MCSE"], rows, title, caption, left=("quantity",))
+
+
+def chains_table(group: Sequence[SessionSummary], title: str = "") -> Table:
+    """One row per chain: its status, acceptance, final log-likelihood and confidence, and its text
+    (as much as fits: every chain's seed and whole text are in the JSON and the trace)."""
+    rows = []
+    for s in group:
+        last = s.draws[-1] if s.draws else None
+        rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)), str(s.transitions),
+                     f"{s.acceptance_rate:.2f}", _num(last.loglik if last else None, ".3f"),
+                     _num(last.confidence if last else None, ".3f"), Text(visible(s.text, keep_newlines=False))])
+    return _table(["chain", "status", "tr", "acc", "log-lik", "conf", "text"], rows, title, fold="text")
+
+
+def answer_text(report: ChainsReport) -> Text:
+    """The answer most chains agree on, with its share (and the others' counts)."""
+    v = report.vote
+    t = Text()
+    if v.majority is None:
+        return Text("no chain gave an answer", style="dim")
+    t.append(f"{'agreed answer' if v.share > 0.5 else 'most common answer'}: {v.majority.count}/{v.total} "
+             f"chains ({v.share:.2f}){', tied' if v.tied else ''}"
+             f"{'' if len(v.groups) == 1 else ' · others: ' + ', '.join(str(g.count) for g in v.groups[1:])}\n",
+             style="bold")
+    t.append(visible(v.majority.answer))
+    return t
+
+
+def warnings_text(report: ChainsReport) -> Text:
+    return Text("\n".join(f"warning: {visible(w, keep_newlines=False)}" for w in report.warnings), style="yellow")
+
+
+def report_renderable(report: ChainsReport, group: Sequence[SessionSummary] | None = None) -> Group:
+    """Everything about one prompt's chains: the chains (given their summaries), the diagnostics,
+    warnings and the agreed answer."""
+    parts: list = []
+    if group is not None:
+        parts.append(chains_table(group))
+    if report.diagnostics:
+        parts.append(diagnostics_table(report))
+    if report.warnings:
+        parts.append(warnings_text(report))
+    parts.append(answer_text(report))
+    return Group(*parts)
+
+
+def render(console: Console, reports: list[tuple[ChainsReport, list[dict]]], names: list[str]) -> None:
+    """`stats`: one block per group of chains, its sessions named as in the sessions table."""
+    for report, members in reports:
+        console.print()
+        ids = " ".join(f"[{names.index(m['trace'])}]#{m['session']}" if m["trace"] in names else f"#{m['session']}"
+                       for m in members)
+        head = Text(f"chains {visible(report.group, keep_newlines=False)} ({report.chains} chains x K="
+                    f"{report.steps}: {ids}) ", style="bold")
+        prompt = visible(report.prompt, keep_newlines=False)
+        head.append(prompt if len(prompt) <= 60 else prompt[:59] + "…", style="")
+        console.print(head)
+        console.print(report_renderable(report))
