@@ -25,6 +25,7 @@ from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describ
 from presto_tui.files import readable_file
 from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
+from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
@@ -32,7 +33,7 @@ SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
 # The CLI's own numbers (the sampler's are `params.LIMITS`); `limit_of` finds either.
 CLI_LIMITS: dict[str, Limit] = {
     "concurrency": Limit(1, 256, integer=True),
-    "chains": Limit(1, 256, integer=True),
+    "chains": CHAINS,
     "workers": Limit(1, 4096, integer=True),
     "seeds": Limit(1, 10_000, integer=True),
     "limit": Limit(1, float("inf"), integer=True),

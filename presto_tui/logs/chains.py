@@ -57,8 +57,12 @@ def _table(columns: list[str], rows: list[list], title: str = "", caption: str =
     return table
 
 
-def diagnostics_table(report: ChainsReport, title: str = "") -> Table:
-    """Per block and quantity: mean, R-hat, bulk and tail ESS, MCSE; what fails a threshold in bold."""
+SHORT = {"log_target": "log-target", "loglik": "log-lik", "confidence": "conf"}
+
+
+def diagnostics_table(report: ChainsReport, title: str = "", compact: bool = False) -> Table:
+    """Per block and quantity: mean, R-hat, bulk and tail ESS, MCSE; what fails a threshold in bold.
+    `compact` (a side panel): without the draws and the mean, shorter names."""
     all_blocks = {d.block for d in report.diagnostics}
     blocks = len(all_blocks) > 1
     rows = []
@@ -66,14 +70,17 @@ def diagnostics_table(report: ChainsReport, title: str = "") -> Table:
         bad = d.problems()
         rhat = Text(_num(d.rhat, ".3f"), style="bold" if any(p.startswith("R-hat") for p in bad) else "")
         ess = Text(_num(d.ess_bulk, ".0f"), style="bold" if any(p.startswith("bulk") for p in bad) else "")
-        cells = [QUANTITIES.get(d.quantity, d.quantity), str(d.draws), _num(d.mean, ".4g"), rhat, ess,
-                 _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
+        cells = [(SHORT if compact else QUANTITIES).get(d.quantity, d.quantity)]
+        cells += [] if compact else [str(d.draws), _num(d.mean, ".4g")]
+        cells += [rhat, ess, _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
         rows.append(([f"{d.block + 1}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
-    caption = f"over {report.chains} chains; thresholds {THRESHOLDS}"
+    draws = {d.draws for d in report.diagnostics}
+    caption = (f"over {report.chains} chains" + (f" x {draws.pop()} transitions" if compact and len(draws) == 1 else "")
+               + f"; thresholds {THRESHOLDS}")
     if blocks and len(report.shared) < len(all_blocks):
         caption += "; * a block whose chains start from their own earlier blocks (no shared target: no warning)"
-    return _table((["block"] if blocks else []) + ["quantity", "draws", "mean", "R-hat", "bulk ESS", "tail ESS",
-                                                   "MCSE"], rows, title, caption, left=("quantity",))
+    columns = ["quantity"] + ([] if compact else ["draws", "mean"]) + ["R-hat", "bulk ESS", "tail ESS", "MCSE"]
+    return _table((["block"] if blocks else []) + columns, rows, title, caption, left=("quantity",))
 
 
 def chains_table(group: Sequence[SessionSummary], title: str = "") -> Table:
@@ -106,14 +113,15 @@ def warnings_text(report: ChainsReport) -> Text:
     return Text("\n".join(f"warning: {visible(w, keep_newlines=False)}" for w in report.warnings), style="yellow")
 
 
-def report_renderable(report: ChainsReport, group: Sequence[SessionSummary] | None = None) -> Group:
+def report_renderable(report: ChainsReport, group: Sequence[SessionSummary] | None = None,
+                      compact: bool = False) -> Group:
     """Everything about one prompt's chains: the chains (given their summaries), the diagnostics,
     warnings and the agreed answer."""
     parts: list = []
     if group is not None:
         parts.append(chains_table(group))
     if report.diagnostics:
-        parts.append(diagnostics_table(report))
+        parts.append(diagnostics_table(report, compact=compact))
     if report.warnings:
         parts.append(warnings_text(report))
     parts.append(answer_text(report))

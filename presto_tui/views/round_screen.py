@@ -4,7 +4,7 @@
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
 trace's.  Drawing is one batched screen update per change.  Keys every round
 view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), search (`/` `n` `N`) and export (`e`).
+session overview (`o`), the prompt's chains (`c`), search (`/` `n` `N`) and export (`e`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from textual.widgets import Footer, Header, Input, Static
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.views import export
+from presto_tui.views.chains import ChainsScreen
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import REACH_FLOOR, layout
 from presto_tui.views.overview import OverviewScreen
@@ -50,6 +51,7 @@ class RoundScreen(Screen):
         Binding("left_square_bracket", "round(-1)", "prev round"),
         Binding("right_square_bracket", "round(1)", "next round"),
         Binding("o", "overview", "overview"),
+        Binding("c", "chains", "chains", show=False),  # taught in the help; most sessions are one chain
         Binding("slash", "search", "search"),
         Binding("n", "search_step(True)", "next match"),
         Binding("N", "search_step(False)", "prev match"),
@@ -60,7 +62,7 @@ class RoundScreen(Screen):
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
     # actions of printable keys, which a focused text field types instead: hidden from the footer then
-    LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
+    LETTER_ACTIONS = {"overview", "chains", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
                       "play", "speed", "pause", "focus_prompt"}
     DEFAULT_CSS = """
     RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
@@ -273,6 +275,25 @@ class RoundScreen(Screen):
 
         # a live chat that follows its newest round: so does the overview
         self.app.push_screen(OverviewScreen(self.state, *self.cursor, follow=self.follow), done)
+
+    def action_chains(self) -> None:
+        """The chains of the prompt on screen, side by side (trace plot, diagnostics, agreed answer)."""
+        if not self.state.sessions:
+            self.notify("no session yet: the chains view needs one", timeout=3)
+            return
+        session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
+                self.chain_picked(result[0])
+
+        self.app.push_screen(ChainsScreen(self.state, session), done)
+
+    def chain_picked(self, index: int) -> None:
+        """Show session `index`'s latest round (the chains view opened it)."""
+        rounds = len(self.state.sessions[index].rounds)
+        if rounds:
+            self.go_to(self.state.timeline_index((index, rounds - 1)))
 
     def action_goto(self) -> None:
         if self.cursor is None:

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
+from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
 from presto_tui.views.layout import MEANINGS, symbol
 
@@ -43,6 +44,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("home / end", "first / latest round (end follows new rounds)"),
         ("g", "go to round N of this session, or S:N (round N of session S)"),
         ("o", "session overview: the whole chain, one column per round (or epoch)"),
+        ("c", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
+              "transitions, split R-hat, ESS and MCSE, and the answer they agree on"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -65,6 +68,11 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("space", "play / pause"),
         ("< / >", "slower / faster (up to 256 rounds or epochs a second)"),
         ("timeline", "click or drag on it to seek"),
+    )),
+    ("Chains", (
+        ("← / →", "previous / next chain (the selected one is drawn on top)"),
+        ("enter", "open the selected chain's latest round"),
+        ("escape / c", "back to the tree"),
     )),
     ("Overview", (
         ("← / →", "previous / next round or epoch; or click its column"),
@@ -160,18 +168,19 @@ NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": in
 OPTIONAL = {"tau", "block_size"}
 
 
-class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
-    """Sampler settings (and model) for the next prompt; validated before closing.
+class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
+    """Sampler settings, chains per prompt (and model) for the next prompt; validated before closing.
 
     The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, params: SamplerParams, model: str | None, backend: str = "") -> None:
+    def __init__(self, params: SamplerParams, model: str | None, backend: str = "", chains: int = 1) -> None:
         super().__init__()
         self.params = params
         self.model = model
         self.backend = backend
+        self.chains = chains
 
     def _shown(self, name: str) -> str:
         if name == "tau":
@@ -188,6 +197,9 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
                     with Horizontal(classes="field"):
                         yield Label(title)
                         yield Input(self._shown(name), id=f"f-{name}", compact=True)
+                with Horizontal(classes="field"):
+                    yield Label("chains M per prompt (at once)")
+                    yield Input(str(self.chains), id="f-chains", compact=True)
                 with Horizontal(classes="field"):
                     yield Label("model (restarts the engine)")
                     if self.backend == "synthetic":  # the synthetic backend is its own tiny model
@@ -234,11 +246,17 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
                         raise ParamError(f"{title.split(' (')[0]}: not {'an integer' if kind is int else 'a number'}: "
                                          f"{visible(raw[:40], keep_newlines=False)!r}") from None
             params = self.params.with_(**changes).validate()
+            raw = self.query_one("#f-chains", Input).value.strip()
+            try:
+                chains = int(raw)
+            except ValueError:
+                raise ParamError(f"chains: not an integer: {visible(raw[:40], keep_newlines=False)!r}") from None
+            CHAINS.check("chains", chains)
         except ParamError as e:
             self.query_one("#settings-error", Static).update(Text(str(e)))
             return
         model = self.query_one("#f-model", Input).value.strip() or None
-        self.dismiss((params, model if self.backend != "synthetic" else self.model))
+        self.dismiss((params, model if self.backend != "synthetic" else self.model, chains))
 
 
 class GoToScreen(Dialog[tuple[int, int] | None]):

@@ -17,10 +17,12 @@ from collections.abc import Iterator, Sequence
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.params import Limit, SamplerParams
 from presto_tui.runtime.core.randomness import chain_seed
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.session.loop import Driver, make_driver
+
+CHAINS = Limit(1, 256, integer=True)  # chains per prompt (as many as one engine runs at once)
 
 
 def chain_params(params: SamplerParams, chain: int) -> SamplerParams:
