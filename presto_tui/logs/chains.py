@@ -70,7 +70,7 @@ def diagnostics_table(report: ChainsReport, title: str = "", compact: bool = Fal
         bad = d.problems()
         rhat = Text(_num(d.rhat, ".3f"), style="bold" if any(p.startswith("R-hat") for p in bad) else "")
         ess = Text(_num(d.ess_bulk, ".0f"), style="bold" if any(p.startswith("bulk") for p in bad) else "")
-        cells = [(SHORT if compact else QUANTITIES).get(d.quantity, d.quantity)]
+        cells: list = [(SHORT if compact else QUANTITIES).get(d.quantity, d.quantity)]
         cells += [] if compact else [str(d.draws), _num(d.mean, ".4g")]
         cells += [rhat, ess, _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
         rows.append(([f"{d.block + 1}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
