@@ -20,7 +20,7 @@ from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import Limit, SamplerParams
 from presto_tui.runtime.core.randomness import chain_seed
 from presto_tui.runtime.core.types import SeqState
-from presto_tui.runtime.session.loop import Driver, make_driver
+from presto_tui.runtime.session.loop import SessionDriver, make_driver
 
 CHAINS = Limit(1, 256, integer=True)  # chains per prompt (as many as one engine runs at once)
 
@@ -36,7 +36,7 @@ def new_group() -> str:
 
 def chain_drivers(engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], chains: int, *,
                   prompt: str = "", classifier: CertaintyClassifier | None = None, group: str | None = None,
-                  states: Sequence[SeqState] | None = None) -> Iterator[Driver]:
+                  states: Sequence[SeqState] | None = None) -> Iterator[SessionDriver]:
     """The `chains` chains of one prompt, in chain order, each made as the loop takes it (a session's
     clock starts when its driver is made).  One chain is the plain single-chain run (chain 0 of 1, no
     group).  `states`: start chain m's first block from states[m] (tests)."""
@@ -46,7 +46,5 @@ def chain_drivers(engine: Engine, params: SamplerParams, prompt_ids: Sequence[in
         return
     group = group or new_group()
     for m in range(chains):
-        d = make_driver(engine, chain_params(params, m), prompt_ids, prompt=prompt, classifier=classifier,
-                        state=states[m] if states else None)
-        d.chain_of = (m, chains, group)
-        yield d
+        yield make_driver(engine, chain_params(params, m), prompt_ids, prompt=prompt, classifier=classifier,
+                          state=states[m] if states else None, chain=m, chains=chains, group=group)

@@ -30,7 +30,6 @@ a number means the same thing everywhere.
 - tokens: the chain's current state (generated tokens), after every event.
 - draws: the chain's state after every MH transition (`Transition`: log-target,
   log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
-  loglik and confidence (paper eqs. 21-22) are those of the last one;
   elapsed_s: engine time from the session's start to the end of its last round or
   epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
 """
@@ -43,15 +42,18 @@ from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.session.events import (
     BlockStart,
+    Choice,
     DecisionWalked,
     EngineCost,
     Event,
     ModelCall,
     RequestEvent,
     RoundDone,
+    Sample,
     SessionEnd,
     SessionError,
     SessionStart,
+    SmcStep,
     Transition,
 )
 
@@ -86,6 +88,14 @@ class SessionSummary:
     text: str = ""
     tokens: tuple = ()
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
+    # the final answer under p0 (eqs. 21-22): from the last transition of a chain, a baseline's choice
+    answer_loglik: float | None = None
+    answer_confidence: float | None = None
+    samples: int = 0  # baselines: samples finished (low temperature, best-of-N)
+    smc_steps: int = 0  # PowerSMC: blocks grown, resampling steps, the last block's ESS
+    resamplings: int = 0
+    last_ess: float | None = None
+    choice: str = ""  # a baseline: how its answer was chosen
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
     draws: list[Transition] = field(default_factory=list)
@@ -99,8 +109,6 @@ class SessionSummary:
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
             self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
-        elif isinstance(ev, Transition):
-            self.draws.append(ev)
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose != "extend-ahead":  # (decoded ahead: its wall_s is a wait)
@@ -114,6 +122,9 @@ class SessionSummary:
                 self.call_time_s += ev.wall_s
                 self.requests_issued += ev.requests
                 self.proposal_tokens += ev.tokens
+                if self.baseline:  # no rounds: its calls are its time (and every token is its own)
+                    self.wall_s += ev.wall_s
+                    self.used_tokens += ev.tokens
         elif isinstance(ev, RequestEvent):
             self._live(ev.clock, ev.live)
             if ev.purpose == "extend":  # the next block's extension decoded ahead: counted by its call if
@@ -134,6 +145,18 @@ class SessionSummary:
             self.tokens = self.tokens + tuple(ev.tokens)
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
+        elif isinstance(ev, Transition):
+            self.draws.append(ev)
+            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+        elif isinstance(ev, Sample):
+            self.samples += 1
+        elif isinstance(ev, SmcStep):
+            self.smc_steps += 1
+            self.resamplings += ev.resampled
+            self.last_ess = ev.ess
+        elif isinstance(ev, Choice):
+            self.choice = ev.rule
+            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
         elif isinstance(ev, RoundDone):
             self._round(ev)
         elif isinstance(ev, SessionEnd):
@@ -171,6 +194,12 @@ class SessionSummary:
             self.live_area += n * max(0.0, clock - t0)
             self.live_span += max(0.0, clock - t0)
         self._live_at = (clock, live)
+
+    @property
+    def baseline(self) -> bool:
+        """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
+        name = self.params.get("sampler")
+        return name in SamplerName.names() and not SamplerName.of(name).chain
 
     @property
     def transitions_per_call(self) -> float:
@@ -255,9 +284,13 @@ class SessionSummary:
             "used_tokens": self.used_tokens,
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
+            "answer_loglik": self.answer_loglik,
+            "answer_confidence": self.answer_confidence,
+            **({"samples": self.samples} if self.samples else {}),
+            **({"smc_steps": self.smc_steps, "resamplings": self.resamplings, "last_ess": self.last_ess}
+               if self.smc_steps else {}),
+            **({"choice": self.choice} if self.choice else {}),
             "rounds": self.rounds,
-            "loglik": self.draws[-1].loglik if self.draws else None,
-            "confidence": self.draws[-1].confidence if self.draws else None,
             "elapsed_s": self.elapsed_s,
             "params": self.params,
             **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
