@@ -247,27 +247,20 @@ def print_summary(out, s, params, label: str = "") -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from presto_tui.runtime.core.names import SamplerName
-
     out.print(Text(f"{label}{visible(s.prompt, keep_newlines=False)}", style="bold"))
     out.print(Text(visible(s.text)))
     quality = []
     if s.answer_loglik is not None and s.answer_confidence is not None:
         quality = [("answer under p0 (eqs. 21-22)", f"log-likelihood {s.answer_loglik:.3f} per token, confidence "
                     f"{s.answer_confidence:.3f}")]
+    table = Table(title=setting(params), show_header=False, title_justify="left")
     if s.baseline:
-        title = SamplerName.of(params.sampler).display + {
-            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
-            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
-        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
-        table = Table(title=title, show_header=False, title_justify="left")
         rows = [("model calls", str(s.calls)), ("time", f"{s.wall_s:.2f} s"),
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
         if s.smc_steps:
             rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
         rows += [("chosen", s.choice)] + quality
     else:
-        table = Table(title=setting(params), show_header=False, title_justify="left")
         rows = mh_rows(s) + quality
     for k, v in rows:
         table.add_row(k, v)
@@ -275,6 +268,14 @@ def print_summary(out, s, params, label: str = "") -> None:
 
 
 def setting(params) -> str:
+    """What ran: the chain, its rule and sizes; or a baseline with its own parameters."""
+    from presto_tui.runtime.core.names import SamplerName
+
+    if not SamplerName.of(params.sampler).chain:
+        return SamplerName.of(params.sampler).display + {
+            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
+            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
+        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
     return f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}"
 
@@ -286,6 +287,6 @@ def print_chains(out, group, report, params, label: str = "") -> None:
     from presto_tui.logs.chains import report_renderable
 
     out.print(Text(f"{label}{visible(group[0].prompt, keep_newlines=False)}", style="bold"))
-    out.print(Text(f"{len(group)} chains (seeds from --seed {params.seed}), {setting(params)}; "
-                   f"{report.elapsed_s:.2f} s of engine time (the longest chain)"))
+    took = f"; {report.elapsed_s:.2f} s of engine time (the longest chain)" if report.elapsed_s else ""
+    out.print(Text(f"{len(group)} chains (seeds from --seed {params.seed}), {setting(params)}{took}"))
     out.print(report_renderable(report, group))

@@ -88,8 +88,10 @@ def chains_table(group: Sequence[SessionSummary], title: str = "") -> Table:
     (as much as fits: every chain's seed and whole text are in the JSON and the trace)."""
     rows = []
     for s in group:
-        rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)), str(s.transitions),
-                     f"{s.acceptance_rate:.2f}", _num(s.answer_loglik, ".3f"), _num(s.answer_confidence, ".3f"),
+        chain = not s.baseline  # a baseline (best-of-N, ...) makes no transitions
+        rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)), str(s.transitions) if chain else "-",
+                     f"{s.acceptance_rate:.2f}" if chain else "-", _num(s.answer_loglik, ".3f"),
+                     _num(s.answer_confidence, ".3f"),
                      Text(visible(s.text, keep_newlines=False))])
     return _table(["chain", "status", "tr", "acc", "log-lik", "conf", "text"], rows, title, fold="text")
 
