@@ -185,9 +185,11 @@ class RoundScreen(Screen):
         if self.cursor is None or rd is None:
             return "no rounds yet"
         s, r = self.cursor
-        unit = self.state.sessions[s].unit
-        return (f"{unit} {r + 1}/{len(self.state.sessions[s].rounds)} · session {s + 1} of "
-                f"{len(self.state.sessions)} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
+        view = self.state.sessions[s]
+        start = view.start
+        chain = f" (chain {start.chain} of {start.chains}: c compares them)" if start.chains > 1 else ""
+        return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
+                f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
 
     def unit_at(self, cursor: tuple[int, int] | None) -> str:
