@@ -74,7 +74,8 @@ def error_line(*args: str) -> str:
     (["run", "x", "--threads", "x"], "--threads must be a whole number, got 'x'"),
     (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number, got 'lots'"),
     # choices, listed from the registry
-    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
+    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
+     "lowtemp, bestofn, powersmc"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
     # unknown options, with the closest one
@@ -85,7 +86,8 @@ def error_line(*args: str) -> str:
     (["--zzz"], "unknown option --zzz for presto-tui (see presto-tui --help)"),
     # missing values and arguments
     (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
-    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
+    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, "
+     "powersmc"),
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
@@ -107,7 +109,7 @@ def error_line(*args: str) -> str:
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),
     (["bench", "--seeds", "0"], "--seeds must lie in [1, 10000], got 0"),
     (["bench", "--budgets", "8,0"], "--budgets must lie in [1, 4096], got 0"),
-    (["bench", "--budgets", "8,x"], "--budgets must be comma-separated integers, got '8,x'"),
+    (["bench", "--budgets", "8,x"], "--budgets must be a whole number in [1, 4096], auto or fill:N, got 'x'"),
     (["bench", "--throughput", "1,300"], "--throughput must lie in [1, 256], got 300"),
     (["bench", "--rules", "spine,dfs"], "unknown --rules 'dfs'; choose one of bfs, predictive, spine, stream"),
     (["bench", "--rules", "none"],
@@ -232,9 +234,10 @@ def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     header = next(ln for ln in proc.stdout.splitlines() if "sampler rule N" in ln)
-    assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "est.", "tok", "waste",
-                              "req/use", "abort", "live", "1st", "s", "=seq"]
-    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.lstrip().startswith("powermh ")]
+    assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "+ext", "lim%", "s/prompt",
+                              "est.", "tok", "waste", "req/use", "abort", "live", "1st", "s", "=seq"]
+    rows = [ln.split() for ln in proc.stdout.splitlines()
+            if ln.lstrip().startswith("powermh ") and "limit" not in ln]
     assert len(rows) == 3 and all(row[-1] in ("yes", "NO") for row in rows[1:])
     assert "…" not in proc.stdout
 

@@ -144,7 +144,7 @@ BenchNewTokens = Annotated[int | None, typer.Option(
     help=number_help("max_new_tokens", "Response length n", default=BENCH_SIZES["max_new_tokens"]))]
 BenchSteps = Annotated[int | None, typer.Option(
     "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("steps", "MH transitions per prompt (one block)", default=BENCH_SIZES["steps"]))]
+    help=number_help("steps", "MH transitions per block (one block unless -B)", default=BENCH_SIZES["steps"]))]
 PaperSettings = Annotated[bool, typer.Option(
     "--paper-settings", rich_help_panel=SAMPLER,
     help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
@@ -250,7 +250,7 @@ def chain_count(value: int | None) -> int:
     return value
 
 
-def parse_budget(text: str) -> dict[str, Any]:
+def parse_budget(text: str, flag: str = "--budget") -> dict[str, Any]:
     """`-N`: N (the cost policy, N at most), auto (the cost policy up to AUTO_BUDGET) or fill:N."""
     raw = text.strip()
     policy = "cost"
@@ -259,7 +259,7 @@ def parse_budget(text: str) -> dict[str, Any]:
     if raw.startswith("fill:"):
         raw, policy = raw[5:], "fill"
     if not raw.isascii() or not raw.isdigit():
-        raise InputError(f"--budget must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
+        raise InputError(f"{flag} must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
     return {"budget": int(raw), "budget_policy": policy}
 
 

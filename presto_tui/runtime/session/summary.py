@@ -56,6 +56,7 @@ from presto_tui.runtime.session.events import (
     SmcStep,
     Transition,
 )
+from presto_tui.runtime.session.limit import BlockPath, Limits, limits
 
 
 @dataclass
@@ -91,6 +92,7 @@ class SessionSummary:
     # the final answer under p0 (eqs. 21-22): from the last transition of a chain, a baseline's choice
     answer_loglik: float | None = None
     answer_confidence: float | None = None
+    path: list[BlockPath] = field(default_factory=list)  # the trajectory, for the dependency limit
     samples: int = 0  # baselines: samples finished (low temperature, best-of-N)
     smc_steps: int = 0  # PowerSMC: blocks grown, resampling steps, the last block's ESS
     resamplings: int = 0
@@ -143,6 +145,7 @@ class SessionSummary:
         elif isinstance(ev, BlockStart):
             self.block_prefixes[ev.block] = self.tokens[:ev.L]
             self.tokens = self.tokens + tuple(ev.tokens)
+            self.path.append(BlockPath(ev.L, ev.T))
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
         elif isinstance(ev, Transition):
@@ -167,6 +170,9 @@ class SessionSummary:
 
     def _round(self, ev: RoundDone) -> None:
         tree = ev.tree
+        if not self.path:  # a chain started from a given state (no extension)
+            self.path.append(BlockPath(tree.T, tree.T))
+        self.path[-1].walk.extend((tree.decisions[s.decision].cut, s.accepted) for s in tree.steps)
         self.rounds += 1
         self.wall_s += ev.call_wall_s
         acc = 0
@@ -194,6 +200,26 @@ class SessionSummary:
             self.live_area += n * max(0.0, clock - t0)
             self.live_span += max(0.0, clock - t0)
         self._live_at = (clock, live)
+
+    @property
+    def engine_time_s(self) -> float:
+        """Engine time the session spent: its transitions (wall_s) and its block extensions."""
+        return self.wall_s + self.extend_time_s
+
+    @property
+    def limits(self) -> Limits | None:
+        """The trajectory's dependency and compute limits (an MH chain's; see limit.py)."""
+        if not self.path or not self.transitions:
+            return None
+        cost = self.engine_cost
+        return limits(self.path, cost.a + cost.b if cost else None, cost.best_rate if cost else None)
+
+    @property
+    def limit_share(self) -> float | None:
+        """The binding limit over the time the session took: 1.0 would be the best any exact chain can do."""
+        lim = self.limits
+        best = lim.best if lim is not None else None
+        return best / self.engine_time_s if best and self.engine_time_s else None
 
     @property
     def baseline(self) -> bool:
@@ -254,6 +280,9 @@ class SessionSummary:
         n = sum(self.eps_counts.values())
         return (self.eps_counts[ACCEPT] + self.eps_counts[REJECT]) / n if n else 0.0
 
+    def _limit_dict(self) -> dict:
+        return _limit_fields(self.limits, self.limit_share)
+
     def to_dict(self) -> dict:
         return {
             "prompt": self.prompt,
@@ -284,6 +313,7 @@ class SessionSummary:
             "used_tokens": self.used_tokens,
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
+            **self._limit_dict(),
             "answer_loglik": self.answer_loglik,
             "answer_confidence": self.answer_confidence,
             **({"samples": self.samples} if self.samples else {}),
@@ -296,6 +326,13 @@ class SessionSummary:
             **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
         }
+
+
+def _limit_fields(lim: Limits | None, share: float | None) -> dict:
+    if lim is None:
+        return {}
+    return {"dependency_limit_steps": lim.steps, "dependency_limit_s": lim.seconds,
+            "compute_limit_s": lim.compute_seconds, "limit_share": share}
 
 
 def summarize(events) -> SessionSummary:
