@@ -192,6 +192,20 @@ def test_chains_that_never_move_are_said_to_show_nothing():
     assert "never varied" in warning
 
 
+def test_chains_stuck_apart_are_infinitely_far_from_mixing():
+    """Each chain keeps one state, a different one per chain: R-hat is infinite, never missing."""
+    chains = []
+    for m in range(2):
+        s = SessionSummary().update(SessionStart("s", "v", "b", "m", {"steps": 8}, "p", (1,), 0.0, {}, m, 2, "g"))
+        for k in range(8):
+            s.update(Transition(0, k, False, -3.0 - m, -1.0, -0.5, 3))
+        chains.append(s)
+    report = chains_report(chains)
+    assert next(d for d in report.diagnostics if d.quantity == "log_target").rhat == math.inf
+    (warning,) = report.warnings
+    assert "R-hat inf > 1.01" in warning
+
+
 def test_a_report_without_arviz_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(diagnostics, "available", lambda: False)
     _, summaries = run_group(small_backend(), SamplerParams(max_new_tokens=8, steps=6), (1, 2), 2)

@@ -63,7 +63,9 @@ def require() -> None:
 @dataclass(frozen=True)
 class Diagnostic:
     """One quantity of one block over the chains.  None: undefined (fewer than 2 chains for R-hat,
-    fewer than MIN_DRAWS draws per chain, or draws that never vary)."""
+    fewer than MIN_DRAWS draws per chain, or draws that never vary); an R-hat of inf: chains that
+    never vary within themselves but differ from each other (JSON writes it as null; the warning
+    says it)."""
 
     quantity: str
     block: int
@@ -106,7 +108,9 @@ def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) ->
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # draws that never vary: undefined, said as None
         constant = bool(np.all(a == a.flat[0]))
-        rhat = None if constant or m < 2 else _number(az.rhat(a))
+        rhat = None if constant or m < 2 else float(az.rhat(a))
+        if rhat is not None and not math.isfinite(rhat):
+            rhat = math.inf  # the chains never vary within themselves but differ: no mixing at all
         bulk = None if constant else _number(az.ess(a, method="bulk"))
         tail = None if constant else _number(az.ess(a, method="tail", prob=TAIL_PROB))
         mcse = None if constant else _number(az.mcse(a, method="mean"))
