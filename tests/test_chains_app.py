@@ -35,7 +35,7 @@ async def test_the_chains_view_plots_every_chain_and_switches_between_them():
     async with app.run_test(size=(140, 40)) as pilot:
         rounds = app.screen
         start = rounds.cursor
-        await pilot.press("c")
+        await pilot.press("m")
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
         scr = app.screen
         assert [app.screen.state.sessions[i].start.chain for i in scr.members] == [0, 1, 2, 3]
@@ -70,7 +70,7 @@ async def test_the_chains_view_of_a_single_chain_says_r_hat_needs_more(tmp_path)
             w.write(ev)
     app = replay_app(read_trace(tmp_path / "one.jsonl"))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("c")
+        await pilot.press("m")
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
         diag = shown(app, "#ch-diagnostics")
         assert "one chain" in diag and "bulk ESS" in diag
@@ -81,13 +81,13 @@ async def test_the_chains_view_of_a_single_chain_says_r_hat_needs_more(tmp_path)
 async def test_a_trace_from_before_the_transition_events_says_there_is_nothing_to_diagnose():
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("c")
+        await pilot.press("m")
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
         assert "predates" in shown(app, "#ch-diagnostics")
 
 
 def test_chains_view_snapshot(snap_compare):
-    assert snap_compare(chains_app(), press=["c", "wait:300", "right"], terminal_size=(140, 40))
+    assert snap_compare(chains_app(), press=["m", "wait:300", "right"], terminal_size=(140, 40))
 
 
 async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
@@ -117,7 +117,7 @@ async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
         assert scr.state.current is views[0] and scr.cursor == (0, len(views[0].rounds) - 1)  # follows chain 0
         texts = [v.summary.text for v in views]
         assert session.history == [("the cat", vote(texts).majority.answer)]
-        await pilot.press("tab", "c")
+        await pilot.press("tab", "m")
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
         assert "chain 2" in text_of(app, "#ch-legend")
         live = chains_report([v.summary for v in views])

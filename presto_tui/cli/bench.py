@@ -520,7 +520,7 @@ def bench(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,

@@ -27,7 +27,7 @@ def chat(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
 ) -> None:
     """Chat with a model and watch every PreSTO round as a live tree.
@@ -44,7 +44,7 @@ def chat(
 
       presto-tui chat --backend synthetic        # no model needed
 
-      presto-tui chat --chains 4                 # 4 chains per prompt; c shows them side by side
+      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
     """
     flags = ctx.params
     params = o.sampler_params(flags)

@@ -9,7 +9,7 @@
 - below, the selected chain: its status, acceptance, log-likelihood and
   confidence, and its text.
 
-←/→ select a chain, Enter opens its latest round in the tree view, Escape (or c)
+←/→ select a chain, Enter opens its latest round in the tree view, Escape (or m)
 goes back.  A live chat's chains are redrawn as their transitions arrive (at
 most four times a second).  The view only reads the app's state.
 """
@@ -54,7 +54,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         Binding("left,h,left_square_bracket", "move(-1)", "prev chain", key_display="←"),
         Binding("right,l,right_square_bracket", "move(1)", "next chain", key_display="→"),
         Binding("enter", "open", "open its tree"),
-        Binding("escape,c", "close", "back"),
+        Binding("escape,m", "close", "back"),
     ]
     DEFAULT_CSS = """
     ChainsScreen { layout: vertical; overflow: hidden; }
