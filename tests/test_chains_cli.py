@@ -69,8 +69,11 @@ def test_run_text_shows_the_chains_diagnostics_and_the_agreed_answer():
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "4 chains (seeds from --seed 0)" in out
-    for word in ("R-hat", "bulk ESS", "tail ESS", "MCSE", "log-target", "log-likelihood", "warning: ", "chains ("):
+    for word in ("R-hat", "bulk ESS", "tail ESS", "MCSE", "log-target", "log-likelihood", "warning: "):
         assert word in out
+    header = next(ln for ln in out.splitlines() if ln.split()[:2] == ["chain", "status"])
+    assert header.split() == ["chain", "status", "tr", "acc", "log-lik", "conf"]  # none hidden by a narrow width
+    assert all(f"chain {m}: " in out for m in range(4))  # every chain's text
 
 
 def test_a_trace_of_chains_groups_them_and_stats_reports_them(tmp_path):

@@ -41,17 +41,13 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 def _table(columns: list[str], rows: list[list], title: str = "", caption: str = "", left: tuple[str, ...] = (),
-           fold: str = "") -> Table:
-    """Columns as wide as their widest cell (never cut); only the `fold` column gives way, its cells
-    cut with an ellipsis where the terminal is too narrow."""
+           ) -> Table:
+    """Columns exactly as wide as their widest cell: a narrow terminal never hides or cuts one."""
     table = Table(title=title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   caption=caption or None, caption_justify="left")
     for i, col in enumerate(columns):
-        if col == fold:
-            table.add_column(col, overflow="ellipsis", no_wrap=True, min_width=12)
-            continue
         width = max([len(col)] + [Text(c).cell_len if isinstance(c, str) else c.cell_len for c in (r[i] for r in rows)])
-        table.add_column(col, justify="left" if col in left else "right", no_wrap=True, min_width=width)
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=True, width=width)
     for r in rows:
         table.add_row(*r)
     return table
@@ -83,17 +79,19 @@ def diagnostics_table(report: ChainsReport, title: str = "", compact: bool = Fal
     return _table((["block"] if blocks else []) + columns, rows, title, caption, left=("quantity",))
 
 
-def chains_table(group: Sequence[SessionSummary], title: str = "") -> Table:
-    """One row per chain: its status, acceptance, final log-likelihood and confidence, and its text
-    (as much as fits: every chain's seed and whole text are in the JSON and the trace)."""
+def chains_table(group: Sequence[SessionSummary], title: str = "") -> Group:
+    """One row per chain: its status, acceptance, final log-likelihood and confidence; then each
+    chain's text on a line of its own, cut at the terminal's width (every chain's seed and whole
+    text are in the JSON and the trace)."""
     rows = []
     for s in group:
         chain = not s.baseline  # a baseline (best-of-N, ...) makes no transitions
         rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)), str(s.transitions) if chain else "-",
                      f"{s.acceptance_rate:.2f}" if chain else "-", _num(s.answer_loglik, ".3f"),
-                     _num(s.answer_confidence, ".3f"),
-                     Text(visible(s.text, keep_newlines=False))])
-    return _table(["chain", "status", "tr", "acc", "log-lik", "conf", "text"], rows, title, fold="text")
+                     _num(s.answer_confidence, ".3f")])
+    texts = [Text.assemble((f"chain {s.chain}: ", "bold"), visible(s.text, keep_newlines=False), no_wrap=True,
+                           overflow="ellipsis") for s in group]
+    return Group(_table(["chain", "status", "tr", "acc", "log-lik", "conf"], rows, title), *texts)
 
 
 def answer_text(report: ChainsReport) -> Text:
