@@ -69,7 +69,7 @@ def test_run_text_shows_the_chains_diagnostics_and_the_agreed_answer():
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "4 chains (seeds from --seed 0)" in out
-    for word in ("R-hat", "bulk ESS", "tail ESS", "MCSE", "log-target", "log-likelihood", "warning: "):
+    for word in ("R-hat", "bulk ESS", "tail ESS", "MCSE", "log-target", "log-lik", "warning: "):
         assert word in out
     header = next(ln for ln in out.splitlines() if ln.split()[:2] == ["chain", "status"])
     assert header.split() == ["chain", "status", "tr", "acc", "log-lik", "conf"]  # none hidden by a narrow width

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -94,6 +95,18 @@ def chains_table(group: Sequence[SessionSummary], title: str = "") -> Group:
     return Group(_table(["chain", "status", "tr", "acc", "log-lik", "conf"], rows, title), *texts)
 
 
+class _Fitted:
+    """The diagnostics table, compact where the full one does not fit the width it is drawn in."""
+
+    def __init__(self, report: ChainsReport) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions):
+        full = diagnostics_table(self.report)
+        yield full if Measurement.get(console, options.update_width(10_000), full).maximum <= options.max_width else \
+            diagnostics_table(self.report, compact=True)
+
+
 def answer_text(report: ChainsReport) -> Text:
     """The answer most chains agree on, with its share (and the others' counts)."""
     v = report.vote
@@ -120,7 +133,7 @@ def report_renderable(report: ChainsReport, group: Sequence[SessionSummary] | No
     if group is not None:
         parts.append(chains_table(group))
     if report.diagnostics:
-        parts.append(diagnostics_table(report, compact=compact))
+        parts.append(diagnostics_table(report, compact=True) if compact else _Fitted(report))
     if report.warnings:
         parts.append(warnings_text(report))
     parts.append(answer_text(report))
