@@ -19,9 +19,11 @@ DATA = Path(__file__).parent / "data"
 
 def shown(app, selector: str) -> str:
     """What a widget shows, rendered (its content may be a group of tables)."""
+    import io
+
     from rich.console import Console
 
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     console.print(app.screen.query_one(selector).content)
     return console.export_text()
 
