@@ -19,7 +19,7 @@ def chat(
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -43,9 +43,12 @@ def chat(
       presto-tui chat
 
       presto-tui chat --backend synthetic        # no model needed
+
+      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
     """
     flags = ctx.params
     params = o.sampler_params(flags)
+    per_prompt = o.chain_count(chains)
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "chat")
@@ -66,7 +69,7 @@ def chat(
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
-        chat_app(session, params, backend=name, model=engine_opts.model).run()
+        chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt).run()
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
         session.close()
