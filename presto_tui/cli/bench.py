@@ -38,7 +38,8 @@ from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import display_text
 from presto_tui.runtime.session.summary import SessionSummary
 
-Config = tuple[str, str, str | None]  # sampler, rule ("none": sequential), budget as given (8, auto, fill:8)
+# sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
+Config = tuple[str, str, str | None]
 
 
 SEQUENTIAL = PrefetchRule.NONE.value
@@ -271,7 +272,10 @@ def row_params(base: SamplerParams, sampler: str, rule: str, budget: str | None,
     """A row's parameters: the sequential reference, spine and stream always run on decision
     inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
     node_inputs = PrefetchRule.of(rule).node_inputs
-    sized = o.parse_budget(budget) if budget else {}
+    size, _, speculate = (budget or "").partition("/")
+    sized = o.parse_budget(size, "--budgets") if size else {}
+    if speculate:
+        sized["speculate"] = speculate.replace("+", ",")
     return base.with_(sampler=sampler, prefetch=rule, seed=seed, **sized,
                       inputs=base.inputs if node_inputs else InputMode.DECISION.value)
 
@@ -491,7 +495,8 @@ def bench(
     budgets: Annotated[str, typer.Option(
         metavar="N,...",
         help=f"Comma-separated prefetch budgets to compare, each N {LIMITS['budget'].where}; for stream also "
-        "auto and fill:N (see run --budget).")] = "8,12,20",
+        "auto and fill:N (see run --budget), and any of them with /WHAT, what it speculates (see run --speculate; "
+        "+ joins: 8/none, auto/block, 8/proposal+block).")] = "8,12,20",
     rules: Annotated[str, typer.Option(
         metavar="NAME,...",
         help=f"Comma-separated PreSTO rules to compare: {', '.join(PrefetchRule.presto_names())}.")
@@ -561,7 +566,7 @@ def bench(
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]
     for b in budget_list:
-        LIMITS["budget"].check("--budgets", o.parse_budget(b, "--budgets")["budget"])
+        LIMITS["budget"].check("--budgets", o.parse_budget(b.partition("/")[0], "--budgets")["budget"])
     if SEQUENTIAL in _names(rules):
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
