@@ -64,8 +64,8 @@ class SessionProgress:
     """Progress on stderr.  On a terminal a Rich bar; anywhere else (a log file, a pipe) one plain
     line per finished session, so that a run of many minutes is never silent there."""
 
-    def __init__(self, err: Console, total: int) -> None:
-        self.err, self.total, self.done, self.what = err, total, 0, ""
+    def __init__(self, err: Console, total: int, command: str = "bench") -> None:
+        self.err, self.total, self.done, self.what, self.command = err, total, 0, "", command
         self.t0 = time.perf_counter()
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err, transient=True) if err.is_terminal else None
@@ -92,8 +92,8 @@ class SessionProgress:
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
         else:
-            print(f"bench: {self.done}/{self.total} sessions, {self.what}, {time.perf_counter() - self.t0:.0f} s",
-                  file=self.err.file, flush=True)
+            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what}, "
+                  f"{time.perf_counter() - self.t0:.0f} s", file=self.err.file, flush=True)
 
 
 def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
@@ -476,7 +476,7 @@ def bench(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Any
 
 import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.safetext import visible
+
+
+def checked(flags: dict[str, Any]):
+    """What chat runs with, every value checked before any engine starts (`web` checks with this too)."""
+    params = o.sampler_params(flags)
+    clf = o.load_classifier(flags.get("classifier"))
+    name, engine_opts = o.engine_options(flags)
+    return params, clf, name, engine_opts, o.trace_path(flags, "chat")
 
 
 @command()
@@ -27,7 +36,7 @@ def chat(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
 ) -> None:
     """Chat with a model and watch every PreSTO round as a live tree.
@@ -44,11 +53,7 @@ def chat(
 
       presto-tui chat --backend synthetic        # no model needed
     """
-    flags = ctx.params
-    params = o.sampler_params(flags)
-    clf = o.load_classifier(classifier)
-    name, engine_opts = o.engine_options(flags)
-    path = o.trace_path(flags, "chat")
+    params, clf, name, engine_opts, path = checked(ctx.params)
     from presto_tui.runtime.engines.registry import start_engine
     from presto_tui.runtime.session.chat import ChatSession
 

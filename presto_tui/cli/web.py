@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from typer._click import exceptions as click_errors
 
-from presto_tui.cli import app
+from presto_tui.cli import app, chat, traces
 from presto_tui.cli import options as o
 from presto_tui.cli.usage import PROG, PrestoCommand, UsageLine, usage_line
 from presto_tui.errors import InputError
@@ -40,7 +40,8 @@ def web(
     ctx: typer.Context,
     app_args: Annotated[list[str] | None, typer.Argument(
         metavar="-- [OPTION...]", show_default=False,
-        help="Options of presto-tui chat (or of replay, with --replay), after --.")] = None,
+        help="Options of presto-tui chat, or with --replay of presto-tui replay (more traces, --play, --compare), "
+        "after --.")] = None,
     replay: Annotated[Path | None, typer.Option(
         "--replay", metavar="TRACE", show_default=False,
         help="Serve presto-tui replay TRACE instead of chat.")] = None,
@@ -78,19 +79,13 @@ def web(
         title = f"{PROG} replay {visible(replay.name, keep_newlines=False)}"
     else:
         name, title = "chat", f"{PROG} chat"
+    # the checks the served command makes before its app starts, made once here so that a bad option
+    # is one line on this terminal rather than a failure in every browser tab
     flags = _parsed(ctx, name, argv)
     if name == "chat":
-        # the checks `chat` makes before its app starts, made once here so that a bad option is one
-        # line on this terminal rather than a failure in every browser tab
-        o.sampler_params(flags)
-        o.load_classifier(flags.get("classifier"))
-        o.engine_options(flags)
-        o.trace_path(flags, "chat")
+        chat.checked(flags)
     else:
-        (trace,) = o.load_traces([flags["trace"]])
-        if not any(s.rounds for s in trace.sessions):
-            raise InputError(f"{visible(str(flags['trace']), keep_newlines=False)}: the trace holds no rounds "
-                             "to replay")
+        traces.replay_checked(flags["traces"], flags["compare"])
     url = check_public_url(public_url) if public_url is not None else None
     check_address(host, port)
     root = [flag for flag, on in (("--debug", o.DEBUG["on"]), ("--verbose", o.VERBOSE["on"])) if on]
