@@ -16,9 +16,10 @@ from presto_tui.safetext import visible
 def checked(flags: dict[str, Any]):
     """What chat runs with, every value checked before any engine starts (`web` checks with this too)."""
     params = o.sampler_params(flags)
+    per_prompt = o.chain_count(flags.get("chains"))
     clf = o.load_classifier(flags.get("classifier"))
     name, engine_opts = o.engine_options(flags)
-    return params, clf, name, engine_opts, o.trace_path(flags, "chat")
+    return params, per_prompt, clf, name, engine_opts, o.trace_path(flags, "chat")
 
 
 @command()
@@ -28,7 +29,7 @@ def chat(
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -52,8 +53,10 @@ def chat(
       presto-tui chat
 
       presto-tui chat --backend synthetic        # no model needed
+
+      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
     """
-    params, clf, name, engine_opts, path = checked(ctx.params)
+    params, per_prompt, clf, name, engine_opts, path = checked(ctx.params)
     from presto_tui.runtime.engines.registry import start_engine
     from presto_tui.runtime.session.chat import ChatSession
 
@@ -71,7 +74,7 @@ def chat(
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
-        chat_app(session, params, backend=name, model=engine_opts.model).run()
+        chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt).run()
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
         session.close()

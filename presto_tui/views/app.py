@@ -83,8 +83,9 @@ class PrestoApp(App):
             yield from screen.system_commands()
 
 
-def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> PrestoApp:
-    return PrestoApp(ChatScreen(session, params, backend=backend, model=model),
+def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None,
+             chains: int = 1) -> PrestoApp:
+    return PrestoApp(ChatScreen(session, params, backend=backend, model=model, chains=chains),
                      subtitle=engine_title(backend, model) + " (starting)")
 
 
