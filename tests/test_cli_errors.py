@@ -93,7 +93,7 @@ def error_line(*args: str) -> str:
     # commands
     (["rn", "x"], "unknown command 'rn'; did you mean run?"),
     (["frobnicate"],
-     "unknown command 'frobnicate'; choose one of bench, chat, lm-eval, run, replay, stats, fit-classifier"),
+     "unknown command 'frobnicate'; choose one of bench, chat, lm-eval, run, replay, stats, fit-classifier, web"),
     # bench's own lists and numbers
     (["bench", "--limit", "0"], "--limit must be >= 1, got 0"),
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),

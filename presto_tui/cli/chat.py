@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Any
 
 import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.safetext import visible
+
+
+def checked(flags: dict[str, Any]):
+    """What chat runs with, every value checked before any engine starts (`web` checks with this too)."""
+    params = o.sampler_params(flags)
+    per_prompt = o.chain_count(flags.get("chains"))
+    clf = o.load_classifier(flags.get("classifier"))
+    name, engine_opts = o.engine_options(flags)
+    return params, per_prompt, clf, name, engine_opts, o.trace_path(flags, "chat")
 
 
 @command()
@@ -46,12 +56,7 @@ def chat(
 
       presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
     """
-    flags = ctx.params
-    params = o.sampler_params(flags)
-    per_prompt = o.chain_count(chains)
-    clf = o.load_classifier(classifier)
-    name, engine_opts = o.engine_options(flags)
-    path = o.trace_path(flags, "chat")
+    params, per_prompt, clf, name, engine_opts, path = checked(ctx.params)
     from presto_tui.runtime.engines.registry import start_engine
     from presto_tui.runtime.session.chat import ChatSession
 

@@ -43,6 +43,14 @@ def replay(
 
       presto-tui replay a.jsonl b.jsonl --compare 1,2
     """
+    loaded, pair = replay_checked(traces, compare)
+    from presto_tui.views.app import replay_app
+
+    replay_app(loaded, autoplay=play, compare=pair).run()
+
+
+def replay_checked(traces: list[Path], compare: str | None):
+    """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
     loaded = o.load_traces(_distinct_files(traces))
     from presto_tui.views.baseline_state import is_baseline
 
@@ -50,10 +58,7 @@ def replay(
         raise InputError(f"{traces[0]}: the trace holds no rounds and no baseline session to replay"
                          if len(loaded) == 1 else "none of the traces holds a round or a baseline session to replay")
     sessions = sum(len(t.sessions) for t in loaded)
-    pair = _session_pair(compare, sessions) if compare is not None else None
-    from presto_tui.views.app import replay_app
-
-    replay_app(loaded, autoplay=play, compare=pair).run()
+    return loaded, _session_pair(compare, sessions) if compare is not None else None
 
 
 def _session_pair(raw: str, sessions: int) -> tuple[int, int]:

@@ -115,6 +115,14 @@ class ChatScreen(RoundScreen):
         self.set_interval(FRAME_S, self._frame)
         self.redraw()
 
+    def on_unmount(self) -> None:
+        # The app closes with a prompt still running when it is told to from outside rather than by
+        # ctrl+q (a browser tab closed, the web server stopping): stop the prompt within one engine
+        # step, or closing would wait for the worker forever and the session would not end in the trace.
+        # Unconditionally: by now the closing app may have marked the worker cancelled (`running` is
+        # False) while its thread runs on; with no prompt running this does nothing.
+        self.session.cancel()
+
     def _emit(self, item: object) -> None:  # the worker thread: queue, and wake the UI once
         with self._inbox_lock:
             self._inbox.append(item)
