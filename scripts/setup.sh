@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="engines,fit"
-[ "${1:-}" = "--test" ] && extras="engines,fit,ray,test"
+[ "${1:-}" = "--test" ] && extras="engines,fit,ray,serve,test"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
