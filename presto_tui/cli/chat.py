@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Annotated
 
 import typer
 
@@ -27,6 +28,13 @@ def chat(
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    connect: Annotated[str | None, typer.Option(
+        "--connect", metavar="URL", show_default=False,
+        help="Sample on a presto-tui serve at URL (e.g. http://127.0.0.1:8000) instead of a local engine: the "
+        "tree, inspector and stats come from its event stream; the trace is also written here.")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", envvar="PRESTO_TUI_API_KEY", show_default=False,
+        help="The server's API key, for --connect (also $PRESTO_TUI_API_KEY).")] = None,
 ) -> None:
     """Chat with a model and watch every PreSTO round as a live tree.
 
@@ -41,9 +49,14 @@ def chat(
       presto-tui chat
 
       presto-tui chat --backend synthetic        # no model needed
+
+      presto-tui chat --connect http://127.0.0.1:8000   # on a presto-tui serve
     """
     flags = ctx.params
     params = o.sampler_params(flags)
+    if connect is not None:
+        remote(ctx, connect, api_key, params)
+        return
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "chat")
@@ -67,6 +80,33 @@ def chat(
         chat_app(session, params, backend=name, model=engine_opts.model).run()
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
+        session.close()
+    if session.trace is not None:
+        print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
+
+
+def remote(ctx: typer.Context, url: str, api_key: str | None, params) -> None:
+    """The app with its worker on a server: prompts go there, events come back (serve/client.py)."""
+    from presto_tui.errors import InputError
+
+    given = [k for k in ("backend", "classifier", *o.ENGINE_FLAGS)
+             if getattr(ctx.get_parameter_source(k), "name", "") == "COMMANDLINE"]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} does not apply with --connect: the server chose its "
+                         "engine and model when it started")
+    path = o.trace_path(ctx.params, "chat")
+    try:
+        from presto_tui.serve.client import RemoteChatSession
+    except ImportError as e:
+        raise InputError(f"--connect needs httpx: pip install 'presto-tui[serve]' ({e.name} is missing)") from None
+    session = RemoteChatSession(url, api_key=api_key,
+                                trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
+    from presto_tui.views.app import chat_app
+
+    try:
+        chat_app(session, params, backend="remote", model=None,
+                 subtitle=f"presto-tui serve at {visible(session.url, keep_newlines=False)} (connecting)").run()
+    finally:
         session.close()
     if session.trace is not None:
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())

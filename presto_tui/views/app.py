@@ -11,9 +11,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.safetext import visible
-from presto_tui.views.chat import ChatScreen, engine_title
+from presto_tui.views.chat import ChatScreen, ChatWorker, engine_title
 from presto_tui.views.palette import theme_variables
 from presto_tui.views.replay import ReplayScreen
 from presto_tui.views.screens import ConfirmQuitScreen, HelpScreen
@@ -79,9 +78,10 @@ class PrestoApp(App):
             yield from screen.system_commands()
 
 
-def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> PrestoApp:
+def chat_app(session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None,
+             subtitle: str | None = None) -> PrestoApp:
     return PrestoApp(ChatScreen(session, params, backend=backend, model=model),
-                     subtitle=engine_title(backend, model) + " (starting)")
+                     subtitle=subtitle or engine_title(backend, model) + " (starting)")
 
 
 def replay_app(trace, autoplay: bool = False) -> PrestoApp:
