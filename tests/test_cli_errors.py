@@ -74,7 +74,7 @@ def error_line(*args: str) -> str:
     (["run", "x", "--threads", "x"], "--threads must be a whole number, got 'x'"),
     (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number, got 'lots'"),
     # choices, listed from the registry
-    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry"),
+    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
     # unknown options, with the closest one
@@ -85,7 +85,7 @@ def error_line(*args: str) -> str:
     (["--zzz"], "unknown option --zzz for presto-tui (see presto-tui --help)"),
     # missing values and arguments
     (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
-    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry"),
+    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
@@ -113,7 +113,7 @@ def error_line(*args: str) -> str:
     (["bench", "--rules", "none"],
      "--rules lists PreSTO rules; each sampler's sequential run is always the reference"),
     (["bench", "--samplers", "powermh,foo"],
-     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry"),
+     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
     (["bench", "--throughput-rule", "dfs"],
      "unknown --throughput-rule 'dfs'; choose one of none, bfs, predictive, spine, stream"),
 ])
@@ -259,8 +259,12 @@ def test_node_inputs_are_taken_exactly_by_the_rules_the_registry_says(rule):
             params.validate()
 
 
-def test_every_registered_sampler_has_its_family():
+def test_every_registered_sampler_has_its_family_or_its_driver():
     from presto_tui.runtime.samplers.families import sampler_family
+    from presto_tui.runtime.session.baselines import BASELINES
 
     for sampler in SamplerName:
-        assert sampler_family(SamplerParams(sampler=sampler.value)).name == sampler.value
+        if sampler.chain:
+            assert sampler_family(SamplerParams(sampler=sampler.value)).name == sampler.value
+        else:
+            assert sampler.value in BASELINES

@@ -24,7 +24,7 @@ import typer
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describe
 from presto_tui.files import readable_file
 from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
-from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
+from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
 from presto_tui.safetext import visible
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
@@ -92,9 +92,17 @@ BlockSize = Annotated[int | None, typer.Option(
 Steps = Annotated[int | None, typer.Option(
     "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("steps", "MH transitions per block K"))]
-Budget = Annotated[int | None, typer.Option(
-    "--budget", "-N", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("budget", "Prefetch budget N: distinct requests per model call (stream: live requests)"))]
+Budget = Annotated[str | None, typer.Option(
+    "--budget", "-N", metavar="N|auto|fill:N", rich_help_panel=SAMPLER, show_default=False,
+    help=f"Prefetch budget: distinct requests per model call for the round rules. For stream, the most "
+    f"requests kept live, each only while its chance of being used pays for what it adds to every engine "
+    f"step (the engine's step cost is learned as it runs); auto is that with up to {AUTO_BUDGET}; fill:N keeps "
+    f"N live whatever they cost. N {LIMITS['budget'].where} [default: {SamplerParams().budget}].")]
+Speculate = Annotated[str | None, typer.Option(
+    "--speculate", metavar="LIST", rich_help_panel=SAMPLER, show_default=False,
+    help=f"Stream: what to speculate beyond the chain's state, a comma list of proposal (requests cut inside "
+    f"a proposal still decoding) and block (the next block's extension), or none "
+    f"[default: {SamplerParams().speculate}].")]
 Epsilon = Annotated[float | None, typer.Option(
     "--epsilon", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("epsilon", "Epsilon of epsilon-certainty: certain accept if A >= 1-eps, certain reject "
@@ -112,6 +120,22 @@ CutMix = Annotated[float | None, typer.Option(
 Tries = Annotated[int | None, typer.Option(
     "--tries", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("tries", "MultiTryMH: candidates per transition"))]
+Samples = Annotated[int | None, typer.Option(
+    "--samples", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("samples", "Best-of-N: samples N, each at temperature 1/alpha"))]
+Rank = Annotated[str | None, typer.Option(
+    "--rank", metavar="logq|logp", rich_help_panel=SAMPLER, show_default=False,
+    help="Best-of-N keeps the sample with the highest sum of log q_tau (its own sampling distribution, the "
+    "paper's choice) or of log p0 [default: logq].")]
+Particles = Annotated[int | None, typer.Option(
+    "--particles", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("particles", "PowerSMC: particles P"))]
+SmcBlock = Annotated[int | None, typer.Option(
+    "--smc-block", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("smc_block", "PowerSMC: tokens a particle grows between resampling steps"))]
+SmcRamp = Annotated[int | None, typer.Option(
+    "--smc-ramp", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("smc_ramp", "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)"))]
 # bench's sizes default to BENCH_SIZES
 BenchNewTokens = Annotated[int | None, typer.Option(
     "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
@@ -183,7 +207,8 @@ NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, hel
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
 
 SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
-                 "budget", "epsilon", "seed", "beta", "cut_mix", "tries")
+                 "epsilon", "seed", "beta", "cut_mix", "tries", "speculate", "samples", "particles", "smc_block",
+                 "smc_ramp")
 ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
                 "threads", "kv_cache_gib")
@@ -201,7 +226,27 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     # a name from the registry (an Enum member) is kept as its plain name
     values.update({k: v.value if isinstance(v, Choice) else v for k in SAMPLER_FLAGS
                    if (v := flags.get(k)) is not None})
+    if flags.get("rank") is not None:
+        values["bon_rank"] = flags["rank"]
+    sampler = values.get("sampler")
+    if sampler in SamplerName.names() and not SamplerName.of(sampler).chain and flags.get("prefetch") is None:
+        values["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule to default to
+    if flags.get("budget") is not None:
+        values.update(parse_budget(str(flags["budget"])))
     return SamplerParams(**values).validate()
+
+
+def parse_budget(text: str) -> dict[str, Any]:
+    """`-N`: N (the cost policy, N at most), auto (the cost policy up to AUTO_BUDGET) or fill:N."""
+    raw = text.strip()
+    policy = "cost"
+    if raw == "auto":
+        return {"budget": AUTO_BUDGET, "budget_policy": policy}
+    if raw.startswith("fill:"):
+        raw, policy = raw[5:], "fill"
+    if not raw.isascii() or not raw.isdigit():
+        raise InputError(f"--budget must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
+    return {"budget": int(raw), "budget_policy": policy}
 
 
 def engine_options(flags: dict[str, Any]):

@@ -26,6 +26,8 @@ def run(
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
+    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
@@ -195,18 +197,10 @@ def _print(out, s, params, json_out: bool, label: str) -> None:
         print_summary(out, s, params, label)
 
 
-def print_summary(out, s, params, label: str = "") -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
-    out.print(Text(f"{label}{visible(s.prompt, keep_newlines=False)}", style="bold"))
-    out.print(Text(visible(s.text)))
-    table = Table(title=f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}",
-                  show_header=False, title_justify="left")
+def mh_rows(s) -> list[tuple[str, str]]:
     sp = s.speedup_estimate
     rows = [("model calls", f"{s.calls} (+{s.extend_calls} block extension)")] if s.calls else []
-    rows += [
+    return rows + [
         ("transitions", str(s.transitions)),
         *([("transitions per call", f"{s.transitions_per_call:.2f}"),
            ("time per call", f"{s.time_per_call_s * 1000:.1f} ms")] if s.calls else []),
@@ -219,6 +213,36 @@ def print_summary(out, s, params, label: str = "") -> None:
         ("speedup over sequential (est.)", f"n/a ({s.speedup_unavailable})" if sp is None else
          f"{sp:.2f}x (from this session's single-request calls)"),
     ]
+
+
+def print_summary(out, s, params, label: str = "") -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from presto_tui.runtime.core.names import SamplerName
+
+    out.print(Text(f"{label}{visible(s.prompt, keep_newlines=False)}", style="bold"))
+    out.print(Text(visible(s.text)))
+    quality = []
+    if s.answer_loglik is not None and s.answer_confidence is not None:
+        quality = [("answer under p0 (eqs. 21-22)", f"log-likelihood {s.answer_loglik:.3f} per token, confidence "
+                    f"{s.answer_confidence:.3f}")]
+    if s.baseline:
+        title = SamplerName.of(params.sampler).display + {
+            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
+            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
+        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
+        table = Table(title=title, show_header=False, title_justify="left")
+        rows = [("model calls", str(s.calls)), ("time", f"{s.wall_s:.2f} s"),
+                ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
+        if s.smc_steps:
+            rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
+        rows += [("chosen", s.choice)] + quality
+    else:
+        rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
+        table = Table(title=f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}",
+                      show_header=False, title_justify="left")
+        rows = mh_rows(s) + quality
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)

@@ -15,7 +15,8 @@ grow as 2^depth; reading converts them).  It also adds the epoch stop reason
 `engine_cost` (the engine's learned step cost, before a session's end),
 `transition` (an MH chain's log-target, log-likelihood, confidence and
 distance from its block's start after each transition: MCMC diagnostics),
-`chain`, `chains` and `group` on a `session_start` of `--chains M`,
+`chain`, `chains` and `group` on a `session_start` of `--chains M`, the
+baselines' `sample`, `smc_step` and `choice` (appendix E.8),
 `extend-ahead` calls and `request` purposes (the next block's extension
 decoded while a block still runs), and `gap` lines (an event
 the writer could not encode, in place of that event; readers warn and go on).
@@ -61,15 +62,18 @@ from presto_tui.runtime.prefetch.tree import (
 )
 from presto_tui.runtime.session.events import (
     BlockStart,
+    Choice,
     DecisionWalked,
     EngineCost,
     Event,
     ModelCall,
     RequestEvent,
     RoundDone,
+    Sample,
     SessionEnd,
     SessionError,
     SessionStart,
+    SmcStep,
     Transition,
 )
 
@@ -249,6 +253,17 @@ def encode(ev: Event) -> dict:
                 "prompt_ids": list(ev.prompt_ids), "started_at": ev.started_at,
                 "backend_info": ev.backend_info,
                 **({"chain": ev.chain, "chains": ev.chains, "group": ev.group} if ev.chains > 1 else {})}
+    if isinstance(ev, Sample):
+        return {"type": "sample", "index": ev.index, "tokens": list(ev.tokens), "logq": _num(ev.logq),
+                "logp": _num(ev.logp), "loglik": _num(ev.loglik), "confidence": _num(ev.confidence),
+                "clock": ev.clock}
+    if isinstance(ev, SmcStep):
+        return {"type": "smc_step", "step": ev.step, "t": ev.t, "exponent": ev.exponent,
+                "tokens": [list(t) for t in ev.tokens], "log_weights": [_num(w) for w in ev.log_weights],
+                "ess": ev.ess, "resampled": ev.resampled, "parents": list(ev.parents), "wall_s": ev.wall_s}
+    if isinstance(ev, Choice):
+        return {"type": "choice", "index": ev.index, "rule": ev.rule, "scores": [_num(x) for x in ev.scores],
+                "loglik": _num(ev.loglik), "confidence": _num(ev.confidence)}
     if isinstance(ev, Transition):
         return {"type": "transition", "block": ev.block, "k": ev.k, "accepted": ev.accepted,
                 "log_target": _num(ev.log_target), "loglik": _num(ev.loglik), "confidence": _num(ev.confidence),
@@ -298,6 +313,23 @@ def decode(d: Any) -> Event:
                             params_of(g("params")), _str(g("prompt"), "prompt"),
                             _tokens(g("prompt_ids"), "prompt_ids"), _finite(g("started_at"), "started_at"),
                             _info(d.get("backend_info"), "backend_info"), *_chain_of(d))
+    if kind == "sample":
+        return Sample(_int(g("index"), "index"), _tokens(g("tokens"), "tokens"), _float(g("logq"), "logq"),
+                      _float(g("logp"), "logp"), _float(g("loglik"), "loglik"), _float(g("confidence"), "confidence"),
+                      _finite(g("clock"), "clock", 0.0))
+    if kind == "smc_step":
+        toks = tuple(_tokens(t, "tokens") for t in _list(g("tokens"), "tokens"))
+        weights = tuple(_float(w, "log_weights") for w in _list(g("log_weights"), "log_weights"))
+        parents = tuple(_int(j, "parents", 0, len(toks) - 1) for j in _list(g("parents"), "parents"))
+        _check(len(toks) >= 1 and len(weights) == len(toks) == len(parents), "tokens",
+               "should hold one entry per particle, as log_weights and parents do")
+        return SmcStep(_int(g("step"), "step"), _int(g("t"), "t"), _finite(g("exponent"), "exponent"), toks, weights,
+                       _finite(g("ess"), "ess", 0.0), _bool(g("resampled"), "resampled"), parents,
+                       _finite(g("wall_s"), "wall_s", 0.0))
+    if kind == "choice":
+        scores = tuple(_float(x, "scores") for x in _list(g("scores"), "scores"))
+        return Choice(_int(g("index"), "index", 0, max(0, len(scores) - 1)), _str(g("rule"), "rule", 200), scores,
+                      _float(g("loglik"), "loglik"), _float(g("confidence"), "confidence"))
     if kind == "transition":
         return Transition(_int(g("block"), "block"), _int(g("k"), "k"), _bool(g("accepted"), "accepted"),
                           _float(g("log_target"), "log_target"), _float(g("loglik"), "loglik"),

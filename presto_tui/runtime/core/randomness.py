@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE = 1, 2, 3, 4, 5
+_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE, _RESAMPLE = 1, 2, 3, 4, 5, 6
 SEED_LIMIT = 2**31 - 1  # engines take per-request seeds as signed 32-bit ints
 
 
@@ -61,3 +61,9 @@ def sample_seed(seed: int, block: int, index: int) -> int:
     """Seed of a baseline's request: sample `index` (best-of-N) or particle `index` of block `block`
     (PowerSMC; low temperature is sample 0 of block 0)."""
     return _draw(seed, (_SAMPLE, block, index)).seed
+
+
+def resample_uniform(seed: int, step: int) -> float:
+    """PowerSMC's uniform for systematic resampling after block `step`; the final draw of the
+    answer uses step = -1 (keyed apart from every block)."""
+    return _draw(seed, (_RESAMPLE, step + 1)).cut_u

@@ -29,6 +29,15 @@ class Request:
     # Extra temperatures at which to report log q of each sampled token, from the same
     # logits (MultiTryMH's mixture proposal); never a second scoring pass.
     score_taus: tuple[float, ...] = ()
+    # Stop after EOS (the baselines, appendix E.8); MH proposals always run to the horizon (B.1).
+    # Stopping early never changes the tokens before EOS: a request draws one uniform per token.
+    stop_eos: bool = False
+
+    def until_eos(self, proposal: Proposal, eos_id: int | None) -> Proposal:
+        """`proposal` as a stop-at-EOS request returns it (an engine that decoded past EOS cuts here)."""
+        if not self.stop_eos or eos_id is None or eos_id not in proposal.tokens:
+            return proposal
+        return proposal.head(proposal.tokens.index(eos_id) + 1)
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,11 @@ class Proposal:
             raise ValueError("proposal arrays differ in length")
         if any(len(a) != n for a in self.logq_at):
             raise ValueError("proposal arrays differ in length")
+
+    def head(self, n: int) -> Proposal:
+        """The first n tokens and their values."""
+        return Proposal(self.tokens[:n], self.logq[:n], self.logp[:n], self.entropy[:n],
+                        tuple(a[:n] for a in self.logq_at))
 
     @classmethod
     def tokens_only(cls, tokens: tuple[int, ...]) -> Proposal:

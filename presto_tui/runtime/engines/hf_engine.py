@@ -84,7 +84,9 @@ class TransformersEngine(TextMixin, LoopEngine):
 
     def step(self) -> list[tuple[int, Proposal]]:
         batch, self._queued = self._queued, {}
-        return list(zip(batch, self._run(list(batch.values()))))
+        reqs = list(batch.values())
+        # a stop-at-EOS row decodes in lockstep to the end and is cut after its EOS (the same tokens)
+        return [(h, r.until_eos(p, self.eos_id)) for h, r, p in zip(batch, reqs, self._run(reqs))]
 
     def prefix_cache_stats(self) -> dict:
         """Prefix tokens asked for, and those served from the shared forward instead of recomputed."""

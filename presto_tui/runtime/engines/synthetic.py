@@ -141,7 +141,7 @@ class SyntheticEngine(LoopEngine):
         for h, r in list(self._live.items()):
             if len(r.toks) < r.request.n_new:
                 self._sample_one(r)
-            if len(r.toks) >= r.request.n_new:
+            if len(r.toks) >= r.request.n_new or (r.request.stop_eos and r.toks[-1] == self.eos_id):
                 del self._live[h]
                 done.append((h, self.finished(r.request, Proposal(
                     tuple(r.toks), tuple(r.lq), tuple(r.lp), tuple(r.ent), tuple(tuple(e) for e in r.extra)))))

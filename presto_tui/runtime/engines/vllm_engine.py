@@ -145,8 +145,9 @@ class VLLMEngine(TextMixin, LoopEngine):
         params = SamplingParams(
             n=1, temperature=request.tau, top_p=1.0, top_k=0, seed=int(request.seed),
             # Fixed horizon (app. B.1): ignore_eos keeps going past EOS.  Never min_tokens:
-            # it masks EOS out of the logits, so the suffix would not come from q_tau.
-            max_tokens=request.n_new, ignore_eos=True, logprobs=logprobs, detokenize=False,
+            # it masks EOS out of the logits, so the suffix would not come from q_tau.  The
+            # baselines stop at EOS (E.8).
+            max_tokens=request.n_new, ignore_eos=not request.stop_eos, logprobs=logprobs, detokenize=False,
             output_kind=RequestOutputKind.DELTA,
             extra_args={TAG: tag, SCORE_TAUS: list(request.score_taus)})
         self.engine.add_request(tag, TokensPrompt(prompt_token_ids=list(request.prefix)), params)
@@ -218,7 +219,8 @@ class VLLMEngine(TextMixin, LoopEngine):
     def _proposal(self, live: _Live, rec: dict) -> Proposal:
         req = live.request
         toks = tuple(live.tokens)
-        if len(toks) != req.n_new or len(rec) < req.n_new or len(live.logprobs) != len(toks):
+        stopped = req.stop_eos and 0 < len(toks) < req.n_new  # vLLM stopped it at one of the model's EOS tokens
+        if (len(toks) != req.n_new and not stopped) or len(rec) < len(toks) or len(live.logprobs) != len(toks):
             raise EngineError(f"vLLM returned {len(toks)} tokens and {len(rec)} records for {req.n_new} requested")
         lp, lq, h = [], [], []
         extra: list[list[float]] = [[] for _ in req.score_taus]

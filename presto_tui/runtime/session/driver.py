@@ -69,18 +69,22 @@ def check_context(engine: Engine, prompt_len: int, params: SamplerParams) -> Non
                          f"the model's context of {engine.max_len} tokens")
 
 
-class Driver:
-    """One chain: a session's events around blocks of MH transitions (alg. 1 and 2's outer loop)."""
+class SessionDriver:
+    """One session on the engine loop: its events from start to end, the requests it owns.
+
+    Subclasses say what the session does: `begin` (after its start event), `on_delivered`
+    (a proposal finished), `advance_session` (after every engine step), and optionally
+    `on_submitted`, `on_aborted`, `progress_event`.  `state` holds the session's current
+    tokens (what a cancel ends with).
+    """
 
     def __init__(self, engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
-                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None):
+                 chain: int = 0, chains: int = 1, group: str = ""):
         params.validate()
-        self.engine, self.params, self.prompt, self.classifier = engine, params, prompt, classifier
+        self.engine, self.params, self.prompt = engine, params, prompt
         self.prompt_ids = tuple(prompt_ids)
-        self.family = sampler_family(params)
+        self.chain_index, self.chains, self.group = chain, chains, group
         self.state = SeqState(self.prompt_ids)
-        self._given = state  # a block's start state given (tests): no extension for the first block
-        self.block = 0
         self.done = False
         self.cost: StepCost | None = None  # the engine loop's step costs, shared by its chains
         self._out: list[Event] = []
@@ -88,8 +92,6 @@ class Driver:
         self._abort: list[int] = []
         self._owned: dict[int, Tag] = {}  # engine handle -> what it was submitted for
         self._t0 = engine.clock()
-        self._extension: tuple[float, int | None] | None = None  # (waited for since, handle)
-        self._extension_purpose = "extend"
         self._last_snapshot = 0.0
 
     def clock(self) -> float:
@@ -99,13 +101,10 @@ class Driver:
     def start(self) -> list[Event]:
         e = self.engine
         self._out.append(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
-                                      self.prompt, self.prompt_ids, time.time(), dict(e.info)))
+                                      self.prompt, self.prompt_ids, time.time(), dict(e.info),
+                                      self.chain_index, self.chains, self.group))
         check_context(e, len(self.prompt_ids), self.params)
-        if self._given is not None:
-            self.state = self._given
-            self.begin_block(self._given)
-        else:
-            self._extend()
+        self.begin()
         return self.flush()
 
     def to_submit(self) -> list[tuple[Tag, Request]]:
@@ -118,29 +117,10 @@ class Driver:
 
     def submitted(self, tag: Tag, handle: int) -> None:
         self._owned[handle] = tag
-        if isinstance(tag, ExtendTag):
-            assert self._extension is not None
-            self._extension = (self._extension[0], handle)
-        else:
-            self.on_submitted(tag, handle)
+        self.on_submitted(tag, handle)
 
     def delivered(self, handle: int, proposal: Proposal) -> None:
-        tag = self._owned.pop(handle)
-        if isinstance(tag, ExtendTag):
-            assert self._extension is not None
-            wall = self.engine.clock() - self._extension[0] - self._t0
-            self._extension, purpose, self._extension_purpose = None, self._extension_purpose, "extend"
-            self.extended(proposal, purpose, wall)
-        else:
-            self.on_delivered(tag, handle, proposal)
-
-    def extended(self, proposal: Proposal, purpose: str, wall: float) -> None:
-        """The block's extension is here: record it and begin the block."""
-        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall))
-        L = self.state.T
-        self.state = self.state.extended(proposal)
-        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens))
-        self.begin_block(self.state)
+        self.on_delivered(self._owned.pop(handle), handle, proposal)
 
     def aborted(self, handle: int, decoded: int) -> None:
         self.on_aborted(self._owned.pop(handle), handle, decoded)
@@ -149,8 +129,8 @@ class Driver:
         return list(self._owned)
 
     def advance(self) -> list[Event]:
-        if not self.done and self._extension is None:
-            self.advance_block()
+        if not self.done:
+            self.advance_session()
         return self.flush()
 
     def flush(self) -> list[Event]:
@@ -177,12 +157,83 @@ class Driver:
             self._out.append(SessionError(message, kind))
         return self.flush()
 
-    def _end(self, reason: str) -> None:
+    def _end(self, reason: str, tokens: Sequence[int] | None = None) -> None:
         self.done = True
         est = self.cost.estimate() if self.cost is not None else None
         if est is not None:
             self._out.append(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
-        self._out.append(SessionEnd(reason, self.state.tokens, display_text(self.engine, self.state.tokens)))
+        toks = tuple(self.state.tokens if tokens is None else tokens)
+        self._out.append(SessionEnd(reason, toks, display_text(self.engine, toks)))
+
+    # -- what a session does ------------------------------------------------------------------
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def advance_session(self) -> None:
+        raise NotImplementedError
+
+    def on_submitted(self, tag: Tag, handle: int) -> None:
+        pass
+
+    def on_delivered(self, tag: Tag, handle: int, proposal: Proposal) -> None:
+        raise NotImplementedError
+
+    def on_aborted(self, tag: Tag, handle: int, decoded: int) -> None:
+        pass
+
+    def progress_event(self) -> Event | None:
+        return None
+
+
+class Driver(SessionDriver):
+    """An MH chain: a session's events around blocks of MH transitions (alg. 1 and 2's outer loop)."""
+
+    def __init__(self, engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
+                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None, **chain):
+        super().__init__(engine, params, prompt_ids, prompt=prompt, **chain)
+        self.classifier = classifier
+        self.family = sampler_family(params)
+        self._given = state  # a block's start state given (tests): no extension for the first block
+        self.block = 0
+        self._extension: tuple[float, int | None] | None = None  # (waited for since, handle)
+        self._extension_purpose = "extend"
+
+    def begin(self) -> None:
+        if self._given is not None:
+            self.state = self._given
+            self.begin_block(self._given)
+        else:
+            self._extend()
+
+    def submitted(self, tag: Tag, handle: int) -> None:
+        if isinstance(tag, ExtendTag):
+            self._owned[handle] = tag
+            assert self._extension is not None
+            self._extension = (self._extension[0], handle)
+        else:
+            super().submitted(tag, handle)
+
+    def delivered(self, handle: int, proposal: Proposal) -> None:
+        if isinstance(self._owned.get(handle), ExtendTag):
+            del self._owned[handle]
+            assert self._extension is not None
+            wall = self.engine.clock() - self._extension[0] - self._t0
+            self._extension, purpose, self._extension_purpose = None, self._extension_purpose, "extend"
+            self.extended(proposal, purpose, wall)
+        else:
+            super().delivered(handle, proposal)
+
+    def extended(self, proposal: Proposal, purpose: str, wall: float) -> None:
+        """The block's extension is here: record it and begin the block."""
+        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall))
+        L = self.state.T
+        self.state = self.state.extended(proposal)
+        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens))
+        self.begin_block(self.state)
+
+    def advance_session(self) -> None:
+        if self._extension is None:
+            self.advance_block()
 
     # -- blocks -----------------------------------------------------------------------------
     def extension_request(self) -> Request:
@@ -208,17 +259,5 @@ class Driver:
     def advance_block(self) -> None:
         raise NotImplementedError
 
-    def on_submitted(self, tag: Tag, handle: int) -> None:
-        pass
 
-    def on_delivered(self, tag: Tag, handle: int, proposal: Proposal) -> None:
-        raise NotImplementedError
-
-    def on_aborted(self, tag: Tag, handle: int, decoded: int) -> None:
-        pass
-
-    def progress_event(self) -> Event | None:
-        return None
-
-
-DriverFactory = Callable[..., Driver]
+DriverFactory = Callable[..., SessionDriver]

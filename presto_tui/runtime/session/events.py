@@ -13,6 +13,7 @@ everything that reads rounds (stats, replay, the app) reads epochs alike.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.prefetch.tree import RoundTree
@@ -83,6 +84,46 @@ class Transition:
     loglik: float
     confidence: float
     first_diff: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A baseline's finished sample (low temperature: the one; best-of-N: one of N), stopped at EOS."""
+
+    index: int
+    tokens: tuple[int, ...]
+    logq: float  # sum of log q_tau over its tokens: the distribution it was sampled from
+    logp: float  # sum of log p0
+    loglik: float  # eq. 21: log p0 per token
+    confidence: float  # eq. 22: minus the mean entropy of p0
+    clock: float  # engine time since the session started, when it finished
+
+
+@dataclass(frozen=True)
+class SmcStep:
+    """One PowerSMC block (Azizi et al. 2026, appendix E.8): each particle's new tokens, the log
+    weights after the block, the effective sample size, and what resampling did."""
+
+    step: int
+    t: int  # tokens grown per particle so far (the global time)
+    exponent: float  # a(t): the target at this time is p0^a(t)
+    tokens: tuple[tuple[int, ...], ...]  # per particle, this block's tokens (none once it stopped at EOS)
+    log_weights: tuple[float, ...]  # unnormalised, after the block and before resampling
+    ess: float  # (sum w)^2 / sum w^2 of those weights
+    resampled: bool  # ESS fell below half the particles: systematic resampling
+    parents: tuple[int, ...]  # particle i continues from particle parents[i] (the identity without resampling)
+    wall_s: float  # the block's engine time
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The sample or particle a baseline answers with."""
+
+    index: int
+    rule: str  # how it was chosen, in words
+    scores: tuple[float, ...]  # per candidate: best-of-N's ranking scores; PowerSMC's final log weights
+    loglik: float = math.nan  # the answer's eq. 21 (log p0 per token) and eq. 22 (minus the mean entropy)
+    confidence: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -160,6 +201,6 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
-Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | EngineCost
-         | SessionEnd | SessionError | InFlight | LiveTree)
+Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
+         | SmcStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree)
 TRANSIENT = (InFlight, LiveTree)

@@ -23,16 +23,18 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from presto_tui.errors import EngineError, PrestoError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.names import PrefetchRule
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.session.baselines import BASELINES
 from presto_tui.runtime.session.cost import StepCost
-from presto_tui.runtime.session.driver import Driver, check_context, display_text
+from presto_tui.runtime.session.driver import Driver, SessionDriver, check_context, display_text
 from presto_tui.runtime.session.events import Event
 from presto_tui.runtime.session.rounds import RoundDriver
 from presto_tui.runtime.session.streaming import StreamDriver
 
-__all__ = ["Driver", "EngineLoop", "InternalError", "StartFailed", "check_context", "display_text", "make_driver",
-           "run_chains"]
+__all__ = ["Driver", "EngineLoop", "InternalError", "SessionDriver", "StartFailed", "check_context", "display_text",
+           "make_driver", "run_chains"]
 
 
 class InternalError(PrestoError):
@@ -60,14 +62,20 @@ def engine_faults():
 
 
 # Which driver runs a prefetch rule: every rule but the streaming one runs in rounds.
-DRIVERS: dict[str, type[Driver]] = {"stream": StreamDriver}
+DRIVERS: dict[str, type[Driver]] = {PrefetchRule.STREAM.value: StreamDriver}
 
 
 def make_driver(engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
-                classifier: CertaintyClassifier | None = None, state: SeqState | None = None) -> Driver:
-    """The chain `params` select; `state`: start the first block from this state (no extension)."""
+                classifier: CertaintyClassifier | None = None, state: SeqState | None = None,
+                **chain) -> SessionDriver:
+    """The session `params` select: a baseline's, or an MH chain's under its prefetch rule
+    (`state`: start the chain's first block from this state, no extension).  `chain`: the
+    chain's index, count and group under `--chains`."""
+    baseline = BASELINES.get(params.sampler)
+    if baseline is not None:
+        return baseline(engine, params, prompt_ids, prompt=prompt, **chain)
     cls = DRIVERS.get(params.prefetch, RoundDriver)
-    return cls(engine, params, prompt_ids, prompt=prompt, classifier=classifier, state=state)
+    return cls(engine, params, prompt_ids, prompt=prompt, classifier=classifier, state=state, **chain)
 
 
 Key = Hashable
@@ -79,10 +87,10 @@ class EngineLoop:
     def __init__(self, engine: Engine, cost: StepCost | None = None):
         self.engine = engine
         self.cost = cost or StepCost()
-        self.active: dict[Key, Driver] = {}
+        self.active: dict[Key, SessionDriver] = {}
         self._owner: dict[int, Key] = {}  # engine handle -> chain
 
-    def add(self, key: Key, driver: Driver) -> list[Event]:
+    def add(self, key: Key, driver: SessionDriver) -> list[Event]:
         """Start a chain; its requests join the next step.  A chain that cannot start ends with
         its error event, and the error propagates."""
         driver.cost = self.cost
@@ -155,7 +163,7 @@ class EngineLoop:
         return out
 
 
-def run_chains(engine: Engine, drivers: Iterator[Driver] | Sequence[Driver], *, concurrency: int = 1,
+def run_chains(engine: Engine, drivers: Iterator[SessionDriver] | Sequence[SessionDriver], *, concurrency: int = 1,
                cancel: Callable[[], bool] | None = None, transient: bool = False,
                loop: EngineLoop | None = None) -> Iterator[tuple[int, Event]]:
     """Run chains through one engine loop, `concurrency` at a time, in the order given.

@@ -38,16 +38,21 @@ from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.session.events import (
     BlockStart,
+    Choice,
     DecisionWalked,
     EngineCost,
     Event,
     ModelCall,
     RequestEvent,
     RoundDone,
+    Sample,
     SessionEnd,
     SessionError,
     SessionStart,
+    SmcStep,
+    Transition,
 )
+from presto_tui.runtime.session.limit import BlockPath, Limits, limits
 
 
 @dataclass
@@ -80,6 +85,15 @@ class SessionSummary:
     text: str = ""
     tokens: tuple = ()
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
+    # the final answer under p0 (eqs. 21-22): from the last transition of a chain, a baseline's choice
+    answer_loglik: float | None = None
+    answer_confidence: float | None = None
+    path: list[BlockPath] = field(default_factory=list)  # the trajectory, for the dependency limit
+    samples: int = 0  # baselines: samples finished (low temperature, best-of-N)
+    smc_steps: int = 0  # PowerSMC: blocks grown, resampling steps, the last block's ESS
+    resamplings: int = 0
+    last_ess: float | None = None
+    choice: str = ""  # a baseline: how its answer was chosen
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
 
@@ -99,6 +113,9 @@ class SessionSummary:
                 self.call_time_s += ev.wall_s
                 self.requests_issued += ev.requests
                 self.proposal_tokens += ev.tokens
+                if self.baseline:  # no rounds: its calls are its time (and every token is its own)
+                    self.wall_s += ev.wall_s
+                    self.used_tokens += ev.tokens
         elif isinstance(ev, RequestEvent):
             self._live(ev.clock, ev.live)
             if ev.purpose == "extend":  # the next block's extension decoded ahead: counted by its call if
@@ -116,8 +133,20 @@ class SessionSummary:
                 self.first_transition_s = ev.clock
         elif isinstance(ev, BlockStart):
             self.tokens = self.tokens + tuple(ev.tokens)
+            self.path.append(BlockPath(ev.L, ev.T))
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
+        elif isinstance(ev, Transition):
+            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+        elif isinstance(ev, Sample):
+            self.samples += 1
+        elif isinstance(ev, SmcStep):
+            self.smc_steps += 1
+            self.resamplings += ev.resampled
+            self.last_ess = ev.ess
+        elif isinstance(ev, Choice):
+            self.choice = ev.rule
+            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
         elif isinstance(ev, RoundDone):
             self._round(ev)
         elif isinstance(ev, SessionEnd):
@@ -128,6 +157,9 @@ class SessionSummary:
 
     def _round(self, ev: RoundDone) -> None:
         tree = ev.tree
+        if not self.path:  # a chain started from a given state (no extension)
+            self.path.append(BlockPath(tree.T, tree.T))
+        self.path[-1].walk.extend((tree.decisions[s.decision].cut, s.accepted) for s in tree.steps)
         self.rounds += 1
         self.wall_s += ev.call_wall_s
         acc = 0
@@ -153,6 +185,32 @@ class SessionSummary:
             self.live_area += n * max(0.0, clock - t0)
             self.live_span += max(0.0, clock - t0)
         self._live_at = (clock, live)
+
+    @property
+    def engine_time_s(self) -> float:
+        """Engine time the session spent: its transitions (wall_s) and its block extensions."""
+        return self.wall_s + self.extend_time_s
+
+    @property
+    def limits(self) -> Limits | None:
+        """The trajectory's dependency and compute limits (an MH chain's; see limit.py)."""
+        if not self.path or not self.transitions:
+            return None
+        cost = self.engine_cost
+        return limits(self.path, cost.a + cost.b if cost else None, cost.best_rate if cost else None)
+
+    @property
+    def limit_share(self) -> float | None:
+        """The binding limit over the time the session took: 1.0 would be the best any exact chain can do."""
+        lim = self.limits
+        best = lim.best if lim is not None else None
+        return best / self.engine_time_s if best and self.engine_time_s else None
+
+    @property
+    def baseline(self) -> bool:
+        """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
+        name = self.params.get("sampler")
+        return name in SamplerName.names() and not SamplerName.of(name).chain
 
     @property
     def transitions_per_call(self) -> float:
@@ -207,6 +265,9 @@ class SessionSummary:
         n = sum(self.eps_counts.values())
         return (self.eps_counts[ACCEPT] + self.eps_counts[REJECT]) / n if n else 0.0
 
+    def _limit_dict(self) -> dict:
+        return _limit_fields(self.limits, self.limit_share)
+
     def to_dict(self) -> dict:
         return {
             "prompt": self.prompt,
@@ -237,10 +298,24 @@ class SessionSummary:
             "used_tokens": self.used_tokens,
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
+            **self._limit_dict(),
+            "answer_loglik": self.answer_loglik,
+            "answer_confidence": self.answer_confidence,
+            **({"samples": self.samples} if self.samples else {}),
+            **({"smc_steps": self.smc_steps, "resamplings": self.resamplings, "last_ess": self.last_ess}
+               if self.smc_steps else {}),
+            **({"choice": self.choice} if self.choice else {}),
             "rounds": self.rounds,
             "params": self.params,
             **({"error": self.error} if self.error else {}),
         }
+
+
+def _limit_fields(lim: Limits | None, share: float | None) -> dict:
+    if lim is None:
+        return {}
+    return {"dependency_limit_steps": lim.steps, "dependency_limit_s": lim.seconds,
+            "compute_limit_s": lim.compute_seconds, "limit_share": share}
 
 
 def summarize(events) -> SessionSummary:

@@ -1,0 +1,132 @@
+"""The dependency limit (limit.py): checked by brute force, and achieved by an oracle on the synthetic
+engine, whose clock is exact.
+
+On an engine where a batch costs what one request costs, an oracle that knows the trajectory starts
+each used proposal the moment its prefix exists.  Every position of a state then exists one step after
+the position before it (an extension or an accepted proposal decodes one token a step from a start no
+later than its cut), so the last decision is taken after exactly n decode steps: the answer's own
+length.  The brute force below does not assume that; it simulates step by step.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from helpers import small_backend
+
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.randomness import decision_inputs, extension_seed
+from presto_tui.runtime.core.types import Request
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.session.events import RoundDone
+from presto_tui.runtime.session.limit import BlockPath, dependency_steps, useful_tokens
+from presto_tui.runtime.session.runner import run_session
+from presto_tui.runtime.session.summary import summarize
+
+
+def brute_force(blocks: list[BlockPath]) -> int:
+    """Step the clock one decode step at a time: a request starts at the first step at which every
+    token of its prefix exists, then makes one token a step; decisions are taken in order."""
+    source: list[tuple[int, int]] = []  # per position: (request, its offset in the request)
+    started: dict[int, int] = {}  # request -> step it started
+    reqs: list[tuple[int, int, list[tuple[int, int]]]] = []  # (cut, length, prefix sources)
+    order: list[tuple[int, bool]] = []  # (request, is a decision)
+    for b in blocks:
+        r = len(reqs)
+        reqs.append((b.L, b.T - b.L, list(source)))  # the extension needs the whole state before it
+        order.append((r, False))
+        source = source[: b.L] + [(r, i) for i in range(b.T - b.L)]
+        for cut, accepted in b.walk:
+            r = len(reqs)
+            reqs.append((cut, b.T - cut, source[:cut]))
+            order.append((r, True))
+            if accepted:
+                source = source[:cut] + [(r, i) for i in range(b.T - cut)]
+
+    def made(req: int, offset: int, step: int) -> bool:  # token `offset` of `req` exists after `step`
+        return req in started and step >= started[req] + offset + 1
+
+    step, taken = 0, 0
+    while len(started) < len(reqs) or any(step < started[r] + reqs[r][1] for r, _ in order):
+        for r, (_, _, prefix) in enumerate(reqs):
+            if r not in started and all(made(q, i, step) for q, i in prefix):
+                started[r] = step
+        step += 1
+    for r, decision in order:
+        if decision:
+            taken = max(taken, started[r] + reqs[r][1])
+    return taken
+
+
+def random_path(rng: random.Random) -> list[BlockPath]:
+    blocks, L = [], 0
+    B = rng.randint(1, 6)
+    for _ in range(rng.randint(1, 3)):
+        T = L + B
+        walk = [(rng.randrange(T), rng.random() < 0.4) for _ in range(rng.randint(1, 6))]
+        blocks.append(BlockPath(L, T, walk))
+        L = T
+    return blocks
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_formula_is_the_brute_force(seed):
+    blocks = random_path(random.Random(seed))
+    assert dependency_steps(blocks) == brute_force(blocks) == blocks[-1].T
+
+
+def test_useful_tokens_count_extensions_and_every_walked_proposal():
+    blocks = [BlockPath(0, 4, [(1, True), (3, False)]), BlockPath(4, 8, [(0, False)])]
+    assert useful_tokens(blocks) == 4 + 3 + 1 + 4 + 8
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_oracle_on_the_synthetic_engine_achieves_the_limit(seed):
+    """Record sequential PowerMH's trajectory, then let an oracle replay it on a synthetic engine whose
+    batch costs one request's step: it reaches the last decision after exactly the limit's steps,
+    with the same proposals."""
+    params = SamplerParams(prefetch="none", max_new_tokens=12, block_size=6, steps=5, seed=seed)
+    events = list(run_session(small_backend(), params, [1, 2]))
+    s = summarize(events)
+    trees = [e.tree for e in events if isinstance(e, RoundDone)]
+    limit = dependency_steps(s.path)
+
+    engine = SyntheticEngine(small_backend().lm, step_s=1.0, slope=0.0)  # a batch costs one request
+    tau = params.proposal_tau
+    # every request the chain used, with the state it is cut from and where each of its tokens goes
+    plan: list[tuple[Request, list[int]]] = []  # (request, the requests its prefix positions come from)
+    owner: list[int] = []  # per position of the current state: the request that made it
+    k = 0
+    for b, block in enumerate(s.path):
+        prefix = tuple(trees[k].root.tokens[: block.L]) if k < len(trees) else ()
+        ext = Request((1, 2) + prefix, block.T - block.L, extension_seed(seed, b), tau)
+        plan.append((ext, list(owner)))
+        owner = owner[: block.L] + [len(plan) - 1] * (block.T - block.L)
+        for i, (cut, accepted) in enumerate(block.walk):
+            state = trees[k + i].root if i == 0 else trees[k + i - 1].final_state
+            req = Request((1, 2) + tuple(state.tokens[:cut]), block.T - cut, decision_inputs(seed, b, i).seed, tau)
+            plan.append((req, owner[:cut]))
+            if accepted:
+                owner = owner[:cut] + [len(plan) - 1] * (block.T - cut)
+        k += len(block.walk)
+    handles: dict[int, int] = {}
+    done: dict[int, tuple[int, ...]] = {}
+    while len(done) < len(plan):
+        for r, (req, needs) in enumerate(plan):
+            # position `pos` of the prefix exists once the request that makes it has decoded it
+            ready = all(q in done or (q in handles and len(engine.partial(handles[q])) >= pos - first(plan, q) + 1)
+                        for pos, q in enumerate(needs))
+            if r not in handles and ready:
+                handles[r] = engine.submit(req)
+        for h, prop in engine.step():
+            done[next(r for r, hh in handles.items() if hh == h)] = prop.tokens
+    assert engine.clock() == pytest.approx(limit) and limit == s.path[-1].T
+    # the oracle decoded exactly the chain's own proposals
+    chain = [t.requests[0].proposal.tokens for t in trees]
+    assert len(chain) == 10 and all(c in done.values() for c in chain)
+
+
+def first(plan, q: int) -> int:
+    """The generated position of request q's first token."""
+    return len(plan[q][0].prefix) - 2
