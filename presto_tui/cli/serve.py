@@ -48,6 +48,8 @@ def serve(
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
+    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
@@ -111,7 +113,8 @@ def serve(
                              "missing)") from None
         engine = o.start_engine(name, engine_opts)
         writer = o.open_trace(path, "serve", engine, params)
-        defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "paper_settings") if flags.get(k) not in (None, False)}
+        defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings")
+                    if flags.get(k) not in (None, False)}
         config = ServeConfig(defaults=defaults, max_chains=chains, max_queue=max_queue,
                              request_timeout=request_timeout or None, api_key=api_key, max_body=max_body_bytes)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"])

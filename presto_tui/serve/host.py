@@ -15,20 +15,20 @@ Tokenizing happens here too: a tokenizer is not safe to share between threads.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import queue
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from presto_tui.errors import InputError, PrestoError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import chain_seed
-from presto_tui.runtime.session.events import RoundDone, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.loop import EngineLoop, StartFailed, check_context, make_driver
 from presto_tui.runtime.session.vocab import Vocab
 from presto_tui.safetext import visible
@@ -176,7 +176,8 @@ class EngineHost:
             check_context(e, len(ids), chain.params)
             params = chain.params.with_(seed=chain_seed(chain.params.seed, chain.chain))
             text = p.text if p.ids is None else e.decode(ids)
-            driver = make_driver(e, params, ids, prompt=text, classifier=self.classifier)
+            driver = make_driver(e, params, ids, prompt=text, classifier=self.classifier, chain=chain.chain,
+                                 chains=chain.chains, group=chain.group)
         except Exception as exc:
             out.append((chain.key, Refused(*describe(exc))))
             return
@@ -192,19 +193,12 @@ class EngineHost:
 
     def _fill(self, out: list) -> None:
         while self._waiting and len(self.loop.active) < self.max_chains:
-            key, (chain, driver) = self._waiting.popitem(last=False)
+            key, (_, driver) = self._waiting.popitem(last=False)
             try:
                 events = self.loop.add(key, driver)  # type: ignore[arg-type]
             except StartFailed as e:
                 events = e.events
-            out.extend((key, self._named(chain, ev)) for ev in events)
-
-    @staticmethod
-    def _named(chain: Chain, ev):
-        """A session_start says which of the request's chains it is (as `--chains` records it)."""
-        if isinstance(ev, SessionStart) and chain.chains > 1:
-            return dataclasses.replace(ev, chain=chain.chain, chains=chain.chains, group=chain.group)
-        return ev
+            out.extend((key, ev) for ev in events)
 
     def _cancel(self, key: str, out: list) -> None:
         if self._waiting.pop(key, None) is not None:
@@ -229,8 +223,8 @@ class EngineHost:
                 self._sid[key] = ev.session_id
             if isinstance(ev, RoundDone):
                 moved += ev.k_after - ev.k_before
-            if isinstance(ev, (SessionStart, RoundDone, SessionEnd)):
-                self.pieces.update(self._vocab.new_pieces(ev))
+            if not isinstance(ev, (*TRANSIENT, Admitted, Refused, Withdrawn)):
+                self.pieces.update(self._vocab.new_pieces(cast(Event, ev)))
             if self.trace is not None and not isinstance(ev, (Admitted, Refused, Withdrawn)):
                 self._record(key, ev)  # (the writer leaves out the transient events itself)
             if isinstance(ev, (SessionEnd, SessionError)):

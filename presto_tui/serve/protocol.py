@@ -31,10 +31,10 @@ from presto_tui.runtime.core.params import Limit, SamplerParams
 COMPLETION, CHAT = "completion", "chat"
 
 # body field -> the CLI flag's parameter name
-SAMPLER_FIELDS = {name: name for name in SAMPLER_FLAGS if name != "max_new_tokens"}
-SAMPLER_FIELDS |= {"max_tokens": "max_new_tokens", "max_completion_tokens": "max_new_tokens",
-                   "paper_settings": "paper_settings"}
-NAMED = ("sampler", "prefetch", "inputs")  # names from the registry; everything else is a number or a flag
+SAMPLER_FIELDS = {name: name for name in (*SAMPLER_FLAGS, "budget", "rank", "paper_settings")
+                  if name != "max_new_tokens"}
+SAMPLER_FIELDS |= {"max_tokens": "max_new_tokens", "max_completion_tokens": "max_new_tokens"}
+NAMED = ("sampler", "prefetch", "inputs", "speculate", "rank")  # names and lists of names
 # accepted and ignored: the chain's law is p0^alpha, proposals at tau (the answer says so)
 IGNORED = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty",
            "length_penalty", "do_sample", "user", "metadata", "store", "service_tier", "parallel_tool_calls")
@@ -133,8 +133,12 @@ def _sampler_value(key: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise InputError(f"{flag} should be a name, got {value!r}")
         return value
+    if key == "budget":  # N, auto or fill:N: the CLI's own parser reads its text
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise InputError(f"--budget must be a whole number, auto or fill:N, got {value!r}")
+        return str(value)
     limit = limit_of(key)
-    assert limit is not None
+    assert limit is not None, key
     raw = str(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InputError(limit.unparsable(flag, raw))
