@@ -74,7 +74,8 @@ def error_line(*args: str) -> str:
     (["run", "x", "--threads", "x"], "--threads must be a whole number, got 'x'"),
     (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number, got 'lots'"),
     # choices, listed from the registry
-    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
+    (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
+     "lowtemp, bestofn, powersmc"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
     # unknown options, with the closest one
@@ -85,7 +86,8 @@ def error_line(*args: str) -> str:
     (["--zzz"], "unknown option --zzz for presto-tui (see presto-tui --help)"),
     # missing values and arguments
     (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
-    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
+    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, "
+     "powersmc"),
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),

@@ -227,6 +227,65 @@ def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budge
         assert sum(t.transitions for t in epochs) == len(seq_trees)
 
 
+POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, proposal,block)
+    "fill-none": dict(budget_policy="fill", speculate="none"),
+    "fill-proposal": dict(budget_policy="fill", speculate="proposal"),
+    "fill-block": dict(budget_policy="fill", speculate="block"),
+    "cost-none": dict(budget_policy="cost", speculate="none"),
+}
+
+
+@pytest.mark.parametrize("sampler", STREAM_SAMPLERS)
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("budget", (2, 8, 20))
+def test_every_speculation_policy_reproduces_the_sequential_trajectory(sampler, policy, budget):
+    budget = max(budget, 4) if sampler == "multitry" else budget
+    backend_name = "v7" if sampler != "powermh" else "v4-sharp"
+    for seed in SEEDS:
+        expected, _ = reference(backend_name, "multi-block", seed, sampler=sampler)
+        params = SamplerParams(sampler=sampler, prefetch="stream", budget=budget, seed=seed,
+                               **SCHEDULES["multi-block"], **POLICIES[policy])
+        got, _ = trajectory(small_backend(**BACKENDS[backend_name]), params)
+        assert got == expected, f"seed {seed}: {policy} left the sequential chain"
+
+
+@pytest.mark.parametrize("speculate,inside", [("proposal,block", True), ("none", False)])
+def test_requests_cut_inside_a_proposal_start_before_it_finishes(monkeypatch, speculate, inside):
+    """White-box: wants found past a proposal's cut, in tokens it has decoded so far (a node of the
+    speculation tree that knows its state only in part) and not the walker's own, get issued; and the
+    next block's extension is decoded ahead and used."""
+    from presto_tui.runtime.prefetch.stream import requests as book_module
+    from presto_tui.runtime.prefetch.stream import speculation
+    from presto_tui.runtime.session.events import ModelCall
+    from presto_tui.runtime.session.runner import run_session
+
+    found: set = set()
+    issued: list = []
+    visit, issue = speculation.SpeculationTree._visit, book_module.RequestBook.issued
+
+    def watch_visit(self, priority, node):
+        result, children = visit(self, priority, node)
+        if result is not None and not node.exact:
+            want = result[0]
+            if want.prefix != self.walker.state.tokens[: want.cut]:
+                found.add(want)
+        return result, children
+
+    def watch_issue(self, g, j, handle):
+        issued.append(g.want)
+        return issue(self, g, j, handle)
+
+    monkeypatch.setattr(speculation.SpeculationTree, "_visit", watch_visit)
+    monkeypatch.setattr(book_module.RequestBook, "issued", watch_issue)
+    ahead = 0
+    for seed in SEEDS:
+        params = SamplerParams(prefetch="stream", budget=8, budget_policy="fill", speculate=speculate, seed=seed,
+                               **SCHEDULES["multi-block"])
+        events = list(run_session(small_backend(**BACKENDS["v7"]), params, [1, 2]))
+        ahead += sum(isinstance(e, ModelCall) and e.purpose == "extend-ahead" for e in events)
+    assert (sum(w in found for w in issued) > 0) == inside and (ahead > 0) == inside
+
+
 def test_streaming_keeps_the_records_the_sequential_chain_holds():
     for seed in range(12):
         params = SamplerParams(prefetch="none", seed=seed, **SCHEDULES["one-block"])

@@ -46,6 +46,7 @@ CASES = [
     ("powermh", "predictive", "decision", 6),
     ("powermh", "spine", "decision", 6),
     ("powermh", "stream", "decision", 6),
+    ("powermh", "stream-fill", "decision", 6),
     ("entropycut", "none", "decision", 1),
     ("entropycut", "bfs", "node", 6),
     ("entropycut", "predictive", "node", 6),
@@ -134,7 +135,9 @@ def independence_p(u, bins: int = 4) -> float:
 
 
 def case_params(sampler, prefetch, inputs, budget) -> SamplerParams:
-    extra = ENTROPYCUT if sampler == "entropycut" else {}
+    extra = dict(ENTROPYCUT) if sampler == "entropycut" else {}
+    if prefetch == "stream-fill":  # the streaming rule with N live and no speculation past a known state
+        prefetch, extra = "stream", {**extra, "budget_policy": "fill", "speculate": "none"}
     return SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, budget=budget,
                          max_new_tokens=T, steps=K, alpha=4.0, **extra)
 
