@@ -458,3 +458,34 @@ def test_the_command_serves_until_ctrl_c_and_leaves_a_trace(tmp_path):
     assert proc.returncode == 130 and "trace written to" in rest
     (s,) = read_trace(tmp_path / "t.jsonl").sessions
     assert s.events[-1].text == text
+
+
+def test_baselines_and_budget_policies_in_the_body_answer_as_run_does():
+    cases = [({"sampler": "bestofn", "samples": 3}, ["--sampler", "bestofn", "--samples", "3"]),
+             ({"prefetch": "stream", "budget": "fill:4"}, ["--prefetch", "stream", "-N", "fill:4"]),
+             ({"sampler": "entropycut", "beta": 2, "cut_mix": 0.5}, ["--sampler", "entropycut", "--beta", "2",
+                                                                     "--cut-mix", "0.5"])]
+    with serving() as (url, _):
+        for body, flags in cases:
+            r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": 9, **BODY, **body}).json()
+            twin = run_twin("the cat", *SIZES, "--seed", "9", *flags)
+            assert r["presto"]["choices"][0]["tokens"] == twin["tokens"], body
+            assert r["presto"]["choices"][0]["params"] == twin["params"], body
+        r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "budget": "lots"})
+    assert r.status_code == 400 and r.json()["error"]["message"] == cli_error("run", "x", "-N", "lots")
+
+
+def test_an_engine_failure_ends_the_chains_it_hit_with_a_500_and_the_server_serves_on():
+    from helpers import ScriptedEngine
+
+    engine = ScriptedEngine(fail_on_call=2, error=MemoryError("out of memory (simulated)"))
+    with serving(engine) as (url, _):
+        failed = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "prefetch": "none", **BODY})
+        ok = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": 3, **BODY})
+        m = metrics(url)
+    assert failed.status_code == 500
+    assert failed.json()["error"] == {"message": "MemoryError: out of memory (simulated)", "type": "engine_error",
+                                      "param": None, "code": None}
+    assert ok.status_code == 200 and ok.json()["choices"][0]["text"] == run_twin("the cat", *SIZES, "--seed", "3")[
+        "text"]
+    assert m["presto_engine_faults_total"] == 1 and m['presto_chains_total{status="error"}'] == 1

@@ -52,7 +52,7 @@ def test_a_remote_prompt_gives_the_local_sessions_events_and_a_local_trace(tmp_p
             remote.run(prompt, PARAMS, None, items.append)
         remote.close()
     ready = [x for x in items if isinstance(x, EngineReady)]
-    assert ready and ready[0].model == "synthetic-v26-o2-s0" and url.split("//")[1] in ready[0].backend
+    assert ready and ready[0] == EngineReady("synthetic", f"synthetic-v26-o2-s0 at {url.split('//')[1]}")
     mine, theirs = recorded(items), recorded(local_items)
     assert [type(e) for e in mine] == [type(e) for e in theirs]
     starts = [e for e in mine if isinstance(e, SessionStart)]
@@ -197,3 +197,49 @@ async def test_the_app_draws_a_remote_prompts_tree_live(tmp_path):
         session.close()
     (recorded_session,) = read_trace(tmp_path / "here.jsonl").sessions
     assert recorded_session.events[-1].text == s.summary.text and len(recorded_session.rounds) == len(s.rounds)
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"prefetch": "stream", "budget": 12, "budget_policy": "fill", "speculate": "none"},
+    {"sampler": "entropycut", "beta": 2.0, "cut_mix": 0.3, "tau": 0.5, "block_size": 8},
+    {"sampler": "bestofn", "prefetch": "none", "samples": 3, "bon_rank": "logp"},
+    {"sampler": "multitry", "tries": 2, "inputs": "decision", "epsilon": 0.05, "seed": 2**40},
+])
+def test_a_prompt_sends_every_parameter_the_server_needs_to_build_the_same_chain(changes):
+    from presto_tui.serve.client import body_for
+    from presto_tui.serve.protocol import CHAT, parse
+
+    params = PARAMS.with_(**changes).validate()
+    ask = parse(body_for("the cat", [("a", "b")], params, "r1"), CHAT, {"alpha": 2.0, "steps": 99})
+    assert ask.params == params  # the server's own defaults change nothing the app chose
+    assert ask.prompts[0].history == (("a", "b"),) and ask.request_id == "r1" and ask.stream
+
+
+def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(tmp_path, monkeypatch):
+    import presto_tui.views.app as views_app
+
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    class NoApp:
+        def run(self):
+            pass
+
+    def fake_app(session, params, **kwargs):
+        seen.update(params=params, kwargs=kwargs)
+        return NoApp()
+
+    monkeypatch.setattr(views_app, "chat_app", fake_app)
+    runner = CliRunner()
+    with serving(defaults={"steps": 7, "prefetch": "stream", "budget": "fill:4"}) as (url, _):
+        res = runner.invoke(cli, ["chat", "--connect", url, "--alpha", "2", "--no-trace"])
+    assert res.exit_code == 0, res.output
+    p = seen["params"]
+    assert (p.steps, p.prefetch, p.budget, p.budget_policy, p.alpha) == (7, "stream", 4, "fill", 2.0)
+    assert p.proposal_tau == 0.5  # 1/alpha of the alpha given here, not the server's tau
+    with listen("127.0.0.1", 0) as s:
+        port = s.getsockname()[1]
+    res = runner.invoke(cli, ["chat", "--connect", f"http://127.0.0.1:{port}", "--no-trace"])
+    assert res.exit_code == 1 and res.stderr.startswith(f"presto-tui: error: cannot reach the server at "
+                                                        f"http://127.0.0.1:{port} (")
+    assert len(res.stderr.splitlines()) == 1

@@ -57,7 +57,7 @@ def chat(
     flags = ctx.params
     params = o.sampler_params(flags)
     if connect is not None:
-        remote(ctx, connect, api_key, params)
+        remote(ctx, connect, api_key)
         return
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
@@ -87,15 +87,16 @@ def chat(
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
 
 
-def remote(ctx: typer.Context, url: str, api_key: str | None, params) -> None:
-    """The app with its worker on a server: prompts go there, events come back (serve/client.py)."""
+def remote(ctx: typer.Context, url: str, api_key: str | None) -> None:
+    """The app with its worker on a server: prompts go there, events come back (serve/client.py).
+    The sampler starts from the server's defaults (its flags); the flags given here win."""
     from presto_tui.errors import InputError
 
-    given = [k for k in ("backend", "classifier", *o.ENGINE_FLAGS)
-             if getattr(ctx.get_parameter_source(k), "name", "") == "COMMANDLINE"]
-    if given:
-        raise InputError(f"--{given[0].replace('_', '-')} does not apply with --connect: the server chose its "
-                         "engine and model when it started")
+    given = lambda name: getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    engine_flags = [k for k in ("backend", "classifier", *o.ENGINE_FLAGS) if given(k)]
+    if engine_flags:
+        raise InputError(f"--{engine_flags[0].replace('_', '-')} does not apply with --connect: the server chose "
+                         "its engine and model when it started")
     path = o.trace_path(ctx.params, "chat")
     try:
         from presto_tui.serve.client import RemoteChatSession
@@ -103,6 +104,9 @@ def remote(ctx: typer.Context, url: str, api_key: str | None, params) -> None:
         raise InputError(f"--connect needs httpx: pip install 'presto-tui[serve]' ({e.name} is missing)") from None
     session = RemoteChatSession(url, api_key=api_key,
                                 trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
+    mine = {k: v for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings") if given(k) and
+            (v := ctx.params.get(k)) is not None}
+    params = o.sampler_params({**session.server_flags(), **mine})
     from presto_tui.views.app import chat_app
 
     try:

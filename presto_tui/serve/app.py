@@ -25,6 +25,7 @@ import hmac
 import time
 import traceback
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -59,7 +60,7 @@ class ServeConfig:
     request_timeout: float | None = 600.0
     api_key: str | None = None
     max_body: int = 1 << 20
-    keep: int = 64  # finished requests whose events stay available
+    keep: int = 16  # finished requests whose events stay available (each holds every round's tree)
 
     def params(self) -> SamplerParams:
         from presto_tui.cli.options import sampler_params
@@ -235,6 +236,8 @@ def create_app(server: Server) -> FastAPI:
     counts: collections.Counter[tuple[str, int]] = collections.Counter()
     config = server.config
     defaults = config.params()  # checked once here: a body only changes what it names
+    # the sampler flags `serve` was given, as a client would send them (chat --connect starts from them)
+    flags = {k: v.value if isinstance(v, Enum) else v for k, v in config.defaults.items()}
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -290,7 +293,7 @@ def create_app(server: Server) -> FastAPI:
         e = server.engine
         return {"object": "list", "data": [{
             "id": server.model_id, "object": "model", "created": server.started, "owned_by": "presto-tui",
-            "presto": {"backend": e.name, "engine": dict(e.info), "defaults": defaults.to_dict(),
+            "presto": {"backend": e.name, "engine": dict(e.info), "defaults": defaults.to_dict(), "flags": flags,
                        "max_chains": config.max_chains, "max_queue": config.max_queue}}]}
 
     @app.post("/v1/completions")

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from presto_tui.errors import InputError, describe
+from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.chat import EngineReady, Notice, VocabUpdate
@@ -35,10 +35,9 @@ from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
 
 Emit = Callable[[object], None]
 CONNECT_S, READ_S = 10.0, 60.0  # the event stream sends a keep-alive line every 15 s: 60 s of silence is a loss
-# the sampler's fields a prompt sends (the CLI's flags; SamplerParams' own names)
-SENT = ("sampler", "prefetch", "inputs", "alpha", "tau", "block_size", "steps", "budget", "epsilon", "seed", "beta",
-        "cut_mix", "tries")
-
+# the sampler's fields a prompt sends: SamplerParams' own names, as the CLI's flags name them
+SENT = ("sampler", "prefetch", "inputs", "alpha", "tau", "block_size", "steps", "epsilon", "seed", "beta", "cut_mix",
+        "tries", "speculate", "samples", "particles", "smc_block", "smc_ramp")
 
 def check_url(url: str) -> str:
     """The server's base URL (scheme, host, port), or one line saying what is wrong with it."""
@@ -71,7 +70,9 @@ def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerPar
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
     messages.append({"role": "user", "content": prompt})
     fields = {k: getattr(params, k) for k in SENT if getattr(params, k) is not None}
-    return {"messages": messages, "max_tokens": params.max_new_tokens, **fields, "stream": True, "request_id": rid}
+    budget = f"fill:{params.budget}" if params.budget_policy == "fill" else params.budget
+    return {"messages": messages, "max_tokens": params.max_new_tokens, **fields, "budget": budget,
+            "rank": params.bon_rank, "stream": True, "request_id": rid}
 
 
 def error_line(response: Any) -> str:
@@ -98,6 +99,8 @@ class RemoteChatSession:
         self.trace: Any = None
         self.history: list[tuple[str, str]] = []
         self.engine: RemoteEngine | None = None
+        self._flags: dict[str, Any] | None = None
+        self._announced = False
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self._rid: str | None = None
@@ -126,23 +129,39 @@ class RemoteChatSession:
         with self._lock:
             return self._connect(model, emit)
 
+    def server_flags(self) -> dict[str, Any]:
+        """The sampler flags the server was started with (its defaults), asking the server once;
+        EngineError (one line) if it cannot be asked."""
+        if self._flags is None:
+            try:
+                r = self._http.get("/v1/models")
+            except Exception as e:
+                raise EngineError(f"cannot reach the server at {self.url} ({_reason(e)})") from None
+            if r.status_code != 200:
+                raise EngineError(f"{self.url}: {error_line(r)}")
+            try:
+                entry = r.json()["data"][0]
+                presto = entry.get("presto", {})
+                self.engine = RemoteEngine(str(presto.get("backend", "remote")), str(entry["id"]),
+                                           {**presto.get("engine", {}), "server": self.url})
+                self._flags = dict(presto.get("flags", {}))
+            except Exception:
+                raise EngineError(f"{self.url} does not answer as a presto-tui serve (GET /v1/models)") from None
+        return self._flags
+
     def _connect(self, model: str | None, emit: Emit) -> RemoteEngine | None:
         """The server's engine (asked once); `model`: None, or the one the server runs."""
         self._emit = emit
         if self.engine is None:
             try:
-                r = self._http.get("/v1/models")
-                if r.status_code != 200:
-                    emit(Notice("engine", f"{self.url}: {error_line(r)}"))
-                    return None
-                entry = r.json()["data"][0]
-                presto = entry.get("presto", {})
-                self.engine = RemoteEngine(str(presto.get("backend", "remote")), str(entry["id"]),
-                                           {**presto.get("engine", {}), "server": self.url})
-            except Exception as e:
-                emit(Notice("engine", f"cannot reach the server at {self.url} ({_reason(e)})"))
+                self.server_flags()
+            except EngineError as e:
+                emit(Notice("engine", e.line))
                 return None
-            emit(EngineReady(f"{self.engine.name} at {urlsplit(self.url).netloc}", self.engine.model))
+        assert self.engine is not None
+        if not self._announced:  # the title reads "<backend> backend · model <model> at <host:port>"
+            self._announced = True
+            emit(EngineReady(self.engine.name, f"{self.engine.model} at {urlsplit(self.url).netloc}"))
         if model is not None and model != self.engine.model:
             emit(Notice("input", f"the server at {self.url} runs {self.engine.model}; its model is chosen where "
                                  "it starts (leave the model empty)"))

@@ -32,6 +32,7 @@ from presto_tui.serve.protocol import Ask, Choice, cut_at_stop
 from presto_tui.serve.wire import encode_event, vocab_object
 
 LISTENER_BACKLOG = 256  # a listener this far behind loses transient events (never recorded ones)
+LISTENER_LIMIT = 100_000  # a listener this far behind is dropped: its client reads slower than chains run
 
 
 class Busy(Exception):
@@ -110,11 +111,18 @@ class Listener:
 
     def __init__(self, pieces: dict[int, str]):
         self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
+        self.dropped = False
         self._vocab = Vocab(lambda ids: [pieces.get(i, "") for i in ids])
 
     def push(self, run: RequestRun, chain: ChainRun, ev: Event) -> None:
+        if self.dropped:
+            return
         if isinstance(ev, TRANSIENT) and self.queue.qsize() > LISTENER_BACKLOG:
             return  # progress for a person: the next one will do
+        if self.queue.qsize() > LISTENER_LIMIT:  # the stream ends; a client sees it end before the sessions do
+            self.dropped = True
+            self.close()
+            return
         new = self._vocab.new_pieces(ev)
         if new:
             self.queue.put_nowait(vocab_object(new))
@@ -129,7 +137,7 @@ class Listener:
 
 
 class Hub:
-    def __init__(self, host: EngineHost, *, max_chains: int, max_queue: int, keep: int = 64):
+    def __init__(self, host: EngineHost, *, max_chains: int, max_queue: int, keep: int = 16):
         self.host = host
         self.max_chains, self.max_queue = max_chains, max_queue
         self.runs: dict[str, RequestRun] = {}  # live and recently finished, by id
