@@ -110,7 +110,7 @@ def error_line(*args: str) -> str:
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),
     (["bench", "--seeds", "0"], "--seeds must lie in [1, 10000], got 0"),
     (["bench", "--budgets", "8,0"], "--budgets must lie in [1, 4096], got 0"),
-    (["bench", "--budgets", "8,x"], "--budgets must be comma-separated integers, got '8,x'"),
+    (["bench", "--budgets", "8,x"], "--budgets must be a whole number in [1, 4096], auto or fill:N, got 'x'"),
     (["bench", "--throughput", "1,300"], "--throughput must lie in [1, 256], got 300"),
     (["bench", "--rules", "spine,dfs"], "unknown --rules 'dfs'; choose one of bfs, predictive, spine, stream"),
     (["bench", "--rules", "none"],
@@ -235,9 +235,10 @@ def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     header = next(ln for ln in proc.stdout.splitlines() if "sampler rule N" in ln)
-    assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "est.", "tok", "waste",
-                              "req/use", "abort", "live", "1st", "s", "=seq"]
-    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.lstrip().startswith("powermh ")]
+    assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "+ext", "lim%", "s/prompt",
+                              "est.", "tok", "waste", "req/use", "abort", "live", "1st", "s", "=seq"]
+    rows = [ln.split() for ln in proc.stdout.splitlines()
+            if ln.lstrip().startswith("powermh ") and "limit" not in ln]
     assert len(rows) == 3 and all(row[-1] in ("yes", "NO") for row in rows[1:])
     assert "…" not in proc.stdout
 

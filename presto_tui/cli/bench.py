@@ -32,21 +32,31 @@ from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, 
 from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams
 from presto_tui.runtime.core.types import Request
 from presto_tui.runtime.session.events import SessionEnd, SessionStart
+from presto_tui.runtime.session.limit import limits
 from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import display_text, run_session
 from presto_tui.runtime.session.summary import SessionSummary
 
-Config = tuple[str, str, int | None]  # sampler, rule ("none": sequential), budget
+Config = tuple[str, str, str | None]  # sampler, rule ("none": sequential), budget as given (8, auto, fill:8)
 
 
 SEQUENTIAL = PrefetchRule.NONE.value
 
 
-def configs(samplers: list[str], rules: list[str], budgets: list[int]) -> list[Config]:
-    return [c for smp in samplers for c in [(smp, SEQUENTIAL, None)] + [(smp, r, b) for r in rules for b in budgets]]
+def configs(samplers: list[str], rules: list[str], budgets: list[str]) -> list[Config]:
+    """Each MH sampler sequentially, then under every rule and budget (auto and fill:N are the streaming
+    rule's own: the round rules take plain N only); a baseline once, on its own."""
+    out: list[Config] = []
+    for smp in samplers:
+        out.append((smp, SEQUENTIAL, None))
+        if SamplerName.of(smp).chain:
+            out += [(smp, r, b) for r in rules for b in budgets if r == PrefetchRule.STREAM or b.isdigit()]
+    return out
 
 
-def label(sampler: str, rule: str, budget: int | None) -> str:
+def label(sampler: str, rule: str, budget: str | None) -> str:
+    if not SamplerName.of(sampler).chain:
+        return sampler
     return f"{sampler} " + ("seq" if rule == SEQUENTIAL else f"{rule} {budget}")
 
 
@@ -100,13 +110,55 @@ def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int
             "ratio": (t2 - t1) / (t1 - t0) if t1 > t0 else None}
 
 
-def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None) -> dict:
+def session_limit(s: SessionSummary, speed: tuple[float | None, float | None]) -> float | None:
+    """The binding limit (dependency or compute, limit.py) of a session's trajectory, in seconds, with
+    the engine's single-request step time and best throughput measured over the whole bench."""
+    if not s.path or not s.transitions:
+        return None
+    return limits(s.path, *speed).best
+
+
+def engine_speed(probe: dict, sessions: list[SessionSummary]) -> tuple[float | None, float | None]:
+    """(single-request step time, best throughput in tokens per second) measured in this bench: the
+    probe's single suffix and its batch, and every session's own step costs (the best of them)."""
+    single = probe["one_s"] / probe["suffix_tokens"] if probe.get("one_s") else None
+    rates = [probe["batch"] * probe["suffix_tokens"] / probe["batch_s"]] if probe.get("batch_s") else []
+    rates += [s.engine_cost.best_rate for s in sessions if s.engine_cost is not None]
+    return single, max(rates) if rates else None
+
+
+def limit_table(results: dict[Config, list[SessionSummary]], speed: tuple[float | None, float | None]) -> list[dict]:
+    """Per MH sampler: the dependency and compute limits of its sequential trajectories (every exact
+    rule walks the same ones), as means over the prompts."""
+    out = []
+    for (sampler, rule, _), rows in results.items():
+        if rule != SEQUENTIAL or not SamplerName.of(sampler).chain:
+            continue
+        lims = [limits(r.path, *speed) for r in rows if r.path and r.transitions]
+        if not lims:
+            continue
+        out.append({"sampler": sampler, "dependency_steps": statistics.mean(x.steps for x in lims),
+                    "dependency_s": _mean([x.seconds for x in lims]),
+                    "compute_s": _mean([x.compute_seconds for x in lims]),
+                    "limit_s": _mean([x.best for x in lims]),
+                    "useful_tokens": statistics.mean(x.useful_tokens for x in lims)})
+    return out
+
+
+def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
+              speed: tuple[float | None, float | None] = (None, None)) -> dict:
     """One row of the table: means over sessions; speedup = the sequential sampler's mean wall time
     over this row's, measured on the same prompts and seeds (paper eq. 20, in wall time so that
-    streaming, which has no calls, compares too)."""
+    streaming, which has no calls, compares too); speedup_ext the same with each session's block
+    extensions included (what several blocks change); limit_share: the trajectory's binding limit
+    over the row's time, extensions included (1.0: as fast as any exact chain could be)."""
     wall = statistics.mean(r.wall_s for r in rows)
+    total = statistics.mean(r.engine_time_s for r in rows)
     calls = sum(r.calls for r in rows)
     seq_wall = statistics.mean(r.wall_s for r in seq) if seq else None
+    seq_total = statistics.mean(r.engine_time_s for r in seq) if seq else None
+    shares = [lim / r.engine_time_s for r in rows
+              if (lim := session_limit(r, speed)) is not None and r.engine_time_s]
     live = [r.mean_live for r in rows if r.mean_live is not None]
     firsts = [r.first_transition_s for r in rows if r.first_transition_s is not None]
     return {
@@ -119,6 +171,9 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None) -> d
         "wall_per_transition_s": statistics.mean(r.wall_per_transition_s for r in rows),
         "transitions_per_s": statistics.mean(r.transitions_per_s for r in rows),
         "speedup": (seq_wall / wall) if seq_wall and wall else None,
+        "engine_time_s": total,
+        "speedup_ext": (seq_total / total) if seq_total and total else None,
+        "limit_share": statistics.mean(shares) if shares else None,
         "speedup_estimate": _mean([r.speedup_estimate for r in rows]),
         "tokens_generated": statistics.mean(r.proposal_tokens for r in rows),
         "wasted_share": statistics.mean(r.wasted_share for r in rows),
@@ -185,16 +240,17 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
     return {"rule": params.prefetch, "budget": params.budget, "concurrency": concurrency, "rows": rows}
 
 
-def row_params(base: SamplerParams, sampler: str, rule: str, budget: int | None, seed: int = 0) -> SamplerParams:
+def row_params(base: SamplerParams, sampler: str, rule: str, budget: str | None, seed: int = 0) -> SamplerParams:
     """A row's parameters: the sequential reference, spine and stream always run on decision
     inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
     node_inputs = PrefetchRule.of(rule).node_inputs
-    return base.with_(sampler=sampler, prefetch=rule, budget=budget or base.budget, seed=seed,
+    sized = o.parse_budget(budget) if budget else {}
+    return base.with_(sampler=sampler, prefetch=rule, seed=seed, **sized,
                       inputs=base.inputs if node_inputs else InputMode.DECISION.value)
 
 
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
-              budgets: list[int], samplers: Sequence[str] = (SamplerName.POWERMH.value,), seeds: int = 1,
+              budgets: list[str], samplers: Sequence[str] = (SamplerName.POWERMH.value,), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None) -> None:
@@ -247,17 +303,20 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     hit_rate = None
     if cache0 and cache1 and cache1["queries"] > cache0["queries"]:
         hit_rate = (cache1["hits"] - cache0["hits"]) / (cache1["queries"] - cache0["queries"])
+    speed = engine_speed(probe, [s for rows in results.values() for s in rows])
     table_rows = []
     for cfg in cfgs:
         sampler, rule, budget = cfg
-        agg = aggregate(results[cfg], results[(sampler, SEQUENTIAL, None)] if rule != SEQUENTIAL else None)
+        agg = aggregate(results[cfg], results[(sampler, SEQUENTIAL, None)] if rule != SEQUENTIAL else None, speed)
         inputs = row_params(base, sampler, rule, budget).inputs
         exact = rule != SEQUENTIAL and inputs == InputMode.DECISION  # node inputs draw other randomness
         agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget, inputs=inputs,
                    same_final_state_as_sequential=same_as_seq[cfg] if exact else None)
         table_rows.append(agg)
+    limit_rows = limit_table(results, speed)
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
+        "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
         "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "rows": table_rows,
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
@@ -289,6 +348,18 @@ def table_console() -> Console:
 PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
 
 
+def _ratio(x: float | None, mh: bool) -> str:
+    return "-" if not mh else "1.00" if x is None else f"{x:.2f}x"
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else 1000 * x
+
+
 def _f(x: float | None, fmt: str, none: str = "-") -> str:
     return none if x is None else format(x, fmt)
 
@@ -299,21 +370,27 @@ def render(console: Console, report: dict) -> None:
                         f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     wide = console.width >= 110  # narrower terminals get the rest from the JSON file
-    cols = ["sampler rule N", "tr/call", "ms/tr", "tr/s", "speedup", "est."]
-    cols += (["tok", "waste", "req/use", "abort", "live", "1st s"] if wide else []) + ["=seq"]
+    cols = ["sampler rule N", "tr/call", "ms/tr", "tr/s", "speedup", "+ext", "lim%", "s/prompt"]
+    cols += (["est.", "tok", "waste", "req/use", "abort", "live", "1st s"] if wide else []) + ["=seq"]
     for col in cols:
         table.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
     for r in report["rows"]:
         same_seq = r["same_final_state_as_sequential"]
         same = "" if same_seq is None else ("yes" if same_seq else "NO")
-        cells = [r["label"], _f(r["transitions_per_call"] or None, ".2f"), _f(r["wall_per_transition_s"] * 1e3, ".0f"),
-                 _f(r["transitions_per_s"], ".2f"), "1.00" if r["speedup"] is None else f"{r['speedup']:.2f}x",
-                 _f(r["speedup_estimate"], ".2f")]
+        mh = r["requests_realized"] > 0
+        cells = [r["label"], _f(r["transitions_per_call"] or None, ".2f"),
+                 _f(r["wall_per_transition_s"] * 1e3 if mh else None, ".0f"), _f(r["transitions_per_s"] or None, ".2f"),
+                 _ratio(r["speedup"], mh), _ratio(r["speedup_ext"], mh), _f(_pct(r["limit_share"]), ".0f"),
+                 _f(r["engine_time_s"], ".2f")]
         if wide:
-            cells += [f"{r['tokens_generated']:.0f}", f"{100 * r['wasted_share']:.0f}%",
+            cells += [_f(r["speedup_estimate"], ".2f"), f"{r['tokens_generated']:.0f}",
+                      f"{100 * r['wasted_share']:.0f}%" if mh else "-",
                       f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}", f"{r['requests_aborted']:.0f}",
                       _f(r["mean_live_requests"], ".1f"), _f(r["time_to_first_transition_s"], ".2f")]
         table.add_row(*cells, same)
+    for lim in report.get("limits") or []:
+        table.add_row(f"{lim['sampler']} limit", "", "", "", "", "", "100", _f(lim["limit_s"], ".2f"),
+                      *([""] * 7 if wide else []), "")
     console.print(table)
     tp = report.get("throughput")
     if tp:
@@ -342,12 +419,20 @@ def render(console: Console, report: dict) -> None:
                       f"{pr['ratio']:.2f}x one suffix ({pr['batch_s']:.2f} s vs {pr['one_s']:.2f} s)")
     if report["prefix_cache_hit_rate"] is not None:
         console.print(f"prefix-cache hit rate: {report['prefix_cache_hit_rate']:.3f}")
+    for lim in report.get("limits") or []:
+        console.print(f"limit ({lim['sampler']}'s trajectories, per prompt): dependency {lim['dependency_steps']:.0f} "
+                      f"decode steps = {_f(lim['dependency_s'], '.2f')} s at {_f(_ms(report['single_step_s']), '.1f')} "
+                      f"ms a step; compute {lim['useful_tokens']:.0f} useful tokens = {_f(lim['compute_s'], '.2f')} s "
+                      f"at the best measured {_f(report['best_tokens_per_s'], '.0f')} tokens/s")
     console.print(f"time: {report['time_unit']}. rows: each sampler sequentially and with PreSTO at each rule "
-                  "and budget N. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
-                  "the row's (paper eq. 20 in wall time), measured side by side; est.: the single-session estimate "
-                  "`run` and `stats` show; waste: share of proposal tokens the walk did not use; live: mean live "
-                  "requests (stream); 1st s: time to the first transition; '=seq': same final state as the "
-                  "sequential sampler")
+                  "and budget N (stream: N is a cap under the cost policy, auto its cap of 64, fill:N keeps N live); "
+                  "a baseline once. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
+                  "the row's (paper eq. 20 in wall time), measured side by side; +ext: the same with the block "
+                  "extensions included; lim%: the trajectory's binding limit (dependency or compute, whichever is "
+                  "longer) as a share of the row's time with extensions; s/prompt: that time; est.: the "
+                  "single-session estimate `run` and `stats` show; waste: share of proposal tokens the walk did not "
+                  "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
+                  "state as the sequential sampler")
 
 
 @command()
@@ -362,7 +447,8 @@ def bench(
         help=f"Use only the first N prompts, {o.CLI_LIMITS['limit'].where} [default: all].")] = None,
     budgets: Annotated[str, typer.Option(
         metavar="N,...",
-        help=f"Comma-separated prefetch budgets to compare, each {LIMITS['budget'].where}.")] = "8,12,20",
+        help=f"Comma-separated prefetch budgets to compare, each N {LIMITS['budget'].where}; for stream also "
+        "auto and fill:N (see run --budget).")] = "8,12,20",
     rules: Annotated[str, typer.Option(
         metavar="NAME,...",
         help=f"Comma-separated PreSTO rules to compare: {', '.join(PrefetchRule.presto_names())}.")
@@ -422,9 +508,9 @@ def bench(
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
     """
     flags = ctx.params
-    budget_list = _int_list("--budgets", budgets)
+    budget_list = [b.strip() for b in budgets.split(",") if b.strip()]
     for b in budget_list:
-        LIMITS["budget"].check("--budgets", b)
+        LIMITS["budget"].check("--budgets", o.parse_budget(b, "--budgets")["budget"])
     if SEQUENTIAL in _names(rules):
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
@@ -439,10 +525,8 @@ def bench(
         o.CLI_LIMITS["concurrency"].check("--throughput", c)
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL})
-    for r in [*rule_list, throughput_rule.value]:
-        for smp in sampler_list:
-            for b in budget_list:
-                row_params(base, smp, r, b).validate()
+    for cfg in configs(sampler_list, [*rule_list, throughput_rule.value], budget_list):
+        row_params(base, *cfg).validate()
     if prompts_file is None:
         from importlib.resources import files
 

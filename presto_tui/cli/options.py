@@ -236,7 +236,7 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     return SamplerParams(**values).validate()
 
 
-def parse_budget(text: str) -> dict[str, Any]:
+def parse_budget(text: str, flag: str = "--budget") -> dict[str, Any]:
     """`-N`: N (the cost policy, N at most), auto (the cost policy up to AUTO_BUDGET) or fill:N."""
     raw = text.strip()
     policy = "cost"
@@ -245,7 +245,7 @@ def parse_budget(text: str) -> dict[str, Any]:
     if raw.startswith("fill:"):
         raw, policy = raw[5:], "fill"
     if not raw.isascii() or not raw.isdigit():
-        raise InputError(f"--budget must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
+        raise InputError(f"{flag} must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
     return {"budget": int(raw), "budget_policy": policy}
 
 
