@@ -489,3 +489,28 @@ def test_an_engine_failure_ends_the_chains_it_hit_with_a_500_and_the_server_serv
     assert ok.status_code == 200 and ok.json()["choices"][0]["text"] == run_twin("the cat", *SIZES, "--seed", "3")[
         "text"]
     assert m["presto_engine_faults_total"] == 1 and m['presto_chains_total{status="error"}'] == 1
+
+
+@pytest.mark.engine
+def test_on_vllm_the_openai_client_gets_what_run_gets():
+    """The embedded SmolLM2-135M on vLLM: the chain `run` builds (make_driver + the engine loop, on the
+    same engine before it serves), then the same prompt through the openai client, plain and streamed."""
+    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
+    from presto_tui.runtime.session.runner import run_session
+
+    engine = start_engine("vllm", EngineOptions(max_model_len=512))
+    prompt, params = "What is 7 * 8?", SamplerParams(max_new_tokens=16, steps=4, budget=4, seed=3)
+    (twin,) = [e for e in run_session(engine, params, engine.encode_prompt(prompt), prompt=prompt)
+               if isinstance(e, SessionEnd)]
+    extra = {"steps": 4, "budget": 4}
+    with serving(engine) as (url, _):
+        c = client(url)
+        plain = c.completions.create(model=engine.model, prompt=prompt, seed=3, max_tokens=16, extra_body=extra)
+        chat = list(c.chat.completions.create(model=engine.model, seed=3, max_tokens=16, stream=True,
+                                              messages=[{"role": "user", "content": prompt}], extra_body=extra))
+        with pytest.raises(openai.BadRequestError) as bad:
+            c.completions.create(model=engine.model, prompt=prompt, extra_body={"alpha": 0})
+    assert plain.model_extra["presto"]["choices"][0]["tokens"] == list(twin.tokens)
+    assert plain.choices[0].text == twin.text
+    assert "".join(ch.choices[0].delta.content or "" for ch in chat if ch.choices) == twin.text
+    assert bad.value.body["message"] == "--alpha must lie in (0, 1000], got 0"

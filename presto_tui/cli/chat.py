@@ -32,10 +32,11 @@ def chat(
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     connect: Annotated[str | None, typer.Option(
         "--connect", metavar="URL", show_default=False,
-        help="Sample on a presto-tui serve at URL (e.g. http://127.0.0.1:8000) instead of a local engine: the "
-        "tree, inspector and stats come from its event stream; the trace is also written here.")] = None,
+        help="Sample on a presto-tui serve at URL (e.g. http://127.0.0.1:8000) instead of a local engine, with "
+        "the server's sampler defaults under the sampler flags given here; the tree, inspector and stats come "
+        "from its event stream, and the trace is also written here.")] = None,
     api_key: Annotated[str | None, typer.Option(
-        "--api-key", envvar="PRESTO_TUI_API_KEY", show_default=False,
+        "--api-key", metavar="KEY", envvar="PRESTO_TUI_API_KEY", show_default=False,
         help="The server's API key, for --connect (also $PRESTO_TUI_API_KEY).")] = None,
 ) -> None:
     """Chat with a model and watch every PreSTO round as a live tree.

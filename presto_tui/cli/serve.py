@@ -20,12 +20,12 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 def serve(
     ctx: typer.Context,
     host: Annotated[str, typer.Option(
-        "--host", rich_help_panel=SERVER,
+        "--host", metavar="ADDRESS", rich_help_panel=SERVER,
         help="Address to listen on; 0.0.0.0 listens on every interface (then set --api-key).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", rich_help_panel=SERVER, help="Port to listen on (0: any free one).")]
     = 8000,
     api_key: Annotated[str | None, typer.Option(
-        "--api-key", envvar="PRESTO_TUI_API_KEY", rich_help_panel=SERVER, show_default=False,
+        "--api-key", metavar="KEY", envvar="PRESTO_TUI_API_KEY", rich_help_panel=SERVER, show_default=False,
         help="Require the header Authorization: Bearer KEY on every route (also $PRESTO_TUI_API_KEY) "
         "[default: none, fine on 127.0.0.1].")] = None,
     max_chains: Annotated[int | None, typer.Option(

@@ -313,6 +313,9 @@ def create_app(server: Server) -> FastAPI:
         if ask.model is not None and ask.model != server.model_id:
             raise HttpError(404, f"model {ask.model!r} is not served here; this server serves {server.model_id!r}",
                             code="model_not_found")
+        host = server.host
+        if host is None or not host.alive:  # (a bug stopped it: /health says so too)
+            raise HttpError(503, "the engine thread has stopped; restart presto-tui serve", "server_error")
         try:
             run = hub().reserve(ask)
         except InputError as e:
