@@ -295,7 +295,7 @@ def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_pat
         # the stream was closed: its chain is cancelled and its requests aborted; the other goes on
         poll(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 1)
         with pytest.raises(httpx.ReadTimeout):  # a plain answer's client that gives up
-            httpx.post(url + "/v1/completions", json={"prompt": "it was warm", **BODY}, timeout=0.5)
+            httpx.post(url + "/v1/completions", json={"prompt": "it was warm", **BODY}, timeout=1.0)
         poll(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 2)
         m = metrics(url)
         assert m["presto_chains_live"] == 1 and m["presto_engine_requests_live"] == engine.live > 0
@@ -329,11 +329,11 @@ def test_a_request_past_its_timeout_is_504_and_its_session_ends_cancelled(tmp_pa
 
 def test_the_event_stream_replays_a_request_through_the_trace_gate(tmp_path):
     trace = tmp_path / "serve.jsonl"
-    with serving(trace=trace) as (url, _):
+    with serving(trace=trace) as (url, server):
         every: list[dict] = []
         firehose = threading.Thread(target=lambda: read_events(url, "", every, stop_after=1))
         firehose.start()
-        time.sleep(0.2)  # (only so that the firehose is listening before the request starts)
+        poll(lambda: server.hub._listeners)  # listening before the request starts
         r = httpx.post(url + "/v1/chat/completions", json={
             "messages": [{"role": "user", "content": "the cat"}], "request_id": "mine", "prefetch": "stream",
             **BODY}).json()
