@@ -6,10 +6,12 @@
    a real engine would add to every decision).
 2. Speedup over sequential PowerMH in engine time on the synthetic engine's
    cost model (a step costs 1 + slope (live - 1) units): round-based spine
-   against streaming, at N = 8 and 20, T = 96, next to DESIGN.md's simulation
-   (i.i.d. uniform cuts, no content validity: 1.7x and 3.0x at N = 8 on a CPU).
+   against streaming with N live and with the cost policy (N its cap), at
+   N = 8, 20 and 64, T = 96, next to the simulation in docs/streaming.md
+   (i.i.d. uniform cuts, no content validity; its CPU numbers, slope 0.05:
+   1.7x and 3.0x at N = 8).
 
-Run: python benchmarks/bench_stream.py [--chains 8]
+Run: python benchmarks/bench_stream.py [--chains 8] [--slope 0.004]   (0.004: a GPU-like cost)
 """
 
 from __future__ import annotations
@@ -45,35 +47,39 @@ def main() -> None:
     args = ap.parse_args()
     base = SamplerParams(max_new_tokens=96, steps=48)
 
-    print("1. scheduler overhead per walked decision (real time, ms; synthetic engine, T=96, K=48)")
+    print("1. scheduler overhead per walked decision (real time, ms; synthetic engine, T=96, K=48; N requests kept "
+          "live, the scheduler's busiest case)")
     print(f"{'N':>4}{'sched ms/decision':>20}{'total ms/decision':>20}")
     for budget in (8, 20, 64):
         per, tot = [], []
         for seed in range(2):
             for prompt in PROMPTS:
                 engine = SyntheticEngine(SyntheticLM(), slope=args.slope)
-                wall, _, sched, n = session(engine, base.with_(prefetch="stream", budget=budget, seed=seed), prompt)
+                params = base.with_(prefetch="stream", budget=budget, budget_policy="fill", seed=seed)
+                wall, _, sched, n = session(engine, params, prompt)
                 per.append(1e3 * sched / n)
                 tot.append(1e3 * wall / n)
         print(f"{budget:>4}{statistics.median(per):>20.3f}{statistics.median(tot):>20.3f}")
 
     print(f"\n2. speedup over sequential PowerMH in engine time (cost 1 + {args.slope} (live - 1) per step), "
           f"{len(PROMPTS)} prompts x {args.chains} seeds, T=96, K=48")
-    print(f"{'rule':<16}{'N=8':>8}{'N=20':>8}")
-    for rule in ("spine", "stream"):
+    print(f"{'rule':<22}{'N=8':>8}{'N=20':>8}{'N=64':>8}")
+    rows = {"spine": dict(prefetch="spine"), "stream, N live": dict(prefetch="stream", budget_policy="fill"),
+            "stream, cost (N: cap)": dict(prefetch="stream", budget_policy="cost")}
+    for name, kw in rows.items():
         cells = []
-        for budget in (8, 20):
+        for budget in (8, 20, 64):
             ratios = []
             for seed in range(args.chains):
                 for prompt in PROMPTS:
                     t = {}
-                    for r in ("none", rule):
+                    for key, p in (("seq", base.with_(prefetch="none")), ("row", base.with_(budget=budget, **kw))):
                         engine = SyntheticEngine(SyntheticLM(), slope=args.slope)
-                        t[r] = session(engine, base.with_(prefetch=r, budget=budget, seed=seed), prompt)[1]
-                    ratios.append(t["none"] / t[rule])
+                        t[key] = session(engine, p.with_(seed=seed), prompt)[1]
+                    ratios.append(t["seq"] / t["row"])
             cells.append(f"{statistics.mean(ratios):.2f}x")
-        print(f"{rule:<16}" + "".join(f"{c:>8}" for c in cells))
-    print("simulation (DESIGN.md sec 7, no content validity): round spine 1.7x / 1.3x, streaming 3.0x / 3.0x")
+        print(f"{name:<22}" + "".join(f"{c:>8}" for c in cells))
+    print("simulation (docs/streaming.md, no content validity): round spine 1.7x / 1.3x, streaming 3.0x / 3.0x")
 
 
 if __name__ == "__main__":

@@ -31,3 +31,14 @@ def pytest_runtest_setup(item):
 def _synthetic_backend_for_cli(monkeypatch):
     """CLI tests run on the synthetic model; engine tests start real backends explicitly."""
     monkeypatch.setenv("PRESTO_TUI_BACKEND", "synthetic")
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fail the test if anything starts an engine: input is checked before any engine starts."""
+    from presto_tui.runtime.engines import registry
+
+    def refuse(*a, **k):
+        raise AssertionError("an engine was started before the input was checked")
+
+    monkeypatch.setattr(registry, "start_engine", refuse)

@@ -30,17 +30,6 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.fixture
-def no_engine(monkeypatch):
-    """Fail the test if anything starts an engine: usage errors come first."""
-    from presto_tui.runtime.engines import registry
-
-    def refuse(*a, **k):
-        raise AssertionError("an engine was started before the input was checked")
-
-    monkeypatch.setattr(registry, "start_engine", refuse)
-
-
 def error_line(*args: str) -> str:
     """The one error line of a command that must fail with exit code 2 and print nothing else."""
     res = runner.invoke(app, list(args))
@@ -91,14 +80,14 @@ def error_line(*args: str) -> str:
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
-    (["replay"], "presto-tui replay needs TRACE: a trace written by presto-tui run, chat or bench"),
+    (["replay"], "presto-tui replay needs TRACE...: traces written by presto-tui run, chat or bench; several replay "
+                 "on one timeline, their sessions numbered from 1 in the order given"),
     (["fit-classifier", "t.jsonl"], "presto-tui fit-classifier needs --output: where to write the classifier JSON"),
     (["fit-classifier", "t.jsonl", "-o"], "-o needs a value: a file path"),
     (["--debug"], "missing command (see presto-tui --help)"),
     # extra arguments, saying what the command takes
     (["run", "x", "y"], "unexpected argument 'y' for presto-tui run (takes PROMPT; quote a value that has spaces)"),
-    (["replay", "a.jsonl", "b.jsonl"],
-     "unexpected argument 'b.jsonl' for presto-tui replay (takes TRACE; quote a value that has spaces)"),
+    (["replay", "a.jsonl", "--compare"], "--compare needs a value: S,T"),
     (["bench", "extra"], "unexpected argument 'extra' for presto-tui bench (takes no arguments)"),
     (["chat", "hello"], "unexpected argument 'hello' for presto-tui chat (takes no arguments)"),
     # commands
@@ -159,7 +148,7 @@ def test_help_shows_no_types_for_flags_and_names_for_arguments(command):
 
 
 @pytest.mark.parametrize("command,usage", [
-    ("run", "presto-tui run [OPTIONS] [PROMPT]"), ("replay", "presto-tui replay [OPTIONS] TRACE"),
+    ("run", "presto-tui run [OPTIONS] [PROMPT]"), ("replay", "presto-tui replay [OPTIONS] TRACE..."),
     ("stats", "presto-tui stats [OPTIONS] TRACE..."),
     ("fit-classifier", "presto-tui fit-classifier [OPTIONS] TRACE..."), ("bench", "presto-tui bench [OPTIONS]"),
 ])

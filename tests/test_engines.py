@@ -104,16 +104,20 @@ def test_prompts_travel_as_token_ids_through_the_chat_template(hf):
     assert ids[-3:] == hf.encode_prompt("anything")[-3:]  # ends with the assistant header
 
 
-@pytest.mark.parametrize("rule", ["bfs", "predictive", "spine", "stream"])
+@pytest.mark.parametrize("rule", ["bfs", "predictive", "spine", "stream", "stream-inside"])
 def test_presto_reproduces_powermh_on_vllm(vllm, rule):
-    """The coupled trajectory test on the real engine (short horizon)."""
+    """The coupled trajectory test on the real engine (short horizon); `stream-inside`: the streaming
+    rule also requesting decisions cut inside proposals still decoding (the tokens vLLM hands back
+    every step), over two blocks with the next block's extension decoded ahead."""
     from helpers import trajectory
 
     base = SamplerParams(max_new_tokens=16, steps=8, budget=4, seed=3)
+    if rule == "stream-inside":
+        rule, base = "stream", base.with_(block_size=8, steps=4, speculate="proposal,block", budget_policy="fill")
     ids = vllm.encode_prompt("Name a prime number.")
     seq, _ = trajectory(vllm, base.with_(prefetch="none"), ids)
     pre, trees = trajectory(vllm, base.with_(prefetch=rule), ids)
-    assert seq == pre and len(seq) == 8 + 1
+    assert seq == pre and len(seq) == 8 + base.n_blocks
     if rule != "stream":  # (streaming has epochs, one per accepted move, not rounds)
         assert len(trees) < 8  # rounds did realize several transitions
 
@@ -147,6 +151,26 @@ def test_spine_on_vllm_keeps_what_the_sequential_chain_holds(vllm):
                     checked += 1
                     differ += before.logq[:cut] != t.root.logq[:cut]
     assert checked > 0  # content-check cases occurred; `differ` of them had records unequal to the root's
+
+
+def test_baselines_stop_at_eos_on_vllm(vllm):
+    """Low temperature and best-of-N on vLLM: samples stop at the model's EOS (or run to n), best-of-N's
+    sample 0 is low temperature's, and PowerSMC's particles grow in blocks to an answer."""
+    from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep
+    from presto_tui.runtime.session.runner import run_session
+
+    ids = vllm.encode_prompt("Say yes.")
+    common = dict(prefetch="none", max_new_tokens=32, seed=5)
+    lt = list(run_session(vllm, SamplerParams(sampler="lowtemp", **common), ids))
+    bon = list(run_session(vllm, SamplerParams(sampler="bestofn", samples=3, **common), ids))
+    smc = list(run_session(vllm, SamplerParams(sampler="powersmc", particles=3, smc_block=8, **common), ids))
+    (one,) = [e for e in lt if isinstance(e, Sample)]
+    samples = sorted((e for e in bon if isinstance(e, Sample)), key=lambda e: e.index)
+    assert samples[0].tokens == one.tokens
+    for s in samples:
+        assert len(s.tokens) == 32 or len(s.tokens) < 32 and s.tokens[-1] == vllm.eos_id
+    assert [e for e in smc if isinstance(e, SmcStep)] and [e for e in smc if isinstance(e, Choice)]
+    assert all(isinstance(evs[-1], SessionEnd) and evs[-1].reason == "done" for evs in (lt, bon, smc))
 
 
 def test_context_overflow_is_one_line_error(vllm):

@@ -40,17 +40,6 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.fixture
-def no_engine(monkeypatch):
-    """Fail the test if anything starts an engine: checks must come first."""
-    from presto_tui.runtime.engines import registry
-
-    def refuse(*a, **k):
-        raise AssertionError("an engine was started before the input was checked")
-
-    monkeypatch.setattr(registry, "start_engine", refuse)
-
-
 def one_error_line(res, code: int = 2) -> str:
     assert res.exit_code == code, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

@@ -468,7 +468,7 @@ def bench(
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
     inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
-    max_new_tokens: o.BenchNewTokens = None, steps: o.BenchSteps = None,
+    max_new_tokens: o.BenchNewTokens = None, block_size: o.BlockSize = None, steps: o.BenchSteps = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
@@ -476,7 +476,7 @@ def bench(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,
@@ -506,6 +506,8 @@ def bench(
       presto-tui bench --inputs node --rules bfs,predictive --budgets 20
 
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
+
+      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4   # 4 blocks
     """
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]

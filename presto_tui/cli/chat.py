@@ -28,7 +28,7 @@ def chat(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     connect: Annotated[str | None, typer.Option(
         "--connect", metavar="URL", show_default=False,

@@ -142,7 +142,7 @@ BenchNewTokens = Annotated[int | None, typer.Option(
     help=number_help("max_new_tokens", "Response length n", default=BENCH_SIZES["max_new_tokens"]))]
 BenchSteps = Annotated[int | None, typer.Option(
     "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("steps", "MH transitions per prompt (one block)", default=BENCH_SIZES["steps"]))]
+    help=number_help("steps", "MH transitions per block (one block unless -B)", default=BENCH_SIZES["steps"]))]
 PaperSettings = Annotated[bool, typer.Option(
     "--paper-settings", rich_help_panel=SAMPLER,
     help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
@@ -187,6 +187,10 @@ Threads = Annotated[int | None, typer.Option(
 KvCache = Annotated[float | None, typer.Option(
     "--kv-cache-gib", rich_help_panel=ENGINE, show_default=False,
     help="vLLM on CPU: KV-cache size in GiB [default: 1].")]
+SyntheticCost = Annotated[float | None, typer.Option(
+    "--synthetic-cost", rich_help_panel=ENGINE, show_default=False,
+    help="Synthetic engine: a step with n live requests costs 1 + this x (n - 1) one-request steps; 0.05 is "
+    "what a 2-core CPU measured, about 0.004 a GPU [default: 0.05].")]
 
 # -- scale-out ----------------------------------------------------------------------
 SCALE = "Scale-out (Ray)"
@@ -211,7 +215,7 @@ SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_token
                  "smc_ramp")
 ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
-                "threads", "kv_cache_gib")
+                "threads", "kv_cache_gib", "synthetic_cost")
 
 
 def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):

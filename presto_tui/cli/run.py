@@ -33,7 +33,7 @@ def run(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
         help=f"Chains run at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where} "

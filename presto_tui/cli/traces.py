@@ -11,29 +11,63 @@ import typer
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
+from presto_tui.safetext import visible
 
 
 @command()
 @o.handled
 def replay(
-    trace: Annotated[Path, typer.Argument(help="A trace written by presto-tui run, chat or bench.", metavar="TRACE")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Traces written by presto-tui run, chat or bench; several replay on one timeline, their sessions "
+        "numbered from 1 in the order given.", metavar="TRACE...")],
     play: Annotated[bool, typer.Option("--play", help="Start playing at once.")] = False,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="S,T", help="Open sessions S and T side by side at once: parameters, acceptance "
+        "curves, answers and a diff of them (in the app: c on one session, then c on another).")] = None,
 ) -> None:
-    """Replay a recorded session: the same trees, inspector and stats, no model needed.
+    """Replay recorded sessions: the same trees, inspector and stats, no model needed.
 
     A timeline runs over every round; space plays and pauses, < and > change the speed,
-    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key.
+    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key. A
+    baseline session (lowtemp, bestofn, powersmc) is one place on it: its samples, or
+    PowerSMC's particles over blocks, where a round's tree would be. In the app, c
+    compares two sessions, t splits the selected node's ratio by token and H shows the
+    session's whole chain (exportable as JSON or CSV).
+
+    Traces replayed together must come from one tokenizer (their token ids mean the same
+    text).
 
     Examples:
 
       presto-tui replay sessions/example.jsonl
+
+      presto-tui replay a.jsonl b.jsonl --compare 1,2
     """
-    (loaded,) = o.load_traces([trace])
-    if not any(s.rounds for s in loaded.sessions):
-        raise InputError(f"{trace}: the trace holds no rounds to replay")
+    loaded = o.load_traces(_distinct_files(traces))
+    from presto_tui.views.baseline_state import is_baseline
+
+    if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
+        raise InputError(f"{traces[0]}: the trace holds no rounds and no baseline session to replay"
+                         if len(loaded) == 1 else "none of the traces holds a round or a baseline session to replay")
+    sessions = sum(len(t.sessions) for t in loaded)
+    pair = _session_pair(compare, sessions) if compare is not None else None
     from presto_tui.views.app import replay_app
 
-    replay_app(loaded, autoplay=play).run()
+    replay_app(loaded, autoplay=play, compare=pair).run()
+
+
+def _session_pair(raw: str, sessions: int) -> tuple[int, int]:
+    """`--compare S,T`: two different session numbers from 1, as indices."""
+    parts = raw.split(",")
+    try:
+        s, t = (int(x) for x in parts) if len(parts) == 2 else (0, 0)
+    except ValueError:
+        s = t = 0
+    if not (1 <= s <= sessions and 1 <= t <= sessions and s != t):
+        raise InputError(f"--compare must be two different session numbers S,T from 1 to {sessions} "
+                         f"(the traces hold {sessions} session{'s' if sessions != 1 else ''}), "
+                         f"got {visible(raw[:40], keep_newlines=False)!r}")
+    return s - 1, t - 1
 
 
 @command()
@@ -50,7 +84,9 @@ def stats(
     call (per second for streaming), time per transition, the estimated speedup over the
     sequential sampler, acceptance rate, epsilon-class shares of the scored decisions, and
     requests issued against requests the walk used. Sessions cut short (no end event) are
-    marked.
+    marked. Baseline sessions (lowtemp, bestofn, powersmc) get tables of their own: time,
+    tokens, samples or particles, resamplings, last ESS, and the answer's log-likelihood
+    per token and confidence.
 
     Then one pooled row per group of comparable sessions: those that differ only in prompt
     and seed (same backend, model, device, sampler and its parameters, alpha, tau, epsilon,

@@ -96,7 +96,8 @@ def _expected(param: Any) -> str:
     if limit is not None:
         return f"{limit.kind} {limit.where}"
     kind = param.bare_type() if hasattr(param, "bare_type") else ""
-    return {"int": "a whole number", "float": "a number", "Path": "a file path"}.get(kind, "a value")
+    # a text option's metavar shows its form (S,T; NAME,...) better than "a value"
+    return {"int": "a whole number", "float": "a number", "Path": "a file path"}.get(kind, param.metavar or "a value")
 
 
 def _raw_value(e: click_errors.BadParameter) -> object:
@@ -158,8 +159,11 @@ def _readable_help_option(option: Any) -> Any:
     return option
 
 
-class PrestoCommand(TyperCommand):
-    """A command whose extra arguments and usage errors are reported in one line."""
+class _ReadableHelp:
+    """Help text escaped once for Rich, readable metavars, the help flag shown as a flag."""
+
+    help: str | None
+    params: list
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -167,7 +171,11 @@ class PrestoCommand(TyperCommand):
         _readable(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        return _readable_help_option(super().get_help_option(ctx))
+        return _readable_help_option(super().get_help_option(ctx))  # type: ignore[misc]
+
+
+class PrestoCommand(_ReadableHelp, TyperCommand):
+    """A command whose extra arguments and usage errors are reported in one line."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # extra arguments are let through here and reported below, saying what the command takes
@@ -184,16 +192,8 @@ class PrestoCommand(TyperCommand):
         return rest
 
 
-class PrestoGroup(TyperGroup):
+class PrestoGroup(_ReadableHelp, TyperGroup):
     """The `presto-tui` group: every usage error below it ends in one line and exit code 2."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help = escape(self.help) if self.help else self.help
-        _readable(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return _readable_help_option(super().get_help_option(ctx))
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name = args[0]

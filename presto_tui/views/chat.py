@@ -30,6 +30,7 @@ from presto_tui.runtime.session.events import (
     SessionStart,
 )
 from presto_tui.safetext import visible
+from presto_tui.views import baseline_view as bv
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.screens import SettingsScreen
 from presto_tui.views.state import SessionView
@@ -163,6 +164,10 @@ class ChatScreen(RoundScreen):
             self.state.apply(item)  # type: ignore[arg-type]
             if isinstance(item, SessionStart):
                 self.follow = True
+                if self.state.current.baseline is not None:  # type: ignore[union-attr]
+                    self.cursor = (len(self.state.sessions) - 1, 0)  # its view fills in as events arrive
+                elif self.shown_baseline() is not None:
+                    self.cursor = None  # a baseline's view must not stand for the new chain's first round
             elif isinstance(item, RoundDone):
                 self.in_flight = self.live_tree = None
                 if self.follow:
@@ -204,13 +209,27 @@ class ChatScreen(RoundScreen):
         if upto is not None and self.cursor is not None:
             s, r = self.cursor
             heading = f"as of {self.state.sessions[s].unit} {r + 1} of session {s + 1}, the one on screen (End: live)"
-            cur = self.state.current
-            if cur is not None:
-                m = cur.summary
-                live = (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
-                        f"{m.transitions}/{cur.total_steps} transitions, {'paused' if self.paused else m.status}")
+            live = self._live_line()
         self.query_one("#stats", StatsPanel).show(session, upto, paused=self.paused and upto is None,
                                                   heading=heading, live=live)
+
+    def draw_baseline_stats(self, session: SessionView, **kwargs) -> None:
+        live = session is not self.state.current  # browsing back: say how the running session stands
+        super().draw_baseline_stats(session, paused=self.paused and not live, live=self._live_line() if live else "",
+                                    heading=f"session {self.cursor[0] + 1}, the one on screen (End: live)"
+                                    if live and self.cursor is not None else "")
+
+    def _live_line(self) -> str:
+        """How the newest session stands, said while an earlier one is on screen."""
+        cur = self.state.current
+        if cur is None:
+            return ""
+        m = cur.summary
+        status = "paused" if self.paused else m.status
+        if cur.baseline is not None:
+            return f"live: session {len(self.state.sessions)}, {bv.progress(cur)}, {status}"
+        return (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
+                f"{m.transitions}/{cur.total_steps} transitions, {status}")
 
     def shown_tree(self):
         if self.follow and self.live_tree is not None:

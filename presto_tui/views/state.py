@@ -4,6 +4,10 @@ Live sessions (the chat worker) and replays (a trace) feed the same
 `AppState.apply`, and both take token text from the same kind of table
 (`vocab`: the trace's vocab lines, or the worker's `VocabUpdate`s), so both
 draw the same screens from the same data.
+
+The timeline runs over positions: an MH session has one per round (epoch), a
+baseline session (no rounds: its samples or particles, `baseline_state`) one
+for the whole session, so that replay and chat reach it like a round.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from presto_tui.runtime.prefetch.tree import ABORTED, LIVE, TableTree
 from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.views.baseline_state import BaselineRun
 
 
 def unit_name(params: dict) -> str:
@@ -29,6 +34,16 @@ class SessionView:
     summary: SessionSummary = field(default_factory=SessionSummary)
     events: list[Event] = field(default_factory=list)
     rounds: list[RoundDone] = field(default_factory=list)
+    baseline: BaselineRun | None = None  # a baseline's samples or particles (None: an MH chain)
+
+    def __post_init__(self) -> None:
+        if self.baseline is None:
+            self.baseline = BaselineRun.of(self.start.params)
+
+    @property
+    def positions(self) -> int:
+        """Its places on the timeline: one per round, or one for a baseline session."""
+        return 1 if self.baseline is not None else len(self.rounds)
 
     @property
     def params(self) -> dict:
@@ -74,6 +89,8 @@ class AppState:
         s = self.sessions[-1]
         s.summary.update(ev)
         s.events.append(ev)
+        if s.baseline is not None:
+            s.baseline.apply(ev)
         if isinstance(ev, RoundDone):
             s.rounds.append(ev)
         elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:
@@ -85,27 +102,37 @@ class AppState:
         return self.sessions[-1] if self.sessions else None
 
     def all_rounds(self) -> list[tuple[int, int]]:
-        """(session index, round index) of every round, in order: the replay timeline."""
-        return [(i, j) for i, s in enumerate(self.sessions) for j in range(len(s.rounds))]
+        """(session index, round index) of every timeline position, in order: the replay timeline
+        (a baseline session's one position is (session, 0))."""
+        return [(i, j) for i, s in enumerate(self.sessions) for j in range(s.positions)]
 
     def timeline_index(self, cursor: tuple[int, int]) -> int:
         """Position of (session, round) on the timeline, without building it."""
         s, r = cursor
-        return sum(len(v.rounds) for v in self.sessions[:s]) + r
+        return sum(v.positions for v in self.sessions[:s]) + r
 
     def timeline_cursor(self, index: int) -> tuple[int, int] | None:
         """The (session, round) at a timeline position (None outside it)."""
         if index < 0:
             return None
         for s, v in enumerate(self.sessions):
-            if index < len(v.rounds):
+            if index < v.positions:
                 return s, index
-            index -= len(v.rounds)
+            index -= v.positions
         return None
 
     @property
     def total_rounds(self) -> int:
-        return sum(len(v.rounds) for v in self.sessions)
+        """Timeline positions: every round, and one per baseline session."""
+        return sum(v.positions for v in self.sessions)
+
+    def round_at(self, cursor: tuple[int, int] | None) -> RoundDone | None:
+        """The round at a timeline position (None: none, or a baseline session's position)."""
+        if cursor is None:
+            return None
+        s, r = cursor
+        rounds = self.sessions[s].rounds
+        return rounds[r] if 0 <= r < len(rounds) else None
 
 
 def ended(rd: RoundDone) -> RoundDone:

@@ -300,6 +300,7 @@ class Inspector(Static):
             t.append_text(ratio_text(sc))
             t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
                      f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
+            t.append("\nt: this ratio per token", style="dim")  # the per-token view (views/research.py)
             if sc.candidates:  # MultiTryMH: the candidate table
                 t.append("\ncand  tau   log w    P(select)", style="bold")
                 for j, (tau, log_w, prob) in enumerate(sc.candidates):
@@ -382,11 +383,30 @@ class StatsPanel(Static):
         n = sum(m.eps_counts.values()) or 1
         t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"
                  f"  ? {m.eps_counts[UNCERTAIN] / n:.2f}")
+        t.append_text(limit_line(m))
         if m.error:
             t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
         if live:
             t.append("\n" + live, style="italic")
         self.update(t)
+
+
+def limit_line(m) -> Text:
+    """How close the chain came to what any exact chain could do on this engine (limit.py): the
+    dependency limit always; in seconds, and the compute limit, once the engine's step cost is known
+    (recorded at the session's end)."""
+    lim = m.limits
+    if lim is None:
+        return Text()
+    t = Text(f"\nlimit: dependency {lim.steps} steps")
+    if lim.seconds is not None:
+        t.append(f" = {lim.seconds:.2f} s")
+    if lim.compute_seconds is not None:
+        t.append(f", compute {lim.compute_seconds:.2f} s")
+    share = m.limit_share
+    if share is not None:
+        t.append(f"; this run took {1 / share:.1f}x the binding one" if share > 0 else "")
+    return t
 
 
 def fold(pieces: Sequence[Text], width: int, sep: str) -> list[list[Text]]:

@@ -16,13 +16,14 @@ from presto_tui.errors import EngineError, InputError, PrestoError
 from presto_tui.runtime.core.engine import Engine
 
 BACKENDS = ("vllm", "transformers", "synthetic")
+SYNTHETIC_ONLY = ("synthetic_cost",)
 VLLM_ONLY = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
              "distributed_executor_backend", "enforce_eager", "kv_cache_gib")
 FLAG = {"model": "--model", "dtype": "--dtype", "threads": "--threads", "chat_template": "--no-chat-template",
         "max_model_len": "--max-model-len", "gpu_memory_utilization": "--gpu-memory-utilization",
         "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
         "distributed_executor_backend": "--distributed-executor-backend", "enforce_eager": "--enforce-eager",
-        "kv_cache_gib": "--kv-cache-gib"}
+        "kv_cache_gib": "--kv-cache-gib", "synthetic_cost": "--synthetic-cost"}
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,18 @@ class EngineOptions:
     enforce_eager: bool | None = None
     threads: int | None = None
     kv_cache_gib: float | None = None  # vLLM on CPU
+    # the synthetic engine's cost model: a step with n live requests costs 1 + synthetic_cost (n - 1)
+    # one-request steps (0.05 is what a CPU measured; a GPU is nearer 0.004)
+    synthetic_cost: float | None = None
 
     def check(self, backend: str) -> EngineOptions:
         """Refuse, before anything starts, a value out of range or a flag the backend ignores."""
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         given = {k for k, v in vars(self).items() if v != getattr(EngineOptions, k)}
-        ignored = sorted(given if backend == "synthetic" else given & set(VLLM_ONLY) if backend == "transformers"
-                         else ())
+        ignored = sorted(given - set(SYNTHETIC_ONLY) if backend == "synthetic"
+                         else given & set(VLLM_ONLY + SYNTHETIC_ONLY) if backend == "transformers"
+                         else given & set(SYNTHETIC_ONLY))
         if ignored:
             raise InputError(f"{FLAG[ignored[0]]} does not apply to --backend {backend}")
         if self.threads is not None and not 1 <= self.threads <= 4096:
@@ -63,6 +68,8 @@ class EngineOptions:
             raise InputError(f"--gpu-memory-utilization must lie in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and not 0 < self.kv_cache_gib <= 1e6:
             raise InputError(f"--kv-cache-gib must be a positive size in GiB, got {self.kv_cache_gib}")
+        if self.synthetic_cost is not None and not 0 <= self.synthetic_cost <= 100:
+            raise InputError(f"--synthetic-cost must lie in [0, 100], got {self.synthetic_cost}")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise InputError(f"unknown --dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
         if backend != "synthetic" and self.model is not None:
@@ -99,7 +106,7 @@ def start_engine(name: str | None, opts: EngineOptions = EngineOptions()) -> Eng
     if name == "synthetic":
         from presto_tui.runtime.engines.synthetic import SyntheticEngine
 
-        return SyntheticEngine()
+        return SyntheticEngine() if opts.synthetic_cost is None else SyntheticEngine(slope=opts.synthetic_cost)
     _prepare_environment(opts.threads)
     from presto_tui.runtime.engines.models import EMBEDDED, resolve
 

@@ -315,7 +315,7 @@ def _limit_fields(lim: Limits | None, share: float | None) -> dict:
     if lim is None:
         return {}
     return {"dependency_limit_steps": lim.steps, "dependency_limit_s": lim.seconds,
-            "compute_limit_s": lim.compute_seconds, "limit_share": share}
+            "compute_limit_s": lim.compute_seconds, "limit_s": lim.best, "limit_share": share}
 
 
 def summarize(events) -> SessionSummary:
