@@ -225,7 +225,7 @@ def test_a_prompt_too_long_for_the_model_is_a_400_before_the_stream_starts(monke
 
 ROUTES = [("GET", "/health"), ("GET", "/metrics"), ("GET", "/v1/models"), ("POST", "/v1/completions"),
           ("POST", "/v1/chat/completions"), ("GET", "/v1/presto/events"), ("POST", "/v1/presto/requests/x/cancel"),
-          ("GET", "/no/such/route")]
+          ("GET", "/v1/no-such-route")]
 
 
 def test_without_the_key_every_route_is_401_and_a_10_mb_body_is_413():

@@ -80,7 +80,7 @@ class Proxy:
         self.target = int(url.rsplit(":", 1)[1])
         self.sock = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.conns: list[socket.socket] = []
+        self.pairs: list[list] = []  # [client side, server side, the last request line sent]
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -89,23 +89,28 @@ class Proxy:
                 down, _ = self.sock.accept()
             except OSError:
                 return
-            up = socket.create_connection(("127.0.0.1", self.target))
-            self.conns += [down, up]
-            for a, b in ((down, up), (up, down)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            pair = [down, socket.create_connection(("127.0.0.1", self.target)), b""]
+            self.pairs.append(pair)
+            threading.Thread(target=self._pipe, args=(pair, 0, 1), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(pair, 1, 0), daemon=True).start()
 
     @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+    def _pipe(pair: list, a: int, b: int) -> None:
         with contextlib.suppress(OSError):
-            while data := a.recv(65536):
-                b.sendall(data)
+            while data := pair[a].recv(65536):
+                if a == 0 and data[:4] in (b"GET ", b"POST"):
+                    pair[2] = data.split(b"\r\n", 1)[0]
+                pair[b].sendall(data)
 
     def cut(self) -> None:
+        """The event streams first: a lost answer connection alone cancels the chain on the server,
+        whose `cancelled` end could otherwise still come through the event stream."""
         self.sock.close()
-        for c in self.conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-            c.close()
+        for down, up, _ in sorted(self.pairs, key=lambda p: b"/v1/presto/events" not in p[2]):
+            for c in (down, up):
+                with contextlib.suppress(OSError):
+                    c.shutdown(socket.SHUT_RDWR)
+                c.close()
 
 
 def test_escape_cancels_on_the_server_and_a_lost_connection_keeps_what_came(tmp_path):
