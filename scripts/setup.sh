@@ -5,8 +5,8 @@
 #   bash scripts/setup.sh --test   # also the test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="engines,fit"
-[ "${1:-}" = "--test" ] && extras="engines,fit,ray,serve,test"
+extras="engines,fit,diagnostics"
+[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,ray,lmeval,serve,test"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }

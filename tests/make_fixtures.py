@@ -52,6 +52,7 @@ def main() -> None:
         ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
     ])
     record_stream(b)
+    record_chains(b)
     record_baselines(b)
     record_research(b)
 
@@ -73,6 +74,24 @@ def record_stream(b) -> None:
     record(DATA / "stream.jsonl", b, [
         ("the cat sat", SamplerParams(prefetch="stream", max_new_tokens=32, steps=40, budget=20, seed=2)),
     ])
+
+
+def record_chains(b) -> None:
+    """Four chains of one prompt run at once (--chains 4): their lines interleave, each names its session."""
+    from presto_tui.runtime.session.chains import chain_drivers
+    from presto_tui.runtime.session.loop import run_chains
+
+    path = DATA / "chains.jsonl"
+    path.unlink(missing_ok=True)
+    params = SamplerParams(max_new_tokens=16, steps=40, budget=8, seed=4)
+    prompt = "the cat sat"
+    with TraceWriter(path, command="fixture", backend=b.name, model=b.model, params=params.to_dict(),
+                     pieces=b.token_pieces) as w:
+        sids: dict[int, str] = {}
+        for i, ev in run_chains(b, chain_drivers(b, params, b.encode_prompt(prompt), 4, prompt=prompt),
+                                concurrency=4):
+            sids.setdefault(i, getattr(ev, "session_id", ""))
+            w.write(ev, sids[i])
 
 
 def record_baselines(b) -> None:

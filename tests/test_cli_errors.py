@@ -92,7 +92,7 @@ def error_line(*args: str) -> str:
     (["chat", "hello"], "unexpected argument 'hello' for presto-tui chat (takes no arguments)"),
     # commands
     (["rn", "x"], "unknown command 'rn'; did you mean run?"),
-    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, run, serve, replay, stats, "
+    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, lm-eval, run, serve, replay, stats, "
      "fit-classifier"),
     # bench's own lists and numbers
     (["bench", "--limit", "0"], "--limit must be >= 1, got 0"),
@@ -126,7 +126,7 @@ def test_no_arguments_print_the_help():
 
 # -- --help ------------------------------------------------------------------------------
 
-COMMANDS = ["chat", "run", "replay", "stats", "bench", "fit-classifier"]
+COMMANDS = ["chat", "run", "replay", "stats", "bench", "fit-classifier", "lm-eval"]
 
 
 def help_of(*command: str) -> str:

@@ -189,7 +189,7 @@ def test_bad_requests_get_one_line_each():
         ({"prompt": "the cat", "alpah": 2}, "unknown field 'alpah'; did you mean 'alpha'?"),
         ({"prompt": "  "}, "the prompt is empty"),
         ({"prompt": "the cat", "logprobs": 5}, None),
-        ({"prompt": "the cat", "n": 0}, "n must lie in [1, 64], got 0"),
+        ({"prompt": "the cat", "n": 0}, "n must lie in [1, 256], got 0"),
         ({"messages": []}, None),
     ]
     with serving() as (url, _):

@@ -248,3 +248,32 @@ def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(tmp
     assert res.exit_code == 1 and res.stderr.startswith(f"presto-tui: error: cannot reach the server at "
                                                         f"http://127.0.0.1:{port} (")
     assert len(res.stderr.splitlines()) == 1
+
+
+def test_several_chains_per_prompt_come_back_as_the_local_sessions_chain_events(tmp_path):
+    from presto_tui.runtime.session.chat import ChainEvent
+
+    def by_chain(items: list) -> dict[int, list]:
+        out: dict[int, list] = {}
+        for x in items:
+            if isinstance(x, ChainEvent) and not isinstance(x.event, TRANSIENT):
+                out.setdefault(x.chain, []).append(x.event)
+        return out
+
+    local_items: list = []
+    local = ChatSession(engine_factory=lambda model: SyntheticEngine())
+    local.run("the cat", PARAMS, None, local_items.append, 3)
+    items: list = []
+    with serving() as (url, _):
+        remote = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
+        remote.run("the cat", PARAMS, None, items.append, 3)
+        remote.close()
+    mine, theirs = by_chain(items), by_chain(local_items)
+    assert sorted(mine) == sorted(theirs) == [0, 1, 2]
+    for m in mine:
+        assert [type(e) for e in mine[m]] == [type(e) for e in theirs[m]]
+        assert mine[m][-1].tokens == theirs[m][-1].tokens
+        assert (mine[m][0].chain, mine[m][0].chains) == (m, 3)
+    assert remote.history == local.history  # the answer most chains agree on
+    trace = read_trace(tmp_path / "here.jsonl")
+    assert sorted(s.start.chain for s in trace.sessions) == [0, 1, 2]

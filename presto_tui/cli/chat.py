@@ -20,7 +20,7 @@ def chat(
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -53,12 +53,15 @@ def chat(
 
       presto-tui chat --backend synthetic        # no model needed
 
+      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
+
       presto-tui chat --connect http://127.0.0.1:8000   # on a presto-tui serve
     """
     flags = ctx.params
     params = o.sampler_params(flags)
+    per_prompt = o.chain_count(chains)
     if connect is not None:
-        remote(ctx, connect, api_key)
+        remote(ctx, connect, api_key, per_prompt)
         return
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
@@ -80,7 +83,7 @@ def chat(
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
-        chat_app(session, params, backend=name, model=engine_opts.model).run()
+        chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt).run()
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
         session.close()
@@ -88,7 +91,7 @@ def chat(
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
 
 
-def remote(ctx: typer.Context, url: str, api_key: str | None) -> None:
+def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> None:
     """The app with its worker on a server: prompts go there, events come back (serve/client.py).
     The sampler starts from the server's defaults (its flags); the flags given here win."""
     from presto_tui.errors import InputError
@@ -111,7 +114,7 @@ def remote(ctx: typer.Context, url: str, api_key: str | None) -> None:
     from presto_tui.views.app import chat_app
 
     try:
-        chat_app(session, params, backend="remote", model=None,
+        chat_app(session, params, backend="remote", model=None, chains=chains,
                  subtitle=f"presto-tui serve at {visible(session.url, keep_newlines=False)} (connecting)").run()
     finally:
         session.close()

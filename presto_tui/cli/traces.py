@@ -94,6 +94,10 @@ def stats(
     never averaged over different samplers or settings. A trace given twice, or two files
     holding the same sessions (by session id), count each session once, with a warning.
 
+    Then, for the chains of each prompt run with --chains M, their MCMC diagnostics (split
+    R-hat, bulk and tail ESS and MCSE of the log-target, log-likelihood and confidence; a
+    warning where R-hat > 1.01 or bulk ESS < 100) and the answer most chains agree on.
+
     Examples:
 
       presto-tui stats sessions/example.jsonl
@@ -101,6 +105,7 @@ def stats(
     """
     from rich.console import Console
 
+    from presto_tui.logs import chains
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
     loaded = o.load_traces(_distinct_files(traces))
@@ -108,12 +113,16 @@ def stats(
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
+    reports = chains.chain_reports(loaded)
     if json_out:
         import orjson
 
-        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups}).decode() + "\n")
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups, "chains": [
+            {**r.to_dict(), "members": members} for r, members in reports]}).decode() + "\n")
     else:
-        render(Console(highlight=False), rows, groups)
+        console = Console(highlight=False)
+        render(console, rows, groups)
+        chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
 
 
 def _distinct_files(paths: list[Path]) -> list[Path]:

@@ -28,7 +28,8 @@ import orjson
 from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.chat import EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.answers import vote
+from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.safetext import visible
 from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
@@ -63,8 +64,10 @@ class RemoteEngine:
         return [self.pieces.get(i, "") for i in ids]
 
 
-def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerParams, rid: str) -> dict:
-    """The chat completion a prompt becomes: the same chain `presto-tui chat` would run locally."""
+def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerParams, rid: str,
+             chains: int = 1) -> dict:
+    """The chat completion a prompt becomes: the same chains `presto-tui chat` would run locally
+    (choice j of n runs on the seed of chain j)."""
     messages: list[dict[str, str]] = []
     for user, assistant in history:
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
@@ -72,7 +75,7 @@ def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerPar
     fields = {k: getattr(params, k) for k in SENT if getattr(params, k) is not None}
     budget = f"fill:{params.budget}" if params.budget_policy == "fill" else params.budget
     return {"messages": messages, "max_tokens": params.max_new_tokens, **fields, "budget": budget,
-            "rank": params.bon_rank, "stream": True, "request_id": rid}
+            "rank": params.bon_rank, "n": chains, "stream": True, "request_id": rid}
 
 
 def error_line(response: Any) -> str:
@@ -168,8 +171,9 @@ class RemoteChatSession:
             return None
         return self.engine
 
-    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Emit) -> None:
-        """Sample one prompt on the server; never raises (as `ChatSession.run`)."""
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Emit, chains: int = 1) -> None:
+        """Sample one prompt on the server with `chains` chains (the completion's n); never raises
+        (as `ChatSession.run`, whose events, ChainEvents where there are several chains, it emits)."""
         with self._lock:
             self._cancel.clear()
             engine = self._connect(model, emit)
@@ -182,7 +186,7 @@ class RemoteChatSession:
                     emit(Notice(*describe(e)))
                     return
             rid = f"chat-{uuid.uuid4().hex[:20]}"
-            answer = _Answer(self._http, body_for(prompt, self.history, params, rid))
+            answer = _Answer(self._http, body_for(prompt, self.history, params, rid, chains))
             answer.start()
             if not answer.admitted.wait(READ_S) or answer.error is not None:
                 emit(Notice(*(answer.error or ("engine", f"{self.url} did not answer within {READ_S:g} s"))))
@@ -191,20 +195,26 @@ class RemoteChatSession:
             if self._cancel.is_set():  # Escape before the server knew the request
                 self._post_cancel(rid)
             try:
-                self._follow(rid, prompt, engine, emit)
+                texts = self._follow(rid, chains, engine, emit)
             finally:
                 self._rid = None
                 answer.join(1.0)
+            majority = vote([texts[m] for m in sorted(texts)]).majority
+            if majority is not None:  # the conversation goes on from the answer most chains agree on
+                self.history.append((prompt, majority.answer))
 
-    def _follow(self, rid: str, prompt: str, engine: RemoteEngine, emit: Emit) -> None:
-        """Every event of the request, as the server sends them, until its session ends."""
-        ended = started = False
+    def _follow(self, rid: str, chains: int, engine: RemoteEngine, emit: Emit) -> dict[int, str]:
+        """Every event of the request, as the server sends them, until its sessions end; the texts of
+        the chains that finished, by chain."""
+        sids: dict[int, str] = {}  # chains that started
+        ended: set[int] = set()
+        texts: dict[int, str] = {}
         reason = "the server closed the event stream"
         try:
             with self._http.stream("GET", "/v1/presto/events", params={"request": rid}) as r:
                 if r.status_code != 200:
                     emit(Notice("engine", f"{self.url}: {error_line(r)}"))
-                    return
+                    return texts
                 for line in r.iter_lines():
                     if not line.startswith("data: "):
                         continue  # keep-alive comments and blank separators
@@ -215,32 +225,36 @@ class RemoteChatSession:
                         emit(VocabUpdate(new))
                         continue
                     ev = decode_event(obj)
-                    started = started or isinstance(ev, SessionStart)
-                    self._record(ev, emit)
+                    m = obj.get("choice", 0) if isinstance(obj.get("choice"), int) else 0
+                    if isinstance(ev, SessionStart):
+                        sids[m] = ev.session_id
+                    self._record(ev, emit, m if chains > 1 else None, sids.get(m))
                     if isinstance(ev, SessionEnd) and ev.reason == "done":
-                        self.history.append((prompt, ev.text))
+                        texts[m] = ev.text
                     if isinstance(ev, (SessionEnd, SessionError)):
-                        ended = True
-                        break
+                        ended.add(m)
+                        if len(ended) == chains:
+                            return texts
         except SchemaError as e:
             reason = f"the server sent an event this presto-tui cannot read: {e}"
         except Exception as e:
             reason = _reason(e)
-        if not ended:
-            lost = f"lost the connection to {self.url} ({reason}); kept what was received"
-            if started:
-                self._record(SessionError(lost, "engine"), emit)
-            else:
-                emit(Notice("engine", lost))
+        lost = f"lost the connection to {self.url} ({reason}); kept what was received"
+        open_chains = [m for m in sorted(sids) if m not in ended]
+        for m in open_chains:
+            self._record(SessionError(lost, "engine"), emit, m if chains > 1 else None, sids[m])
+        if not open_chains:
+            emit(Notice("engine", lost))
+        return texts
 
-    def _record(self, ev: Event, emit: Emit) -> None:
+    def _record(self, ev: Event, emit: Emit, chain: int | None = None, sid: str | None = None) -> None:
         if self.trace is not None and not isinstance(ev, TRANSIENT):
             try:
-                self.trace.write(ev)
+                self.trace.write(ev, sid)
             except Exception as e:
                 emit(Notice(*describe(e)))
                 self.trace = None
-        emit(ev)
+        emit(ev if chain is None else ChainEvent(chain, ev))
 
     def _post_cancel(self, rid: str) -> None:
         with contextlib.suppress(Exception):  # the event stream says what happened to the session

@@ -27,7 +27,7 @@ from presto_tui.errors import InputError, PrestoError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.randomness import chain_seed
+from presto_tui.runtime.session.chains import chain_params
 from presto_tui.runtime.session.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.loop import EngineLoop, StartFailed, check_context, make_driver
 from presto_tui.runtime.session.vocab import Vocab
@@ -174,7 +174,7 @@ class EngineHost:
             ids = list(p.ids) if p.ids is not None else e.encode_prompt(p.text, p.history)
             self._check_ids(ids)
             check_context(e, len(ids), chain.params)
-            params = chain.params.with_(seed=chain_seed(chain.params.seed, chain.chain))
+            params = chain_params(chain.params, chain.chain)
             text = p.text if p.ids is None else e.decode(ids)
             driver = make_driver(e, params, ids, prompt=text, classifier=self.classifier, chain=chain.chain,
                                  chains=chain.chains, group=chain.group)

@@ -27,6 +27,7 @@ from typing import Any
 from presto_tui.cli.options import SAMPLER_FLAGS, limit_of, sampler_params
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.params import Limit, SamplerParams
+from presto_tui.runtime.session.chains import CHAINS
 
 COMPLETION, CHAT = "completion", "chat"
 
@@ -49,7 +50,6 @@ FIELDS = {
     COMPLETION: ("prompt", *COMMON),
     CHAT: ("messages", *COMMON),
 }
-N_LIMIT = Limit(1, 64, integer=True)
 MAX_STOPS = 4  # as OpenAI
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
@@ -108,7 +108,7 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
         prompts = _prompts(body.get("prompt"))
     else:
         prompts = (_messages(body.get("messages")),)
-    n = _whole("n", body.get("n"), N_LIMIT, 1)
+    n = _whole("n", body.get("n"), CHAINS, 1)  # as --chains
     stream = _flag("stream", body.get("stream"))
     options = body.get("stream_options")
     if options is not None and not (isinstance(options, dict) and set(options) <= {"include_usage"}):

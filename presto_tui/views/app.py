@@ -82,9 +82,9 @@ class PrestoApp(App):
             yield from screen.system_commands()
 
 
-def chat_app(session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None,
+def chat_app(session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None, chains: int = 1,
              subtitle: str | None = None) -> PrestoApp:
-    return PrestoApp(ChatScreen(session, params, backend=backend, model=model),
+    return PrestoApp(ChatScreen(session, params, backend=backend, model=model, chains=chains),
                      subtitle=subtitle or engine_title(backend, model) + " (starting)")
 
 

@@ -20,7 +20,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
-from presto_tui.runtime.session.chat import EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import (
     InFlight,
     LiveTree,
@@ -52,7 +52,8 @@ class ChatWorker(Protocol):
 
     def start_engine(self, model: str | None, emit: Callable[[object], None]) -> object: ...
 
-    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Callable[[object], None]) -> None: ...
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Callable[[object], None],
+            chains: int = 1) -> None: ...
 
 
 class FromWorker(Message):
@@ -107,10 +108,12 @@ class ChatScreen(RoundScreen):
         Binding("i", "focus_prompt", "prompt", show=False),
     ]
 
-    def __init__(self, session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None) -> None:
+    def __init__(self, session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None,
+                 chains: int = 1) -> None:
         super().__init__()
         self.session = session
         self.params = params
+        self.chains = chains  # per prompt, run at once
         self.backend = backend
         self.model = model
         self.running = False
@@ -120,6 +123,7 @@ class ChatScreen(RoundScreen):
         self._inbox_lock = threading.Lock()
         self._posted = False
         self._dirty = False
+        self._said: set[str] = set()  # the errors shown for the running prompt (its chains share failures)
 
     def compose_bottom(self) -> ComposeResult:
         yield PromptInput(placeholder=PLACEHOLDER, id="prompt")
@@ -149,6 +153,11 @@ class ChatScreen(RoundScreen):
         self._dirty = True
 
     def _take(self, item: object) -> None:
+        chain = None
+        if isinstance(item, ChainEvent):  # one of the prompt's chains: the view follows one of them
+            chain, item = item.chain, item.event
+            if isinstance(item, (InFlight, LiveTree)) and chain != self.state.followed:
+                return
         if isinstance(item, VocabUpdate):
             self.state.vocab.update(item.pieces)
         elif isinstance(item, Notice):
@@ -161,20 +170,24 @@ class ChatScreen(RoundScreen):
         elif isinstance(item, LiveTree):
             self.live_tree = item
         else:
-            self.state.apply(item)  # type: ignore[arg-type]
+            view = self.state.apply(item, chain)  # type: ignore[arg-type]
+            followed = view is self.state.current
             if isinstance(item, SessionStart):
                 self.follow = True
+                if item.chain == 0:
+                    self._said.clear()
                 if self.state.current.baseline is not None:  # type: ignore[union-attr]
-                    self.cursor = (len(self.state.sessions) - 1, 0)  # its view fills in as events arrive
+                    self.cursor = (self.state.current_index, 0)  # its view fills in as events arrive
                 elif self.shown_baseline() is not None:
                     self.cursor = None  # a baseline's view must not stand for the new chain's first round
-            elif isinstance(item, RoundDone):
+            elif isinstance(item, RoundDone) and followed:
                 self.in_flight = self.live_tree = None
                 if self.follow:
-                    self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
-            elif isinstance(item, SessionError):
+                    self.cursor = (self.state.current_index, len(view.rounds) - 1)  # type: ignore[union-attr]
+            elif isinstance(item, SessionError) and item.message not in self._said:
+                self._said.add(item.message)  # an engine failure ends every chain: one toast
                 self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8, markup=False)
-            elif isinstance(item, SessionEnd):
+            elif isinstance(item, SessionEnd) and followed:
                 self.in_flight = self.live_tree = None
 
     def _frame(self) -> None:
@@ -266,8 +279,8 @@ class ChatScreen(RoundScreen):
         self.follow = True
         # focus stays in the prompt: a person may go on typing while this one runs, and a letter
         # typed there must never act as a key on the tree (Tab moves there)
-        params, model = self.params, self.model
-        self.run_worker(lambda: self.session.run(prompt, params, model, self._emit), thread=True,
+        params, model, chains = self.params, self.model, self.chains
+        self.run_worker(lambda: self.session.run(prompt, params, model, self._emit, chains), thread=True,
                         exclusive=True, exit_on_error=False, group="sampler")
 
     def stop_for_quit(self) -> bool:
@@ -301,12 +314,18 @@ class ChatScreen(RoundScreen):
         def done(result) -> None:
             if result is None:
                 return
-            self.params, model = result
+            self.params, model, self.chains = result
             if model != self.model:
                 self.model = model  # the engine restarts on the next prompt
             self.notify("settings apply from the next prompt", timeout=3)
 
-        self.app.push_screen(SettingsScreen(self.params, self.model, self.backend), done)
+        self.app.push_screen(SettingsScreen(self.params, self.model, self.backend, self.chains), done)
+
+    def chain_picked(self, index: int) -> None:
+        """The chains screen opened chain `index`: the live view follows it from now on."""
+        self.state.follow(index)
+        super().chain_picked(index)
+        self.follow = self.state.current_index == index and self.running
 
     def set_params(self, **changes) -> None:
         try:

@@ -4,9 +4,9 @@
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
 trace's.  Drawing is one batched screen update per change.  Keys every round
 view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), search (`/` `n` `N`), export (`e`), and a researcher's screens
-(views/research.py: `c` compares two sessions, `t` splits a node's ratio by token, `H` shows
-the chain's history).
+session overview (`o`), the prompt's chains (`m`), search (`/` `n` `N`), export (`e`), and
+a researcher's screens (views/research.py: `c` compares two sessions, `t` splits a node's ratio
+by token, `H` shows the chain's history).
 
 A baseline session (no rounds, no tree) takes one place on the timeline; there
 the tree pane shows its samples or particles instead (`baseline_view`), and the
@@ -32,6 +32,7 @@ from presto_tui.views import baseline_view as bv
 from presto_tui.views import export, research
 from presto_tui.views.baseline_state import NO_ROUNDS
 from presto_tui.views.baseline_view import BaselineTable, PaneTitle, ParticleGrid, SampleTable
+from presto_tui.views.chains import ChainsScreen
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import REACH_FLOOR, layout
 from presto_tui.views.overview import OverviewScreen
@@ -60,6 +61,7 @@ class RoundScreen(Screen):
         Binding("left_square_bracket", "round(-1)", "prev round"),
         Binding("right_square_bracket", "round(1)", "next round"),
         Binding("o", "overview", "overview"),
+        Binding("m", "chains", "chains", show=False),  # taught in the help; most sessions are one chain
         Binding("slash", "search", "search"),
         Binding("n", "search_step(True)", "next match"),
         Binding("N", "search_step(False)", "prev match"),
@@ -73,8 +75,8 @@ class RoundScreen(Screen):
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
     # actions of printable keys, which a focused text field types instead: hidden from the footer then
-    LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
-                      "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
+    LETTER_ACTIONS = {"overview", "chains", "search", "search_step", "goto", "export", "toggle_view", "reach",
+                      "round", "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
     DEFAULT_CSS = """
     RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
     RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
@@ -251,9 +253,11 @@ class RoundScreen(Screen):
         if self.cursor is None or rd is None:
             return "no rounds yet"
         s, r = self.cursor
-        unit = self.state.sessions[s].unit
-        return (f"{unit} {r + 1}/{len(self.state.sessions[s].rounds)} · session {s + 1} of "
-                f"{len(self.state.sessions)} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
+        view = self.state.sessions[s]
+        start = view.start
+        chain = f" (chain {start.chain} of {start.chains}: m shows them all)" if start.chains > 1 else ""
+        return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
+                f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
 
     def unit_at(self, cursor: tuple[int, int] | None) -> str:
@@ -372,6 +376,25 @@ class RoundScreen(Screen):
 
         # a live chat that follows its newest round: so does the overview
         self.app.push_screen(OverviewScreen(self.state, *self.cursor, follow=self.follow), done)
+
+    def action_chains(self) -> None:
+        """The chains of the prompt on screen, side by side (trace plot, diagnostics, agreed answer)."""
+        if not self.state.sessions:
+            self.notify("no session yet: the chains view needs one", timeout=3)
+            return
+        session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
+                self.chain_picked(result[0])
+
+        self.app.push_screen(ChainsScreen(self.state, session), done)
+
+    def chain_picked(self, index: int) -> None:
+        """Show session `index`'s latest round (the chains view opened it)."""
+        rounds = len(self.state.sessions[index].rounds)
+        if rounds:
+            self.go_to(self.state.timeline_index((index, rounds - 1)))
 
     def action_goto(self) -> None:
         if self.cursor is None:

@@ -17,6 +17,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import BON_RANKS, INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
+from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
 from presto_tui.views.layout import MEANINGS, symbol
 
@@ -50,6 +51,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("home / end", "first / latest round (end follows new rounds)"),
         ("g", "go to round N of this session, or S:N (round N of session S)"),
         ("o", "session overview: the whole chain, one column per round (or epoch)"),
+        ("m", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
+              "transitions, split R-hat, ESS and MCSE, and the answer they agree on"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -80,6 +83,11 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("space", "play / pause"),
         ("< / >", "slower / faster (up to 256 rounds or epochs a second)"),
         ("timeline", "click or drag on it to seek"),
+    )),
+    ("Chains", (
+        ("← / →", "previous / next chain (the selected one is drawn on top)"),
+        ("enter", "open the selected chain's latest round"),
+        ("escape / m", "back to the tree"),
     )),
     ("Overview", (
         ("← / →", "previous / next round or epoch; or click its column"),
@@ -196,8 +204,8 @@ def applies(name: str, sampler: str) -> bool:
     return True
 
 
-class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
-    """Sampler settings (and model) for the next prompt; validated before closing.
+class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
+    """Sampler settings, chains per prompt (and model) for the next prompt; validated before closing.
 
     Only the fields that apply to the sampler typed show (`applies`): a baseline hides
     the MH chain's (its prefetch rule, budget, K...) and shows its own; a field out of view
@@ -206,11 +214,12 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, params: SamplerParams, model: str | None, backend: str = "") -> None:
+    def __init__(self, params: SamplerParams, model: str | None, backend: str = "", chains: int = 1) -> None:
         super().__init__()
         self.params = params
         self.model = model
         self.backend = backend
+        self.chains = chains
 
     def _shown(self, name: str) -> str:
         if name == "prefetch" and not SamplerName.of(self.params.sampler).chain:
@@ -231,6 +240,9 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
                         row.display = applies(name, self.params.sampler)
                         yield Label(title)
                         yield Input(self._shown(name), id=f"f-{name}", compact=True)
+                with Horizontal(classes="field"):
+                    yield Label("chains M per prompt (at once)")
+                    yield Input(str(self.chains), id="f-chains", compact=True)
                 with Horizontal(classes="field"):
                     yield Label("model (restarts the engine)")
                     if self.backend == "synthetic":  # the synthetic backend is its own tiny model
@@ -305,11 +317,17 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
             if not SamplerName.of(sampler).chain:
                 changes["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule
             params = self.params.with_(**changes).validate()
+            raw = self.query_one("#f-chains", Input).value.strip()
+            try:
+                chains = int(raw)
+            except ValueError:
+                raise ParamError(f"chains: not an integer: {visible(raw[:40], keep_newlines=False)!r}") from None
+            CHAINS.check("chains", chains)
         except ParamError as e:
             self.query_one("#settings-error", Static).update(Text(str(e)))
             return
         model = self.query_one("#f-model", Input).value.strip() or None
-        self.dismiss((params, model if self.backend != "synthetic" else self.model))
+        self.dismiss((params, model if self.backend != "synthetic" else self.model, chains))
 
 
 class GoToScreen(Dialog[tuple[int, int] | None]):

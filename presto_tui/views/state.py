@@ -77,16 +77,28 @@ class SessionView:
 class AppState:
     sessions: list[SessionView] = field(default_factory=list)
     vocab: dict[int, str] = field(default_factory=dict)
+    # --chains M: the chain a live view follows among the running prompt's chains (`current`)
+    followed: int = 0
+    _chain_at: dict[int, int] = field(default_factory=dict)  # the running prompt's chains -> session index
+    _current: int = -1
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab.get(i, f"<{i}>") for i in ids]
 
-    def apply(self, ev: Event) -> SessionView | None:
+    def apply(self, ev: Event, chain: int | None = None) -> SessionView | None:
+        """Fold `ev` into its session: the last one started, or the running prompt's chain `chain`
+        (the events of a prompt's chains interleave)."""
         if isinstance(ev, SessionStart):
             self.sessions.append(SessionView(ev))
+            i = len(self.sessions) - 1
+            if ev.chain == 0:  # a prompt's first chain: a new group (or a single chain)
+                self._chain_at = {}
+            self._chain_at[ev.chain] = i
+            if ev.chain in (0, self.followed):
+                self._current = i
         if not self.sessions:
             return None
-        s = self.sessions[-1]
+        s = self.sessions[self._chain_at.get(chain, -1) if chain is not None else -1]
         s.summary.update(ev)
         s.events.append(ev)
         if s.baseline is not None:
@@ -99,7 +111,28 @@ class AppState:
 
     @property
     def current(self) -> SessionView | None:
-        return self.sessions[-1] if self.sessions else None
+        """The session a live view follows: the last one started (with several chains, the
+        followed chain of the last prompt)."""
+        return self.sessions[self._current] if self.sessions else None
+
+    @property
+    def current_index(self) -> int:
+        return self._current
+
+    def chains_of(self, index: int) -> list[int]:
+        """The session indices of session `index`'s prompt's chains, in chain order (itself alone
+        for a single chain)."""
+        group = self.sessions[index].start.group
+        if not group:
+            return [index]
+        return sorted((i for i, s in enumerate(self.sessions) if s.start.group == group),
+                      key=lambda i: self.sessions[i].start.chain)
+
+    def follow(self, index: int) -> None:
+        """Follow session `index`'s chain from now on (and at once, if its prompt is the running one)."""
+        self.followed = self.sessions[index].start.chain
+        if self._chain_at.get(self.followed) == index:
+            self._current = index
 
     def all_rounds(self) -> list[tuple[int, int]]:
         """(session index, round index) of every timeline position, in order: the replay timeline
