@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="engines,fit,diagnostics"
-[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,ray,lmeval,web,test"
+[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,ray,lmeval,serve,web,test"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }

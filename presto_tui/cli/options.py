@@ -37,6 +37,12 @@ CLI_LIMITS: dict[str, Limit] = {
     "workers": Limit(1, 4096, integer=True),
     "seeds": Limit(1, 10_000, integer=True),
     "limit": Limit(1, float("inf"), integer=True),
+    # serve
+    "port": Limit(0, 65535, integer=True),
+    "max_chains": Limit(1, 256, integer=True),
+    "max_queue": Limit(0, 100_000, integer=True),
+    "request_timeout": Limit(0, 86_400),
+    "max_body_bytes": Limit(1024, 1 << 30, integer=True),
 }
 
 

@@ -49,7 +49,9 @@ def web(
         "--host", metavar="HOST", rich_help_panel=SERVER,
         help="Address to listen on; 0.0.0.0 lets other machines in (anyone who reaches it runs the app).",
     )] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(
+    # (named apart from serve's `port`, which also takes 0, so that a value that does not parse is
+    # reported with this command's own range, by check_address)
+    web_port: Annotated[int, typer.Option(
         "--port", metavar="N", rich_help_panel=SERVER, help="Port to listen on, 1-65535.")] = DEFAULT_PORT,
     public_url: Annotated[str | None, typer.Option(
         "--public-url", metavar="URL", rich_help_panel=SERVER, show_default=False,
@@ -87,9 +89,9 @@ def web(
     else:
         traces.replay_checked(flags["traces"], flags["compare"])
     url = check_public_url(public_url) if public_url is not None else None
-    check_address(host, port)
+    check_address(host, web_port)
     root = [flag for flag, on in (("--debug", o.DEBUG["on"]), ("--verbose", o.VERBOSE["on"])) if on]
-    serve([*root, name, *argv], host=host, port=port, public_url=url, title=title, debug=o.DEBUG["on"])
+    serve([*root, name, *argv], host=host, port=web_port, public_url=url, title=title, debug=o.DEBUG["on"])
     print("presto-tui: server stopped", file=o.term())
 
 

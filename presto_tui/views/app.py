@@ -15,9 +15,8 @@ from textual.screen import Screen
 from presto_tui.errors import InputError
 from presto_tui.logs.reader import Trace
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.safetext import visible
-from presto_tui.views.chat import ChatScreen, engine_title
+from presto_tui.views.chat import ChatScreen, ChatWorker, engine_title
 from presto_tui.views.palette import theme_variables
 from presto_tui.views.replay import ReplayScreen
 from presto_tui.views.screens import ConfirmQuitScreen, HelpScreen
@@ -83,10 +82,10 @@ class PrestoApp(App):
             yield from screen.system_commands()
 
 
-def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None,
-             chains: int = 1) -> PrestoApp:
+def chat_app(session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None, chains: int = 1,
+             subtitle: str | None = None) -> PrestoApp:
     return PrestoApp(ChatScreen(session, params, backend=backend, model=model, chains=chains),
-                     subtitle=engine_title(backend, model) + " (starting)")
+                     subtitle=subtitle or engine_title(backend, model) + " (starting)")
 
 
 def replay_app(traces: Trace | Sequence[Trace], autoplay: bool = False,

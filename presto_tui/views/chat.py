@@ -9,6 +9,8 @@ to cancel or pause, and the app closes the session after the worker stopped.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Protocol
 
 from textual import events, on
 from textual.app import ComposeResult, SystemCommand
@@ -18,7 +20,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
-from presto_tui.runtime.session.chat import ChainEvent, ChatSession, EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import (
     InFlight,
     LiveTree,
@@ -33,6 +35,25 @@ from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.screens import SettingsScreen
 from presto_tui.views.state import SessionView
 from presto_tui.views.widgets import StatsPanel
+
+
+class ChatWorker(Protocol):
+    """What the screen asks of its worker side: a `ChatSession` on a local engine, or a remote one on
+    a presto-tui serve (serve/client.py)."""
+
+    def cancel(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def start_engine(self, model: str | None, emit: Callable[[object], None]) -> object: ...
+
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Callable[[object], None],
+            chains: int = 1) -> None: ...
 
 
 class FromWorker(Message):
@@ -87,7 +108,7 @@ class ChatScreen(RoundScreen):
         Binding("i", "focus_prompt", "prompt", show=False),
     ]
 
-    def __init__(self, session: ChatSession, params: SamplerParams, *, backend: str, model: str | None,
+    def __init__(self, session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None,
                  chains: int = 1) -> None:
         super().__init__()
         self.session = session
