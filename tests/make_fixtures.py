@@ -1,6 +1,7 @@
 """Regenerate the fixed traces under tests/data (run by hand; the tests read the files).
 
-    python tests/make_fixtures.py
+    python tests/make_fixtures.py             # all of them
+    python tests/make_fixtures.py research    # only research.jsonl
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def main() -> None:
         ("a dog", SamplerParams(prefetch="stream", max_new_tokens=24, steps=8, budget=4, seed=3)),
     ])
     record_stream(b)
+    record_chains(b)
+    record_baselines(b)
+    record_research(b)
+
+
+def record_research(b) -> None:
+    """Three samplers on one prompt, with per-token values and transition events (schema 1.2): the
+    comparison, the per-token view and the chain's history."""
+    record(DATA / "research.jsonl", b, [
+        ("the cat", SamplerParams(max_new_tokens=24, steps=8, budget=8, seed=1)),
+        ("the cat", SamplerParams(sampler="entropycut", prefetch="bfs", inputs="node", max_new_tokens=24,
+                                  steps=8, budget=8, seed=2)),
+        ("the cat", SamplerParams(sampler="multitry", max_new_tokens=24, steps=8, budget=8, seed=3)),
+    ])
 
 
 def record_stream(b) -> None:
@@ -61,5 +76,40 @@ def record_stream(b) -> None:
     ])
 
 
+def record_chains(b) -> None:
+    """Four chains of one prompt run at once (--chains 4): their lines interleave, each names its session."""
+    from presto_tui.runtime.session.chains import chain_drivers
+    from presto_tui.runtime.session.loop import run_chains
+
+    path = DATA / "chains.jsonl"
+    path.unlink(missing_ok=True)
+    params = SamplerParams(max_new_tokens=16, steps=40, budget=8, seed=4)
+    prompt = "the cat sat"
+    with TraceWriter(path, command="fixture", backend=b.name, model=b.model, params=params.to_dict(),
+                     pieces=b.token_pieces) as w:
+        sids: dict[int, str] = {}
+        for i, ev in run_chains(b, chain_drivers(b, params, b.encode_prompt(prompt), 4, prompt=prompt),
+                                concurrency=4):
+            sids.setdefault(i, getattr(ev, "session_id", ""))
+            w.write(ev, sids[i])
+
+
+def record_baselines(b) -> None:
+    """The baselines' views: an MH session first (the timeline crosses from rounds to baseline
+    sessions), then best-of-N with samples that stop at EOS and one that runs to n, and PowerSMC
+    whose weights resample twice (lineage, dropped particles) and whose answer stops at EOS."""
+    record(DATA / "baselines.jsonl", b, [
+        ("the cat sat", SamplerParams(max_new_tokens=16, steps=6, budget=4, seed=1)),
+        ("the cat", SamplerParams(sampler="bestofn", prefetch="none", samples=6, max_new_tokens=48, seed=0)),
+        ("the cat", SamplerParams(sampler="powersmc", prefetch="none", particles=6, smc_block=6, smc_ramp=24,
+                                  max_new_tokens=30, seed=3)),
+    ])
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["research"]:
+        record_research(SyntheticEngine())
+    else:
+        main()

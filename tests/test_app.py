@@ -533,7 +533,7 @@ async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
 
 async def test_browsing_back_during_a_run_shows_the_round_and_the_live_chain():
     backend = SlowBackend(delay=0.1)
-    app, _ = make_chat(backend, prefetch="none")
+    app, _ = make_chat(backend, prefetch="none", steps=60)  # 6 s of calls: still running on a busy machine
     async with app.run_test(size=(120, 30)) as pilot:
         scr = app.screen
         await submit(pilot, app, "a dog")

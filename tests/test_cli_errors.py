@@ -80,20 +80,20 @@ def error_line(*args: str) -> str:
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
-    (["replay"], "presto-tui replay needs TRACE: a trace written by presto-tui run, chat or bench"),
+    (["replay"], "presto-tui replay needs TRACE...: traces written by presto-tui run, chat or bench; several replay "
+                 "on one timeline, their sessions numbered from 1 in the order given"),
     (["fit-classifier", "t.jsonl"], "presto-tui fit-classifier needs --output: where to write the classifier JSON"),
     (["fit-classifier", "t.jsonl", "-o"], "-o needs a value: a file path"),
     (["--debug"], "missing command (see presto-tui --help)"),
     # extra arguments, saying what the command takes
     (["run", "x", "y"], "unexpected argument 'y' for presto-tui run (takes PROMPT; quote a value that has spaces)"),
-    (["replay", "a.jsonl", "b.jsonl"],
-     "unexpected argument 'b.jsonl' for presto-tui replay (takes TRACE; quote a value that has spaces)"),
+    (["replay", "a.jsonl", "--compare"], "--compare needs a value: S,T"),
     (["bench", "extra"], "unexpected argument 'extra' for presto-tui bench (takes no arguments)"),
     (["chat", "hello"], "unexpected argument 'hello' for presto-tui chat (takes no arguments)"),
     # commands
     (["rn", "x"], "unknown command 'rn'; did you mean run?"),
-    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, eval, run, replay, stats, "
-                     "fit-classifier"),
+    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, eval, lm-eval, run, serve, "
+     "replay, stats, fit-classifier, web"),
     # bench's own lists and numbers
     (["bench", "--limit", "0"], "--limit must be >= 1, got 0"),
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),
@@ -126,7 +126,7 @@ def test_no_arguments_print_the_help():
 
 # -- --help ------------------------------------------------------------------------------
 
-COMMANDS = ["chat", "run", "replay", "stats", "bench", "eval", "fit-classifier"]
+COMMANDS = ["chat", "run", "replay", "stats", "bench", "eval", "fit-classifier", "lm-eval"]
 
 
 def help_of(*command: str) -> str:
@@ -148,7 +148,7 @@ def test_help_shows_no_types_for_flags_and_names_for_arguments(command):
 
 
 @pytest.mark.parametrize("command,usage", [
-    ("run", "presto-tui run [OPTIONS] [PROMPT]"), ("replay", "presto-tui replay [OPTIONS] TRACE"),
+    ("run", "presto-tui run [OPTIONS] [PROMPT]"), ("replay", "presto-tui replay [OPTIONS] TRACE..."),
     ("stats", "presto-tui stats [OPTIONS] TRACE..."),
     ("fit-classifier", "presto-tui fit-classifier [OPTIONS] TRACE..."), ("bench", "presto-tui bench [OPTIONS]"),
 ])

@@ -1,6 +1,6 @@
 """PreSTO with decision-keyed inputs reproduces sequential PowerMH exactly (paper prop. 1).
 
-The project's strongest correctness test (DESIGN.md sec 3): same seed, same
+The project's strongest correctness test (docs/randomness.md): same seed, same
 start, every traversal rule and budget, one-block and multi-block schedules;
 the state after every transition must be identical, token for token.
 """
@@ -227,7 +227,7 @@ def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budge
         assert sum(t.transitions for t in epochs) == len(seq_trees)
 
 
-POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, proposal,block)
+POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, block)
     "fill-none": dict(budget_policy="fill", speculate="none"),
     "fill-proposal": dict(budget_policy="fill", speculate="proposal"),
     "fill-block": dict(budget_policy="fill", speculate="block"),

@@ -1,4 +1,4 @@
-"""The chain's law, checked against exact enumeration on a tiny model (DESIGN.md sec 3).
+"""The chain's law, checked against exact enumeration on a tiny model (docs/randomness.md).
 
 With 3 tokens and a horizon of T = 3 (PowerMH) or T = 4 (EntropyCut), or 2
 tokens and T = 3 (MultiTryMH), there are 27, 81 or 8 states.  The kernel P is

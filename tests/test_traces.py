@@ -47,7 +47,13 @@ def trace_file(tmp_path):
                                              ("powermh", "predictive", "node"), ("powermh", "none", "decision"),
                                              ("powermh", "bfs", "decision"), ("entropycut", "bfs", "node"),
                                              ("entropycut", "spine", "decision"), ("multitry", "spine", "decision"),
-                                             ("multitry", "bfs", "node"), ("multitry", "none", "decision"))])
+                                             ("multitry", "bfs", "node"), ("multitry", "none", "decision"),
+                                             # streaming (request, walked lines; epochs), every sampler
+                                             ("powermh", "stream", "decision"), ("entropycut", "stream", "decision"),
+                                             ("multitry", "stream", "decision"),
+                                             # the baselines (sample, smc_step, choice lines)
+                                             ("lowtemp", "none", "decision"), ("bestofn", "none", "decision"),
+                                             ("powersmc", "none", "decision"))])
     return path, events
 
 

@@ -54,7 +54,7 @@ def command(name: str | None = None):
 
 
 # Commands register themselves on `app`; the interactive ones first in --help.
-from presto_tui.cli import bench, chat, eval, run, traces  # noqa: E402,F401
+from presto_tui.cli import bench, chat, eval, lmeval, run, serve, traces, web  # noqa: E402,F401
 
 
 def main() -> None:

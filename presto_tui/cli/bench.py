@@ -31,13 +31,15 @@ from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
 from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams
 from presto_tui.runtime.core.types import Request
+from presto_tui.runtime.session.chains import chain_drivers
 from presto_tui.runtime.session.events import SessionEnd, SessionStart
 from presto_tui.runtime.session.limit import limits
 from presto_tui.runtime.session.loop import make_driver, run_chains
-from presto_tui.runtime.session.runner import display_text, run_session
+from presto_tui.runtime.session.runner import display_text
 from presto_tui.runtime.session.summary import SessionSummary
 
-Config = tuple[str, str, str | None]  # sampler, rule ("none": sequential), budget as given (8, auto, fill:8)
+# sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
+Config = tuple[str, str, str | None]
 
 
 SEQUENTIAL = PrefetchRule.NONE.value
@@ -240,11 +242,40 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
     return {"rule": params.prefetch, "budget": params.budget, "concurrency": concurrency, "rows": rows}
 
 
+def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[int], chains: int,
+               classifier: CertaintyClassifier | None, trace: TraceWriter | None) -> list[SessionSummary]:
+    """A prompt's `chains` chains, all at once on the engine (one chain: the single session)."""
+    summaries = [SessionSummary() for _ in range(chains)]
+    sids: dict[int, str] = {}
+    drivers = chain_drivers(backend, params, ids, chains, prompt=prompt, classifier=classifier)
+    for i, ev in run_chains(backend, drivers, concurrency=chains):
+        if isinstance(ev, SessionStart):
+            sids[i] = ev.session_id
+        summaries[i].update(ev)
+        if trace is not None:
+            trace.write(ev, sids.get(i))
+    return summaries
+
+
+def mixing(reports: list) -> dict:
+    """A row's diagnostics over its prompts (--chains M): the worst R-hat and bulk ESS of the
+    log-target (first block), the prompts warned about, and the mean share of the agreed answer."""
+    first = [next((d for d in r.diagnostics if d.quantity == "log_target" and d.block == 0), None) for r in reports]
+    rhats = [d.rhat for d in first if d is not None and d.rhat is not None]
+    esses = [d.ess_bulk for d in first if d is not None and d.ess_bulk is not None]
+    return {"rhat_max": max(rhats, default=None), "ess_bulk_min": min(esses, default=None),
+            "prompts_warned": sum(bool(r.warnings) for r in reports),
+            "agreement": statistics.mean(r.vote.share for r in reports) if reports else None}
+
+
 def row_params(base: SamplerParams, sampler: str, rule: str, budget: str | None, seed: int = 0) -> SamplerParams:
     """A row's parameters: the sequential reference, spine and stream always run on decision
     inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
     node_inputs = PrefetchRule.of(rule).node_inputs
-    sized = o.parse_budget(budget) if budget else {}
+    size, _, speculate = (budget or "").partition("/")
+    sized = o.parse_budget(size, "--budgets") if size else {}
+    if speculate:
+        sized["speculate"] = speculate.replace("+", ",")
     return base.with_(sampler=sampler, prefetch=rule, seed=seed, **sized,
                       inputs=base.inputs if node_inputs else InputMode.DECISION.value)
 
@@ -253,13 +284,18 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               budgets: list[str], samplers: Sequence[str] = (SamplerName.POWERMH.value,), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
-              throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None) -> None:
+              throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
+              chains: int = 1) -> None:
+    from presto_tui.runtime.session.diagnostics import chains_report
+
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
     results: dict[Config, list[SessionSummary]] = {c: [] for c in cfgs}
+    reports: dict[Config, list] = {c: [] for c in cfgs}  # --chains M: per prompt and seed
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
     cache0 = backend.prefix_cache_stats()
-    total = len(prompts) * (seeds * len(cfgs) + len(concurrency_levels) + (len({1, workers}) if workers else 0))
+    total = len(prompts) * (seeds * len(cfgs) * chains + len(concurrency_levels)
+                            + (len({1, workers}) if workers else 0))
     t_start = time.perf_counter()
     tp_rows: list[dict] = []
     dp: dict | None = None
@@ -275,17 +311,17 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         params = row_params(base, sampler, rule, budget, seed)
                         progress.doing(f"{label(*cfg)}, prompt {p_i + 1}/{len(prompts)}"
                                        + (f", seed {seed + 1}/{seeds}" if seeds > 1 else ""))
-                        s = SessionSummary()
-                        for ev in run_session(backend, params, ids, prompt=prompt, classifier=classifier):
-                            s.update(ev)
-                            if trace is not None:
-                                trace.write(ev)
-                        results[cfg].append(s)
+                        group = run_prompt(backend, params, prompt, ids, chains, classifier, trace)
+                        results[cfg] += group
+                        if chains > 1:
+                            reports[cfg].append(chains_report(group))
+                        finals = [s.tokens for s in group]  # chain by chain: they share their seeds
                         if rule == SEQUENTIAL:
-                            seq_tokens[sampler] = s.tokens
-                        elif s.tokens != seq_tokens[sampler]:
+                            seq_tokens[sampler] = finals
+                        elif finals != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
-                        progress.advance()
+                        for _ in group:
+                            progress.advance()
             if concurrency_levels:
                 tp_rows = throughput(backend, tp_params, prompts, list(concurrency_levels), classifier, trace,
                                      progress)
@@ -311,13 +347,14 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
         inputs = row_params(base, sampler, rule, budget).inputs
         exact = rule != SEQUENTIAL and inputs == InputMode.DECISION  # node inputs draw other randomness
         agg.update(label=label(*cfg), sampler=sampler, rule=rule, budget=budget, inputs=inputs,
-                   same_final_state_as_sequential=same_as_seq[cfg] if exact else None)
+                   same_final_state_as_sequential=same_as_seq[cfg] if exact else None,
+                   **(mixing(reports[cfg]) if chains > 1 else {}))
         table_rows.append(agg)
     limit_rows = limit_table(results, speed)
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
-        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "rows": table_rows,
+        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains, "rows": table_rows,
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
@@ -366,12 +403,16 @@ def _f(x: float | None, fmt: str, none: str = "-") -> str:
 
 def render(console: Console, report: dict) -> None:
     p = report["params"]
+    chains = report.get("chains", 1)
     table = Table(title=f"{report['backend']} on {report['model']}: {len(report['prompts'])} prompts x "
-                        f"{report['seeds']} seeds, n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
+                        f"{report['seeds']} seeds" + (f" x {chains} chains" if chains > 1 else "")
+                        + f", n={p['max_new_tokens']}, K={p['steps']}, alpha={p['alpha']}",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     wide = console.width >= 110  # narrower terminals get the rest from the JSON file
     cols = ["sampler rule N", "tr/call", "ms/tr", "tr/s", "speedup", "+ext", "lim%", "s/prompt"]
     cols += (["est.", "tok", "waste", "req/use", "abort", "live", "1st s"] if wide else []) + ["=seq"]
+    mixing_cols = ["R-hat", "ESS", "agree"] if chains > 1 else []
+    cols += mixing_cols
     for col in cols:
         table.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
     for r in report["rows"]:
@@ -387,10 +428,13 @@ def render(console: Console, report: dict) -> None:
                       f"{100 * r['wasted_share']:.0f}%" if mh else "-",
                       f"{r['requests_issued']:.0f}/{r['requests_realized']:.0f}", f"{r['requests_aborted']:.0f}",
                       _f(r["mean_live_requests"], ".1f"), _f(r["time_to_first_transition_s"], ".2f")]
-        table.add_row(*cells, same)
+        cells.append(same)
+        if mixing_cols:
+            cells += [_f(r.get("rhat_max"), ".3f"), _f(r.get("ess_bulk_min"), ".0f"), _f(r.get("agreement"), ".2f")]
+        table.add_row(*cells)
     for lim in report.get("limits") or []:
         table.add_row(f"{lim['sampler']} limit", "", "", "", "", "", "100", _f(lim["limit_s"], ".2f"),
-                      *([""] * 7 if wide else []), "")
+                      *([""] * 7 if wide else []), "", *([""] * len(mixing_cols)))
     console.print(table)
     tp = report.get("throughput")
     if tp:
@@ -432,7 +476,10 @@ def render(console: Console, report: dict) -> None:
                   "longer) as a share of the row's time with extensions; s/prompt: that time; est.: the "
                   "single-session estimate `run` and `stats` show; waste: share of proposal tokens the walk did not "
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
-                  "state as the sequential sampler")
+                  "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
+                  + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "
+                     f"{chains} chains at once; thresholds R-hat <= 1.01, ESS >= 100); agree: the mean share of "
+                     "the chains' most common answer" if chains > 1 else ""))
 
 
 @command()
@@ -448,7 +495,8 @@ def bench(
     budgets: Annotated[str, typer.Option(
         metavar="N,...",
         help=f"Comma-separated prefetch budgets to compare, each N {LIMITS['budget'].where}; for stream also "
-        "auto and fill:N (see run --budget).")] = "8,12,20",
+        "auto and fill:N (see run --budget), and any of them with /WHAT, what it speculates (see run --speculate; "
+        "+ joins: 8/none, auto/block, 8/proposal+block).")] = "8,12,20",
     rules: Annotated[str, typer.Option(
         metavar="NAME,...",
         help=f"Comma-separated PreSTO rules to compare: {', '.join(PrefetchRule.presto_names())}.")
@@ -467,6 +515,7 @@ def bench(
     ] = SamplerName.POWERMH.value,
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
+    chains: o.Chains = None,
     inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
     max_new_tokens: o.BenchNewTokens = None, block_size: o.BlockSize = None, steps: o.BenchSteps = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
@@ -496,6 +545,9 @@ def bench(
     Ray, the engine's time for a batch of 20 suffixes against one suffix, and the
     prefix-cache hit rate. --inputs node runs the paper's own BFS and predictive
     allocations (their chains then differ from the sequential one, with the same law).
+    --chains M runs every row's M chains of a prompt at once (their seeds derived from each
+    seed) and adds the worst split R-hat and bulk ESS of the log-target over the prompts, and
+    how often the chains agree on an answer.
 
     Examples:
 
@@ -508,11 +560,13 @@ def bench(
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
 
       presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4   # 4 blocks
+
+      presto-tui bench --limit 2 --chains 4 --rules spine --budgets 8   # 4 chains per prompt, R-hat, ESS
     """
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]
     for b in budget_list:
-        LIMITS["budget"].check("--budgets", o.parse_budget(b, "--budgets")["budget"])
+        LIMITS["budget"].check("--budgets", o.parse_budget(b.partition("/")[0], "--budgets")["budget"])
     if SEQUENTIAL in _names(rules):
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
@@ -522,6 +576,7 @@ def bench(
     if limit is not None:
         o.CLI_LIMITS["limit"].check("--limit", limit)
     o.CLI_LIMITS["seeds"].check("--seeds", seeds)
+    per_prompt = o.chain_count(chains)
     levels = _int_list("--throughput", throughput)
     for c in levels:  # a throughput level is a number of chains at once, as --concurrency
         o.CLI_LIMITS["concurrency"].check("--throughput", c)
@@ -557,7 +612,7 @@ def bench(
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
               throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),
-              cluster_of=cluster_of)
+              cluster_of=cluster_of, chains=per_prompt)
 
 
 def _names(csv: str) -> list[str]:

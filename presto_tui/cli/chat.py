@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Annotated, Any
 
 import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.safetext import visible
+
+
+def checked(flags: dict[str, Any]):
+    """What chat runs with, every value checked before any engine starts (`web` checks with this too)."""
+    params = o.sampler_params(flags)
+    per_prompt = o.chain_count(flags.get("chains"))
+    clf = o.load_classifier(flags.get("classifier"))
+    name, engine_opts = o.engine_options(flags)
+    return params, per_prompt, clf, name, engine_opts, o.trace_path(flags, "chat")
 
 
 @command()
@@ -19,7 +29,7 @@ def chat(
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -29,6 +39,14 @@ def chat(
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    connect: Annotated[str | None, typer.Option(
+        "--connect", metavar="URL", show_default=False,
+        help="Sample on a presto-tui serve at URL (e.g. http://127.0.0.1:8000) instead of a local engine, with "
+        "the server's sampler defaults under the sampler flags given here; the tree, inspector and stats come "
+        "from its event stream, and the trace is also written here.")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", metavar="KEY", envvar="PRESTO_TUI_API_KEY", show_default=False,
+        help="The server's API key, for --connect (also $PRESTO_TUI_API_KEY).")] = None,
 ) -> None:
     """Chat with a model and watch every PreSTO round as a live tree.
 
@@ -43,12 +61,16 @@ def chat(
       presto-tui chat
 
       presto-tui chat --backend synthetic        # no model needed
+
+      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
+
+      presto-tui chat --connect http://127.0.0.1:8000   # on a presto-tui serve
     """
     flags = ctx.params
-    params = o.sampler_params(flags)
-    clf = o.load_classifier(classifier)
-    name, engine_opts = o.engine_options(flags)
-    path = o.trace_path(flags, "chat")
+    if connect is not None:
+        remote(ctx, connect, api_key, o.chain_count(chains))
+        return
+    params, per_prompt, clf, name, engine_opts, path = checked(flags)
     from presto_tui.runtime.engines.registry import start_engine
     from presto_tui.runtime.session.chat import ChatSession
 
@@ -66,9 +88,40 @@ def chat(
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
-        chat_app(session, params, backend=name, model=engine_opts.model).run()
+        chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt).run()
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
+        session.close()
+    if session.trace is not None:
+        print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
+
+
+def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> None:
+    """The app with its worker on a server: prompts go there, events come back (serve/client.py).
+    The sampler starts from the server's defaults (its flags); the flags given here win."""
+    from presto_tui.errors import InputError
+
+    given = lambda name: getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    engine_flags = [k for k in ("backend", "classifier", *o.ENGINE_FLAGS) if given(k)]
+    if engine_flags:
+        raise InputError(f"--{engine_flags[0].replace('_', '-')} does not apply with --connect: the server chose "
+                         "its engine and model when it started")
+    path = o.trace_path(ctx.params, "chat")
+    try:
+        from presto_tui.serve.client import RemoteChatSession
+    except ImportError as e:
+        raise InputError(f"--connect needs httpx: pip install 'presto-tui[serve]' ({e.name} is missing)") from None
+    session = RemoteChatSession(url, api_key=api_key,
+                                trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
+    mine = {k: v for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings") if given(k) and
+            (v := ctx.params.get(k)) is not None}
+    params = o.sampler_params({**session.server_flags(), **mine})
+    from presto_tui.views.app import chat_app
+
+    try:
+        chat_app(session, params, backend="remote", model=None, chains=chains,
+                 subtitle=f"presto-tui serve at {visible(session.url, keep_newlines=False)} (connecting)").run()
+    finally:
         session.close()
     if session.trace is not None:
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())

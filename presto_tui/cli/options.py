@@ -25,6 +25,7 @@ from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describ
 from presto_tui.files import readable_file
 from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
+from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
@@ -32,9 +33,16 @@ SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
 # The CLI's own numbers (the sampler's are `params.LIMITS`); `limit_of` finds either.
 CLI_LIMITS: dict[str, Limit] = {
     "concurrency": Limit(1, 256, integer=True),
+    "chains": CHAINS,
     "workers": Limit(1, 4096, integer=True),
     "seeds": Limit(1, 10_000, integer=True),
     "limit": Limit(1, float("inf"), integer=True),
+    # serve
+    "port": Limit(0, 65535, integer=True),
+    "max_chains": Limit(1, 256, integer=True),
+    "max_queue": Limit(0, 100_000, integer=True),
+    "request_timeout": Limit(0, 86_400),
+    "max_body_bytes": Limit(1024, 1 << 30, integer=True),
 }
 
 
@@ -114,6 +122,12 @@ CutMix = Annotated[float | None, typer.Option(
 Tries = Annotated[int | None, typer.Option(
     "--tries", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("tries", "MultiTryMH: candidates per transition"))]
+Chains = Annotated[int | None, typer.Option(
+    "--chains", rich_help_panel=SAMPLER, show_default=False,
+    help=f"Chains per prompt M, {CLI_LIMITS['chains'].where}, run at once on one engine, each with its own seed "
+    "derived from --seed (chain 0 keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
+    "log-target and the log-likelihood across the chains (a warning where R-hat > 1.01 or bulk ESS < 100: "
+    "K was too short), and the answer most chains agree on [default: 1].")]
 Samples = Annotated[int | None, typer.Option(
     "--samples", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("samples", "Best-of-N: samples N, each at temperature 1/alpha"))]
@@ -232,6 +246,18 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     if flags.get("budget") is not None:
         values.update(parse_budget(str(flags["budget"])))
     return SamplerParams(**values).validate()
+
+
+def chain_count(value: int | None) -> int:
+    """--chains M, checked, and for M >= 2 the package its diagnostics need (before any engine starts)."""
+    if value is None:
+        return 1
+    CLI_LIMITS["chains"].check("--chains", value)
+    if value > 1:
+        from presto_tui.runtime.session.diagnostics import require
+
+        require()
+    return value
 
 
 def parse_budget(text: str, flag: str = "--budget") -> dict[str, Any]:

@@ -10,6 +10,7 @@ import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
+from presto_tui.errors import InputError
 from presto_tui.safetext import visible
 
 
@@ -25,7 +26,7 @@ def run(
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
+    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -63,6 +64,8 @@ def run(
 
       presto-tui run --prompts-file prompts.txt --workers 2
 
+      presto-tui run "What is 7 * 8?" --chains 4 -K 48  # 4 chains: R-hat, ESS, the agreed answer
+
       presto-tui run "the cat" --backend synthetic      # no model needed
     """
     flags = ctx.params
@@ -70,11 +73,17 @@ def run(
     prompts = o.read_prompts(prompt, prompts_file)
     if concurrency is not None:
         o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
-    chains = min(concurrency or default_concurrency(len(prompts), params.budget), len(prompts))
+    per_prompt = o.chain_count(chains)
+    if per_prompt > 1 and (workers is not None or ray_address is not None):
+        raise InputError("--chains runs a prompt's chains together on one engine; it does not combine with "
+                         "--workers or --ray-address")
+    sessions = len(prompts) * per_prompt
+    # by default a prompt's chains all run at once, sharing the engine's batch
+    at_once = min(concurrency or max(per_prompt, default_concurrency(sessions, params.budget)), sessions)
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "run")
-    cluster = o.start_cluster(flags, name, engine_opts, chains)
+    cluster = o.start_cluster(flags, name, engine_opts, at_once)
     if cluster is not None:
         with cluster:
             writer = o.open_trace(path, "run", _Remote(cluster), params)
@@ -82,7 +91,8 @@ def run(
         return
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "run", engine, params)
-    run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=chains)
+    run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=at_once,
+                chains=per_prompt)
 
 
 class _Remote:
@@ -100,26 +110,30 @@ def default_concurrency(prompts: int, budget: int) -> int:
 
 
 def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out: bool = False,
-                trace=None, concurrency: int = 1) -> None:
-    """Sample every prompt, `concurrency` chains at a time on one engine; results in prompt order.
+                trace=None, concurrency: int = 1, chains: int = 1) -> None:
+    """Sample every prompt with `chains` chains each, `concurrency` chains at a time on one engine;
+    results in prompt order.
 
     Failures propagate (after the trace has its `error` events, or `cancelled` ends on
     Ctrl-C, and is closed); every finished session stays in the trace."""
-    from presto_tui.runtime.session.loop import display_text, make_driver, run_chains
+    from presto_tui.runtime.session.chains import chain_drivers
+    from presto_tui.runtime.session.loop import display_text, run_chains
 
     def events():
-        drivers = (make_driver(engine, params, engine.encode_prompt(p), prompt=p, classifier=classifier)
-                   for p in prompts)
+        drivers = (d for p in prompts
+                   for d in chain_drivers(engine, params, engine.encode_prompt(p), chains, prompt=p,
+                                          classifier=classifier))
         return run_chains(engine, drivers, concurrency=concurrency)
 
-    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids))
+    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains)
 
 
-def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of) -> None:
-    """Consume the (prompt index, event) stream of any runner (one engine, a Ray cluster):
-    progress on stderr, results in prompt order on stdout, every event in the trace."""
+def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, chains: int = 1) -> None:
+    """Consume the (session index, event) stream of any runner (one engine, a Ray cluster), session
+    i being chain i % chains of prompt i // chains: progress on stderr, results in prompt order on
+    stdout, every event in the trace."""
     try:
-        _consume(events(), prompts, params, json_out, trace)
+        _consume(events(), prompts, params, json_out, trace, chains)
     except KeyboardInterrupt:
         if trace is not None:  # the trace keeps every finished session and round
             trace.end_open_session("cancelled", text_of or (lambda ids: ""))
@@ -134,7 +148,7 @@ def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of) -
                 print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=o.term())
 
 
-def _consume(stream, prompts, params, json_out, trace) -> None:
+def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -153,7 +167,9 @@ def _consume(stream, prompts, params, json_out, trace) -> None:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task(f"prompts 0/{len(prompts)}, transitions" if many else "transitions",
-                            total=len(prompts) * params.steps * params.n_blocks, info="starting")
+                            total=len(prompts) * chains * params.steps * params.n_blocks, info="starting")
+        members = lambda p: range(p * chains, (p + 1) * chains)  # the sessions of prompt p
+        done = 0  # prompts whose chains have all finished
         for i, ev in stream:
             if isinstance(ev, WorkerLost):
                 err.print(f"presto-tui: worker {ev.worker} died ({visible(ev.reason, keep_newlines=False)}); "
@@ -171,7 +187,7 @@ def _consume(stream, prompts, params, json_out, trace) -> None:
                 trace.write(ev, sids.get(i))
             if isinstance(ev, RoundDone):
                 live = sum(1 for j in summaries if j not in finished)
-                info = f"{live} chains live" if many else (
+                info = f"{live} chains live" if many or chains > 1 else (
                     f"{s.calls} calls, {s.transitions_per_call:.2f} tr/call" if s.calls else
                     f"{s.transitions_per_s:.2f} tr/s")
                 bar.update(task, advance=ev.k_after - ev.k_before, info=info)
@@ -180,21 +196,33 @@ def _consume(stream, prompts, params, json_out, trace) -> None:
                 continue  # the session its worker left open ends; the prompt runs again elsewhere
             if isinstance(ev, (SessionEnd, SessionError)):
                 finished.add(i)
+                done += all(j in finished for j in members(i // chains))
                 if many:
-                    bar.update(task, description=f"prompts {len(finished)}/{len(prompts)}, transitions")
-                while shown in finished:
-                    _print(out, summaries[shown], params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "")
+                    bar.update(task, description=f"prompts {done}/{len(prompts)}, transitions")
+                while shown < len(prompts) and all(j in finished for j in members(shown)):
+                    group = [summaries[j] for j in members(shown)]
+                    _print(out, group, params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "")
                     shown += 1
 
 
-def _print(out, s, params, json_out: bool, label: str) -> None:
+def _print(out, group, params, json_out: bool, label: str) -> None:
+    """A prompt's result: its one chain's summary, or its chains' report."""
+    if len(group) == 1:
+        obj = group[0].to_dict()
+    else:
+        from presto_tui.runtime.session.diagnostics import chains_report
+
+        report = chains_report(group)
+        obj = {**report.to_dict(), "sessions": [s.to_dict() for s in group]}
     if json_out:
         import orjson
 
-        sys.stdout.write(orjson.dumps(s.to_dict()).decode() + "\n")
+        sys.stdout.write(orjson.dumps(obj).decode() + "\n")
         sys.stdout.flush()
+    elif len(group) == 1:
+        print_summary(out, group[0], params, label)
     else:
-        print_summary(out, s, params, label)
+        print_chains(out, group, report, params, label)
 
 
 def mh_rows(s) -> list[tuple[str, str]]:
@@ -219,30 +247,46 @@ def print_summary(out, s, params, label: str = "") -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from presto_tui.runtime.core.names import SamplerName
-
     out.print(Text(f"{label}{visible(s.prompt, keep_newlines=False)}", style="bold"))
     out.print(Text(visible(s.text)))
     quality = []
     if s.answer_loglik is not None and s.answer_confidence is not None:
         quality = [("answer under p0 (eqs. 21-22)", f"log-likelihood {s.answer_loglik:.3f} per token, confidence "
                     f"{s.answer_confidence:.3f}")]
+    table = Table(title=setting(params), show_header=False, title_justify="left")
     if s.baseline:
-        title = SamplerName.of(params.sampler).display + {
-            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
-            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
-        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
-        table = Table(title=title, show_header=False, title_justify="left")
         rows = [("model calls", str(s.calls)), ("time", f"{s.wall_s:.2f} s"),
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
         if s.smc_steps:
             rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
         rows += [("chosen", s.choice)] + quality
     else:
-        rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
-        table = Table(title=f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}",
-                      show_header=False, title_justify="left")
         rows = mh_rows(s) + quality
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
+
+
+def setting(params) -> str:
+    """What ran: the chain, its rule and sizes; or a baseline with its own parameters."""
+    from presto_tui.runtime.core.names import SamplerName
+
+    if not SamplerName.of(params.sampler).chain:
+        return SamplerName.of(params.sampler).display + {
+            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
+            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
+        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
+    rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
+    return f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}"
+
+
+def print_chains(out, group, report, params, label: str = "") -> None:
+    """A prompt's chains: one row each, their diagnostics and warnings, and the answer they agree on."""
+    from rich.text import Text
+
+    from presto_tui.logs.chains import report_renderable
+
+    out.print(Text(f"{label}{visible(group[0].prompt, keep_newlines=False)}", style="bold"))
+    took = f"; {report.elapsed_s:.2f} s of engine time (the longest chain)" if report.elapsed_s else ""
+    out.print(Text(f"{len(group)} chains (seeds from --seed {params.seed}), {setting(params)}{took}"))
+    out.print(report_renderable(report, group))

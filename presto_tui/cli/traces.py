@@ -11,29 +11,68 @@ import typer
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
+from presto_tui.safetext import visible
 
 
 @command()
 @o.handled
 def replay(
-    trace: Annotated[Path, typer.Argument(help="A trace written by presto-tui run, chat or bench.", metavar="TRACE")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Traces written by presto-tui run, chat or bench; several replay on one timeline, their sessions "
+        "numbered from 1 in the order given.", metavar="TRACE...")],
     play: Annotated[bool, typer.Option("--play", help="Start playing at once.")] = False,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="S,T", help="Open sessions S and T side by side at once: parameters, acceptance "
+        "curves, answers and a diff of them (in the app: c on one session, then c on another).")] = None,
 ) -> None:
-    """Replay a recorded session: the same trees, inspector and stats, no model needed.
+    """Replay recorded sessions: the same trees, inspector and stats, no model needed.
 
     A timeline runs over every round; space plays and pauses, < and > change the speed,
-    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key.
+    [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key. A
+    baseline session (lowtemp, bestofn, powersmc) is one place on it: its samples, or
+    PowerSMC's particles over blocks, where a round's tree would be. In the app, c
+    compares two sessions, t splits the selected node's ratio by token and H shows the
+    session's whole chain (exportable as JSON or CSV).
+
+    Traces replayed together must come from one tokenizer (their token ids mean the same
+    text).
 
     Examples:
 
       presto-tui replay sessions/example.jsonl
+
+      presto-tui replay a.jsonl b.jsonl --compare 1,2
     """
-    (loaded,) = o.load_traces([trace])
-    if not any(s.rounds for s in loaded.sessions):
-        raise InputError(f"{trace}: the trace holds no rounds to replay")
+    loaded, pair = replay_checked(traces, compare)
     from presto_tui.views.app import replay_app
 
-    replay_app(loaded, autoplay=play).run()
+    replay_app(loaded, autoplay=play, compare=pair).run()
+
+
+def replay_checked(traces: list[Path], compare: str | None):
+    """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
+    loaded = o.load_traces(_distinct_files(traces))
+    from presto_tui.views.baseline_state import is_baseline
+
+    if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
+        raise InputError(f"{traces[0]}: the trace holds no rounds and no baseline session to replay"
+                         if len(loaded) == 1 else "none of the traces holds a round or a baseline session to replay")
+    sessions = sum(len(t.sessions) for t in loaded)
+    return loaded, _session_pair(compare, sessions) if compare is not None else None
+
+
+def _session_pair(raw: str, sessions: int) -> tuple[int, int]:
+    """`--compare S,T`: two different session numbers from 1, as indices."""
+    parts = raw.split(",")
+    try:
+        s, t = (int(x) for x in parts) if len(parts) == 2 else (0, 0)
+    except ValueError:
+        s = t = 0
+    if not (1 <= s <= sessions and 1 <= t <= sessions and s != t):
+        raise InputError(f"--compare must be two different session numbers S,T from 1 to {sessions} "
+                         f"(the traces hold {sessions} session{'s' if sessions != 1 else ''}), "
+                         f"got {visible(raw[:40], keep_newlines=False)!r}")
+    return s - 1, t - 1
 
 
 @command()
@@ -56,13 +95,19 @@ def stats(
     call (per second for streaming), time per transition, the estimated speedup over the
     sequential sampler, acceptance rate, epsilon-class shares of the scored decisions, and
     requests issued against requests the walk used. Sessions cut short (no end event) are
-    marked.
+    marked. Baseline sessions (lowtemp, bestofn, powersmc) get tables of their own: time,
+    tokens, samples or particles, resamplings, last ESS, and the answer's log-likelihood
+    per token and confidence.
 
     Then one pooled row per group of comparable sessions: those that differ only in prompt
     and seed (same backend, model, device, sampler and its parameters, alpha, tau, epsilon,
     n, B, K, rule, inputs and budget N, and as many sessions running at once); a speedup is
     never averaged over different samplers or settings. A trace given twice, or two files
     holding the same sessions (by session id), count each session once, with a warning.
+
+    Then, for the chains of each prompt run with --chains M, their MCMC diagnostics (split
+    R-hat, bulk and tail ESS and MCSE of the log-target, log-likelihood and confidence; a
+    warning where R-hat > 1.01 or bulk ESS < 100) and the answer most chains agree on.
 
     With --compare A B: two runs of the same prompts and seeds side by side, each session
     of A matched with B's of the same prompt, seed and chain (sessions that did not end
@@ -86,6 +131,7 @@ def stats(
         _compare(traces, json_out)
         return
 
+    from presto_tui.logs import chains
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
     loaded = o.load_traces(_distinct_files(traces))
@@ -93,12 +139,16 @@ def stats(
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
+    reports = chains.chain_reports(loaded)
     if json_out:
         import orjson
 
-        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups}).decode() + "\n")
+        sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups, "chains": [
+            {**r.to_dict(), "members": members} for r, members in reports]}).decode() + "\n")
     else:
-        render(Console(highlight=False), rows, groups)
+        console = Console(highlight=False)
+        render(console, rows, groups)
+        chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
 
 
 def _compare(args: list[Path], json_out: bool) -> None:

@@ -96,7 +96,8 @@ def _expected(param: Any) -> str:
     if limit is not None:
         return f"{limit.kind} {limit.where}"
     kind = param.bare_type() if hasattr(param, "bare_type") else ""
-    return {"int": "a whole number", "float": "a number", "Path": "a file path"}.get(kind, "a value")
+    # a text option's metavar shows its form (S,T; NAME,...) better than "a value"
+    return {"int": "a whole number", "float": "a number", "Path": "a file path"}.get(kind, param.metavar or "a value")
 
 
 def _raw_value(e: click_errors.BadParameter) -> object:

@@ -1,4 +1,5 @@
-"""The method language of `eval --methods` and `stats --compare PATH@METHOD`: a method is a SamplerParams.
+"""The method language of `eval --methods`, `lm-eval --methods` and `stats --compare PATH@METHOD`: a
+method is a SamplerParams.
 
     METHOD := lowtemp | bon[:N] | smc[:P] | SAMPLER | SAMPLER+RULE[/INPUTS][:N]
 
@@ -82,8 +83,7 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
     else:
         if m["rule"] not in PrefetchRule.presto_names():
             raise InputError(f"{flag}: {label}: " + unknown_choice("PreSTO rule", m["rule"],
-                                                                   PrefetchRule.presto_names())
-                             + f" ({name} alone is the sequential sampler)")
+                                                                   PrefetchRule.presto_names()))
         rule = PrefetchRule.of(m["rule"])
         changes["prefetch"] = rule.value
         if m["inputs"] is not None:

@@ -3,9 +3,8 @@
 A trace is a header line followed by one line per event.  Every line is a JSON
 object whose first key is "type".  Token text travels in "vocab" lines (token
 id -> piece), written before the first line that uses those ids, so replay
-needs neither model nor tokenizer.  Per-token log-probabilities are not
-recorded: every number a view or statistic needs (each node's terms, A, the
-uniform, the class) is stored with its score.
+needs neither model nor tokenizer.  Every number a view or statistic needs
+(each node's terms, A, the uniform, the class) is stored with its score.
 
 Schema 1.2 (read: 1.0 to 1.2) numbers tree nodes compactly: a table row names its
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
@@ -18,8 +17,12 @@ distance from its block's start after each transition: MCMC diagnostics),
 `chain`, `chains` and `group` on a `session_start` of `--chains M`, the
 baselines' `sample`, `smc_step` and `choice` (appendix E.8),
 `extend-ahead` calls and `request` purposes (the next block's extension
-decoded while a block still runs), and `gap` lines (an event
-the writer could not encode, in place of that event; readers warn and go on).
+decoded while a block still runs), `gap` lines (an event
+the writer could not encode, in place of that event; readers warn and go on),
+and a round tree's optional `per_token` values: log q_tau and log p0 of every
+token of its root state and of every request's proposal, rounded to 4
+decimals, from which the per-token view splits a node's terms (a tree without
+them reads as before, its per-token values NaN).
 
 Schema 1.1 added the streaming rule's `request` and
 `walked` events, a session id on every event line ("sid": sessions of many
@@ -38,6 +41,7 @@ Nothing in a trace is ever evaluated.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from presto_tui.errors import InputError
@@ -400,7 +404,54 @@ def encode_tree(t: RoundTree, phase_s: dict | None = None) -> dict:
         if isinstance(t, TableTree) else [],
         "steps": [[s.node, s.decision, s.src, s.accepted] for s in t.steps],
         "stop_node": t.stop_node, "stop_reason": t.stop_reason, "phase_s": phase_s or {},
+        **({"per_token": per_token} if (per_token := _encode_per_token(t)) is not None else {}),
     }
+
+
+PER_TOKEN_DECIMALS = 4  # keeps traces small: a sum of n such values is within n * 5e-5 of the exact term
+
+
+def _rounded(values: tuple[float, ...]) -> list[float | str]:
+    return [round(x, PER_TOKEN_DECIMALS) if math.isfinite(x) else _num(x) for x in values]
+
+
+def _encode_per_token(t: RoundTree) -> dict | None:
+    """log q_tau and log p0 of every token of the root state and of every request's proposal
+    (schema 1.2); None for a tree that has none (one read from a trace that did not record them)."""
+    root = t.root
+    if not (len(root.logq) == len(root.logp) == root.T) or any(math.isnan(x) for x in root.logp):
+        return None
+    return {"root": [_rounded(root.logq), _rounded(root.logp)],
+            "requests": [[_rounded(r.proposal.logq), _rounded(r.proposal.logp)] for r in t.requests]}
+
+
+def _values(v: Any, where: str, n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """[log q values, log p0 values], n of each."""
+    pair = _row(v, where, (2,))
+    out = []
+    for j, name in enumerate(("logq", "logp")):
+        xs = _list(pair[j], f"{where}.{name}")
+        _check(len(xs) == n, f"{where}.{name}", f"should hold {n} values, one per token")
+        out.append(tuple(_float(x, f"{where}.{name}") for x in xs))
+    return out[0], out[1]
+
+
+def _decode_per_token(d: dict, root: SeqState, requests: list[RequestRec]) -> tuple[SeqState, list[RequestRec]]:
+    """The root and requests with their recorded per-token values, where the tree holds them."""
+    if d.get("per_token") is None:
+        return root, requests
+    w = "tree.per_token"
+    pt = d["per_token"]
+    _check(isinstance(pt, dict), w, "should be an object")
+    logq, logp = _values(_get(pt, "root", f"{w}."), f"{w}.root", root.T)
+    root = SeqState(root.prompt, root.tokens, logq, logp, root.entropy)
+    rows = _list(_get(pt, "requests", f"{w}."), f"{w}.requests")
+    _check(len(rows) == len(requests), f"{w}.requests", "should hold one entry per request")
+    out = []
+    for i, (row, r) in enumerate(zip(rows, requests)):
+        q, p = _values(row, f"{w}.requests[{i}]", len(r.proposal.tokens))
+        out.append(replace(r, proposal=Proposal(r.proposal.tokens, q, p, r.proposal.entropy)))
+    return root, out
 
 
 def decode_tree(d: dict) -> RoundTree:
@@ -478,9 +529,10 @@ def decode_tree(d: dict) -> RoundTree:
     if levels:  # a level tree's walked path is nodes 0..n (1.0 and 1.1 wrote heap ids: renumber)
         steps = [Step(i, s.decision, s.src, s.accepted) for i, s in enumerate(steps)]
         stop_node = len(steps)
+    root, requests = _decode_per_token(d, SeqState.tokens_only(prompt, root_tokens), requests)
     common: dict[str, Any] = dict(
         rule=_choice(g("rule"), "tree.rule", PREFETCH_RULES), inputs=_choice(g("inputs"), "tree.inputs", INPUT_MODES),
-        T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=SeqState.tokens_only(prompt, root_tokens),
+        T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=root,
         decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
         stop_node=stop_node,
         stop_reason=_choice(g("stop_reason"), "tree.stop_reason", STOP_REASONS),

@@ -2,12 +2,18 @@
 
 Sessions are *comparable*, and pooled into one row, when only their prompt and
 seed differ: the same backend, model and device; the same sampler with its own
-parameters (EntropyCut's beta and cut mix, MultiTryMH's tries); the same alpha,
-tau and epsilon; the same sizes n, B and K; the same rule, inputs and budget N;
-and as many sessions running at once (`at_once`: chains sharing an engine, or
-workers, whose lines interleave in the trace; a model call's time depends on
-them).  Pooling sessions that differ in any of these would average speedups and
-rates of different experiments (`comparable`).
+parameters (EntropyCut's beta and cut mix, MultiTryMH's tries, best-of-N's N and
+rank, PowerSMC's particles, block and ramp); the same alpha, tau and n; for MH
+chains the same epsilon, B and K, rule, inputs and budget N; and as many
+sessions running at once (`at_once`: chains sharing an engine, or workers, whose
+lines interleave in the trace; a model call's time depends on them).  Pooling
+sessions that differ in any of these would average speedups and rates of
+different experiments (`comparable`).
+
+The paper's baselines (low temperature, best-of-N, PowerSMC) make no MH
+transitions: their sessions and groups get tables of their own, with what they
+have instead (time, tokens, samples or particles, resamplings and the last ESS,
+the answer's log-likelihood per token and confidence, eqs. 21-22).
 
 A session is counted once however many traces hold it: sessions are known by
 their id, so a trace read twice, or a copy of it, adds nothing
@@ -32,16 +38,19 @@ from rich.text import Text
 
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)
 
 
 # what makes sessions comparable (see the module docstring), beside backend, model and device;
-# a sampler's own parameters count only for that sampler
+# a sampler's own parameters count only for that sampler, an MH chain's only for chains
 SHARED = ("sampler", "alpha", "tau", "epsilon", "max_new_tokens", "block_size", "steps", "prefetch", "inputs",
           "budget")
-OWN = {"entropycut": ("beta", "cut_mix"), "multitry": ("tries",)}
+CHAIN_ONLY = ("epsilon", "block_size", "steps", "prefetch", "inputs", "budget")
+OWN = {"entropycut": ("beta", "cut_mix"), "multitry": ("tries",), "bestofn": ("samples", "bon_rank"),
+       "powersmc": ("particles", "smc_block", "smc_ramp")}
 
 
 def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, Trace | None]]:
@@ -88,7 +97,8 @@ def at_once(trace: Trace) -> list[int]:
 def comparable(params: dict, backend: str, model: str, device: object = None, at_once: int = 1) -> dict:
     """What a session must share with others to be pooled with them (see the module docstring)."""
     key = {"backend": backend, "model": model, "device": device, "at_once": at_once}
-    key.update((k, params.get(k)) for k in SHARED)
+    baseline = SessionSummary(params=params).baseline
+    key.update((k, params.get(k)) for k in SHARED if not (baseline and k in CHAIN_ONLY))
     key.update((k, params.get(k)) for k in OWN.get(str(params.get("sampler")), ()))
     return key
 
@@ -109,7 +119,8 @@ def session_rows(traces: list[Trace]) -> list[dict]:
                          side_by_side[id(t)][i])
         d.update(trace=str(t.path), session=i, session_id=start.session_id, backend=start.backend,
                  model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
-                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key,
+                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, baseline=s.baseline,
+                 answer_tokens=len(s.tokens),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
                  status=s.status if sess.ended else "cut short")  # the trace ends inside this session
         rows.append(d)
@@ -124,9 +135,9 @@ def pooled_groups(rows: list[dict]) -> list[dict]:
     out = []
     for g, rs in sorted(members.items()):
         d = {"group": g, "comparable": rs[0]["comparable"], "sampler": rs[0]["sampler"], "alpha": rs[0]["alpha"],
-             "rule": rs[0]["rule"], "members": [{"trace": r["trace"], "session": r["session"],
-                                                 "session_id": r["session_id"]} for r in rs]}
-        d.update(pooled(rs))
+             "rule": rs[0]["rule"], "baseline": rs[0]["baseline"],
+             "members": [{"trace": r["trace"], "session": r["session"], "session_id": r["session_id"]} for r in rs]}
+        d.update(pooled_baseline(rs) if rs[0]["baseline"] else pooled(rs))
         out.append(d)
     return out
 
@@ -163,10 +174,46 @@ def pooled(rows: list[dict]) -> dict:
         "scored_eps_shares": {c: scored[c] / n_scored if n_scored else 0.0 for c in CLASSES},
         "requests_issued": sum(r["requests_issued"] for r in rows),
         "requests_realized": sum(r["requests_realized"] for r in rows),
+        "limit_share": _limit_share([r for r in rows if r.get("limit_s")]),
+    }
+
+
+def _limit_share(rows: list[dict]) -> float | None:
+    """The binding limits over the time the sessions took (extensions included), pooled like eq. 20."""
+    spent = sum(r["wall_s"] + r["extend_time_s"] for r in rows)
+    return sum(r["limit_s"] for r in rows) / spent if rows and spent else None
+
+
+def mean(values: list) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def pooled_baseline(rows: list[dict]) -> dict:
+    """Totals and means over comparable baseline sessions (no transitions to pool): time and
+    tokens per session, resamplings, and the answers' mean log-likelihood and confidence."""
+    n = len(rows)
+    return {
+        "sessions": n,
+        "prompts": len({r["prompt"] for r in rows}),
+        "statuses": {st: sum(r["status"] == st for r in rows) for st in sorted({r["status"] for r in rows})},
+        "calls": sum(r["calls"] for r in rows),
+        "wall_s": sum(r["wall_s"] for r in rows),
+        "wall_s_mean": sum(r["wall_s"] for r in rows) / n,
+        "tokens_generated": sum(r["tokens_generated"] for r in rows),
+        "tokens_generated_mean": sum(r["tokens_generated"] for r in rows) / n,
+        "answer_tokens_mean": sum(r["answer_tokens"] for r in rows) / n,
+        "samples": sum(r.get("samples", 0) for r in rows),
+        "resamplings": sum(r.get("resamplings", 0) for r in rows),
+        "resamplings_mean": sum(r.get("resamplings", 0) for r in rows) / n,
+        "answer_loglik_mean": mean([r["answer_loglik"] for r in rows]),
+        "answer_confidence_mean": mean([r["answer_confidence"] for r in rows]),
     }
 
 
 def _rule(p: dict) -> str:
+    if SessionSummary(params=p).baseline:
+        return "baseline"  # no MH chain: no prefetch rule
     if p.get("prefetch") == "none":
         return "sequential"
     return f"{p.get('prefetch')}{'/node' if p.get('inputs') == 'node' else ''} N={p.get('budget')}"
@@ -179,6 +226,10 @@ def _sampler(p: dict) -> str:
         return f"{name} β={p.get('beta'):g} mix={p.get('cut_mix'):g}"
     if name == "multitry":
         return f"{name} M={p.get('tries')}"
+    if name == "bestofn":
+        return f"{name} N={p.get('samples')} {p.get('bon_rank')}"
+    if name == "powersmc":
+        return f"{name} P={p.get('particles')} B={p.get('smc_block')} R={p.get('smc_ramp')}"
     return name
 
 
@@ -191,7 +242,8 @@ def _numbers(d: dict, status: str, shares: dict) -> list[str]:
             f"{per_tr * 1e3:.0f}", "-" if est is None else f"{est:.2f}x",
             f"{d['acceptance_rate']:.3f}",
             f"{100 * shares[ACCEPT]:.0f}/{100 * shares[REJECT]:.0f}/{100 * shares[UNCERTAIN]:.0f}",
-            f"{d['requests_issued']}/{d['requests_realized']}"]
+            f"{d['requests_issued']}/{d['requests_realized']}",
+            "-" if d.get("limit_share") is None else f"{100 * d['limit_share']:.0f}"]
 
 
 def _session_cells(r: dict) -> list:
@@ -210,9 +262,48 @@ def _group_cells(g: dict) -> list:
             *_numbers(g, status, g["scored_eps_shares"])]
 
 
-NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used")
+NUMERIC = ("status", "tr", "tr/call", "ms/tr", "speedup", "acc", "eps% a/r/u", "issued/used", "lim%")
 SESSION_COLUMNS = ("sampler", "α", "rule", "group", *NUMERIC)
 GROUP_COLUMNS = ("sampler", "α", "rule", "n/B/K", "sessions", *NUMERIC)
+
+
+def _opt(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+# the baselines' tables: a session's time (s), tokens generated, the answer's tokens, samples (best-of-N)
+# or particles x blocks (PowerSMC), resamplings, the last ESS, the answer's log p0 per token and confidence
+BASELINE_NUMERIC = ("status", "time s", "tokens", "answer", "drawn", "resampl.", "ESS", "ll/tok", "conf")
+BASELINE_SESSION_COLUMNS = ("sampler", "α", "group", *BASELINE_NUMERIC)
+# per session: mean time, tokens and answer length, mean resamplings, mean log-likelihood and confidence
+BASELINE_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
+                          "ll/tok", "conf")
+RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
+
+
+def _drawn(r: dict) -> str:
+    """Samples finished, or particles x blocks grown."""
+    if r.get("smc_steps"):
+        return f"{r['params'].get('particles')}x{r['smc_steps']}"
+    return str(r.get("samples", 0))
+
+
+def _baseline_session_cells(r: dict) -> list:
+    smc = bool(r.get("smc_steps"))
+    return [Text(visible(_sampler(r["params"]))), f"{r['alpha']:g}", f"g{r['group']}", visible(r["status"]),
+            f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), _drawn(r),
+            str(r["resamplings"]) if smc else "-", _opt(r.get("last_ess"), ".2f"),
+            _opt(r["answer_loglik"], ".3f"), _opt(r["answer_confidence"], ".3f")]
+
+
+def _baseline_group_cells(g: dict) -> list:
+    c = g["comparable"]
+    status = ", ".join(f"{visible(k)} {v}" for k, v in g["statuses"].items())
+    return [Text(visible(_sampler(c))), f"{g['alpha']:g}", str(c.get("max_new_tokens")),
+            f"{g['sessions']} ({g['prompts']} prompt{'s' if g['prompts'] != 1 else ''})", status,
+            f"{g['wall_s_mean']:.2f}", f"{g['tokens_generated_mean']:.0f}", f"{g['answer_tokens_mean']:.0f}",
+            f"{g['resamplings_mean']:.1f}" if c.get("sampler") == "powersmc" else "-",
+            _opt(g["answer_loglik_mean"], ".3f"), _opt(g["answer_confidence_mean"], ".3f")]
 
 
 def _engine(c: dict) -> str:
@@ -222,6 +313,7 @@ def _engine(c: dict) -> str:
 # what tells groups apart beyond their columns: said once under the table where every group shares it
 UNSHOWN = {"engine": _engine, "sessions at once": lambda c: str(c["at_once"]), "tau": lambda c: f"{c['tau']:g}",
            "epsilon": lambda c: f"{c['epsilon']:g}"}
+BASELINE_UNSHOWN = {k: f for k, f in UNSHOWN.items() if k != "epsilon"}  # epsilon sets MH classes only
 
 
 def _table(console: Console, title: str, caption: str, what: str, columns: tuple[str, ...],
@@ -238,7 +330,7 @@ def _table(console: Console, title: str, caption: str, what: str, columns: tuple
         table.add_column("id", justify="right", no_wrap=True)
         table.add_column(what, overflow="fold", ratio=1, min_width=16)
         for col in columns:
-            table.add_column(col, justify="right" if col in NUMERIC[1:] else "left", no_wrap=True)
+            table.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=True)
         for (ident, text), row in zip(labels, cells):
             table.add_row(ident, text, *row)
         return table
@@ -253,27 +345,48 @@ def _table(console: Console, title: str, caption: str, what: str, columns: tuple
 
 
 def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
+    """The MH chains' sessions and groups, then the baselines' (each table only where it has rows)."""
     names = list(dict.fromkeys(r["trace"] for r in rows))
     caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names))
+    chains = [r for r in rows if not r["baseline"]]
+    baselines = [r for r in rows if r["baseline"]]
+    if chains or not rows:
+        console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, _labels(chains, names),
+                             [_session_cells(r) for r in chains]))
+        _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["baseline"]], names,
+                       UNSHOWN, GROUP_COLUMNS, _group_cells)
+    if baselines:
+        console.print(_table(console, "baseline sessions (no MH transitions)", caption, "prompt",
+                             BASELINE_SESSION_COLUMNS, _labels(baselines, names),
+                             [_baseline_session_cells(r) for r in baselines]))
+        _render_pooled(console, "pooled baselines (comparable sessions; per session: means)",
+                       [g for g in groups if g["baseline"]], names, BASELINE_UNSHOWN, BASELINE_GROUP_COLUMNS,
+                       _baseline_group_cells)
+
+
+def _labels(rows: list[dict], names: list[str]) -> list[tuple[str, Text]]:
     labels = []
     for r in rows:
         prompt = visible(r["prompt"], keep_newlines=False)
         labels.append((f"[{names.index(r['trace'])}]#{r['session']}",
                        Text(prompt if len(prompt) <= 60 else prompt[:59] + "…")))
-    console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, labels,
-                         [_session_cells(r) for r in rows]))
+    return labels
+
+
+def _render_pooled(console: Console, title: str, groups: list[dict], names: list[str], unshown: dict,
+                   columns: tuple[str, ...], cells) -> None:
     # what every group shares is said once, under the table; what differs, in each group's row
-    said = {k: {f(g["comparable"]) for g in groups} for k, f in UNSHOWN.items()}
+    said = {k: {f(g["comparable"]) for g in groups} for k, f in unshown.items()}
     pools = []
     for g in groups:
         ids = [f"[{names.index(m['trace'])}]#{m['session']}" for m in g["members"]]
-        apart = [f"{k} {f(g['comparable'])}" for k, f in UNSHOWN.items() if len(said[k]) > 1]
+        apart = [f"{k} {f(g['comparable'])}" for k, f in unshown.items() if len(said[k]) > 1]
         pools.append((f"g{g['group']}", Text(visible(" ".join(ids[:6]) + (" …" if len(ids) > 6 else "")
                                                          + "".join(f" · {a}" for a in apart), keep_newlines=False))))
     shared = ", ".join(f"{k} {v}" for k, vs in said.items() if len(vs) == 1 for v in vs if v)
     note = "each row pools the sessions that differ only in prompt and seed" + (f"; all: {shared}" if shared else "")
-    console.print(_table(console, "pooled (comparable sessions)", visible(note, keep_newlines=False), "pools",
-                         GROUP_COLUMNS, pools, [_group_cells(g) for g in groups]))
+    console.print(_table(console, title, visible(note, keep_newlines=False), "pools", columns, pools,
+                         [cells(g) for g in groups]))
 
 
 # -- two recorded runs, paired (`stats --compare A B`) ------------------------------------------

@@ -6,14 +6,17 @@ holds what is global: the style sheet, help, quitting.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
+from presto_tui.errors import InputError
+from presto_tui.logs.reader import Trace
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.safetext import visible
-from presto_tui.views.chat import ChatScreen, engine_title
+from presto_tui.views.chat import ChatScreen, ChatWorker, engine_title
 from presto_tui.views.palette import theme_variables
 from presto_tui.views.replay import ReplayScreen
 from presto_tui.views.screens import ConfirmQuitScreen, HelpScreen
@@ -79,17 +82,37 @@ class PrestoApp(App):
             yield from screen.system_commands()
 
 
-def chat_app(session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> PrestoApp:
-    return PrestoApp(ChatScreen(session, params, backend=backend, model=model),
-                     subtitle=engine_title(backend, model) + " (starting)")
+def chat_app(session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None, chains: int = 1,
+             subtitle: str | None = None) -> PrestoApp:
+    return PrestoApp(ChatScreen(session, params, backend=backend, model=model, chains=chains),
+                     subtitle=subtitle or engine_title(backend, model) + " (starting)")
 
 
-def replay_app(trace, autoplay: bool = False) -> PrestoApp:
-    """The replay app for a trace that the reader has already validated."""
-    state = AppState(vocab=dict(trace.vocab))
-    for s in trace.sessions:
-        for e in s.events:
-            state.apply(e)
-    return PrestoApp(ReplayScreen(state, autoplay=autoplay),
-                     subtitle=f"replay {visible(trace.path.name, keep_newlines=False)}",
-                     warnings=tuple(trace.warnings))
+def replay_app(traces: Trace | Sequence[Trace], autoplay: bool = False,
+               compare: tuple[int, int] | None = None) -> PrestoApp:
+    """The replay app for one trace or several (one timeline, sessions in order) that the reader
+    has already validated; `compare`: two sessions to open side by side at once."""
+    loaded = [traces] if isinstance(traces, Trace) else list(traces)
+    state = AppState(vocab=merged_vocab(loaded))
+    for trace in loaded:
+        for s in trace.sessions:
+            for e in s.events:
+                state.apply(e)
+    names = " + ".join(visible(t.path.name, keep_newlines=False) for t in loaded)
+    return PrestoApp(ReplayScreen(state, autoplay=autoplay, compare=compare), subtitle=f"replay {names}",
+                     warnings=tuple(w for t in loaded for w in t.warnings))
+
+
+def merged_vocab(traces: Sequence[Trace]) -> dict[int, str]:
+    """One token table for traces replayed together; traces whose tables give one id two texts come
+    from different tokenizers, and their sessions cannot share one table."""
+    vocab: dict[int, str] = {}
+    first: dict[int, Trace] = {}
+    for t in traces:
+        for i, piece in t.vocab.items():
+            if vocab.setdefault(i, piece) != piece:
+                shown = lambda tr: visible(str(tr.path), keep_newlines=False)
+                raise InputError(f"{shown(first[i])} and {shown(t)} give token {i} different texts (traces of "
+                                 "different tokenizers): replay them one at a time")
+            first.setdefault(i, t)
+    return vocab

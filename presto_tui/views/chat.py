@@ -9,6 +9,8 @@ to cancel or pause, and the app closes the session after the worker stopped.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Protocol
 
 from textual import events, on
 from textual.app import ComposeResult, SystemCommand
@@ -18,7 +20,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
-from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import (
     InFlight,
     LiveTree,
@@ -28,10 +30,30 @@ from presto_tui.runtime.session.events import (
     SessionStart,
 )
 from presto_tui.safetext import visible
+from presto_tui.views import baseline_view as bv
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.screens import SettingsScreen
 from presto_tui.views.state import SessionView
 from presto_tui.views.widgets import StatsPanel
+
+
+class ChatWorker(Protocol):
+    """What the screen asks of its worker side: a `ChatSession` on a local engine, or a remote one on
+    a presto-tui serve (serve/client.py)."""
+
+    def cancel(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def start_engine(self, model: str | None, emit: Callable[[object], None]) -> object: ...
+
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Callable[[object], None],
+            chains: int = 1) -> None: ...
 
 
 class FromWorker(Message):
@@ -86,10 +108,12 @@ class ChatScreen(RoundScreen):
         Binding("i", "focus_prompt", "prompt", show=False),
     ]
 
-    def __init__(self, session: ChatSession, params: SamplerParams, *, backend: str, model: str | None) -> None:
+    def __init__(self, session: ChatWorker, params: SamplerParams, *, backend: str, model: str | None,
+                 chains: int = 1) -> None:
         super().__init__()
         self.session = session
         self.params = params
+        self.chains = chains  # per prompt, run at once
         self.backend = backend
         self.model = model
         self.running = False
@@ -99,6 +123,7 @@ class ChatScreen(RoundScreen):
         self._inbox_lock = threading.Lock()
         self._posted = False
         self._dirty = False
+        self._said: set[str] = set()  # the errors shown for the running prompt (its chains share failures)
 
     def compose_bottom(self) -> ComposeResult:
         yield PromptInput(placeholder=PLACEHOLDER, id="prompt")
@@ -110,6 +135,14 @@ class ChatScreen(RoundScreen):
                         exit_on_error=False, group="engine")
         self.set_interval(FRAME_S, self._frame)
         self.redraw()
+
+    def on_unmount(self) -> None:
+        # The app closes with a prompt still running when it is told to from outside rather than by
+        # ctrl+q (a browser tab closed, the web server stopping): stop the prompt within one engine
+        # step, or closing would wait for the worker forever and the session would not end in the trace.
+        # Unconditionally: by now the closing app may have marked the worker cancelled (`running` is
+        # False) while its thread runs on; with no prompt running this does nothing.
+        self.session.cancel()
 
     def _emit(self, item: object) -> None:  # the worker thread: queue, and wake the UI once
         with self._inbox_lock:
@@ -128,6 +161,11 @@ class ChatScreen(RoundScreen):
         self._dirty = True
 
     def _take(self, item: object) -> None:
+        chain = None
+        if isinstance(item, ChainEvent):  # one of the prompt's chains: the view follows one of them
+            chain, item = item.chain, item.event
+            if isinstance(item, (InFlight, LiveTree)) and chain != self.state.followed:
+                return
         if isinstance(item, VocabUpdate):
             self.state.vocab.update(item.pieces)
         elif isinstance(item, Notice):
@@ -140,16 +178,24 @@ class ChatScreen(RoundScreen):
         elif isinstance(item, LiveTree):
             self.live_tree = item
         else:
-            self.state.apply(item)  # type: ignore[arg-type]
+            view = self.state.apply(item, chain)  # type: ignore[arg-type]
+            followed = view is self.state.current
             if isinstance(item, SessionStart):
                 self.follow = True
-            elif isinstance(item, RoundDone):
+                if item.chain == 0:
+                    self._said.clear()
+                if self.state.current.baseline is not None:  # type: ignore[union-attr]
+                    self.cursor = (self.state.current_index, 0)  # its view fills in as events arrive
+                elif self.shown_baseline() is not None:
+                    self.cursor = None  # a baseline's view must not stand for the new chain's first round
+            elif isinstance(item, RoundDone) and followed:
                 self.in_flight = self.live_tree = None
                 if self.follow:
-                    self.cursor = (len(self.state.sessions) - 1, len(self.state.current.rounds) - 1)  # type: ignore[union-attr]
-            elif isinstance(item, SessionError):
+                    self.cursor = (self.state.current_index, len(view.rounds) - 1)  # type: ignore[union-attr]
+            elif isinstance(item, SessionError) and item.message not in self._said:
+                self._said.add(item.message)  # an engine failure ends every chain: one toast
                 self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=8, markup=False)
-            elif isinstance(item, SessionEnd):
+            elif isinstance(item, SessionEnd) and followed:
                 self.in_flight = self.live_tree = None
 
     def _frame(self) -> None:
@@ -184,13 +230,27 @@ class ChatScreen(RoundScreen):
         if upto is not None and self.cursor is not None:
             s, r = self.cursor
             heading = f"as of {self.state.sessions[s].unit} {r + 1} of session {s + 1}, the one on screen (End: live)"
-            cur = self.state.current
-            if cur is not None:
-                m = cur.summary
-                live = (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
-                        f"{m.transitions}/{cur.total_steps} transitions, {'paused' if self.paused else m.status}")
+            live = self._live_line()
         self.query_one("#stats", StatsPanel).show(session, upto, paused=self.paused and upto is None,
                                                   heading=heading, live=live)
+
+    def draw_baseline_stats(self, session: SessionView, **kwargs) -> None:
+        live = session is not self.state.current  # browsing back: say how the running session stands
+        super().draw_baseline_stats(session, paused=self.paused and not live, live=self._live_line() if live else "",
+                                    heading=f"session {self.cursor[0] + 1}, the one on screen (End: live)"
+                                    if live and self.cursor is not None else "")
+
+    def _live_line(self) -> str:
+        """How the newest session stands, said while an earlier one is on screen."""
+        cur = self.state.current
+        if cur is None:
+            return ""
+        m = cur.summary
+        status = "paused" if self.paused else m.status
+        if cur.baseline is not None:
+            return f"live: session {len(self.state.sessions)}, {bv.progress(cur)}, {status}"
+        return (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
+                f"{m.transitions}/{cur.total_steps} transitions, {status}")
 
     def shown_tree(self):
         if self.follow and self.live_tree is not None:
@@ -227,8 +287,8 @@ class ChatScreen(RoundScreen):
         self.follow = True
         # focus stays in the prompt: a person may go on typing while this one runs, and a letter
         # typed there must never act as a key on the tree (Tab moves there)
-        params, model = self.params, self.model
-        self.run_worker(lambda: self.session.run(prompt, params, model, self._emit), thread=True,
+        params, model, chains = self.params, self.model, self.chains
+        self.run_worker(lambda: self.session.run(prompt, params, model, self._emit, chains), thread=True,
                         exclusive=True, exit_on_error=False, group="sampler")
 
     def stop_for_quit(self) -> bool:
@@ -262,12 +322,18 @@ class ChatScreen(RoundScreen):
         def done(result) -> None:
             if result is None:
                 return
-            self.params, model = result
+            self.params, model, self.chains = result
             if model != self.model:
                 self.model = model  # the engine restarts on the next prompt
             self.notify("settings apply from the next prompt", timeout=3)
 
-        self.app.push_screen(SettingsScreen(self.params, self.model, self.backend), done)
+        self.app.push_screen(SettingsScreen(self.params, self.model, self.backend, self.chains), done)
+
+    def chain_picked(self, index: int) -> None:
+        """The chains screen opened chain `index`: the live view follows it from now on."""
+        self.state.follow(index)
+        super().chain_picked(index)
+        self.follow = self.state.current_index == index and self.running
 
     def set_params(self, **changes) -> None:
         try:

@@ -5,7 +5,10 @@
 - a round's tree as JSON: the trace's own `round` record (logs.schema.encode, so
   `logs.schema.decode` reads it back), with the session's prompt and parameters and the
   text of every token the round mentions;
-- the answer: the state's text up to its first EOS.
+- the answer: the state's text up to its first EOS;
+- a session's chain history (views/history.py): JSON with every transition and every distinct
+  state (its text too), or CSV, one file of transitions and one of states.  Numbers that are not
+  finite are written as the trace writes them ("-inf"), so the JSON stays JSON.
 
 Exported text is passed through `visible()`: a trace's token text may hold escape
 sequences, and an exported file or clipboard is often pasted into a terminal.
@@ -13,7 +16,10 @@ sequences, and an exported file or clipboard is often pasted into a terminal.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import time
 from pathlib import Path
 
@@ -23,6 +29,7 @@ from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.safetext import visible
+from presto_tui.views.history import ChainHistory
 from presto_tui.views.layout import Layout, tree_text
 from presto_tui.views.state import AppState, SessionView
 
@@ -88,3 +95,58 @@ def tree_as_json(state: AppState, session: SessionView, rd: RoundDone) -> str:
 def answer_text(state: AppState, session: SessionView, tokens: tuple[int, ...] | list[int]) -> str:
     answer = cut_at_eos(tokens, session.start.backend_info.get("eos_id"))
     return visible("".join(state.pieces(answer)))
+
+
+# -- a session's chain history ----------------------------------------------------------------------
+
+TRANSITION_FIELDS = ("transition", "block", "k", "accepted", "state", "log_target", "loglik", "confidence",
+                     "first_diff")
+STATE_FIELDS = ("state", "block", "visits", "first", "last", "log_target", "first_diff", "tokens", "text")
+
+
+def _number(x: float | None) -> float | str | None:
+    return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+
+
+def history_rows(state: AppState, session: SessionView, history: ChainHistory) -> tuple[list[dict], list[dict]]:
+    """(one dict per transition, one per distinct state) with the export's field names."""
+    steps = [dict(zip(TRANSITION_FIELDS, (s.n, s.block + 1, s.k, s.accepted, s.state + 1, _number(s.log_target),
+                                          _number(s.loglik), _number(s.confidence), s.first_diff)))
+             for s in history.steps]
+    states = [dict(zip(STATE_FIELDS, (j + 1, v.block + 1, v.visits, v.first, v.last, _number(v.log_target),
+                                      v.from_start, len(v.tokens), answer_text(state, session, v.tokens))))
+              for j, v in enumerate(history.states)]
+    return steps, states
+
+
+def history_as_json(state: AppState, session: SessionView, s: int, history: ChainHistory) -> str:
+    steps, states = history_rows(state, session, history)
+    doc = {
+        "format": "presto-tui-history",
+        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
+                    "backend": session.start.backend, "model": session.start.model, "status": session.status},
+        "diagnostics_recorded": history.diagnostics,
+        "transitions": steps,
+        "states": states,
+    }
+    return json.dumps(doc) + "\n"
+
+
+def spreadsheet_safe(text: str) -> str:
+    """A text cell a spreadsheet will not run as a formula (model text may start with =, +, - or @):
+    such a cell gets a leading apostrophe; the JSON export keeps the text as it is."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def history_as_csv(state: AppState, session: SessionView, history: ChainHistory) -> tuple[str, str]:
+    """(the transitions, the distinct states) as CSV."""
+    steps, states = history_rows(state, session, history)
+    out = []
+    for fields, rows in ((TRANSITION_FIELDS, steps), (STATE_FIELDS, states)):
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: spreadsheet_safe(v) if k == "text" else "" if v is None else v for k, v in row.items()})
+        out.append(buf.getvalue())
+    return out[0], out[1]

@@ -33,6 +33,7 @@ from textual.widgets import Footer, Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.views.baseline_state import NO_ROUNDS
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import symbol
 from presto_tui.views.series import ChainSeries, Column
@@ -326,7 +327,7 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         cols = self.series.columns
         view = self.state.sessions[self.session]
         if not cols:
-            return Text(f"no {view.unit}s yet", style="dim")
+            return Text(NO_ROUNDS if view.baseline is not None else f"no {view.unit}s yet", style="dim")
         rd = view.rounds[self.selected]
         before, after = rd.tree.root.tokens, rd.tree.final_state.tokens
         t = Text()

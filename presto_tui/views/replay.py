@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
 
+from presto_tui.views.research import CompareScreen
 from presto_tui.views.round_screen import RoundScreen
 from presto_tui.views.state import AppState, SessionView
 from presto_tui.views.timeline import Timeline
@@ -21,10 +22,11 @@ class ReplayScreen(RoundScreen):
         Binding("greater_than_sign", "speed(1)", "faster"),
     ]
 
-    def __init__(self, state: AppState, autoplay: bool = False) -> None:
+    def __init__(self, state: AppState, autoplay: bool = False, compare: tuple[int, int] | None = None) -> None:
         super().__init__(state)
         self.follow = False
         self.playing = autoplay
+        self.compare_at_start = compare  # two sessions to open side by side (replay --compare)
         self.speed_i = 2
         self._timer: Timer | None = None
 
@@ -32,12 +34,14 @@ class ReplayScreen(RoundScreen):
         yield Timeline(id="timeline")
 
     def on_mount(self) -> None:
-        self.tree_view.focus()
         if self.state.total_rounds:
             self.cursor = self.state.timeline_cursor(0)
         if self.playing:
             self._start_timer()
         self.redraw()
+        self.main_view.focus()  # the tree, or a baseline session's view in its place
+        if self.compare_at_start is not None:
+            self.app.push_screen(CompareScreen(self.state, *self.compare_at_start))
 
     # stats and text as they stood at the round on screen
     def shown_session(self) -> SessionView | None:

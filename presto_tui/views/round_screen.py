@@ -4,7 +4,13 @@
 round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
 trace's.  Drawing is one batched screen update per change.  Keys every round
 view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), search (`/` `n` `N`) and export (`e`).
+session overview (`o`), the prompt's chains (`m`), search (`/` `n` `N`), export (`e`), and
+a researcher's screens (views/research.py: `c` compares two sessions, `t` splits a node's ratio
+by token, `H` shows the chain's history).
+
+A baseline session (no rounds, no tree) takes one place on the timeline; there
+the tree pane shows its samples or particles instead (`baseline_view`), and the
+stats, inspector and answer panes speak of them.
 """
 
 from __future__ import annotations
@@ -19,9 +25,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
-from presto_tui.views import export
+from presto_tui.views import baseline_view as bv
+from presto_tui.views import export, research
+from presto_tui.views.baseline_state import NO_ROUNDS
+from presto_tui.views.baseline_view import BaselineTable, PaneTitle, ParticleGrid, SampleTable
+from presto_tui.views.chains import ChainsScreen
 from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.layout import REACH_FLOOR, layout
 from presto_tui.views.overview import OverviewScreen
@@ -42,7 +53,7 @@ class SearchBar(Input):
 
     def action_close(self) -> None:
         self.screen.query_one("#search-row").display = False
-        self.screen.query_one("#tree").focus()
+        self.screen.main_view.focus()  # type: ignore[attr-defined]
 
 
 class RoundScreen(Screen):
@@ -50,18 +61,22 @@ class RoundScreen(Screen):
         Binding("left_square_bracket", "round(-1)", "prev round"),
         Binding("right_square_bracket", "round(1)", "next round"),
         Binding("o", "overview", "overview"),
+        Binding("m", "chains", "chains", show=False),  # taught in the help; most sessions are one chain
         Binding("slash", "search", "search"),
         Binding("n", "search_step(True)", "next match"),
         Binding("N", "search_step(False)", "prev match"),
         Binding("g", "goto", "go to"),
         Binding("e", "export", "export"),
+        Binding("c", "compare", "compare", show=False),
+        Binding("t", "tokens", "per token", show=False),
+        Binding("H", "history", "history", show=False),
         Binding("f", "toggle_view", "full/rounded", show=False),
         Binding("plus,equals_sign", "reach(0.1)", "more", show=False),
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
     # actions of printable keys, which a focused text field types instead: hidden from the footer then
-    LETTER_ACTIONS = {"overview", "search", "search_step", "goto", "export", "toggle_view", "reach", "round",
-                      "play", "speed", "pause", "focus_prompt"}
+    LETTER_ACTIONS = {"overview", "chains", "search", "search_step", "goto", "export", "toggle_view", "reach",
+                      "round", "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
     DEFAULT_CSS = """
     RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
     RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
@@ -77,15 +92,20 @@ class RoundScreen(Screen):
         self.search: Search | None = None
         self.search_status = ""
         self.export_dir = EXPORT_DIR
+        self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
     def compose_round_view(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield TreeTitle(id="tree-title")
+                yield PaneTitle(id="tree-title")
                 yield Static(id="search-status")  # shown while a search is active
                 yield Legend(id="legend")
                 yield RoundTreeView(id="tree")
+                # a baseline session's view, in the tree's place (`show_baseline`)
+                for table in (SampleTable(id="samples"), ParticleGrid(id="particles")):
+                    table.display = False
+                    yield table
             with VerticalScroll(id="right"):
                 yield StatsPanel(id="stats")
                 yield Inspector(id="inspector")
@@ -113,14 +133,14 @@ class RoundScreen(Screen):
         return True
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        self.query_one("#tree-title").set_class(event.widget is self.tree_view, "-focus")
+        self.query_one("#tree-title").set_class(event.widget is self.main_view, "-focus")
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
-        if event.widget is self.tree_view:
+        if event.widget is self.main_view:
             self.query_one("#tree-title").remove_class("-focus")
 
     def on_resize(self) -> None:
-        self.query_one("#legend").display = self.size.height >= LEGEND_MIN_HEIGHT
+        self.query_one("#legend").display = self.size.height >= LEGEND_MIN_HEIGHT and self.shown_baseline() is None
         self.query_one("#tree-title", TreeTitle).max_lines = 3 if self.size.height >= TITLE_3_LINES_MIN_HEIGHT else 2
 
     # -- what is on screen -------------------------------------------------------
@@ -128,11 +148,23 @@ class RoundScreen(Screen):
     def tree_view(self) -> RoundTreeView:
         return self.query_one("#tree", RoundTreeView)
 
+    @property
+    def main_view(self) -> RoundTreeView | BaselineTable:
+        """The pane in the tree's place: the tree, or a baseline session's samples or particles."""
+        for table in self.query(BaselineTable):
+            if table.display:
+                return table
+        return self.tree_view
+
     def current_round(self) -> RoundDone | None:
+        return self.state.round_at(self.cursor)
+
+    def shown_baseline(self) -> SessionView | None:
+        """The baseline session whose place on the timeline is on screen (None: a round, or nothing)."""
         if self.cursor is None:
             return None
-        s, r = self.cursor
-        return self.state.sessions[s].rounds[r]
+        session = self.state.sessions[self.cursor[0]]
+        return session if session.baseline is not None else None
 
     def shown_tree(self) -> RoundTree | None:
         """The tree on screen: the round under the cursor (chat: or the one in progress)."""
@@ -151,8 +183,16 @@ class RoundScreen(Screen):
     def draw_stats(self, session: SessionView | None) -> None:
         self.query_one("#stats", StatsPanel).show(session, self.stats_upto())
 
+    def draw_baseline_stats(self, session: SessionView, **kwargs) -> None:
+        panel = self.query_one("#stats", StatsPanel)
+        panel.update(bv.stats_text(session, paused_style=panel.get_component_rich_style("stats--paused"),
+                                   heading_style=panel.get_component_rich_style("stats--heading"), **kwargs))
+
     def redraw(self, keep_selection: bool = False) -> None:
         with self.app.batch_update():  # one screen update for the tree and every panel
+            if self.show_baseline():
+                self.draw_panels()
+                return
             tv = self.tree_view
             tree, rd = self.shown_tree(), self.current_round()
             # search matches belong to the round under the cursor (not to a live epoch drawn instead)
@@ -163,10 +203,37 @@ class RoundScreen(Screen):
             self.draw_panels()
             self._draw_inspector()
 
+    def show_baseline(self) -> bool:
+        """Put the baseline view or the tree in the tree's place, whichever the cursor's session
+        needs; draw the baseline view.  True if it is a baseline's."""
+        session = self.shown_baseline()
+        run = session.baseline if session is not None else None
+        had_focus = isinstance(self.focused, (RoundTreeView, BaselineTable))
+        samples, particles = self.query_one("#samples", SampleTable), self.query_one("#particles", ParticleGrid)
+        for widget, shown in ((samples, run is not None and not run.smc), (particles, run is not None and run.smc),
+                              (self.tree_view, run is None),
+                              (self.query_one("#legend"), run is None and self.size.height >= LEGEND_MIN_HEIGHT)):
+            if widget.display != shown:  # (setting it at all lays the screen out again, at every frame)
+                widget.display = shown
+        if had_focus and self.focused is not self.main_view:
+            self.main_view.focus()
+        if session is None or run is None:
+            return False
+        self._inspected = None  # the inspector shows the baseline's selection: a tree drawn next is new
+        table = particles if run.smc else samples
+        table.show(run, self.state.pieces, session.start.backend_info.get("eos_id"))
+        return True
+
     def draw_panels(self) -> None:
         session = self.shown_session()
-        self.draw_stats(session)
-        self.query_one("#tree-title", TreeTitle).show(self._where(), self.tree_view, steady=self.title_steady())
+        baseline = self.shown_baseline()
+        pane_title = self.query_one("#tree-title", PaneTitle)
+        if baseline is not None:
+            self.draw_baseline_stats(baseline)
+            pane_title.show_parts(self._where(), bv.legend(baseline), steady=self.title_steady())
+        else:
+            self.draw_stats(session)
+            pane_title.show(self._where(), self.tree_view, steady=self.title_steady())
         status = self.query_one("#search-status", Static)
         status.display = bool(self.search_status)
         status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
@@ -179,13 +246,18 @@ class RoundScreen(Screen):
         return False
 
     def _where(self) -> str:
+        baseline = self.shown_baseline()
+        if baseline is not None and self.cursor is not None:
+            return bv.where(baseline, self.cursor[0], len(self.state.sessions))
         rd = self.current_round()
         if self.cursor is None or rd is None:
             return "no rounds yet"
         s, r = self.cursor
-        unit = self.state.sessions[s].unit
-        return (f"{unit} {r + 1}/{len(self.state.sessions[s].rounds)} · session {s + 1} of "
-                f"{len(self.state.sessions)} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
+        view = self.state.sessions[s]
+        start = view.start
+        chain = f" (chain {start.chain} of {start.chains}: m shows them all)" if start.chains > 1 else ""
+        return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
+                f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
 
     def unit_at(self, cursor: tuple[int, int] | None) -> str:
@@ -201,6 +273,8 @@ class RoundScreen(Screen):
         t = Text()
         t.append("> " + clip(session.start.prompt.replace("\n", " ⏎ "), 300) + "\n", style="bold")
         after = self.shown_tokens(session)
+        if session.baseline is not None:  # a sample stops at its EOS: no state beyond it to speak of
+            after = list(cut_at_eos(after, session.start.backend_info.get("eos_id")))
         rd = self.current_round()
         # mark what the round on screen changed, when the text shown is that round's result
         before = rd.tree.root.tokens if rd is not None and tuple(after) == rd.tree.final_state.tokens else None
@@ -208,6 +282,8 @@ class RoundScreen(Screen):
                             added=self.get_component_rich_style("output--added"))
         t.append_text(evolution_text(before, after, self.state.pieces,
                                      eos_id=session.start.backend_info.get("eos_id"), styles=styles))
+        if session.baseline is not None:
+            return t, bv.answer_title(session)
         title = "the chain's current text"
         if before is not None and rd is not None:
             title = f"{session.unit} {rd.round + 1}: {span_note(before, after)}"
@@ -218,7 +294,14 @@ class RoundScreen(Screen):
     def on_round_tree_view_node_selected(self, message: RoundTreeView.NodeSelected) -> None:
         self._draw_inspector()
 
+    def on_baseline_table_selected(self, message: BaselineTable.Selected) -> None:
+        self._draw_inspector()
+
     def _draw_inspector(self) -> None:
+        session = self.shown_baseline()
+        if session is not None:
+            self._draw_baseline_inspector(session)
+            return
         tv = self.tree_view
         tree = self.shown_tree()
         shown = (id(tree), tv.selected)
@@ -227,6 +310,23 @@ class RoundScreen(Screen):
         self._inspected = shown
         node = tree.node(tv.selected) if tree else None
         self.query_one("#inspector", Inspector).show(tree, node, self.state.pieces)
+
+    def _draw_baseline_inspector(self, session: SessionView) -> None:
+        inspector = self.query_one("#inspector", Inspector)
+        run = session.baseline
+        assert run is not None
+        styles = DiffStyles(inspector.get_component_rich_style("inspector--removed"),
+                            inspector.get_component_rich_style("inspector--added"))
+        eos = session.start.backend_info.get("eos_id")
+        if run.smc:
+            grid = self.query_one("#particles", ParticleGrid)
+            text = (bv.cell_text(run, grid.col, grid.row, self.state.pieces, eos, styles) if run.steps
+                    else Text("no block finished yet", style="dim"))
+        else:
+            picked = self.query_one("#samples", SampleTable).selected_sample()
+            text = (bv.sample_text(run, *picked, self.state.pieces, eos, styles) if picked is not None
+                    else Text("no sample finished yet", style="dim"))
+        inspector.update(text)
 
     # -- navigation ----------------------------------------------------------------
     def action_round(self, step: int) -> None:
@@ -266,6 +366,9 @@ class RoundScreen(Screen):
         if self.cursor is None:
             self.notify("no rounds yet: the overview needs a round", timeout=3)
             return
+        if self.shown_baseline() is not None:
+            self.notify(f"{NO_ROUNDS}: its samples or particles are on screen", timeout=3)
+            return
 
         def done(result: tuple[int, int] | None) -> None:
             if result is not None:
@@ -273,6 +376,25 @@ class RoundScreen(Screen):
 
         # a live chat that follows its newest round: so does the overview
         self.app.push_screen(OverviewScreen(self.state, *self.cursor, follow=self.follow), done)
+
+    def action_chains(self) -> None:
+        """The chains of the prompt on screen, side by side (trace plot, diagnostics, agreed answer)."""
+        if not self.state.sessions:
+            self.notify("no session yet: the chains view needs one", timeout=3)
+            return
+        session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
+                self.chain_picked(result[0])
+
+        self.app.push_screen(ChainsScreen(self.state, session), done)
+
+    def chain_picked(self, index: int) -> None:
+        """Show session `index`'s latest round (the chains view opened it)."""
+        rounds = len(self.state.sessions[index].rounds)
+        if rounds:
+            self.go_to(self.state.timeline_index((index, rounds - 1)))
 
     def action_goto(self) -> None:
         if self.cursor is None:
@@ -282,11 +404,25 @@ class RoundScreen(Screen):
             if result is not None:
                 self.go_to(self.state.timeline_index(result))
 
-        self.app.push_screen(GoToScreen([len(s.rounds) for s in self.state.sessions], self.cursor[0],
-                                        [s.unit for s in self.state.sessions]), done)
+        self.app.push_screen(GoToScreen([s.positions for s in self.state.sessions], self.cursor[0],
+                                        [s.unit if s.baseline is None else "result" for s in self.state.sessions]),
+                             done)
+
+    # -- a researcher's screens (views/research.py) -------------------------------------------
+    def action_compare(self) -> None:
+        research.mark_or_compare(self)
+
+    def action_tokens(self) -> None:
+        research.open_tokens(self)
+
+    def action_history(self) -> None:
+        research.open_history(self)
 
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
+        if not any(s.rounds for s in self.state.sessions) and self.shown_baseline() is not None:
+            self.notify(f"{NO_ROUNDS}: nothing to search", timeout=3)
+            return
         bar = self.query_one("#search", SearchBar)
         bar.value = ""
         self.query_one("#search-row").display = True
@@ -299,7 +435,7 @@ class RoundScreen(Screen):
             self.search, self.search_status = None, ""
             self.refresh_bindings()
             self.query_one("#search-row").display = False
-            self.tree_view.focus()
+            self.main_view.focus()
             self.redraw(keep_selection=True)
             return
         try:
@@ -308,7 +444,7 @@ class RoundScreen(Screen):
             self.notify(str(e), severity="error", timeout=5, markup=False)
             return
         self.query_one("#search-row").display = False
-        self.tree_view.focus()
+        self.main_view.focus()
         self.search = Search(query, self.state, self.tree_view.min_reach)
         self.refresh_bindings()
         self.action_search_step(True)

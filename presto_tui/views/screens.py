@@ -15,7 +15,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
+from presto_tui.runtime.core.names import PrefetchRule, SamplerName
+from presto_tui.runtime.core.params import BON_RANKS, INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
+from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
 from presto_tui.views.layout import MEANINGS, symbol
 
@@ -38,11 +40,19 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
                   "(below a certain reject or a deferred node) show once the arrows reach them"),
     )),
+    ("Baseline sessions (low temperature, best-of-N, PowerSMC: no rounds, no tree)", (
+        ("↑ ↓ / k j", "best-of-N: the next sample down or up the ranking; PowerSMC: the next particle"),
+        ("← → / h l", "PowerSMC: the block before or after (the inspector: that particle's text up to it)"),
+        ("pgup pgdn", "a page of samples or particles"),
+        ("[ / ]", "a baseline session is one place among the rounds: [ ] reach it and leave it"),
+    )),
     ("Rounds (epochs in a streaming session)", (
         ("[ / ]", "previous / next round"),
         ("home / end", "first / latest round (end follows new rounds)"),
         ("g", "go to round N of this session, or S:N (round N of session S)"),
         ("o", "session overview: the whole chain, one column per round (or epoch)"),
+        ("m", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
+              "transitions, split R-hat, ESS and MCSE, and the answer they agree on"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -52,6 +62,14 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Export", (
         ("e", "the screen as SVG, this round's tree as text or JSON, the answer to the clipboard "
               "or to a file"),
+    )),
+    ("Compare, per token, history", (
+        ("c", "mark the session on screen; c on another session opens the two side by side: parameters "
+              "(≠ where they differ), acceptance curves, both answers and a diff of them (x swaps A and B)"),
+        ("t", "the selected node's ratio per token: the proposal's and the replaced state's tokens with log p0 "
+              "and log q, the running target and proposal terms, each position's share of log r (s sorts)"),
+        ("H", "the session's whole chain: log-target and log-likelihood over transitions, accepted ones "
+              "marked, the distinct states visited (e exports JSON or CSV)"),
     )),
     ("Chat", (
         ("i", "back to the prompt (enter runs it; pasted line breaks show as ⏎ and are kept); the "
@@ -65,6 +83,11 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("space", "play / pause"),
         ("< / >", "slower / faster (up to 256 rounds or epochs a second)"),
         ("timeline", "click or drag on it to seek"),
+    )),
+    ("Chains", (
+        ("← / →", "previous / next chain (the selected one is drawn on top)"),
+        ("enter", "open the selected chain's latest round"),
+        ("escape / m", "back to the tree"),
     )),
     ("Overview", (
         ("← / →", "previous / next round or epoch; or click its column"),
@@ -138,9 +161,9 @@ class HelpScreen(Dialog[None]):
         self.dismiss()
 
 
-# (field, label): every SamplerParams field; an empty tau or block size takes its default
+# (field, label): every SamplerParams field a person sets; an empty tau or block size takes its default
 FIELDS = [
-    ("sampler", f"sampler ({'/'.join(SAMPLERS)})"),
+    ("sampler", "sampler (the choices: above)"),  # all six do not fit a label
     ("prefetch", f"rule ({'/'.join(PREFETCH_RULES)})"),
     ("inputs", f"inputs ({'/'.join(INPUT_MODES)})"),
     ("alpha", "alpha"),
@@ -154,26 +177,53 @@ FIELDS = [
     ("beta", "beta (EntropyCut)"),
     ("cut_mix", "cut_mix (EntropyCut)"),
     ("tries", "tries (MultiTryMH)"),
+    ("samples", "samples N (best-of-N)"),
+    ("bon_rank", f"rank by ({'/'.join(BON_RANKS)}) (best-of-N)"),
+    ("particles", "particles P (PowerSMC)"),
+    ("smc_block", "tokens per block (PowerSMC)"),
+    ("smc_ramp", "ramp: tokens to reach alpha (PowerSMC)"),
 ]
 NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": int, "steps": int, "budget": int,
-           "epsilon": float, "seed": int, "beta": float, "cut_mix": float, "tries": int}
+           "epsilon": float, "seed": int, "beta": float, "cut_mix": float, "tries": int, "samples": int,
+           "particles": int, "smc_block": int, "smc_ramp": int}
 OPTIONAL = {"tau", "block_size"}
+# what applies to which sampler: an MH chain's own fields mean nothing to a baseline (no rounds, no
+# transitions), a baseline's own fields only to it; the rest (alpha, tau, n, seed) to every sampler
+CHAIN_ONLY = {"prefetch", "inputs", "block_size", "steps", "budget", "epsilon", "beta", "cut_mix", "tries"}
+BASELINE_OWN = {SamplerName.BESTOFN.value: {"samples", "bon_rank"},
+                SamplerName.POWERSMC.value: {"particles", "smc_block", "smc_ramp"}}
 
 
-class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
-    """Sampler settings (and model) for the next prompt; validated before closing.
+def applies(name: str, sampler: str) -> bool:
+    """Whether settings field `name` means anything to `sampler` (a known sampler's name)."""
+    baseline = not SamplerName.of(sampler).chain
+    if name in CHAIN_ONLY:
+        return not baseline
+    if any(name in own for own in BASELINE_OWN.values()):
+        return name in BASELINE_OWN.get(sampler, set())
+    return True
 
-    The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
+
+class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
+    """Sampler settings, chains per prompt (and model) for the next prompt; validated before closing.
+
+    Only the fields that apply to the sampler typed show (`applies`): a baseline hides
+    the MH chain's (its prefetch rule, budget, K...) and shows its own; a field out of view
+    keeps its value, and a baseline is saved without a prefetch rule.  The fields scroll;
+    Save and Cancel stay at the bottom of the dialog, always in view."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, params: SamplerParams, model: str | None, backend: str = "") -> None:
+    def __init__(self, params: SamplerParams, model: str | None, backend: str = "", chains: int = 1) -> None:
         super().__init__()
         self.params = params
         self.model = model
         self.backend = backend
+        self.chains = chains
 
     def _shown(self, name: str) -> str:
+        if name == "prefetch" and not SamplerName.of(self.params.sampler).chain:
+            return SamplerParams().prefetch  # a baseline's "none" is forced, not chosen: a chain starts anew
         if name == "tau":
             return "" if self.params.tau is None else f"{self.params.tau:g}"
         if name == "block_size":
@@ -183,11 +233,16 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="settings"):
             yield Static(Text("Settings for the next prompt", style="bold"))
+            yield Static("", id="settings-note")
             with VerticalScroll(id="settings-fields"):
                 for name, title in FIELDS:
-                    with Horizontal(classes="field"):
+                    with Horizontal(classes="field", id=f"row-{name}") as row:
+                        row.display = applies(name, self.params.sampler)
                         yield Label(title)
                         yield Input(self._shown(name), id=f"f-{name}", compact=True)
+                with Horizontal(classes="field"):
+                    yield Label("chains M per prompt (at once)")
+                    yield Input(str(self.chains), id="f-chains", compact=True)
                 with Horizontal(classes="field"):
                     yield Label("model (restarts the engine)")
                     if self.backend == "synthetic":  # the synthetic backend is its own tiny model
@@ -203,6 +258,29 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
 
     def on_mount(self) -> None:
         self.query_one(f"#f-{FIELDS[0][0]}", Input).focus()  # ctrl+s, then type: it goes into a field
+        self._note(self.params.sampler)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        sampler = event.value.strip()
+        if event.input.id != "f-sampler" or sampler not in SAMPLERS:
+            return  # a name half typed changes nothing yet
+        for name, _ in FIELDS:
+            self.query_one(f"#row-{name}").display = applies(name, sampler)
+        self._note(sampler)
+
+    def _note(self, sampler: str) -> None:
+        name = SamplerName.of(sampler)
+        kinds = [" ".join(n.value for n in SamplerName if n.chain == chain) for chain in (True, False)]
+        note = Text(f"samplers: MH chains {kinds[0]}; baselines {kinds[1]}", style="dim")
+        if not name.chain:
+            note.append(f"\n{name.display} is a baseline, not an MH chain: no prefetch rule, budget, K, B or "
+                        "epsilon (their fields are hidden)", style="dim")
+        self.query_one("#settings-note", Static).update(note)
+
+    def sampler(self) -> str:
+        """The sampler the dialog stands at (the one given, while the field names none)."""
+        typed = self.query_one("#f-sampler", Input).value.strip()
+        return typed if typed in SAMPLERS else self.params.sampler
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -219,8 +297,11 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
 
     def save(self) -> None:
         changes: dict[str, object] = {}
+        sampler = self.sampler()
         try:
             for name, title in FIELDS:
+                if not applies(name, sampler):
+                    continue  # out of view: it keeps its value
                 raw = self.query_one(f"#f-{name}", Input).value.strip()
                 kind = NUMBERS.get(name)
                 if kind is None:
@@ -233,12 +314,20 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None] | None]):
                     except ValueError:
                         raise ParamError(f"{title.split(' (')[0]}: not {'an integer' if kind is int else 'a number'}: "
                                          f"{visible(raw[:40], keep_newlines=False)!r}") from None
+            if not SamplerName.of(sampler).chain:
+                changes["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule
             params = self.params.with_(**changes).validate()
+            raw = self.query_one("#f-chains", Input).value.strip()
+            try:
+                chains = int(raw)
+            except ValueError:
+                raise ParamError(f"chains: not an integer: {visible(raw[:40], keep_newlines=False)!r}") from None
+            CHAINS.check("chains", chains)
         except ParamError as e:
             self.query_one("#settings-error", Static).update(Text(str(e)))
             return
         model = self.query_one("#f-model", Input).value.strip() or None
-        self.dismiss((params, model if self.backend != "synthetic" else self.model))
+        self.dismiss((params, model if self.backend != "synthetic" else self.model, chains))
 
 
 class GoToScreen(Dialog[tuple[int, int] | None]):

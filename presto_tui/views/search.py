@@ -132,8 +132,11 @@ class Search:
     def matches(self, cursor: Cursor) -> tuple[int, ...]:
         """Node ids of the round's matches, top to bottom."""
         if cursor not in self._matches:
-            s, r = cursor
-            tree = self.state.sessions[s].rounds[r].tree
+            rd = self.state.round_at(cursor)
+            if rd is None:  # a baseline session's place on the timeline: no rounds, no nodes
+                self._matches[cursor] = ()
+                return ()
+            tree = rd.tree
             text = self._proposal_text(tree, self.state.pieces)
             found: tuple[int, ...] = ()
             if self.query.round_may_match(tree, text):
@@ -149,7 +152,7 @@ class Search:
         if not total:
             return None
         start = self.state.timeline_index(cursor) if cursor is not None else (0 if forward else total - 1)
-        if cursor is not None:  # first the rest of the round on screen
+        if cursor is not None and self.matches(cursor):  # first the rest of the round on screen
             here = self.matches(cursor)
             if node in here:
                 i = here.index(node)

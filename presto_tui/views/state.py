@@ -4,6 +4,10 @@ Live sessions (the chat worker) and replays (a trace) feed the same
 `AppState.apply`, and both take token text from the same kind of table
 (`vocab`: the trace's vocab lines, or the worker's `VocabUpdate`s), so both
 draw the same screens from the same data.
+
+The timeline runs over positions: an MH session has one per round (epoch), a
+baseline session (no rounds: its samples or particles, `baseline_state`) one
+for the whole session, so that replay and chat reach it like a round.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from presto_tui.runtime.prefetch.tree import ABORTED, LIVE, TableTree
 from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.views.baseline_state import BaselineRun
 
 
 def unit_name(params: dict) -> str:
@@ -29,6 +34,16 @@ class SessionView:
     summary: SessionSummary = field(default_factory=SessionSummary)
     events: list[Event] = field(default_factory=list)
     rounds: list[RoundDone] = field(default_factory=list)
+    baseline: BaselineRun | None = None  # a baseline's samples or particles (None: an MH chain)
+
+    def __post_init__(self) -> None:
+        if self.baseline is None:
+            self.baseline = BaselineRun.of(self.start.params)
+
+    @property
+    def positions(self) -> int:
+        """Its places on the timeline: one per round, or one for a baseline session."""
+        return 1 if self.baseline is not None else len(self.rounds)
 
     @property
     def params(self) -> dict:
@@ -62,18 +77,32 @@ class SessionView:
 class AppState:
     sessions: list[SessionView] = field(default_factory=list)
     vocab: dict[int, str] = field(default_factory=dict)
+    # --chains M: the chain a live view follows among the running prompt's chains (`current`)
+    followed: int = 0
+    _chain_at: dict[int, int] = field(default_factory=dict)  # the running prompt's chains -> session index
+    _current: int = -1
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab.get(i, f"<{i}>") for i in ids]
 
-    def apply(self, ev: Event) -> SessionView | None:
+    def apply(self, ev: Event, chain: int | None = None) -> SessionView | None:
+        """Fold `ev` into its session: the last one started, or the running prompt's chain `chain`
+        (the events of a prompt's chains interleave)."""
         if isinstance(ev, SessionStart):
             self.sessions.append(SessionView(ev))
+            i = len(self.sessions) - 1
+            if ev.chain == 0:  # a prompt's first chain: a new group (or a single chain)
+                self._chain_at = {}
+            self._chain_at[ev.chain] = i
+            if ev.chain in (0, self.followed):
+                self._current = i
         if not self.sessions:
             return None
-        s = self.sessions[-1]
+        s = self.sessions[self._chain_at.get(chain, -1) if chain is not None else -1]
         s.summary.update(ev)
         s.events.append(ev)
+        if s.baseline is not None:
+            s.baseline.apply(ev)
         if isinstance(ev, RoundDone):
             s.rounds.append(ev)
         elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:
@@ -82,30 +111,61 @@ class AppState:
 
     @property
     def current(self) -> SessionView | None:
-        return self.sessions[-1] if self.sessions else None
+        """The session a live view follows: the last one started (with several chains, the
+        followed chain of the last prompt)."""
+        return self.sessions[self._current] if self.sessions else None
+
+    @property
+    def current_index(self) -> int:
+        return self._current
+
+    def chains_of(self, index: int) -> list[int]:
+        """The session indices of session `index`'s prompt's chains, in chain order (itself alone
+        for a single chain)."""
+        group = self.sessions[index].start.group
+        if not group:
+            return [index]
+        return sorted((i for i, s in enumerate(self.sessions) if s.start.group == group),
+                      key=lambda i: self.sessions[i].start.chain)
+
+    def follow(self, index: int) -> None:
+        """Follow session `index`'s chain from now on (and at once, if its prompt is the running one)."""
+        self.followed = self.sessions[index].start.chain
+        if self._chain_at.get(self.followed) == index:
+            self._current = index
 
     def all_rounds(self) -> list[tuple[int, int]]:
-        """(session index, round index) of every round, in order: the replay timeline."""
-        return [(i, j) for i, s in enumerate(self.sessions) for j in range(len(s.rounds))]
+        """(session index, round index) of every timeline position, in order: the replay timeline
+        (a baseline session's one position is (session, 0))."""
+        return [(i, j) for i, s in enumerate(self.sessions) for j in range(s.positions)]
 
     def timeline_index(self, cursor: tuple[int, int]) -> int:
         """Position of (session, round) on the timeline, without building it."""
         s, r = cursor
-        return sum(len(v.rounds) for v in self.sessions[:s]) + r
+        return sum(v.positions for v in self.sessions[:s]) + r
 
     def timeline_cursor(self, index: int) -> tuple[int, int] | None:
         """The (session, round) at a timeline position (None outside it)."""
         if index < 0:
             return None
         for s, v in enumerate(self.sessions):
-            if index < len(v.rounds):
+            if index < v.positions:
                 return s, index
-            index -= len(v.rounds)
+            index -= v.positions
         return None
 
     @property
     def total_rounds(self) -> int:
-        return sum(len(v.rounds) for v in self.sessions)
+        """Timeline positions: every round, and one per baseline session."""
+        return sum(v.positions for v in self.sessions)
+
+    def round_at(self, cursor: tuple[int, int] | None) -> RoundDone | None:
+        """The round at a timeline position (None: none, or a baseline session's position)."""
+        if cursor is None:
+            return None
+        s, r = cursor
+        rounds = self.sessions[s].rounds
+        return rounds[r] if 0 <= r < len(rounds) else None
 
 
 def ended(rd: RoundDone) -> RoundDone:

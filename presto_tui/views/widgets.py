@@ -300,6 +300,7 @@ class Inspector(Static):
             t.append_text(ratio_text(sc))
             t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
                      f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
+            t.append("\nt: this ratio per token", style="dim")  # the per-token view (views/research.py)
             if sc.candidates:  # MultiTryMH: the candidate table
                 t.append("\ncand  tau   log w    P(select)", style="bold")
                 for j, (tau, log_w, prob) in enumerate(sc.candidates):

@@ -5,7 +5,7 @@ gives the log-probability of a cut under a state, which enters the MH ratio
 as the reverse-move term log lambda(m; y) - log lambda(m; x).  For PowerMH's
 uniform law the term is zero.  EntropyCut's law depends on the state, so a
 prefetched node's cut can only be known once its state is (see
-runtime/prefetch/kernel.py and stream.py: PreSTO draws it from the root's law
+runtime/prefetch/kernel.py and stream/: PreSTO draws it from the root's law
 and uses the request only if the node's own law gives the same cut).
 """
 

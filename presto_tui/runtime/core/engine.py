@@ -1,4 +1,4 @@
-"""What the samplers need from an engine (DESIGN.md sec 5 and 7): the protocol, no implementation.
+"""What the samplers need from an engine (docs/extending.md#3-an-engine): the protocol, no implementation.
 
 Engines live in `runtime.engines`; the sampling core only ever sees this
 protocol, so it imports no engine (an import-linter contract holds it).

@@ -1,4 +1,4 @@
-"""The random inputs of MH decisions (DESIGN.md sec 3).
+"""The random inputs of MH decisions (docs/randomness.md).
 
 Each decision owns a cut uniform, a suffix-sampling seed and an acceptance
 uniform.  In `decision` mode they come from a stream keyed by

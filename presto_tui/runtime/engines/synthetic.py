@@ -85,7 +85,7 @@ class SyntheticEngine(LoopEngine):
     generator (seeded by the request's seed), so the same request gives the same
     tokens in any batch.  Its clock is virtual and deterministic: one step costs
     `step_s * (1 + slope * (live - 1))` with `live` requests in the batch (the
-    cost model of DESIGN.md sec 7), so tests and benchmarks can reason about time
+    cost model of docs/streaming.md#the-simulation-behind-the-rule), so tests and benchmarks can reason about time
     without a real model.
     """
 

@@ -225,7 +225,7 @@ class RoundKernel(_Steps):
         The states reachable at depth j are the root and the proposal of each
         earlier level (the last one accepted).  The rule's `may_use` says which
         of them may use level j's request: Condition 1 for bfs and predictive,
-        the content check for spine (DESIGN.md sec 4).  Either way the proposal
+        the content check for spine (docs/randomness.md#rounds-under-decision-inputs).  Either way the proposal
         is the one sequential PowerMH would draw from that state, and it is scored
         against that state, never against the root's suffix.
         """

@@ -1,4 +1,4 @@
-"""Traversal rules: which requests a prefetch round issues (paper sec 3.2-3.3, DESIGN.md sec 4).
+"""Traversal rules: which requests a prefetch round issues (paper sec 3.2-3.3, docs/randomness.md).
 
 A planner decides, before any proposal exists, which decisions of the round's
 tree get a request.  Every request's prefix is a prefix of the round's root
@@ -225,7 +225,7 @@ class CutLevels:
 @dataclass(frozen=True)
 class SpineLevels:
     """`spine`: a state uses a request iff it agrees with the root on the positions before
-    the cut, the prefix the request was generated from (DESIGN.md sec 4)."""
+    the cut, the prefix the request was generated from (docs/randomness.md#rounds-under-decision-inputs)."""
 
     name: ClassVar[str] = "spine"
     levels: ClassVar[bool] = True

@@ -20,8 +20,11 @@ from presto_tui.errors import describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.events import Event, SessionEnd
-from presto_tui.runtime.session.runner import display_text, run_session
+from presto_tui.runtime.session.answers import vote
+from presto_tui.runtime.session.chains import chain_drivers
+from presto_tui.runtime.session.events import Event, SessionEnd, SessionStart
+from presto_tui.runtime.session.loop import run_chains
+from presto_tui.runtime.session.runner import display_text
 from presto_tui.runtime.session.vocab import Vocab
 
 
@@ -41,6 +44,14 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class ChainEvent:
+    """An event of chain `chain` of a prompt run with several chains (their events interleave)."""
+
+    chain: int
+    event: Event
+
+
+@dataclass(frozen=True)
 class EngineReady:
     backend: str
     model: str
@@ -54,7 +65,7 @@ class TraceSink(Protocol):
 
     path: Path
 
-    def write(self, ev: Event) -> None: ...
+    def write(self, ev: Event, sid: str | None = None) -> None: ...
 
     def end_open_session(self, reason: str, text_of: Callable[[Sequence[int]], str]) -> None: ...
 
@@ -119,9 +130,11 @@ class ChatSession:
             emit(EngineReady(engine.name, engine.model))
         return self._engine
 
-    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Emit) -> None:
-        """Sample one prompt; every event goes to `emit` (and the trace).  Never raises: a failure
-        inside the session ends it with an `error` event, one outside it becomes a Notice."""
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Emit, chains: int = 1) -> None:
+        """Sample one prompt with `chains` chains at once; every event goes to `emit` (as a ChainEvent
+        where there are several chains) and to the trace.  The conversation goes on from the answer
+        most chains agree on.  Never raises: a failure inside a session ends it with an `error`
+        event, one outside it becomes a Notice."""
         with self._lock:
             self._cancel.clear()
             engine = self._ensure_engine(model, emit)
@@ -134,27 +147,35 @@ class ChatSession:
             except Exception as e:
                 emit(Notice(*describe(e)))
                 return
+            texts: dict[int, str] = {}  # the chains that finished, by chain
+            sids: dict[int, str] = {}
             try:
-                for ev in run_session(engine, params, ids, prompt=prompt, classifier=self._classifier,
-                                      cancel=self._should_stop, transient=True):
-                    self._record(ev, emit)
+                drivers = chain_drivers(engine, params, ids, chains, prompt=prompt, classifier=self._classifier)
+                for m, ev in run_chains(engine, drivers, concurrency=chains, cancel=self._should_stop,
+                                        transient=True):
+                    if isinstance(ev, SessionStart):
+                        sids[m] = ev.session_id
+                    self._record(ev, emit, m if chains > 1 else None, sids.get(m))
                     if isinstance(ev, SessionEnd) and ev.reason == "done":
-                        self.history.append((prompt, ev.text))
+                        texts[m] = ev.text
             except Exception:
                 pass
+            majority = vote([texts[m] for m in sorted(texts)]).majority
+            if majority is not None:
+                self.history.append((prompt, majority.answer))
 
-    def _record(self, ev, emit: Emit) -> None:
+    def _record(self, ev, emit: Emit, chain: int | None = None, sid: str | None = None) -> None:
         assert self._vocab is not None
         new = self._vocab.new_pieces(ev)
         if new:
             emit(VocabUpdate(new))
         if self.trace is not None:
             try:
-                self.trace.write(ev)
+                self.trace.write(ev, sid)
             except Exception as e:
                 emit(Notice(*describe(e)))
                 self.trace = None
-        emit(ev)
+        emit(ev if chain is None else ChainEvent(chain, ev))
 
     def _should_stop(self) -> bool:
         self._resume.wait()

@@ -69,7 +69,7 @@ class StreamDriver(Driver):
     def on_aborted(self, tag: Tag, handle: int, decoded: int) -> None:
         assert isinstance(tag, GroupTag)
         if self.blk is not None and self.blk.aborted(tag.group, tag.candidate, decoded):
-            self._request_event("aborted", tag.group, tag.group.decoded)
+            self._request_event("aborted", tag.group, sum(tag.group.decoded))
         self._dirty = True
 
     def _request_event(self, kind: str, g: Group, tokens: int) -> None:
@@ -133,8 +133,9 @@ class StreamDriver(Driver):
         self._epochs += 1
         self._epoch_t0, self._sched_s = now, 0.0
 
-    def _group_progress(self, g: Group) -> int:
-        return sum(self.engine.progress(h) for h in g.handles if h is not None)
+    def _group_progress(self, g: Group, j: int) -> int:
+        h = g.handles[j]
+        return self.engine.progress(h) if h is not None else 0
 
     def progress_event(self) -> Event | None:
         blk = self.blk

@@ -28,6 +28,10 @@ a number means the same thing everywhere.
   proposals the walk used (wasted_share = the rest); requests_aborted,
   mean_live (streaming, engine-time weighted), time_to_first_transition_s.
 - tokens: the chain's current state (generated tokens), after every event.
+- draws: the chain's state after every MH transition (`Transition`: log-target,
+  log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
+  elapsed_s: engine time from the session's start to the end of its last round or
+  epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
 """
 
 from __future__ import annotations
@@ -96,10 +100,17 @@ class SessionSummary:
     choice: str = ""  # a baseline: how its answer was chosen
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
+    draws: list[Transition] = field(default_factory=list)
+    block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
+    elapsed_s: float = 0.0
+    chain: int = 0
+    chains: int = 1
+    group: str = ""
 
     def update(self, ev: Event) -> SessionSummary:
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
+            self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose != "extend-ahead":  # (decoded ahead: its wall_s is a wait)
@@ -132,11 +143,13 @@ class SessionSummary:
             if self.first_transition_s is None:
                 self.first_transition_s = ev.clock
         elif isinstance(ev, BlockStart):
+            self.block_prefixes[ev.block] = self.tokens[:ev.L]
             self.tokens = self.tokens + tuple(ev.tokens)
             self.path.append(BlockPath(ev.L, ev.T))
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
         elif isinstance(ev, Transition):
+            self.draws.append(ev)
             self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
         elif isinstance(ev, Sample):
             self.samples += 1
@@ -174,6 +187,8 @@ class SessionSummary:
             self.scored_counts[sc.eps_class] += 1
         if self.first_transition_s is None and tree.steps and ev.clock is not None:
             self.first_transition_s = ev.clock
+        if ev.clock is not None:
+            self.elapsed_s = max(self.elapsed_s, ev.clock)
         self.transitions += tree.transitions
         self.accepted += acc
         self.acceptance_by_round.append(acc / max(1, tree.transitions))
@@ -306,7 +321,9 @@ class SessionSummary:
                if self.smc_steps else {}),
             **({"choice": self.choice} if self.choice else {}),
             "rounds": self.rounds,
+            "elapsed_s": self.elapsed_s,
             "params": self.params,
+            **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -315,7 +332,7 @@ def _limit_fields(lim: Limits | None, share: float | None) -> dict:
     if lim is None:
         return {}
     return {"dependency_limit_steps": lim.steps, "dependency_limit_s": lim.seconds,
-            "compute_limit_s": lim.compute_seconds, "limit_share": share}
+            "compute_limit_s": lim.compute_seconds, "limit_s": lim.best, "limit_share": share}
 
 
 def summarize(events) -> SessionSummary:

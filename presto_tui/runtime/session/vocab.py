@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from presto_tui.runtime.session.events import BlockStart, Event, RoundDone, SessionEnd, SessionStart
+from presto_tui.runtime.session.events import BlockStart, Event, RoundDone, Sample, SessionEnd, SessionStart, SmcStep
 
 Pieces = Callable[[Sequence[int]], list[str]]
 
@@ -26,6 +26,10 @@ def event_token_ids(ev: Event) -> list[int]:
         return ids
     if isinstance(ev, SessionEnd):
         return list(ev.tokens)
+    if isinstance(ev, Sample):  # a baseline's samples and particles are shown, not only its answer
+        return list(ev.tokens)
+    if isinstance(ev, SmcStep):
+        return [t for grown in ev.tokens for t in grown]
     return []
 
 

@@ -77,12 +77,13 @@ class EpochRecorder:
                 self.closed.append(Epoch(k0, root, self.epoch_walked, reason))
                 self.epoch_start, self.epoch_walked = (w.k + 1, w.after), []
 
-    def in_progress(self, progress: Callable[[Group], int]) -> TableTree:
+    def in_progress(self, progress: Callable[[Group, int], int]) -> TableTree:
         k0, root = self.epoch_start
         return self.tree(Epoch(k0, root, list(self.epoch_walked), LEAF), progress)
 
-    def tree(self, epoch: Epoch, progress: Callable[[Group], int]) -> TableTree:
-        """The epoch's speculation tree as a TableTree (nodes numbered as they are recorded)."""
+    def tree(self, epoch: Epoch, progress: Callable[[Group, int], int]) -> TableTree:
+        """`progress(g, j)`: tokens candidate j of a live group has decoded so far."""
+        # (nodes numbered as they are recorded)
         k0, root, walked = epoch.k0, epoch.root, epoch.walked
         decisions: list[DecisionRec] = []
         requests: list[RequestRec] = []
@@ -99,7 +100,7 @@ class EpochRecorder:
                 key = (g.id, j)
                 if key not in req_index:
                     prop = g.proposals[j] if g.finished else None
-                    done = None if g.finished else (g.decoded if g.state is RequestState.ABORTED else progress(g))
+                    done = None if g.finished else (g.decoded[j] if g.state is RequestState.ABORTED else progress(g, j))
                     req_index[key] = len(requests)
                     requests.append(RequestRec(len(decisions), g.want.cut, req.seed, prop or Proposal.tokens_only(()),
                                                req.tau, parent, done))

@@ -34,7 +34,7 @@ class Group:
     handles: list[int | None] = field(default_factory=list)
     proposals: list[Proposal | None] = field(default_factory=list)
     selected: int | None = None  # MultiTryMH's J, drawn once when all candidates have finished
-    decoded: int = 0  # tokens decoded before an abort
+    decoded: list[int] = field(default_factory=list)  # per candidate: tokens decoded before an abort
 
     @property
     def finished(self) -> bool:
@@ -72,9 +72,9 @@ class RequestBook:
         if g is None:
             reqs = requests(want)
             g = self.groups[want] = Group(want, reqs, self._ids(), handles=[None] * len(reqs),
-                                          proposals=[None] * len(reqs))
+                                          proposals=[None] * len(reqs), decoded=[0] * len(reqs))
         elif g.state is RequestState.ABORTED:
-            g.state, g.proposals, g.decoded = RequestState.PLANNED, [None] * g.size, 0
+            g.state, g.proposals, g.decoded = RequestState.PLANNED, [None] * g.size, [0] * g.size
         return g
 
     def issued(self, g: Group, j: int, handle: int) -> bool:
@@ -100,7 +100,7 @@ class RequestBook:
         if g.handles[j] is not None:
             self.live -= 1
         g.handles[j] = None
-        g.decoded += decoded
+        g.decoded[j] = decoded
         if all(h is None for h in g.handles):
             g.state = RequestState.ABORTED
             return True

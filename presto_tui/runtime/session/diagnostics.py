@@ -1,0 +1,202 @@
+"""MCMC diagnostics of the chains of one prompt, computed by ArviZ (arviz-stats), not by hand.
+
+A power-sampling run of one chain for a fixed K never asks whether the chain has
+mixed.  With M chains of a prompt (`--chains M`, `chains.py`) every transition's
+state is a draw (`Transition`: the log-target alpha log p0(x), the
+length-normalised log-likelihood and the confidence of paper eqs. 21-22), and
+per block and quantity ArviZ gives the rank-normalised split R-hat, the bulk and
+tail effective sample sizes (tail: the 5% and 95% quantiles) and the Monte
+Carlo standard error of the mean, over the M chains' K draws each (every
+transition, none discarded as warm-up: the chains start from the block's
+extension, and a start far from pi_alpha is what R-hat is there to show).
+
+The usual thresholds: an R-hat above 1.01 or a bulk ESS below 100 means the
+draws do not yet describe pi_alpha, so K was too short; `warnings` says so.
+Within a block every state has the same length, so the log-target and the
+log-likelihood are one quantity on two scales: their R-hat and ESS agree (ranks
+do not see the scale), their MCSEs differ by the factor alpha n.
+
+A block after the first starts from each chain's own earlier blocks: the chains
+then target different conditional laws, R-hat compares unlike things, and no
+warning is drawn from such a block (`shared`: the blocks whose chains all start
+from the same tokens; the first always does).
+
+arviz-stats is an optional dependency (`pip install 'presto-tui[diagnostics]'`),
+imported only here and only when diagnostics are computed; without it a report
+holds the answers and says what is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from presto_tui.errors import InputError
+from presto_tui.runtime.session.answers import Vote, vote
+from presto_tui.runtime.session.summary import SessionSummary
+
+RHAT_MAX = 1.01  # rank-normalised split R-hat above this: the chains disagree
+ESS_MIN = 100  # bulk ESS below this: too few effective draws
+TAIL_PROB = (0.05, 0.95)  # tail ESS: the smaller of the 5% and 95% quantiles' ESS
+MIN_DRAWS = 4  # ArviZ's least per chain
+QUANTITIES = {"log_target": "log-target", "loglik": "log-likelihood", "confidence": "confidence"}
+WARN_ON = ("log_target", "loglik")  # the quantities whose mixing decides the warning
+MISSING = "MCMC diagnostics need arviz-stats: pip install 'presto-tui[diagnostics]'"
+THRESHOLDS = f"R-hat <= {RHAT_MAX}, bulk ESS >= {ESS_MIN}"
+
+
+def available() -> bool:
+    return importlib.util.find_spec("arviz_stats") is not None
+
+
+def require() -> None:
+    """Refuse, in one line, a run whose diagnostics could not be computed (before any engine starts)."""
+    if not available():
+        raise InputError(f"--chains above 1: {MISSING}")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One quantity of one block over the chains.  None: undefined (fewer than 2 chains for R-hat,
+    fewer than MIN_DRAWS draws per chain, or draws that never vary); an R-hat of inf: chains that
+    never vary within themselves but differ from each other (JSON writes it as null; the warning
+    says it)."""
+
+    quantity: str
+    block: int
+    chains: int
+    draws: int  # per chain: the shortest chain's (a cancelled chain cuts the others to its length)
+    mean: float | None
+    rhat: float | None
+    ess_bulk: float | None
+    ess_tail: float | None
+    mcse: float | None
+
+    def problems(self) -> list[str]:
+        """What fails the thresholds (empty: nothing, or nothing that can be said)."""
+        out = []
+        if self.rhat is not None and self.rhat > RHAT_MAX:
+            out.append(f"R-hat {self.rhat:.3f} > {RHAT_MAX}")
+        if self.ess_bulk is not None and self.ess_bulk < ESS_MIN:
+            out.append(f"bulk ESS {self.ess_bulk:.0f} < {ESS_MIN}")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"quantity": self.quantity, "block": self.block, "chains": self.chains, "draws": self.draws,
+                "mean": self.mean, "rhat": self.rhat, "ess_bulk": self.ess_bulk, "ess_tail": self.ess_tail,
+                "mcse": self.mcse}
+
+
+def _number(x) -> float | None:
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
+def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) -> Diagnostic:
+    """ArviZ's diagnostics of `draws`, shape (chains, draws per chain)."""
+    from arviz_stats.base import array_stats as az
+
+    a = np.asarray(draws, dtype=float)
+    m, k = a.shape
+    if k < MIN_DRAWS or not np.isfinite(a).all():
+        return Diagnostic(quantity, block, m, k, _number(a.mean()) if a.size else None, None, None, None, None)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # draws that never vary: undefined, said as None
+        constant = bool(np.all(a == a.flat[0]))
+        rhat = None if constant or m < 2 else float(az.rhat(a))
+        if rhat is not None and not math.isfinite(rhat):
+            rhat = math.inf  # the chains never vary within themselves but differ: no mixing at all
+        bulk = None if constant else _number(az.ess(a, method="bulk"))
+        tail = None if constant else _number(az.ess(a, method="tail", prob=TAIL_PROB))
+        mcse = None if constant else _number(az.mcse(a, method="mean"))
+    return Diagnostic(quantity, block, m, k, float(a.mean()), rhat, bulk, tail, mcse)
+
+
+@dataclass(frozen=True)
+class ChainsReport:
+    """A prompt's M chains: per block and quantity their diagnostics, the answer they agree on,
+    and warnings for a person."""
+
+    group: str
+    prompt: str
+    chains: int
+    steps: int  # K
+    elapsed_s: float  # the longest chain's engine time (they start together when the concurrency covers them)
+    diagnostics: tuple[Diagnostic, ...]
+    shared: tuple[int, ...]  # blocks whose chains all start from the same tokens
+    vote: Vote
+    warnings: tuple[str, ...]
+    computed: bool = True  # False: arviz-stats is missing
+
+    def to_dict(self) -> dict:
+        return {"chain_group": self.group, "prompt": self.prompt, "chains": self.chains, "steps": self.steps,
+                "elapsed_s": self.elapsed_s, "diagnostics": [d.to_dict() for d in self.diagnostics],
+                "shared_blocks": list(self.shared), "thresholds": {"rhat_max": RHAT_MAX, "ess_bulk_min": ESS_MIN},
+                "warnings": list(self.warnings), "answers": self.vote.to_dict()}
+
+
+def draws_of(summaries: Sequence[SessionSummary], block: int, quantity: str) -> np.ndarray:
+    """(chains, draws) of `quantity` in `block`, every chain cut to the shortest."""
+    series = [[getattr(t, quantity) for t in s.draws if t.block == block] for s in summaries]
+    k = min((len(x) for x in series), default=0)
+    return np.array([x[:k] for x in series], dtype=float).reshape(len(series), k)
+
+
+def chains_report(summaries: Sequence[SessionSummary], extract: Callable[[str], str | None] | None = None,
+                  ) -> ChainsReport:
+    """The report on one prompt's chains (`summaries` in chain order); `extract`: group the answers
+    by a grader's extracted answer instead of the exact text."""
+    first = summaries[0]
+    steps = int(first.params.get("steps", 0))
+    blocks = sorted({t.block for s in summaries for t in s.draws})
+    shared = tuple(b for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
+    computed = available()
+    diags: list[Diagnostic] = []
+    notes: list[str] = []
+    if computed:
+        for b in blocks:
+            diags += [diagnose(draws_of(summaries, b, q), q, b) for q in QUANTITIES]
+        notes = _warnings(diags, shared, len(blocks) > 1, steps)
+    else:
+        notes = [MISSING]
+    return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
+                        tuple(diags), shared, vote([s.text for s in summaries], extract), tuple(notes), computed)
+
+
+def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int) -> list[str]:
+    out = []
+    for b in shared:
+        mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
+        where = f"block {b + 1}: " if blocks else ""
+        if mine and all(d.draws < MIN_DRAWS for d in mine):
+            out.append(f"{where}{mine[0].draws} transition(s) per chain: too few for diagnostics "
+                       f"(at least {MIN_DRAWS})")
+            continue
+        if mine and all(d.ess_bulk is None for d in mine):
+            out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
+                       f"mixed; K={steps} was too short (run more steps, -K)")
+            continue
+        # the worst over the quantities (within a block they agree: see the module docstring)
+        rhats = [d.rhat for d in mine if d.rhat is not None]
+        esses = [d.ess_bulk for d in mine if d.ess_bulk is not None]
+        worst = Diagnostic("", b, mine[0].chains, mine[0].draws, None, max(rhats, default=None),
+                           min(esses, default=None), None, None)
+        if worst.problems():
+            out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions: "
+                       f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
+    return out
+
+
+def chain_groups(summaries: Sequence[SessionSummary]) -> list[list[SessionSummary]]:
+    """The groups of `--chains M` among `summaries` (M >= 2), in order of first appearance, each in
+    chain order."""
+    groups: dict[str, list[SessionSummary]] = {}
+    for s in summaries:
+        if s.chains > 1 and s.group:
+            groups.setdefault(s.group, []).append(s)
+    return [sorted(g, key=lambda s: s.chain) for g in groups.values()]

@@ -1,0 +1,12 @@
+"""`presto-tui serve`: an OpenAI-compatible HTTP front on one engine loop, and its client.
+
+- `host.py`: the one thread that owns the engine, its loop and the trace;
+- `hub.py`: the asyncio side's book of requests, admission and event listeners;
+- `protocol.py`: OpenAI request bodies in (through the CLI's validation gate), answers out;
+- `wire.py`: events as JSON on the wire (the trace's lines, plus the transient ones);
+- `app.py`: the routes (FastAPI), the API key, body limits, timeouts, disconnects;
+- `metrics.py`: `/metrics` in Prometheus' text format;
+- `client.py`: the app's worker side on a remote server (`presto-tui chat --connect`).
+
+Needs the `serve` extra (FastAPI, uvicorn, prometheus-client); the client needs httpx.
+"""

@@ -1,0 +1,461 @@
+"""The HTTP front on the engine loop: OpenAI's routes, presto-tui's event stream, health, metrics.
+
+Routes:
+- `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions`: OpenAI's
+  (protocol.py says which fields mean what);
+- `GET /v1/presto/events[?request=ID]`: server-sent events, each a trace line's
+  JSON object (wire.py): one request's from its first event until its chains end,
+  or, without `request`, every request's from now on;
+- `POST /v1/presto/requests/{ID}/cancel`: end a request's chains;
+- `GET /health`, `GET /metrics` (Prometheus text).
+
+Every route answers 401 without the API key when the server has one, and a body
+over the size limit gets 413, before any handler runs (`Guard`).  Every error is
+OpenAI's error object with one line: a bad value the line `presto-tui run`
+prints for it (400), a full queue 429 with Retry-After, a request past its
+timeout 504; never a traceback.  A client that goes away cancels its chains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hmac
+import time
+import traceback
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from presto_tui.errors import InputError, describe
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.safetext import visible
+from presto_tui.serve import metrics
+from presto_tui.serve.host import EngineHost
+from presto_tui.serve.hub import Busy, Hub, RequestRun
+from presto_tui.serve.protocol import CHAT, COMPLETION, chunk, error_object, parse, response, usage_chunk
+
+ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/completions": "chat",
+          "/v1/presto/events": "events", "/health": "health", "/metrics": "metrics"}
+PROGRESS_EVERY_S = 1.0  # a streamed answer's keep-alive comment (transitions so far)
+KEEPALIVE_S = 15.0  # an idle event stream's comment line
+STOPPING = "the server stopped before the answer was ready; its chains were cancelled"
+
+
+@dataclass
+class ServeConfig:
+    """The server's settings (the command's flags)."""
+
+    defaults: dict[str, Any] = field(default_factory=dict)  # sampler flags given to `serve`
+    max_chains: int = 16
+    max_queue: int = 64
+    request_timeout: float | None = 600.0
+    api_key: str | None = None
+    max_body: int = 1 << 20
+    keep: int = 16  # finished requests whose events stay available (each holds every round's tree)
+
+    def params(self) -> SamplerParams:
+        from presto_tui.cli.options import sampler_params
+
+        return sampler_params(self.defaults)
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code, self.headers = status, message, kind, code, headers
+
+
+STATUS_OF_KIND = {"input": 400, "trace": 400, "engine": 500, "output": 500, "internal": 500}
+
+
+def error_response(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_object(visible(message, keep_newlines=False), kind, code), status, headers=headers)
+
+
+def _authorized(header: bytes | None, key: str) -> bool:
+    expected = f"Bearer {key}".encode()
+    return header is not None and hmac.compare_digest(header, expected)
+
+
+class Guard:
+    """Before any route: the API key (401) and the body's declared size (413); counts answers."""
+
+    def __init__(self, app, *, config: ServeConfig, counts: collections.Counter[tuple[str, int]]):
+        self.app, self.config, self.counts = app, config, counts
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = ROUTES.get(scope["path"], "cancel" if scope["path"].startswith("/v1/presto/requests/") else "other")
+        status = {"code": 500}
+
+        async def counted(message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        headers = dict(scope["headers"])
+        key, limit = self.config.api_key, self.config.max_body
+        try:
+            if key and not _authorized(headers.get(b"authorization"), key):
+                await error_response(401, "missing or wrong API key: send the header Authorization: Bearer <key>",
+                                     "authentication_error", "invalid_api_key",
+                                     {"WWW-Authenticate": "Bearer"})(scope, receive, counted)
+                return
+            length = headers.get(b"content-length")
+            if length is not None and (not length.isdigit() or int(length) > limit):
+                await _drain(receive, limit)
+                await error_response(413, f"the request body is over the server's limit of {limit} bytes "
+                                     "(--max-body-bytes)", code="body_too_large")(scope, receive, counted)
+                return
+            await self.app(scope, receive, counted)
+        finally:
+            self.counts[(route, status["code"])] += 1
+
+
+async def _drain(receive, limit: int) -> None:
+    """Read (and drop) what the client is still sending, up to a bound, so that it reads the 413
+    instead of a connection reset in the middle of its upload."""
+    seen = 0
+    while seen <= 64 * max(limit, 1 << 20):
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body"):
+            return
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    data = bytearray()
+    async for part in request.stream():  # a body sent in chunks has no length to check up front
+        data += part
+        if len(data) > limit:
+            raise HttpError(413, f"the request body is over the server's limit of {limit} bytes (--max-body-bytes)",
+                            code="body_too_large")
+    try:
+        return orjson.loads(bytes(data))
+    except orjson.JSONDecodeError as e:
+        raise HttpError(400, f"the request body is not valid JSON ({e})") from None
+
+
+class Gone(Exception):
+    """The client went away."""
+
+
+class Watch:
+    """Notices a client that went away while its answer is being made (non-streaming: the
+    streaming response has Starlette's own watch)."""
+
+    def __init__(self, request: Request):
+        self.task = asyncio.ensure_future(self._watch(request))
+
+    @staticmethod
+    async def _watch(request: Request) -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    def stop(self) -> None:
+        self.task.cancel()
+
+
+async def until(run: RequestRun, ready, deadline: float | None, watch: Watch | None = None) -> None:
+    """Wait until `ready()`; Gone if the client went away, TimeoutError past the deadline."""
+    loop = asyncio.get_running_loop()
+    while True:
+        run.changed.clear()
+        if ready():
+            return
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        waiter = asyncio.ensure_future(run.changed.wait())
+        waits: set[asyncio.Future] = {waiter} | ({watch.task} if watch is not None else set())
+        done, _ = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if watch is not None and watch.task in done:
+            raise Gone
+
+
+@dataclass
+class Server:
+    """What the routes share: the engine (owned by the host's thread once it runs) and the settings."""
+
+    engine: Engine
+    config: ServeConfig
+    trace: Any = None  # logs.writer.TraceWriter, written by the engine thread only
+    classifier: CertaintyClassifier | None = None
+    host: EngineHost | None = None
+    hub: Hub | None = None
+    started: int = field(default_factory=lambda: int(time.time()))
+    debug: bool = False
+    stopping: bool = False
+
+    @property
+    def model_id(self) -> str:
+        return self.engine.model
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        def deliver(batch) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
+                loop.call_soon_threadsafe(hub.take, batch)
+
+        c = self.config
+        self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
+                               classifier=self.classifier)
+        hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep)
+        self.host.start()
+
+    def stop(self) -> None:
+        if self.host is not None:
+            self.host.stop(timeout=60)
+
+    async def drain(self) -> None:
+        """The server is stopping: end every chain (sessions end `cancelled` in the trace), so that
+        every open answer and event stream ends on its own before the connections close."""
+        self.stopping = True
+        await asyncio.to_thread(self.stop)
+        await asyncio.sleep(0)  # the chains' last events, scheduled by the engine thread, go first
+        if self.hub is not None:
+            self.hub.close_listeners()
+
+
+def create_app(server: Server) -> FastAPI:
+    counts: collections.Counter[tuple[str, int]] = collections.Counter()
+    config = server.config
+    defaults = config.params()  # checked once here: a body only changes what it names
+    # the sampler flags `serve` was given, as a client would send them (chat --connect starts from them)
+    flags = {k: v.value if isinstance(v, Enum) else v for k, v in config.defaults.items()}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        server.start(asyncio.get_running_loop())
+        _app.state.registry = metrics.registry(server.host, server.hub, counts)  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(server.stop)
+
+    app = FastAPI(title="presto-tui", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.presto = server
+    app.add_middleware(Guard, config=config, counts=counts)
+
+    @app.exception_handler(HttpError)
+    async def _http_error(_request: Request, e: HttpError) -> JSONResponse:
+        return error_response(e.status, e.message, e.kind, e.code, e.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _no_route(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        if e.status_code == 404:
+            return error_response(404, f"no route {request.method} {request.url.path} (see presto-tui serve --help)",
+                                  code="not_found")
+        return error_response(e.status_code, f"{request.method} {request.url.path}: {e.detail}")
+
+    @app.exception_handler(Exception)
+    async def _bug(_request: Request, e: Exception) -> JSONResponse:
+        if server.debug:
+            traceback.print_exc()
+        return error_response(500, f"internal error: {describe(e)[1]}", "server_error")
+
+    def hub() -> Hub:
+        assert server.hub is not None
+        return server.hub
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        host = server.host
+        ok = host is not None and host.alive
+        return JSONResponse({
+            "status": "ok" if ok else "failed", "backend": server.engine.name, "model": server.model_id,
+            "chains_live": host.chains_live if host else 0, "queue": host.chains_waiting if host else 0,
+            "engine_faults": host.faults if host else 0, "last_fault": host.last_fault if host else "",
+            "trace": str(server.trace.path) if server.trace is not None else None,
+            "trace_error": host.trace_error if host else ""}, 200 if ok else 503)
+
+    @app.get("/metrics")
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(request.app.state.registry), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        e = server.engine
+        return {"object": "list", "data": [{
+            "id": server.model_id, "object": "model", "created": server.started, "owned_by": "presto-tui",
+            "presto": {"backend": e.name, "engine": dict(e.info), "defaults": defaults.to_dict(), "flags": flags,
+                       "max_chains": config.max_chains, "max_queue": config.max_queue}}]}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await answer(request, COMPLETION)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await answer(request, CHAT)
+
+    async def answer(request: Request, kind: str) -> Response:
+        body = await read_json(request, config.max_body)
+        try:
+            ask = parse(body, kind, config.defaults)
+        except InputError as e:
+            raise HttpError(400, e.line) from None
+        if ask.model is not None and ask.model != server.model_id:
+            raise HttpError(404, f"model {ask.model!r} is not served here; this server serves {server.model_id!r}",
+                            code="model_not_found")
+        host = server.host
+        if host is None or not host.alive:  # (a bug stopped it: /health says so too)
+            raise HttpError(503, "the engine thread has stopped; restart presto-tui serve", "server_error")
+        try:
+            run = hub().reserve(ask)
+        except InputError as e:
+            raise HttpError(400, e.line) from None
+        except Busy as e:
+            raise HttpError(429, str(e), "rate_limit_error", "queue_full", {"Retry-After": str(e.retry_after)}) \
+                from None
+        loop = asyncio.get_running_loop()
+        deadline = None if config.request_timeout is None else loop.time() + config.request_timeout
+        # a streaming response watches the client itself (Starlette), and a second reader of the
+        # connection would take the disconnect from it: only the plain answer has a watch of its own
+        watch = None if ask.stream else Watch(request)
+        try:
+            await until(run, lambda: run.admitted, deadline, watch)
+            _raise_failure(run)
+            if ask.stream:
+                return StreamingResponse(stream(run, deadline), media_type="text/event-stream",
+                                         headers={"X-Request-Id": run.id})
+            await until(run, lambda: run.finished, deadline, watch)
+            _raise_failure(run)
+        except Gone:
+            hub().cancel(run)
+            return Response(status_code=499)  # nobody reads it; the access log shows why
+        except TimeoutError:
+            hub().cancel(run)
+            raise HttpError(504, _timeout_line(config), "timeout", "request_timeout") from None
+        except BaseException:
+            hub().cancel(run)
+            raise
+        finally:
+            if watch is not None:
+                watch.stop()
+        eos = server.engine.eos_id
+        return JSONResponse(response(ask, run.id, server.model_id, run.created,
+                                     [run.choice(c, eos) for c in run.chains], run.prompt_tokens),
+                            headers={"X-Request-Id": run.id})
+
+    def _raise_failure(run: RequestRun) -> None:
+        failure = run.failure()
+        if failure is not None:
+            kind, message = failure
+            raise HttpError(STATUS_OF_KIND.get(kind, 500), message,
+                            "invalid_request_error" if kind == "input" else f"{kind}_error")
+        if server.stopping and any(c.status == "cancelled" for c in run.chains):
+            raise HttpError(503, STOPPING, "server_error", "server_stopping")
+
+    async def stream(run: RequestRun, deadline: float | None):
+        ask, model, created = run.ask, server.model_id, run.created
+        eos = server.engine.eos_id
+        sent: set[int] = set()
+        completion_tokens = 0
+        try:
+            if ask.kind == CHAT:
+                for c in run.chains:
+                    yield _sse(chunk(ask, run.id, model, created, c.index, first=True))
+            else:
+                yield b": admitted\n\n"
+            noted = time.monotonic()
+            while True:
+                for c in run.chains:
+                    if c.end is not None and c.index not in sent:
+                        sent.add(c.index)
+                        ch = run.choice(c, eos)
+                        if ch.finish_reason == "error":
+                            kind, message = run.failure() or ("internal", "the chain failed")
+                            yield _sse(error_object(visible(message, keep_newlines=False), f"{kind}_error"))
+                            continue
+                        completion_tokens += ch.completion_tokens
+                        yield _sse(chunk(ask, run.id, model, created, c.index, text=ch.text,
+                                         finish_reason=ch.finish_reason, presto={"session_id": c.session_id,
+                                                                                  **ch.presto}))
+                if run.finished:
+                    if server.stopping and any(c.status == "cancelled" for c in run.chains):
+                        yield _sse(error_object(STOPPING, "server_error", "server_stopping"))
+                    break
+                try:
+                    left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                    await until(run, lambda: run.finished or any(
+                        c.end is not None and c.index not in sent for c in run.chains),
+                        None if left is None else asyncio.get_running_loop().time() + min(left, PROGRESS_EVERY_S))
+                except TimeoutError:
+                    if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                        hub().cancel(run)
+                        yield _sse(error_object(_timeout_line(config), "timeout", "request_timeout"))
+                        break
+                if time.monotonic() - noted >= PROGRESS_EVERY_S:  # keeps proxies from closing a quiet stream
+                    noted = time.monotonic()
+                    yield f": {run.transitions} transitions\n\n".encode()
+            if ask.include_usage:
+                yield _sse(usage_chunk(ask, run.id, model, created, run.prompt_tokens, completion_tokens))
+            yield b"data: [DONE]\n\n"
+        finally:
+            if not run.finished:
+                hub().cancel(run)  # the client went away (or the server stops): its chains end
+
+    @app.get("/v1/presto/events")
+    async def events(request: Request) -> StreamingResponse:
+        rid = request.query_params.get("request")
+        try:
+            listener = hub().listen(rid)
+        except KeyError:
+            raise HttpError(404, f"no request {visible(str(rid))[:80]!r} on this server (finished requests are kept "
+                            f"for a while: the last {config.keep})", code="not_found") from None
+
+        async def lines():
+            try:
+                yield b": presto-tui events\n\n"
+                while True:
+                    try:
+                        obj = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_S)
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    if obj is None:
+                        break
+                    yield _sse(obj)
+            finally:
+                hub().unlisten(listener)
+
+        return StreamingResponse(lines(), media_type="text/event-stream")
+
+    @app.post("/v1/presto/requests/{rid}/cancel")
+    async def cancel(rid: str) -> dict:
+        run = hub().runs.get(rid)
+        if run is None:
+            raise HttpError(404, f"no request {visible(rid)[:80]!r} on this server", code="not_found")
+        open_chains = [c.index for c in run.chains if c.end is None]
+        hub().cancel(run)
+        return {"id": rid, "cancelled": open_chains}
+
+    return app
+
+
+def _sse(obj: dict) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _timeout_line(config: ServeConfig) -> str:
+    return (f"the request ran past the server's timeout of {config.request_timeout:g} s (--request-timeout); "
+            "its chains were cancelled")
+
+
+__all__ = ["HttpError", "ServeConfig", "Server", "create_app"]

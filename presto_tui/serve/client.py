@@ -1,0 +1,301 @@
+"""The app's worker side on a remote `presto-tui serve` (`presto-tui chat --connect URL`).
+
+`RemoteChatSession` has `ChatSession`'s interface (runtime/session/chat.py), so
+the app drives it the same way: each prompt goes to the server as a chat
+completion (the chat so far, the prompt, the sampler's parameters as extra
+fields, a request id of its own), and what the app draws comes from the
+server's event stream for that request, decoded through the trace's gate,
+token text first.  The session is recorded in a local trace as well, from the
+same events.  A connection lost midway ends the session with one `error` line
+(in the app and the local trace) and keeps everything received before it.
+
+The chain runs on the server: Escape asks the server to cancel it; pausing is
+not available.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from presto_tui.errors import EngineError, InputError, describe
+from presto_tui.logs.schema import SchemaError
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.session.answers import vote
+from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
+from presto_tui.safetext import visible
+from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
+
+Emit = Callable[[object], None]
+CONNECT_S, READ_S = 10.0, 60.0  # the event stream sends a keep-alive line every 15 s: 60 s of silence is a loss
+# the sampler's fields a prompt sends: SamplerParams' own names, as the CLI's flags name them
+SENT = ("sampler", "prefetch", "inputs", "alpha", "tau", "block_size", "steps", "epsilon", "seed", "beta", "cut_mix",
+        "tries", "speculate", "samples", "particles", "smc_block", "smc_ramp")
+
+def check_url(url: str) -> str:
+    """The server's base URL (scheme, host, port), or one line saying what is wrong with it."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InputError(f"--connect takes the server's URL, e.g. http://127.0.0.1:8000, got {visible(url)!r}")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):  # the OpenAI clients' base URL names /v1 too
+        path = path[:-3]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass
+class RemoteEngine:
+    """What the trace writer needs of an engine, for an engine on the server."""
+
+    name: str
+    model: str
+    info: dict
+    pieces: dict[int, str] = field(default_factory=dict)
+
+    def token_pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.pieces.get(i, "") for i in ids]
+
+
+def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerParams, rid: str,
+             chains: int = 1) -> dict:
+    """The chat completion a prompt becomes: the same chains `presto-tui chat` would run locally
+    (choice j of n runs on the seed of chain j)."""
+    messages: list[dict[str, str]] = []
+    for user, assistant in history:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    messages.append({"role": "user", "content": prompt})
+    fields = {k: getattr(params, k) for k in SENT if getattr(params, k) is not None}
+    budget = f"fill:{params.budget}" if params.budget_policy == "fill" else params.budget
+    return {"messages": messages, "max_tokens": params.max_new_tokens, **fields, "budget": budget,
+            "rank": params.bon_rank, "n": chains, "stream": True, "request_id": rid}
+
+
+def error_line(response: Any) -> str:
+    """The one line of an error answer (OpenAI's error object), or its status."""
+    try:
+        message = orjson.loads(response.read())["error"]["message"]
+        if isinstance(message, str) and message:
+            return message
+    except Exception:
+        pass
+    return f"HTTP {response.status_code}"
+
+
+class RemoteChatSession:
+    def __init__(self, url: str, *, api_key: str | None = None,
+                 trace_opener: Callable[[Any, SamplerParams], Any] | None = None, transport: Any = None):
+        import httpx
+
+        self.url = check_url(url)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, transport=transport,
+                                  timeout=httpx.Timeout(CONNECT_S, read=READ_S))
+        self._opener = trace_opener
+        self.trace: Any = None
+        self.history: list[tuple[str, str]] = []
+        self.engine: RemoteEngine | None = None
+        self._flags: dict[str, Any] | None = None
+        self._announced = False
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._rid: str | None = None
+        self._emit: Emit = lambda item: None
+
+    # -- the UI thread ------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Ask the server to end the running prompt (its session ends `cancelled`, as locally)."""
+        self._cancel.set()
+        rid = self._rid
+        if rid is not None:  # off the UI thread: a slow server must not freeze the screen
+            threading.Thread(target=self._post_cancel, args=(rid,), daemon=True).start()
+
+    def pause(self) -> None:
+        self._emit(Notice("input", "pausing is not available with --connect: the chain runs on the server"))
+
+    def resume(self) -> None:
+        pass
+
+    @property
+    def paused(self) -> bool:
+        return False
+
+    # -- the worker thread ----------------------------------------------------------------------
+    def start_engine(self, model: str | None, emit: Emit) -> RemoteEngine | None:
+        with self._lock:
+            return self._connect(model, emit)
+
+    def server_flags(self) -> dict[str, Any]:
+        """The sampler flags the server was started with (its defaults), asking the server once;
+        EngineError (one line) if it cannot be asked."""
+        if self._flags is None:
+            try:
+                r = self._http.get("/v1/models")
+            except Exception as e:
+                raise EngineError(f"cannot reach the server at {self.url} ({_reason(e)})") from None
+            if r.status_code != 200:
+                raise EngineError(f"{self.url}: {error_line(r)}")
+            try:
+                entry = r.json()["data"][0]
+                presto = entry.get("presto", {})
+                self.engine = RemoteEngine(str(presto.get("backend", "remote")), str(entry["id"]),
+                                           {**presto.get("engine", {}), "server": self.url})
+                self._flags = dict(presto.get("flags", {}))
+            except Exception:
+                raise EngineError(f"{self.url} does not answer as a presto-tui serve (GET /v1/models)") from None
+        return self._flags
+
+    def _connect(self, model: str | None, emit: Emit) -> RemoteEngine | None:
+        """The server's engine (asked once); `model`: None, or the one the server runs."""
+        self._emit = emit
+        if self.engine is None:
+            try:
+                self.server_flags()
+            except EngineError as e:
+                emit(Notice("engine", e.line))
+                return None
+        assert self.engine is not None
+        if not self._announced:  # the title reads "<backend> backend · model <model> at <host:port>"
+            self._announced = True
+            emit(EngineReady(self.engine.name, f"{self.engine.model} at {urlsplit(self.url).netloc}"))
+        if model is not None and model != self.engine.model:
+            emit(Notice("input", f"the server at {self.url} runs {self.engine.model}; its model is chosen where "
+                                 "it starts (leave the model empty)"))
+            return None
+        return self.engine
+
+    def run(self, prompt: str, params: SamplerParams, model: str | None, emit: Emit, chains: int = 1) -> None:
+        """Sample one prompt on the server with `chains` chains (the completion's n); never raises
+        (as `ChatSession.run`, whose events, ChainEvents where there are several chains, it emits)."""
+        with self._lock:
+            self._cancel.clear()
+            engine = self._connect(model, emit)
+            if engine is None:
+                return
+            if self.trace is None and self._opener is not None:
+                try:
+                    self.trace = self._opener(engine, params)
+                except Exception as e:
+                    emit(Notice(*describe(e)))
+                    return
+            rid = f"chat-{uuid.uuid4().hex[:20]}"
+            answer = _Answer(self._http, body_for(prompt, self.history, params, rid, chains))
+            answer.start()
+            if not answer.admitted.wait(READ_S) or answer.error is not None:
+                emit(Notice(*(answer.error or ("engine", f"{self.url} did not answer within {READ_S:g} s"))))
+                return
+            self._rid = rid
+            if self._cancel.is_set():  # Escape before the server knew the request
+                self._post_cancel(rid)
+            try:
+                texts = self._follow(rid, chains, engine, emit)
+            finally:
+                self._rid = None
+                answer.join(1.0)
+            majority = vote([texts[m] for m in sorted(texts)]).majority
+            if majority is not None:  # the conversation goes on from the answer most chains agree on
+                self.history.append((prompt, majority.answer))
+
+    def _follow(self, rid: str, chains: int, engine: RemoteEngine, emit: Emit) -> dict[int, str]:
+        """Every event of the request, as the server sends them, until its sessions end; the texts of
+        the chains that finished, by chain."""
+        sids: dict[int, str] = {}  # chains that started
+        ended: set[int] = set()
+        texts: dict[int, str] = {}
+        reason = "the server closed the event stream"
+        try:
+            with self._http.stream("GET", "/v1/presto/events", params={"request": rid}) as r:
+                if r.status_code != 200:
+                    emit(Notice("engine", f"{self.url}: {error_line(r)}"))
+                    return texts
+                for line in r.iter_lines():
+                    if not line.startswith("data: "):
+                        continue  # keep-alive comments and blank separators
+                    obj = orjson.loads(line[6:])
+                    if isinstance(obj, dict) and obj.get("type") == VOCAB:
+                        new = decode_vocab(obj)
+                        engine.pieces.update(new)
+                        emit(VocabUpdate(new))
+                        continue
+                    ev = decode_event(obj)
+                    m = obj.get("choice", 0) if isinstance(obj.get("choice"), int) else 0
+                    if isinstance(ev, SessionStart):
+                        sids[m] = ev.session_id
+                    self._record(ev, emit, m if chains > 1 else None, sids.get(m))
+                    if isinstance(ev, SessionEnd) and ev.reason == "done":
+                        texts[m] = ev.text
+                    if isinstance(ev, (SessionEnd, SessionError)):
+                        ended.add(m)
+                        if len(ended) == chains:
+                            return texts
+        except SchemaError as e:
+            reason = f"the server sent an event this presto-tui cannot read: {e}"
+        except Exception as e:
+            reason = _reason(e)
+        lost = f"lost the connection to {self.url} ({reason}); kept what was received"
+        open_chains = [m for m in sorted(sids) if m not in ended]
+        for m in open_chains:
+            self._record(SessionError(lost, "engine"), emit, m if chains > 1 else None, sids[m])
+        if not open_chains:
+            emit(Notice("engine", lost))
+        return texts
+
+    def _record(self, ev: Event, emit: Emit, chain: int | None = None, sid: str | None = None) -> None:
+        if self.trace is not None and not isinstance(ev, TRANSIENT):
+            try:
+                self.trace.write(ev, sid)
+            except Exception as e:
+                emit(Notice(*describe(e)))
+                self.trace = None
+        emit(ev if chain is None else ChainEvent(chain, ev))
+
+    def _post_cancel(self, rid: str) -> None:
+        with contextlib.suppress(Exception):  # the event stream says what happened to the session
+            self._http.post(f"/v1/presto/requests/{rid}/cancel")
+
+    def close(self) -> None:
+        """After the worker has stopped: close the local trace (ending a session left open)."""
+        with self._lock:
+            if self.trace is not None:
+                engine = self.engine
+                self.trace.end_open_session("cancelled", lambda ids: "".join(engine.token_pieces(ids)) if engine
+                                            else "")
+                self.trace.close()
+            self._http.close()
+
+
+class _Answer(threading.Thread):
+    """The completion request that keeps the chain alive on the server; read to its end.  `admitted`
+    is set once the server has taken the request (or refused it: `error`)."""
+
+    def __init__(self, http: Any, body: dict):
+        super().__init__(daemon=True, name="presto-answer")
+        self.http, self.body = http, body
+        self.admitted = threading.Event()
+        self.error: tuple[str, str] | None = None
+
+    def run(self) -> None:
+        try:
+            with self.http.stream("POST", "/v1/chat/completions", json=self.body) as r:
+                if r.status_code != 200:
+                    self.error = ("input" if r.status_code == 400 else "engine", f"server: {error_line(r)}")
+                    return
+                self.admitted.set()
+                for _ in r.iter_lines():
+                    pass
+        except Exception as e:
+            if not self.admitted.is_set():
+                self.error = ("engine", f"cannot reach the server ({_reason(e)})")
+        finally:
+            self.admitted.set()
+
+
+def _reason(e: BaseException) -> str:
+    return describe(e)[1]

@@ -1,0 +1,257 @@
+"""The one thread that owns the engine: its engine loop, the server's chains and its trace.
+
+The HTTP side never touches the engine.  It hands chains in (`add`) and asks for
+cancels (`cancel`) through a thread-safe inbox; this thread takes them between
+engine steps, so a chain that arrives while others run joins the very next
+step's batch, and a cancelled chain's requests are aborted before it.  What the
+chains emit goes out in one batch per pass through `deliver` (the server hands
+it to its asyncio loop), after the trace has it.
+
+Each chain is built exactly as `presto-tui run` builds it (`make_driver` with the
+same prompt ids, parameters and seed), which is why an answer equals `run`'s.
+Tokenizing happens here too: a tokenizer is not safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from presto_tui.errors import InputError, PrestoError, describe
+from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.session.chains import chain_params
+from presto_tui.runtime.session.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.loop import EngineLoop, StartFailed, check_context, make_driver
+from presto_tui.runtime.session.vocab import Vocab
+from presto_tui.safetext import visible
+from presto_tui.serve.protocol import Prompt
+
+RATE_WINDOW_S = 10.0  # transitions per second are counted over this much recent time
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One chain to run: choice `chain` of `chains` for one prompt of a request (`group`)."""
+
+    key: str
+    prompt: Prompt
+    params: SamplerParams
+    chain: int = 0
+    chains: int = 1
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The chain's prompt is tokenized and fits: it runs as soon as a slot is free."""
+
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The chain could not be built (a prompt too long for the model, bad token ids): no session."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Withdrawn:
+    """The chain was cancelled while it waited for a slot: it never started."""
+
+
+Deliver = Callable[[list[tuple[str, object]]], None]
+
+
+class EngineHost:
+    def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace=None,
+                 classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
+        self.engine = engine
+        self.loop = EngineLoop(engine)
+        self.max_chains = max_chains
+        self.trace = trace
+        self.classifier = classifier
+        self._deliver = deliver
+        self._warn = warn or (lambda line: print(line, file=sys.stderr))
+        self._inbox: queue.Queue = queue.Queue()
+        self._waiting: collections.OrderedDict[str, tuple[Chain, object]] = collections.OrderedDict()
+        self._sid: dict[str, str] = {}  # chain key -> its session id
+        self._vocab = Vocab(engine.token_pieces)
+        self.pieces: dict[int, str] = {}  # every token text sent so far (read by the HTTP side)
+        self._thread = threading.Thread(target=self._run, name="presto-engine", daemon=True)
+        self._rate: collections.deque[tuple[float, int]] = collections.deque()
+        self._rate_lock = threading.Lock()
+        # numbers the metrics read (ints: one thread writes them)
+        self.chains_live = 0
+        self.chains_waiting = 0
+        self.engine_live = 0
+        self.transitions = 0
+        self.steps = 0
+        self.faults = 0
+        self.last_fault = ""
+        self.trace_error = ""
+        self.failed: BaseException | None = None  # the thread itself died (a bug)
+
+    # -- any thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, chain: Chain) -> None:
+        self._inbox.put(("add", chain))
+
+    def cancel(self, key: str) -> None:
+        self._inbox.put(("cancel", key))
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Cancel every chain (their sessions end `cancelled` in the trace), close the trace."""
+        if self._thread.is_alive():
+            self._inbox.put(("stop", None))
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def transitions_per_s(self) -> float:
+        now = time.monotonic()
+        with self._rate_lock:
+            while self._rate and self._rate[0][0] < now - RATE_WINDOW_S:
+                self._rate.popleft()
+            return sum(n for _, n in self._rate) / RATE_WINDOW_S
+
+    # -- the engine thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while True:
+                out: list[tuple[str, object]] = []
+                busy = bool(self.loop.active)
+                for kind, arg in self._drain(block=not busy):
+                    if kind == "stop":
+                        self._shutdown(out)
+                        return
+                    if isinstance(arg, Chain):
+                        self._admit(arg, out)
+                    elif isinstance(arg, str):
+                        self._cancel(arg, out)
+                self._fill(out)
+                if self.loop.active:
+                    try:
+                        out.extend(self.loop.step(transient=True))  # type: ignore[arg-type]
+                        self.steps += 1
+                    except Exception as e:  # an engine failure: every open chain ends with its error
+                        self.faults += 1
+                        self.last_fault = describe(e)[1]
+                        out.extend(self.loop.fail_all(e))  # type: ignore[arg-type]
+                self._publish(out)
+        except BaseException as e:  # a bug in this thread: the server says so on /health
+            self.failed = e
+            self._warn(f"presto-tui: internal error: engine thread stopped: {visible(describe(e)[1])}")
+            raise
+
+    def _drain(self, block: bool) -> list[tuple[str, object]]:
+        cmds = []
+        try:
+            cmds.append(self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait())
+            while True:
+                cmds.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return cmds
+
+    def _admit(self, chain: Chain, out: list) -> None:
+        e = self.engine
+        try:
+            p = chain.prompt
+            ids = list(p.ids) if p.ids is not None else e.encode_prompt(p.text, p.history)
+            self._check_ids(ids)
+            check_context(e, len(ids), chain.params)
+            params = chain_params(chain.params, chain.chain)
+            text = p.text if p.ids is None else e.decode(ids)
+            driver = make_driver(e, params, ids, prompt=text, classifier=self.classifier, chain=chain.chain,
+                                 chains=chain.chains, group=chain.group)
+        except Exception as exc:
+            out.append((chain.key, Refused(*describe(exc))))
+            return
+        self._waiting[chain.key] = (chain, driver)
+        out.append((chain.key, Admitted(len(ids))))
+
+    def _check_ids(self, ids: list[int]) -> None:
+        """Token ids a client sent must be the model's: an id the engine refuses at submit time
+        would fail the engine step, and with it every chain on the loop."""
+        size = self.engine.info.get("vocab_size") or _tokenizer_size(self.engine)
+        if size and (bad := [i for i in ids if i >= size]):
+            raise InputError(f"token id {bad[0]} is not in the model's vocabulary (ids below {size})")
+
+    def _fill(self, out: list) -> None:
+        while self._waiting and len(self.loop.active) < self.max_chains:
+            key, (_, driver) = self._waiting.popitem(last=False)
+            try:
+                events = self.loop.add(key, driver)  # type: ignore[arg-type]
+            except StartFailed as e:
+                events = e.events
+            out.extend((key, ev) for ev in events)
+
+    def _cancel(self, key: str, out: list) -> None:
+        if self._waiting.pop(key, None) is not None:
+            out.append((key, Withdrawn()))
+        else:
+            out.extend((key, ev) for ev in self.loop.cancel(key))
+
+    def _shutdown(self, out: list) -> None:
+        for key in list(self._waiting):
+            self._cancel(key, out)
+        for active in list(self.loop.active):
+            self._cancel(str(active), out)
+        self._publish(out)
+        if self.trace is not None:
+            self.trace.close()
+
+    def _publish(self, out: list[tuple[str, object]]) -> None:
+        """Trace, token text and numbers first, then one batch to the HTTP side."""
+        moved = 0
+        for key, ev in out:
+            if isinstance(ev, SessionStart):
+                self._sid[key] = ev.session_id
+            if isinstance(ev, RoundDone):
+                moved += ev.k_after - ev.k_before
+            if not isinstance(ev, (*TRANSIENT, Admitted, Refused, Withdrawn)):
+                self.pieces.update(self._vocab.new_pieces(cast(Event, ev)))
+            if self.trace is not None and not isinstance(ev, (Admitted, Refused, Withdrawn)):
+                self._record(key, ev)  # (the writer leaves out the transient events itself)
+            if isinstance(ev, (SessionEnd, SessionError)):
+                self._sid.pop(key, None)
+        if moved:
+            self.transitions += moved
+            with self._rate_lock:
+                self._rate.append((time.monotonic(), moved))
+        self.chains_live = len(self.loop.active)
+        self.chains_waiting = len(self._waiting)
+        self.engine_live = self.engine.live
+        if out:
+            self._deliver(out)
+
+    def _record(self, key: str, ev) -> None:
+        assert self.trace is not None
+        try:
+            self.trace.write(ev, self._sid.get(key))
+        except PrestoError as e:  # a full disk: say so once, and serve on without a trace
+            self.trace_error = e.line
+            self._warn(f"presto-tui: error: {visible(e.line, keep_newlines=False)}; serving on without a trace")
+            self.trace = None
+
+
+def _tokenizer_size(engine: Engine) -> int | None:
+    tok = getattr(getattr(engine, "text", None), "tok", None)
+    try:
+        return len(tok) if tok is not None else None
+    except TypeError:
+        return None

@@ -1,0 +1,58 @@
+"""`/metrics` in Prometheus' text format, read from the engine thread's and the hub's own numbers.
+
+A collector reads them when scraped, so nothing is updated twice and every
+server (tests start several in one process) has its own registry.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from presto_tui.serve.host import RATE_WINDOW_S, EngineHost
+from presto_tui.serve.hub import Hub
+
+
+class ServerCollector(Collector):
+    def __init__(self, host: EngineHost, hub: Hub, http: collections.Counter[tuple[str, int]]):
+        self.host, self.hub, self.http = host, hub, http
+
+    def collect(self) -> Iterator[Metric]:
+        host, hub = self.host, self.hub
+        http = CounterMetricFamily("presto_http_requests", "HTTP requests answered, by route and status code",
+                                   labels=["route", "code"])
+        for (route, code), n in sorted(self.http.items()):
+            http.add_metric([route, str(code)], n)
+        yield http
+        yield GaugeMetricFamily("presto_requests_in_progress", "Completion requests admitted and not yet answered",
+                                value=hub.live_requests)
+        yield GaugeMetricFamily("presto_chains_live", "Chains running on the engine loop", value=host.chains_live)
+        yield GaugeMetricFamily("presto_queue_length", "Chains admitted and waiting for a slot on the engine loop",
+                                value=host.chains_waiting)
+        yield GaugeMetricFamily("presto_engine_requests_live", "Requests live in the engine (submitted, not finished "
+                                "or aborted)", value=host.engine_live)
+        ends = CounterMetricFamily("presto_chains", "Chains ended, by how they ended", labels=["status"])
+        for status in ("done", "cancelled", "error", "refused"):
+            ends.add_metric([status], hub.chain_ends[status])
+        yield ends
+        yield CounterMetricFamily("presto_transitions", "MH transitions made", value=host.transitions)
+        yield GaugeMetricFamily("presto_transitions_per_second",
+                                f"MH transitions per second over the last {RATE_WINDOW_S:g} s",
+                                value=host.transitions_per_s())
+        yield CounterMetricFamily("presto_engine_steps", "Engine steps taken", value=host.steps)
+        yield CounterMetricFamily("presto_engine_faults", "Engine failures (each ended every chain open then)",
+                                  value=host.faults)
+
+
+def registry(host: EngineHost, hub: Hub, http: collections.Counter[tuple[str, int]]) -> CollectorRegistry:
+    reg = CollectorRegistry()
+    reg.register(ServerCollector(host, hub, http))
+    return reg
+
+
+def render(reg: CollectorRegistry) -> bytes:
+    return generate_latest(reg)

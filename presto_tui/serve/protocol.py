@@ -1,0 +1,335 @@
+"""OpenAI request bodies in, `Ask`s out; `Ask`s' results back as OpenAI objects.
+
+A body is checked field by field before anything runs, and every sampler value
+goes through the command line's own gate (`cli.options.sampler_params`), so a
+bad value is refused with the very line `presto-tui run` prints for it (HTTP
+400).  Body fields are the command's flags with underscores (`alpha`, `steps`,
+`block_size`, `budget`, ...); `max_tokens` (or `max_completion_tokens`) is
+`--max-new-tokens`.  The server's flags are the defaults a body overrides.
+
+The OpenAI sampling fields that power sampling has no use for (`temperature`,
+`top_p`, penalties: the chain's law is set by alpha and tau) are accepted and
+ignored, and the answer lists them; fields that ask for something this server
+cannot give (log-probabilities, echo, tools) are refused; an unknown field is
+refused with the closest known name, since a misspelt `alpah` silently ignored
+would sample with the wrong law.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import Any
+
+from presto_tui.cli.options import SAMPLER_FLAGS, limit_of, sampler_params
+from presto_tui.errors import InputError
+from presto_tui.runtime.core.params import Limit, SamplerParams
+from presto_tui.runtime.session.chains import CHAINS
+
+COMPLETION, CHAT = "completion", "chat"
+
+# body field -> the CLI flag's parameter name
+SAMPLER_FIELDS = {name: name for name in (*SAMPLER_FLAGS, "budget", "rank", "paper_settings")
+                  if name != "max_new_tokens"}
+SAMPLER_FIELDS |= {"max_tokens": "max_new_tokens", "max_completion_tokens": "max_new_tokens"}
+NAMED = ("sampler", "prefetch", "inputs", "speculate", "rank")  # names and lists of names
+# accepted and ignored: the chain's law is p0^alpha, proposals at tau (the answer says so)
+IGNORED = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty",
+           "length_penalty", "do_sample", "user", "metadata", "store", "service_tier", "parallel_tool_calls")
+# accepted only with a value that asks for nothing (their OpenAI defaults)
+NOTHING_ASKED: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False, 0), "top_logprobs": (None, 0), "echo": (None, False), "best_of": (None, 1),
+    "suffix": (None, ""), "logit_bias": (None, {}), "tools": (None, []), "tool_choice": (None, "none"),
+    "functions": (None, []), "response_format": (None, {"type": "text"}),
+}
+COMMON = ("model", "n", "stream", "stream_options", "stop", "request_id")
+FIELDS = {
+    COMPLETION: ("prompt", *COMMON),
+    CHAT: ("messages", *COMMON),
+}
+MAX_STOPS = 4  # as OpenAI
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: text through the model's chat template (after `history`, earlier (user, assistant)
+    turns), as `presto-tui run` encodes it, or token ids given as they are."""
+
+    text: str
+    ids: tuple[int, ...] | None = None
+    history: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A checked request: every prompt runs `n` chains with `params` (choice j of a prompt on the
+    chain seed of chain j, as `--chains` does)."""
+
+    kind: str
+    prompts: tuple[Prompt, ...]
+    params: SamplerParams
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    stop: tuple[str, ...] = ()
+    request_id: str | None = None
+    model: str | None = None
+    ignored: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def chains(self) -> int:
+        return len(self.prompts) * self.n
+
+
+def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
+    """Check a request body; InputError (one line) names the first thing wrong."""
+    if not isinstance(body, dict):
+        raise InputError(f"the request body should be a JSON object, got {type(body).__name__}")
+    known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | set(IGNORED) | set(NOTHING_ASKED)
+    for name in body:
+        if name not in known:
+            close = get_close_matches(str(name), sorted(known), n=1)
+            raise InputError(f"unknown field {str(name)[:60]!r}" + (f"; did you mean {close[0]!r}?" if close else
+                                                                    " (see presto-tui serve --help)"))
+    for name, allowed in NOTHING_ASKED.items():
+        if name in body and body[name] not in allowed:
+            raise InputError(f"{name} is not available from presto-tui serve: the answer is the chain's final "
+                             "state, with no per-token log-probabilities, echo, tools or formats")
+    flags = dict(defaults)
+    for name, key in SAMPLER_FIELDS.items():
+        if name in body and body[name] is not None:
+            flags[key] = _sampler_value(key, body[name])
+    params = sampler_params(flags)
+    if kind == COMPLETION:
+        prompts = _prompts(body.get("prompt"))
+    else:
+        prompts = (_messages(body.get("messages")),)
+    n = _whole("n", body.get("n"), CHAINS, 1)  # as --chains
+    stream = _flag("stream", body.get("stream"))
+    options = body.get("stream_options")
+    if options is not None and not (isinstance(options, dict) and set(options) <= {"include_usage"}):
+        raise InputError("stream_options should be an object with at most include_usage")
+    include_usage = _flag("stream_options.include_usage", (options or {}).get("include_usage"))
+    request_id = body.get("request_id")
+    if request_id is not None and not (isinstance(request_id, str) and REQUEST_ID.fullmatch(request_id)):
+        raise InputError("request_id should be 1 to 64 letters, digits or . _ : -")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InputError("model should be a string (see GET /v1/models)")
+    return Ask(kind, prompts, params, n, stream, include_usage, _stops(body.get("stop")), request_id, model,
+               tuple(name for name in IGNORED if body.get(name) is not None))
+
+
+def _sampler_value(key: str, value: Any) -> Any:
+    """A body value as the CLI parser would have made it from text (strings are parsed as typed)."""
+    flag = "--" + key.replace("_", "-")
+    if key == "paper_settings":
+        return _flag("paper_settings", value)
+    if key in NAMED:
+        if not isinstance(value, str):
+            raise InputError(f"{flag} should be a name, got {value!r}")
+        return value
+    if key == "budget":  # N, auto or fill:N: the CLI's own parser reads its text
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise InputError(f"--budget must be a whole number, auto or fill:N, got {value!r}")
+        return str(value)
+    limit = limit_of(key)
+    assert limit is not None, key
+    raw = str(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(limit.unparsable(flag, raw))
+    try:
+        number = float(value) if not limit.integer else _integer(value)
+    except ValueError:
+        raise InputError(limit.unparsable(flag, raw)) from None
+    return number
+
+
+def _integer(value: int | float | str) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not (math.isfinite(value) and value.is_integer()):
+            raise ValueError(value)
+        return int(value)
+    return int(value.strip())  # as the command line reads a whole number: "4.0" is not one
+
+
+def _whole(name: str, value: Any, limit: Limit, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(value)
+        n = _integer(value)
+    except ValueError:
+        raise InputError(limit.unparsable(name, str(value))) from None
+    limit.check(name, n)
+    return n
+
+
+def _flag(name: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InputError(f"{name} should be true or false, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not value.strip():
+        raise InputError("the prompt is empty")
+    return value
+
+
+def _prompts(value: Any) -> tuple[Prompt, ...]:
+    """OpenAI's four forms: a string, a list of strings, a list of token ids, a list of such lists."""
+    if value is None:
+        raise InputError("a completion needs a prompt")
+    if isinstance(value, str):
+        return (Prompt(_text(value)),)
+    if not isinstance(value, list) or not value:
+        raise InputError("prompt should be a string, a list of strings, or token ids (a list, or a list of lists)")
+    if all(_is_id(x) for x in value):
+        return (Prompt("", tuple(value)),)
+    out = []
+    for i, p in enumerate(value):
+        if isinstance(p, str):
+            out.append(Prompt(_text(p)))
+        elif isinstance(p, list) and p and all(_is_id(x) for x in p):
+            out.append(Prompt("", tuple(p)))
+        else:
+            raise InputError(f"prompt[{i}] should be a non-empty string or a non-empty list of token ids")
+    return tuple(out)
+
+
+def _is_id(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**31
+
+
+def _content(m: dict, where: str) -> str:
+    content = m.get("content")
+    if isinstance(content, list):  # parts: only text parts
+        texts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise InputError(f"{where}.content[{j}] should be a text part ({{\"type\": \"text\", \"text\": ...}})")
+            texts.append(part["text"])
+        content = "".join(texts)
+    if not isinstance(content, str):
+        raise InputError(f"{where}.content should be a string")
+    return content
+
+
+def _messages(value: Any) -> Prompt:
+    """A chat as the app runs one: earlier (user, assistant) turns and the last user message.
+    System (and developer) messages go before the user message that follows them."""
+    if not isinstance(value, list) or not value:
+        raise InputError("messages should be a non-empty list of {role, content} objects")
+    turns: list[tuple[str, str]] = []
+    system: list[str] = []
+    user: str | None = None
+    for i, m in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise InputError(f"{where} should be an object with role and content")
+        role = m.get("role")
+        text = _content(m, where)
+        if role in ("system", "developer"):
+            system.append(text)
+        elif role == "user":
+            if user is not None:
+                raise InputError(f"{where}: two user messages in a row; an assistant message goes between them")
+            user = "\n\n".join([*system, text])
+            system = []
+        elif role == "assistant":
+            if user is None:
+                raise InputError(f"{where}: an assistant message should follow a user message")
+            turns.append((user, text))
+            user = None
+        else:
+            raise InputError(f"{where}.role should be system, user or assistant, got {str(role)[:40]!r}")
+    if user is None:
+        raise InputError("the last message should be the user's (the one to answer)")
+    return Prompt(_text(user), None, tuple(turns))
+
+
+def _stops(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not (isinstance(stops, list) and len(stops) <= MAX_STOPS and all(isinstance(s, str) and s for s in stops)):
+        raise InputError(f"stop should be a string or a list of at most {MAX_STOPS} non-empty strings")
+    return tuple(stops)
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
+    """The text up to the first stop sequence (OpenAI's rule: the stop itself is not returned)."""
+    ends = [i for s in stops if (i := text.find(s)) >= 0]
+    return (text[:min(ends)], True) if ends else (text, False)
+
+
+@dataclass(frozen=True)
+class Choice:
+    index: int
+    text: str
+    finish_reason: str  # "stop" (EOS or a stop sequence), "length", or "error"/"cancelled"
+    completion_tokens: int
+    presto: dict  # the session's summary, as `presto-tui run --json` prints it
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def response(ask: Ask, rid: str, model: str, created: int, choices: list[Choice], prompt_tokens: int) -> dict:
+    """The whole answer (no streaming)."""
+    rows: list[dict[str, Any]]
+    if ask.kind == COMPLETION:
+        rows = [{"index": c.index, "text": c.text, "finish_reason": c.finish_reason, "logprobs": None}
+                for c in choices]
+        obj = "text_completion"
+    else:
+        rows = [{"index": c.index, "message": {"role": "assistant", "content": c.text},
+                 "finish_reason": c.finish_reason, "logprobs": None} for c in choices]
+        obj = "chat.completion"
+    return {"id": rid, "object": obj, "created": created, "model": model, "choices": rows,
+            "usage": usage(prompt_tokens, sum(c.completion_tokens for c in choices)),
+            "presto": {"request_id": rid, "ignored": list(ask.ignored), "choices": [c.presto for c in choices]}}
+
+
+def chunk(ask: Ask, rid: str, model: str, created: int, index: int, *, text: str | None = None,
+          finish_reason: str | None = None, presto: dict | None = None, first: bool = False) -> dict:
+    """One streamed chunk: the opening one (chat: the assistant's role), or a choice's final text."""
+    if ask.kind == COMPLETION:
+        row: dict[str, Any] = {"index": index, "text": text or "", "finish_reason": finish_reason, "logprobs": None}
+        obj = "text_completion"
+    else:
+        delta = {"role": "assistant", "content": ""} if first else {"content": text or ""}
+        row = {"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        obj = "chat.completion.chunk"
+    out: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": model, "choices": [row]}
+    if presto is not None:
+        out["presto"] = presto
+    return out
+
+
+def usage_chunk(ask: Ask, rid: str, model: str, created: int, prompt_tokens: int, completion_tokens: int) -> dict:
+    obj = "text_completion" if ask.kind == COMPLETION else "chat.completion.chunk"
+    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+            "usage": usage(prompt_tokens, completion_tokens)}
+
+
+def error_object(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def now() -> int:
+    return int(time.time())

@@ -1,0 +1,545 @@
+"""What the tree pane shows for a baseline session, and the words of its panels.
+
+A baseline session has no rounds and no tree (`baseline_state`), so the round
+screen swaps the tree for one of two views:
+
+- `SampleTable` (best-of-N, low temperature): the samples ranked by the score
+  the answer was chosen by, one row each: rank, index, score, sum of log p0, the
+  log-likelihood per token (eq. 21), length, how it ended and its first words;
+  ★ marks the answer.
+- `ParticleGrid` (PowerSMC): particles in rows, blocks in columns.  A cell's bar
+  is the particle's share of the weight after the block (a full bar: all of it;
+  · none), its number when selected; ⟳ over a column marks a resampling after that
+  block, after which each cell starts with ←j, the particle it descends from; ✗
+  marks a particle the resampling dropped, ∎ one that stopped at EOS in the block.
+  The answer's line of descent has the path band and its row ★; ESS and tokens
+  per particle sit under the columns.
+
+Both draw only what the events recorded, with the line API (thousands of
+samples or particles cost what the screen shows), and keep a fixed header (and
+the grid its footer) while the rows scroll.  The functions below word the
+title, the stats panel, the inspector and the answer pane for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.runtime.session.events import Sample
+from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.views.baseline_state import BaselineRun
+from presto_tui.views.evolution import DiffStyles, clip, evolution_text
+from presto_tui.views.state import SessionView
+from presto_tui.views.widgets import TreeTitle
+
+EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def number(v: float, width: int, decimals: int = 2) -> str:
+    """A number right-aligned in `width` cells, never wider (a crafted trace may hold 1e300)."""
+    s = f"{v:.{decimals}f}"
+    if len(s) > width:
+        s = f"{v:.{max(1, width - 6)}g}"
+    return s[:width].rjust(width)
+
+
+def bar(share: float, width: int) -> str:
+    """A share of 1 as `width` cells of eighths; a share above 0 shows at least a sliver, none a dot."""
+    if not share > 0:
+        return "·".ljust(width)
+    level = max(1, round(min(1.0, share) * width * 8))
+    full, part = divmod(level, 8)
+    return ("█" * full + (EIGHTHS[part] if part else "")).ljust(width)
+
+
+def first_words(tokens: Sequence[int], pieces: Pieces, eos_id: int | None, width: int) -> str:
+    """The start of a text on one line, at most `width` characters (only what fits is looked up)."""
+    shown = cut_at_eos(list(tokens), eos_id)[:max(0, width)]
+    return clip("".join(pieces(shown)).replace("\n", " ⏎ ").strip(), max(0, width - 1))
+
+
+class PaneTitle(TreeTitle):
+    """The tree's title, which also says where a baseline session's view is (no tree mode to show)."""
+
+    def show_parts(self, where: str, shown: Sequence[str], steady: bool = False) -> None:
+        self._parts = ([Text(p) for p in where.split(self.SEP)], [Text(p) for p in shown])
+        self._steady = steady
+        self._draw()
+
+
+class BaselineTable(Widget, can_focus=True):
+    """Rows under a fixed header (and above a fixed footer) that scroll to keep the selected row
+    in view; a column cursor where the rows have columns.  Subclasses draw the lines."""
+
+    COMPONENT_CLASSES = {
+        "baseline--header", "baseline--muted", "baseline--cursor", "baseline--chosen", "baseline--path",
+        "baseline--bar", "baseline--resample", "baseline--dropped",
+    }
+    DEFAULT_CSS = """
+    BaselineTable { background: $surface; height: 1fr; }
+    BaselineTable > .baseline--header { color: $text-muted; text-style: bold; }
+    BaselineTable > .baseline--muted { color: $text-muted; }
+    BaselineTable > .baseline--cursor { color: $mh-cursor; text-style: bold; }
+    BaselineTable > .baseline--chosen { color: $mh-accept; text-style: bold; }
+    BaselineTable > .baseline--path { background: $mh-path; }
+    BaselineTable > .baseline--bar { color: $mh-accept; }
+    BaselineTable > .baseline--resample { color: $mh-deferred; text-style: bold; }
+    BaselineTable > .baseline--dropped { color: $mh-reject; }
+    """
+    BINDINGS = [
+        Binding("up,k", "move(-1, 0)", "up", show=False),
+        Binding("down,j", "move(1, 0)", "down", show=False),
+        Binding("left,h", "move(0, -1)", "left", show=False),
+        Binding("right,l", "move(0, 1)", "right", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "screen.round_to(0)", "first round", show=False),
+        Binding("end", "screen.round_to(-1)", "latest round", show=False),
+    ]
+    HEADER = 1
+    FOOTER = 0
+
+    class Selected(Message):
+        """The selection moved: the inspector shows the selected sample or cell."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.run: BaselineRun | None = None
+        self.pieces: Pieces = lambda ids: [f"<{i}>" for i in ids]
+        self.eos_id: int | None = None
+        self.row = 0  # the selected row
+        self.col = 0  # the selected column (the particle grid's block)
+        self.top = 0  # the first row shown
+        self.left = 0  # the first column shown
+        self.follow = True  # keep the default selection (the answer, the newest block) as events arrive
+
+    # -- what subclasses say -------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        return 0
+
+    @property
+    def columns(self) -> int:
+        return 1
+
+    def default(self) -> tuple[int, int]:
+        return 0, 0
+
+    def header_line(self, y: int) -> list[Segment]:
+        return []
+
+    def footer_line(self, y: int) -> list[Segment]:
+        return []
+
+    def body_line(self, row: int) -> list[Segment]:
+        return []
+
+    def shown_columns(self) -> int:
+        return 1
+
+    # -- state ----------------------------------------------------------------------------
+    def show(self, run: BaselineRun, pieces: Pieces, eos_id: int | None) -> None:
+        """Draw `run` (the same run again as it grows: the selection stays, or follows the default)."""
+        if run is not self.run:
+            self.follow = True
+        self.run, self.pieces, self.eos_id = run, pieces, eos_id
+        if self.follow:
+            self.row, self.col = self.default()
+        self._clamp()
+        self.post_message(self.Selected())
+        self.refresh()
+
+    def _clamp(self) -> None:
+        self.row = max(0, min(self.row, self.rows - 1))
+        self.col = max(0, min(self.col, self.columns - 1))
+        body = self.body_height
+        if self.row < self.top:
+            self.top = self.row
+        elif self.row >= self.top + body:
+            self.top = self.row - body + 1
+        self.top = max(0, min(self.top, max(0, self.rows - body)))
+        shown = self.shown_columns()
+        if self.col < self.left:
+            self.left = self.col
+        elif self.col >= self.left + shown:
+            self.left = self.col - shown + 1
+        self.left = max(0, min(self.left, max(0, self.columns - shown)))
+
+    @property
+    def body_height(self) -> int:
+        return max(1, (self.size.height or 24) - self.HEADER - self.FOOTER)
+
+    def select(self, row: int, col: int) -> None:
+        self.row, self.col = row, col
+        self._clamp()
+        self.follow = (self.row, self.col) == self.default()
+        self.post_message(self.Selected())
+        self.refresh()
+
+    def action_move(self, down: int, right: int) -> None:
+        self.select(self.row + down, self.col + right)
+
+    def action_page(self, step: int) -> None:
+        self.select(self.row + step * self.body_height, self.col)
+
+    def on_resize(self) -> None:
+        self._clamp()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self.top = max(0, min(self.top + 3, self.rows - self.body_height))
+        self.refresh()
+        event.stop()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.top = max(0, self.top - 3)
+        self.refresh()
+        event.stop()
+
+    def on_click(self, event: events.Click) -> None:
+        row = event.y - self.HEADER + self.top
+        if self.HEADER <= event.y < self.HEADER + min(self.body_height, self.rows - self.top):
+            self.select(row, self.column_at(event.x))
+
+    def column_at(self, x: int) -> int:
+        return self.col
+
+    # -- drawing ----------------------------------------------------------------------------
+    def s(self, name: str) -> Style:
+        return self.get_component_rich_style(f"baseline--{name}")
+
+    def render_line(self, y: int) -> Strip:
+        base = self.rich_style
+        body = min(self.body_height, max(0, self.rows - self.top))
+        if self.run is None:
+            segs: list[Segment] = []
+        elif y < self.HEADER:
+            segs = self.header_line(y)
+        elif y < self.HEADER + body:
+            segs = self.body_line(self.top + y - self.HEADER)
+        elif y < self.HEADER + body + self.FOOTER:
+            segs = self.footer_line(y - self.HEADER - body)
+        else:
+            segs = []
+        return Strip([Segment(t, base + st if st else base) for t, st, *_ in segs]).crop(
+            0, self.size.width).extend_cell_length(self.size.width, base)
+
+
+class SampleTable(BaselineTable):
+    """Best-of-N's samples (low temperature's one), best first by the score the answer was chosen by."""
+
+    GUTTER = 2  # the cursor, the answer's star
+
+    @property
+    def rows(self) -> int:
+        return len(self.run.samples) if self.run else 0
+
+    def default(self) -> tuple[int, int]:
+        if self.run is None or not self.run.samples:
+            return 0, 0
+        ranked = self.run.ranked()
+        chosen = self.run.choice.index if self.run.choice else None
+        return next((r for r, s in enumerate(ranked) if s.index == chosen), 0), 0
+
+    def selected_sample(self) -> tuple[int, Sample] | None:
+        """(rank from 0, sample) of the selected row."""
+        ranked = self.run.ranked() if self.run else []
+        return (self.row, ranked[self.row]) if 0 <= self.row < len(ranked) else None
+
+    def _widths(self) -> tuple[int, int]:
+        n = max((s.index for s in self.run.samples.values()), default=0) if self.run else 0
+        return len(str(max(1, len(self.run.samples) if self.run else 1))), len(str(n))
+
+    def header_line(self, y: int) -> list[Segment]:
+        rw, iw = self._widths()
+        name = self.run.score_name if self.run else "score"
+        return [Segment(" " * self.GUTTER + f"{'rank':>{max(4, rw)}} {'#':>{iw + 1}} {name:>10} {'sum log p0':>10} "
+                        f"{'ll/tok':>7} {'len':>5} {'end':<4} text", self.s("header"))]
+
+    def body_line(self, row: int) -> list[Segment]:
+        run = self.run
+        assert run is not None
+        ranked = run.ranked()
+        if not 0 <= row < len(ranked):
+            return []
+        sm = ranked[row]
+        rw, iw = self._widths()
+        chosen = run.choice is not None and run.choice.index == sm.index
+        selected = row == self.row
+        cells = (f"{row + 1:>{max(4, rw)}} {'#' + str(sm.index):>{iw + 1}} {number(run.score(sm), 10)} "
+                 f"{number(sm.logp, 10)} {number(sm.loglik, 7, 3)} {len(sm.tokens):>5} ")
+        eos = self.eos_id is not None and self.eos_id in sm.tokens
+        style = Style(bold=selected or None, underline=selected or None)
+        if chosen:
+            style = self.s("chosen") + style
+        used = self.GUTTER + len(cells) + 5
+        return [Segment("❯" if selected else " ", self.s("cursor")), Segment("★" if chosen else " ", self.s("chosen")),
+                Segment(cells, style), Segment(f"{'EOS' if eos else 'n':<4} ", self.s("muted")),
+                Segment(first_words(sm.tokens, self.pieces, self.eos_id, max(8, self.size.width - used)), style)]
+
+
+class ParticleGrid(BaselineTable):
+    """PowerSMC's particles (rows) over its blocks (columns); see the module docstring."""
+
+    FOOTER = 2  # ESS, tokens per particle
+    BAR = 4
+
+    @property
+    def rows(self) -> int:
+        return self.run.particles if self.run else 0
+
+    @property
+    def columns(self) -> int:
+        return len(self.run.steps) if self.run else 0
+
+    def default(self) -> tuple[int, int]:
+        if self.run is None or not self.run.steps:
+            return self.row, 0
+        cell = self.run.chosen_text_step()
+        if cell is not None:
+            return cell[1], cell[0]
+        return self.row, len(self.run.steps) - 1  # the newest block, same particle
+
+    @property
+    def digits(self) -> int:
+        return len(str(max(0, self.rows - 1)))
+
+    @property
+    def label_width(self) -> int:
+        return 3 + self.digits + 1  # cursor, star, "p", the index, a space
+
+    @property
+    def cell_width(self) -> int:
+        return self.digits + 1 + 1 + self.BAR + 1  # "←j", a mark, the bar, a gap
+
+    def shown_columns(self) -> int:
+        return max(1, ((self.size.width or 80) - self.label_width) // self.cell_width)
+
+    def column_at(self, x: int) -> int:
+        return self.left + max(0, x - self.label_width) // self.cell_width
+
+    def _blocks(self) -> range:
+        return range(self.left, min(self.columns, self.left + self.shown_columns()))
+
+    def header_line(self, y: int) -> list[Segment]:
+        run = self.run
+        assert run is not None
+        segs = [Segment(" " * self.label_width, None)]
+        for s in self._blocks():
+            head = f"b{s + 1}"
+            style = self.s("header") + Style(underline=True) if s == self.col else self.s("header")
+            segs.append(Segment(head, style))
+            mark = "⟳" if run.steps[s].resampled else ""
+            segs.append(Segment(mark, self.s("resample")))
+            segs.append(Segment(" " * (self.cell_width - len(head) - len(mark)), None))
+        return segs
+
+    def footer_line(self, y: int) -> list[Segment]:
+        run = self.run
+        assert run is not None
+        name = ("ESS", "tok")[y]
+        segs = [Segment(f"{name:<{self.label_width}}", self.s("muted"))]
+        for s in self._blocks():
+            st = run.steps[s]
+            value = number(st.ess, self.cell_width - 1, 1) if y == 0 else f"{st.t:>{self.cell_width - 1}}"
+            segs.append(Segment(value + " ", self.s("muted")))
+        return segs
+
+    def body_line(self, row: int) -> list[Segment]:
+        run = self.run
+        assert run is not None
+        line = run.answer_line()
+        star = run.chosen_text_step()
+        selected_row = row == self.row
+        segs = [Segment("❯" if selected_row else " ", self.s("cursor")),
+                Segment("★" if star is not None and star[1] == row else " ", self.s("chosen")),
+                Segment(f"p{row:<{self.digits}} ", self.s("muted"))]
+        for s in self._blocks():
+            segs += self._cell(run, s, row, line.get(s) == row, selected_row and s == self.col)
+        return segs
+
+    def _cell(self, run: BaselineRun, s: int, i: int, on_line: bool, selected: bool) -> list[Segment]:
+        st = run.steps[s]
+        band = Style(bgcolor=self.s("path").bgcolor) if on_line else Style()
+        if i >= len(st.tokens):
+            return [Segment(" " * self.cell_width, band)]
+        parent = run.parent(s, i) if run.resampled_into(s) else None
+        lineage = f"←{parent}" if parent is not None else ""
+        share = run.shares(s)[i]
+        shown = f"{share:.2f}"[:self.BAR].rjust(self.BAR) if selected else bar(share, self.BAR)
+        dropped = st.resampled and run.copies(s)[i] == 0
+        eos = self.eos_id is not None and self.eos_id in st.tokens[i]
+        mark, mark_style = ("✗", self.s("dropped")) if dropped else ("∎", self.s("muted")) if eos else (" ", Style())
+        cell_style = self.s("muted") if run.stopped(s, i) else self.s("bar")
+        if selected:
+            cell_style = self.s("cursor") + Style(underline=True)
+        # a cell's marks sit together, before its bar: "←j✗▎" (a gap after it, before the next cell)
+        return [Segment(f"{lineage:>{self.digits + 1}}", self.s("muted") + band), Segment(mark, mark_style + band),
+                Segment(shown, cell_style + band), Segment(" ", band)]
+
+
+# -- the panels' words -------------------------------------------------------------------------
+
+def _p(session: SessionView, key: str, default: object = "?") -> object:
+    return session.params.get(key, default)
+
+
+def describe(session: SessionView) -> list[str]:
+    """The baseline with its own parameters, in parts, as the title and the stats panel name it."""
+    run = session.baseline
+    assert run is not None
+    tau = _p(session, "tau")
+    tau_s = f"tau {tau:g}" if isinstance(tau, (int, float)) else "tau ?"
+    if run.smc:
+        return [f"{run.display} P={_p(session, 'particles')}", f"blocks of {_p(session, 'smc_block')}",
+                f"ramp {_p(session, 'smc_ramp')}", tau_s]
+    if run.sampler == "bestofn":
+        return [f"{run.display} N={_p(session, 'samples')}", f"by {run.score_name}", tau_s]
+    return [run.display, tau_s]
+
+
+def total_blocks(session: SessionView) -> int | None:
+    n, b = _p(session, "max_new_tokens", None), _p(session, "smc_block", None)
+    return -(-n // b) if isinstance(n, int) and isinstance(b, int) and b > 0 else None
+
+
+def progress(session: SessionView) -> str:
+    """How far the session got: samples finished, or blocks grown."""
+    run = session.baseline
+    assert run is not None
+    if run.smc:
+        most = total_blocks(session)
+        particles = run.particles or _p(session, "particles")
+        # at most: every particle may stop at EOS before n
+        return f"block {len(run.steps)}{f' of at most {most}' if most else ''}, {particles} particles"
+    wanted = _p(session, "samples") if run.sampler == "bestofn" else 1
+    return f"{len(run.samples)}/{wanted} samples"
+
+
+def where(session: SessionView, index: int, sessions: int) -> str:
+    """The title: what the view shows and where it sits."""
+    run = session.baseline
+    assert run is not None
+    parts = [*describe(session), f"session {index + 1} of {sessions}", progress(session)]
+    if run.smc:
+        resamplings = sum(st.resampled for st in run.steps)
+        parts.append(f"{resamplings} resampling{'s' if resamplings != 1 else ''}")
+    return " · ".join(parts)
+
+
+def legend(session: SessionView) -> list[str]:
+    """What the view's marks mean (the title's last line)."""
+    run = session.baseline
+    assert run is not None
+    if run.smc:
+        return ["bar: weight share", "⟳ resampled", "←j from particle j", "✗ dropped", "∎ EOS", "★ answer"]
+    return ["★ answer", "best first", "end: EOS, or n reached"]
+
+
+def stats_text(session: SessionView, *, paused: bool = False, paused_style: Style | str = "",
+               heading: str = "", heading_style: Style | str = "", live: str = "") -> Text:
+    """The stats panel of a baseline session: time, tokens, samples or particles, resamplings,
+    the last ESS, and the answer's log-likelihood and confidence (eqs. 21-22)."""
+    run = session.baseline
+    assert run is not None
+    m = session.summary
+    t = Text()
+    if heading:
+        t.append(heading + "\n", style=heading_style)
+    if paused:
+        t.append(" ⏸ paused (p resumes) ", style=paused_style)
+    else:
+        t.append(m.status, style="bold")
+    t.append(f"  {', '.join(describe(session))}")
+    t.append(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
+    if run.smc:
+        t.append(f"\nparticles {run.particles or _p(session, 'particles')}  {progress(session).split(',')[0]}"
+                 f"  resamplings {m.resamplings}")
+        if m.last_ess is not None:
+            t.append(f"\nlast ESS {m.last_ess:.2f} of {run.particles}")
+    else:
+        t.append(f"\n{progress(session)}")
+    c = run.choice
+    if c is not None:
+        what = "particle" if run.smc else "sample"
+        t.append(f"\nanswer: {what} {c.index}, {clip(c.rule, 120)}")
+    if m.answer_loglik is not None and m.answer_confidence is not None:
+        t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
+    elif c is None:
+        t.append("\nno answer yet: it is chosen at the end", style="dim")
+    if m.error:
+        t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
+    if live:
+        t.append("\n" + live, style="italic")
+    return t
+
+
+def sample_text(run: BaselineRun, rank: int, sm: Sample, pieces: Pieces, eos_id: int | None,
+                styles: DiffStyles) -> Text:
+    """The inspector for a sample: its numbers and its whole text."""
+    t = Text()
+    t.append(f"sample #{sm.index}  rank {rank + 1} of {len(run.samples)}", style="bold")
+    if run.choice is not None and run.choice.index == sm.index:
+        t.append(f"  ★ the answer ({clip(run.choice.rule, 120)})")
+    t.append(f"\n{run.score_name} {run.score(sm):.3f} (the rank's score)")
+    t.append(f"\nsum log q_tau {sm.logq:.3f}  sum log p0 {sm.logp:.3f}")
+    t.append(f"\nlog-likelihood {sm.loglik:.3f} per token (eq. 21)  confidence {sm.confidence:.3f} (eq. 22)")
+    eos = eos_id is not None and eos_id in sm.tokens
+    t.append(f"\n{len(sm.tokens)} tokens, {'stopped at EOS' if eos else 'no EOS (stopped at n)'}; "
+             f"finished at {sm.clock:.2f} s of engine time\n")
+    t.append_text(evolution_text(None, cut_at_eos(list(sm.tokens), eos_id), pieces, styles=styles))
+    return t
+
+
+def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int | None, styles: DiffStyles) -> Text:
+    """The inspector for a particle after a block: its weight, the block's ESS, its lineage, and its
+    text up to that block (the block's own tokens marked)."""
+    t = Text()
+    if not 0 <= step < len(run.steps) or not 0 <= i < len(run.steps[step].tokens):
+        return Text("no particle here", style="dim")
+    st = run.steps[step]
+    P = len(st.tokens)
+    t.append(f"particle {i} after block {step + 1} of {len(run.steps)}", style="bold")
+    line = run.answer_line()
+    if line.get(step) == i:
+        t.append("  ★ on the answer's line" if step < len(run.steps) - 1 else "  ★ the answer")
+    share = run.shares(step)[i]
+    t.append(f"\nweight share {share:.4f}  log w {st.log_weights[i]:.3f}  (uniform: {1 / P:.4f})")
+    t.append(f"\nESS {st.ess:.2f} of {P}  exponent a(t) {st.exponent:.3g}  t {st.t} tokens")
+    if st.resampled:
+        n = run.copies(step)[i]
+        t.append(f"\nresampled after this block: {'dropped' if n == 0 else f'{n} cop' + ('y' if n == 1 else 'ies')}")
+    else:
+        t.append("\nno resampling after this block")
+    parent = run.parent(step, i)
+    if parent is not None and run.resampled_into(step):
+        t.append(f"\ndescends from particle {parent} of block {step} (resampled)")
+    grown = st.tokens[i]
+    eos = eos_id is not None and eos_id in grown
+    t.append(f"\nthis block: {len(grown)} tokens" + (", stopped at EOS" if eos else "")
+             + (" (it had stopped at EOS before)" if not grown else "") + "\n")
+    # the text up to this block, its own tokens marked (a reader's text: up to the first EOS)
+    before = cut_at_eos(list(run.tokens_at(step - 1, parent if parent is not None else i)), eos_id) if step else []
+    after = cut_at_eos(list(run.tokens_at(step, i)), eos_id)
+    t.append_text(evolution_text(before if before != after else None, after, pieces, styles=styles))
+    return t
+
+
+def answer_title(session: SessionView) -> str:
+    """The answer pane's title."""
+    run = session.baseline
+    assert run is not None
+    c = run.choice
+    if c is None:
+        return "no answer yet: a baseline answers at its end"
+    what = "particle" if run.smc else "sample"
+    return clip(f"the answer: {what} {c.index} ({c.rule})", 200)

@@ -1,0 +1,170 @@
+"""The app in a browser: `presto-tui web` serves `chat` or `replay` through textual-serve.
+
+textual-serve runs one app process per browser tab (a shell command it starts) and relays
+its screen and keys over a websocket.  This module holds both ends: `serve` (the server,
+started by the `web` command once every option has been checked) and `main` (what each
+tab's process runs, `python -m presto_tui.web <command> ...`).  textual-serve is an
+optional extra (`pip install 'presto-tui[web]'`), imported only when a server starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from presto_tui.errors import InputError
+from presto_tui.safetext import visible
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def tab_command(argv: Sequence[str]) -> str:
+    """The shell command each browser tab runs: this interpreter, this package, the checked arguments."""
+    return shlex.join([sys.executable, "-m", "presto_tui.web", *argv])
+
+
+def check_address(host: str, port: int) -> None:
+    """Refuse a port outside 1..65535, a host that does not resolve, or an address that cannot
+    be bound (in use, a privileged port), before the server starts."""
+    if not 1 <= port <= 65535:
+        raise InputError(f"--port must be a whole number in [1, 65535], got {port}")
+    shown = visible(host, keep_newlines=False)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        raise InputError(f"--host {shown!r} does not resolve to an address ({_reason(e)})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        # the server binds with SO_REUSEADDR too: a port a closed server left in TIME_WAIT is free
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:
+            what = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({_reason(e)})"
+            raise InputError(f"port {port} on {shown} {what}; choose another --port") from None
+
+
+def check_public_url(url: str) -> str:
+    """The URL the browser reaches the server at, without a trailing slash (textual-serve appends
+    its paths, /ws and /static, to it)."""
+    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
+        raise InputError(f"--public-url must start with http:// or https:// and name a host, got {url!r}")
+    return url.rstrip("/")
+
+
+def _reason(e: OSError | UnicodeError) -> str:
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def serve(argv: Sequence[str], *, host: str, port: int, public_url: str | None, title: str,
+          debug: bool = False) -> None:
+    """Serve `presto-tui <argv>` (checked already) until Ctrl-C or SIGTERM."""
+    import asyncio  # (here: `presto-tui --help` imports this module, and should stay instant)
+    import logging
+
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise InputError("presto-tui web needs textual-serve: pip install 'presto-tui[web]'") from None
+
+    class WebServer(Server):
+        """textual-serve's server with presto-tui's own start-up line and quiet logs."""
+
+        def initialize_logging(self) -> None:
+            # warnings and errors only (an app that failed to start); not a line per request
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("presto-tui web: %(message)s"))
+            for name in ("textual-serve", "aiohttp"):
+                logger = logging.getLogger(name)
+                logger.handlers[:] = [handler]
+                logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+                logger.propagate = False
+
+        tabs: set[asyncio.Task] = set()
+
+        async def handle_websocket(self, request: Any) -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            self.tabs.add(task)
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                self.tabs.discard(task)
+
+        async def on_shutdown(self, app: Any) -> None:
+            # Stop every tab before the server lets go of its connections: cancelled, a tab's handler
+            # asks its app to quit and waits for the process to end, so a running session ends
+            # `cancelled` in its trace instead of dying with the server.
+            for task in self.tabs:
+                task.cancel()
+            await asyncio.gather(*self.tabs, return_exceptions=True)
+
+        async def on_startup(self, app: Any) -> None:
+            print(f"presto-tui: serving {title} at {self.public_url}", flush=True)
+            print("presto-tui: open it in a browser (each tab runs its own app); Ctrl-C stops the server",
+                  file=sys.stderr, flush=True)
+
+    server = WebServer(tab_command(argv), host=host, port=port, title=title, public_url=public_url)
+    # textual-serve takes the current event loop; give it a fresh one (there is none in the main
+    # thread on newer Pythons, and a previous one may be closed)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    try:
+        server.serve(debug=False)
+    finally:
+        asyncio.get_event_loop().close()
+
+
+def keep_stdout_for_the_browser() -> None:
+    """In a tab's process, file descriptor 1 carries the screen to the server as framed packets:
+    a stray write there (an engine's log line, a library's print) would corrupt the stream.  The
+    driver keeps a private copy of it (it writes to `sys.__stdout__`), and descriptor 1 itself
+    goes where stderr goes (the engine log, or the server, which shows it when the tab ends)."""
+    wire = os.dup(1)
+    os.dup2(2, 1)
+    sys.__stdout__ = os.fdopen(wire, "w", buffering=1)  # type: ignore[misc]  # read by Textual's WebDriver
+
+
+TAB_DRIVER = "presto_tui.views.web_driver:TabDriver"
+
+
+def own_trace(argv: list[str]) -> list[str]:
+    """`argv` with a trace of this tab's own: every tab runs with the same `--trace PATH`, and a
+    trace is never overwritten, so once an earlier tab has written PATH this one records to the
+    first free PATH-2, PATH-3, ... (as default trace names are numbered)."""
+    for i, arg in enumerate(argv):
+        if arg == "--trace" and i + 1 < len(argv):
+            return [*argv[:i + 1], _free(argv[i + 1]), *argv[i + 2:]]
+        if arg.startswith("--trace="):
+            return [*argv[:i], f"--trace={_free(arg.split('=', 1)[1])}", *argv[i + 1:]]
+    return argv
+
+
+def _free(name: str) -> str:
+    path, n = Path(name), 1
+    while path.exists() or path.is_symlink():
+        n += 1
+        path = Path(name).with_name(f"{Path(name).stem}-{n}{Path(name).suffix}")
+    return str(path)
+
+
+def main() -> None:
+    """A browser tab's process: the named command, drawn for textual-serve."""
+    keep_stdout_for_the_browser()
+    # textual-serve names Textual's WebDriver; ours also quits when the server is gone (read by
+    # Textual when it is first imported, which is after this)
+    os.environ["TEXTUAL_DRIVER"] = TAB_DRIVER
+    from presto_tui.cli import main as cli_main
+
+    sys.argv = ["presto-tui", *own_trace(sys.argv[1:])]
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()
