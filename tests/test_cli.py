@@ -32,8 +32,19 @@ def test_version_and_help():
         assert opt in res.stdout
 
 
+def test_the_defaults_are_the_fastest_exact_setting_measured():
+    """The streaming rule with the cost policy up to 64 live requests, speculating the next block's
+    extension (README: why); a round rule's budget stays 8."""
+    d = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10").stdout)
+    p = d["params"]
+    assert (p["prefetch"], p["budget"], p["budget_policy"], p["speculate"]) == ("stream", 64, "cost", "block")
+    assert d["calls"] == 0 and d["transitions"] == 10 and d["transitions_per_s"] > 0
+    spine = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10", "--prefetch", "spine").stdout)
+    assert spine["params"]["budget"] == 8 and spine["tokens"] == d["tokens"]
+
+
 def test_run_json_summary_has_the_documented_fields():
-    res = invoke("run", "the cat", "--json", "--backend", "synthetic", "-n", "16", "-K", "10")
+    res = invoke("run", "the cat", "--json", "--backend", "synthetic", "-n", "16", "-K", "10", "--prefetch", "spine")
     assert res.exit_code == 0, res.output
     (line,) = [ln for ln in res.stdout.splitlines() if ln.strip()]
     d = json.loads(line)
@@ -61,9 +72,11 @@ def test_prompts_file_gives_one_object_per_prompt(tmp_path):
 
 
 def test_text_output_shows_summary():
-    res = invoke("run", "the cat", "-K", "6", "-n", "12")
+    res = invoke("run", "the cat", "-K", "6", "-n", "12", "--prefetch", "spine")
     assert res.exit_code == 0
     assert "transitions per call" in res.stdout and "acceptance rate" in res.stdout
+    res = invoke("run", "the cat", "-K", "6", "-n", "12")  # streaming: no calls, a rate per second
+    assert "time per transition" in res.stdout and "transitions per call" not in res.stdout
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -296,3 +296,37 @@ def test_over_ray_workers_every_item_gets_the_answers_one_engine_gives(tmp_path)
         assert {k: (r["text"], r["correct"], r["loglik"]) for k, r in a["results"].items()} == \
                {k: (r["text"], r["correct"], r["loglik"]) for k, r in b["results"].items()}
     assert not math.isnan(remote["methods"][0]["time_per_prompt_s"])
+
+
+def test_chains_vote_grades_the_answer_most_chains_agree_on(tmp_path):
+    """--chains 4 --vote: every (item, method) runs 4 chains, each graded; the item's grade is that of the
+    answer most chains give (by what the grader reads), and each chain is the single run with its seed."""
+    from presto_tui.eval.graders import grader
+    from presto_tui.runtime.session.answers import vote
+
+    tasks = [("the cat", "the|a"), ("a dog ran", "sat"), ("the tree", "mat|tree")]
+    res = runner.invoke(app, ["eval", str(task_file(tmp_path, tasks)), "--methods", "powermh+stream", "-n", "8",
+                              "-K", "4", "--chains", "4", "--vote", "-o", "res.json", "--trace", "t.jsonl",
+                              "--figures", "none"])
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "res.json").read_text())
+    assert out["chains"] == 4 and out["vote"] is True
+    regex = grader("regex")
+    for item, (prompt, answer) in zip(out["items"], tasks):
+        r = item["results"]["powermh+stream"]
+        texts = [c["text"] for c in r["chains"]]
+        assert len(texts) == 4 and r["vote"]["total"] == 4
+        expected = vote(texts, lambda t, p=prompt: regex.extract(t, p))
+        assert r["vote"]["majority"] == (expected.majority.answer if expected.majority else None)
+        majority_text = texts[expected.majority.chains[0]] if expected.majority else None
+        assert r["correct"] == (majority_text is not None and regex.grade(majority_text, answer, prompt).correct)
+    (row,) = out["methods"]
+    assert 0.0 <= row["agreement"] <= 1.0 and row["chain_accuracy"] is not None
+    # 3 items x 4 chains, in chain groups
+    starts = [e for s in read_trace(tmp_path / "t.jsonl").sessions for e in [s.start]]
+    assert len(starts) == 12 and {s.chains for s in starts} == {4}
+
+
+def test_vote_needs_chains():
+    res = runner.invoke(app, ["eval", "--vote", "--backend", "synthetic"])
+    assert res.exit_code == 2 and "--vote grades the answer several chains agree on" in res.output

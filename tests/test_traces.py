@@ -246,7 +246,7 @@ def test_interrupt_mid_round_leaves_a_replayable_trace(tmp_path):
     from presto_tui.cli.run import run_prompts
 
     backend = failing_backend(on_call=4, error=KeyboardInterrupt())
-    params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
+    params = SamplerParams(prefetch="spine", budget=4, max_new_tokens=12, steps=30)  # a model call per round
     path = tmp_path / "int.jsonl"
     w = run_writer(path, backend, params)
     with pytest.raises(KeyboardInterrupt):
@@ -263,7 +263,7 @@ def test_engine_error_ends_the_trace_with_an_error_event(tmp_path):
     from presto_tui.cli.run import run_prompts
 
     backend = failing_backend(on_call=3, error=MemoryError("out of memory"))
-    params = SamplerParams(budget=4, max_new_tokens=12, steps=30)
+    params = SamplerParams(prefetch="spine", budget=4, max_new_tokens=12, steps=30)
     path = tmp_path / "err.jsonl"
     w = run_writer(path, backend, params)
     with pytest.raises(EngineError, match="MemoryError: out of memory"):

@@ -333,8 +333,9 @@ def test_chat_in_a_browser_runs_the_typed_prompt_and_draws_its_tree(page, tmp_pa
         assert start["prompt"] == "the cat sat" and ended[0]["sid"] == start["session_id"]
         assert ended[0]["reason"] == "done"
         rounds = [e for e in events if e["type"] == "round"]
+        unit = "epoch" if start["params"]["prefetch"] == "stream" else "round"
         # the browser shows the session's last round: its tree, the realized path from the root
-        wait_for(lambda: screen_shows(page, f"round {len(rounds)}/{len(rounds)}"), "the last round on the page")
+        wait_for(lambda: screen_shows(page, f"{unit} {len(rounds)}/{len(rounds)}"), "the last round on the page")
         wait_for(lambda: screen_shows(page, "#0 k"), "the tree's root")
         page.wait_for_timeout(300)  # (the picture only: the last frame painted on the canvas)
         shot = tmp_path / "web-chat.png"

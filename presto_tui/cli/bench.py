@@ -496,7 +496,7 @@ def bench(
         metavar="N,...",
         help=f"Comma-separated prefetch budgets to compare, each N {LIMITS['budget'].where}; for stream also "
         "auto and fill:N (see run --budget), and any of them with /WHAT, what it speculates (see run --speculate; "
-        "+ joins: 8/none, auto/block, 8/proposal+block).")] = "8,12,20",
+        "+ joins: 8/none, auto/block, 8/proposal+block).")] = "8,20,auto",
     rules: Annotated[str, typer.Option(
         metavar="NAME,...",
         help=f"Comma-separated PreSTO rules to compare: {', '.join(PrefetchRule.presto_names())}.")

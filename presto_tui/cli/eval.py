@@ -62,7 +62,10 @@ def eval_(
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
+    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None, chains: o.Chains = None,
+    vote: Annotated[bool, typer.Option(
+        "--vote", help="With --chains M: grade the answer most chains agree on (grouped by what the grader reads "
+        "from each: self-consistency's majority vote) instead of chain 0's.")] = False,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-C",
         help=f"Sessions at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where}. Above 1 "
@@ -112,6 +115,8 @@ def eval_(
       presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20   # TOST of the paper's BFS
 
       presto-tui eval --backend synthetic --methods powermh,powermh+stream --tost powermh,powermh+stream
+
+      presto-tui eval --methods powermh+stream --chains 5 --vote               # self-consistency
     """
     flags = ctx.params
     from presto_tui.eval.figures import FORMATS, need_matplotlib
@@ -134,6 +139,11 @@ def eval_(
     if limit is not None:
         o.CLI_LIMITS["limit"].check("--limit", limit)
     o.LIMITS["seed"].check("--task-seed", task_seed)
+    per_pair = o.chain_count(chains)
+    if vote and per_pair < 2:
+        raise InputError("--vote grades the answer several chains agree on: give --chains M with M >= 2")
+    if per_pair > 1 and (workers is not None or ray_address is not None):
+        raise InputError("--chains runs a prompt's chains at once on one engine; it does not combine with --workers")
     # every method sets its own sampler and rule; the base is valid with any --inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
     method_list = parse_methods(methods, base)
@@ -148,7 +158,8 @@ def eval_(
     # what every method shares (each method's own parameters are in its row)
     builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
     meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
-            "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers}
+            "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
+            "chains": per_pair, "vote": vote}
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote
@@ -167,10 +178,10 @@ def eval_(
 
         engine = o.start_engine(name, engine_opts)
         writer = o.open_trace(path, "eval", engine, base)
-        with _progress(len(items) * len(method_list)) as progress:
+        with _progress(len(items) * len(method_list) * per_pair) as progress:
             ev = _finish(writer, lambda: run_local(
                 engine, items, method_list, concurrency=concurrency, classifier=clf, trace=writer, limits=limits,
-                on_end=progress.ended))
+                on_end=progress.ended, chains=per_pair, vote=vote))
         meta.update(backend=engine.name, model=engine.model, engine=dict(engine.info))
     meta["time_unit"] = "engine clock (virtual: the synthetic cost model)" if meta["backend"] == "synthetic" else "s"
     _report(ev, pairs, meta, out_path, figures, json_out, writer)

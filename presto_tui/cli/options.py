@@ -99,7 +99,8 @@ Budget = Annotated[str | None, typer.Option(
     help=f"Prefetch budget: distinct requests per model call for the round rules. For stream, the most "
     f"requests kept live, each only while its chance of being used pays for what it adds to every engine "
     f"step (the engine's step cost is learned as it runs); auto is that with up to {AUTO_BUDGET}; fill:N keeps "
-    f"N live whatever they cost. N {LIMITS['budget'].where} [default: {SamplerParams().budget}].")]
+    f"N live whatever they cost. N {LIMITS['budget'].where} [default: auto for stream, "
+    f"{SamplerParams().budget} for the round rules].")]
 Speculate = Annotated[str | None, typer.Option(
     "--speculate", metavar="LIST", rich_help_panel=SAMPLER, show_default=False,
     help=f"Stream: what to speculate beyond the chain's state, a comma list of proposal (requests cut inside "
@@ -245,6 +246,8 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
         values["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule to default to
     if flags.get("budget") is not None:
         values.update(parse_budget(str(flags["budget"])))
+    elif "budget" not in values and values.get("prefetch", SamplerParams().prefetch) == PrefetchRule.STREAM:
+        values.update(parse_budget("auto"))  # the streaming rule's default: what pays, up to AUTO_BUDGET
     return SamplerParams(**values).validate()
 
 

@@ -56,6 +56,11 @@ def method_rows(ev: Evaluation) -> list[dict]:
             "kv_peak_mean": _mean(peaks),
             "loglik": _mean([o.summary.answer_loglik for o in done]),
             "confidence": _mean([o.summary.answer_confidence for o in done]),
+            # --chains M: every chain's answer graded, and how far the chains agree (--vote grades the majority)
+            **({"chain_accuracy": _mean([float(c.grade.correct) for o in done for c in o.chains
+                                         if c.grade is not None]),
+                "agreement": _mean([o.vote["share"] for o in done if o.vote is not None])}
+               if any(len(o.chains) > 1 for o in done) else {}),
         })
     return rows
 
@@ -69,6 +74,11 @@ def _answer(o: Outcome) -> dict:
         d.update(extracted=o.grade.extracted, correct=o.grade.correct)
         if o.grade.detail:
             d["detail"] = o.grade.detail
+    if len(o.chains) > 1:
+        d["chains"] = [{"text": c.summary.text, "status": c.status,
+                        "correct": None if c.grade is None else c.grade.correct} for c in o.chains]
+    if o.vote is not None:
+        d["vote"] = o.vote
     if s.error:
         d["error"] = s.error
     return d

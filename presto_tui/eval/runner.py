@@ -13,6 +13,11 @@ Each item runs with a seed of its own, derived from the methods' seed and the it
 prompt, and on a small model the differences across items would move together).  Every
 method of an item runs with that item's seed: the pairs are matched by prompt and seed.
 
+With `--chains M` every (item, method) runs M chains at once (their seeds derived from the
+item's, `chain_seed`); each chain is graded, the outcome of the pair is chain 0's, and with
+`vote` its grade is that of the answer most chains agree on (grouped by what the item's
+grader reads from each answer: self-consistency's majority vote), with the vote kept beside.
+
 Per session:
 - `time_s`: the engine time of its model calls (its rounds or streaming epochs, and its
   block extensions; a baseline's calls): the generation time per prompt of appendix E.8,
@@ -61,6 +66,9 @@ class Outcome:
     summary: SessionSummary = field(default_factory=SessionSummary)
     kv_peak: float | None = None
     grade: Grade | None = None  # None unless the session ended done
+    chain: int = 0  # --chains M: which chain of the pair this session is
+    chains: list[Outcome] = field(default_factory=list)  # chain 0's outcome: every chain of the pair
+    vote: dict | None = None  # chain 0's outcome under --vote: the chains' answers grouped (answers.Vote)
 
     @property
     def status(self) -> str:
@@ -88,18 +96,26 @@ OnEnd = Callable[[Outcome], None]
 NO_LIMITS_GIVEN = CodeLimits()  # the python grader's default limits
 
 
+Key = tuple[int, int] | tuple[int, int, int]  # (item, method[, chain])
+
+
 class _Consumer:
     """Folds a stream of (key, event) into outcomes: summaries, trace lines, KV peaks, grades."""
 
     def __init__(self, ev: Evaluation, trace, graders: dict[str, Grader], on_end: OnEnd | None,
-                 kv_peak: Callable[[], float | None] | None):
+                 kv_peak: Callable[[], float | None] | None, chains: int = 1, vote: bool = False):
         self.ev, self.trace, self.graders, self.on_end, self.kv_peak = ev, trace, graders, on_end, kv_peak
-        self.open: dict[tuple[int, int], Outcome] = {}
+        self.chains, self.vote = chains, vote
+        self.open: dict[Key, Outcome] = {}
 
-    def start(self, key: tuple[int, int], ev: SessionStart) -> None:
-        self.ev.outcomes[key] = self.open[key] = Outcome(*key, session_id=ev.session_id)
+    def start(self, key: Key, ev: SessionStart) -> None:
+        i, j, *rest = key
+        o = self.open[key] = Outcome(i, j, session_id=ev.session_id, chain=rest[0] if rest else 0)
+        if o.chain == 0:  # chains start in order: chain 0 first
+            self.ev.outcomes[(i, j)] = o
+        self.ev.outcomes[(i, j)].chains.append(o)
 
-    def event(self, key: tuple[int, int], ev: Event) -> None:
+    def event(self, key: Key, ev: Event) -> None:
         if self.kv_peak is not None:  # the window since the last event, for every session open in it
             peak = self.kv_peak()
             if peak is not None:
@@ -115,11 +131,29 @@ class _Consumer:
         o.summary.update(ev)
         if isinstance(ev, (SessionEnd, SessionError)):
             del self.open[key]
+            item = self.ev.items[o.item]
             if isinstance(ev, SessionEnd) and ev.reason == "done":
-                item = self.ev.items[o.item]
                 o.grade = self.graders[item.grader].grade(ev.text, item.answer, item.prompt)
+            first = self.ev.outcomes.get((o.item, o.method))
+            if self.vote and first is not None and len(first.chains) == self.chains \
+                    and all(c.status != "running" for c in first.chains):
+                self._vote(first, item)
             if self.on_end is not None:
                 self.on_end(o)
+
+    def _vote(self, first: Outcome, item: Item) -> None:
+        """Grade the answer most chains agree on (by what the grader reads), in chain 0's outcome."""
+        from presto_tui.runtime.session.answers import vote
+
+        done = [c for c in first.chains if c.status == "done"]
+        g = self.graders[item.grader]
+        result = vote([c.summary.text for c in done], lambda text: g.extract(text, item.prompt))
+        first.vote = result.to_dict()
+        if result.majority is not None:
+            text = done[result.majority.chains[0]].summary.text
+            first.grade = g.grade(text, item.answer, item.prompt)
+        else:
+            first.grade = Grade(False, None, "no chain gave an answer") if done else first.grade
 
     def drop(self, key: tuple[int, int]) -> None:
         """A session whose worker died: it runs again from the start (a new session)."""
@@ -132,25 +166,29 @@ def _graders(items: list[Item], limits: CodeLimits) -> dict[str, Grader]:
 
 
 def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: int = 1, classifier=None,
-              trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None) -> Evaluation:
-    """Every (item, method) session on one engine, `concurrency` at a time."""
-    from presto_tui.runtime.session.loop import display_text, make_driver, run_chains
+              trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None, chains: int = 1,
+              vote: bool = False) -> Evaluation:
+    """Every (item, method) session on one engine, `concurrency` at a time (at least a pair's chains)."""
+    from presto_tui.runtime.session.chains import chain_drivers
+    from presto_tui.runtime.session.loop import display_text, run_chains
 
     ev = Evaluation(items, methods)
-    pairs = [(i, j) for i in range(len(items)) for j in range(len(methods))]
-    consumer = _Consumer(ev, trace, _graders(items, limits), on_end, engine.kv_peak)
+    keys: list[Key] = [(i, j, c) if chains > 1 else (i, j)
+                       for i in range(len(items)) for j in range(len(methods)) for c in range(chains)]
+    consumer = _Consumer(ev, trace, _graders(items, limits), on_end, engine.kv_peak, chains, vote)
 
     def drivers() -> Iterator:
         for item in items:
             ids = engine.encode_prompt(item.prompt)
             for m in methods:
-                yield make_driver(engine, item_params(m, item), ids, prompt=item.prompt, classifier=classifier)
+                yield from chain_drivers(engine, item_params(m, item), ids, chains, prompt=item.prompt,
+                                         classifier=classifier)
 
     engine.kv_peak()  # a window starts here
-    stream: Generator = run_chains(engine, drivers(), concurrency=concurrency)  # type: ignore[assignment]
+    stream: Generator = run_chains(engine, drivers(), concurrency=max(concurrency, chains))  # type: ignore[assignment]
     try:
         for k, event in stream:
-            consumer.event(pairs[k], event)
+            consumer.event(keys[k], event)
     except KeyboardInterrupt:
         _interrupted(ev, trace, lambda ids: display_text(engine, ids))
     except Exception as e:  # the open sessions have their error events: keep what finished, then report

@@ -130,7 +130,8 @@ class SamplerParams:
     """
 
     sampler: str = SamplerName.POWERMH.value
-    prefetch: str = PrefetchRule.SPINE.value
+    # the fastest exact rule measured (README: bench on CPU); the CLI gives it -N auto unless -N is given
+    prefetch: str = PrefetchRule.STREAM.value
     inputs: str = InputMode.DECISION.value
     alpha: float = 4.0
     tau: float | None = None  # None: 1/alpha, as in the paper (sec 2, D.4)
