@@ -299,32 +299,39 @@ def test_over_ray_workers_every_item_gets_the_answers_one_engine_gives(tmp_path)
 
 
 def test_chains_vote_grades_the_answer_most_chains_agree_on(tmp_path):
-    """--chains 4 --vote: every (item, method) runs 4 chains, each graded; the item's grade is that of the
-    answer most chains give (by what the grader reads), and each chain is the single run with its seed."""
-    from presto_tui.eval.graders import grader
-    from presto_tui.runtime.session.answers import vote
+    """--chains 4: every (item, method) runs 4 chains (in the trace as groups of 4), each graded. Then the
+    majority of each item's chains is made its right answer: --vote grades every item right, while chain 0
+    alone is wrong wherever it was outvoted."""
+    prompts = ["the cat", "a dog ran", "the tree", "small red home", "it was warm", "then it slept"]
+    common = ["--methods", "powermh+stream", "-n", "4", "-K", "4", "--chains", "4", "--figures", "none"]
 
-    tasks = [("the cat", "the|a"), ("a dog ran", "sat"), ("the tree", "mat|tree")]
-    res = runner.invoke(app, ["eval", str(task_file(tmp_path, tasks)), "--methods", "powermh+stream", "-n", "8",
-                              "-K", "4", "--chains", "4", "--vote", "-o", "res.json", "--trace", "t.jsonl",
-                              "--figures", "none"])
+    def tasks(name: str, answers: dict) -> str:  # ids: an item keeps its seed in both task files
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"id": q, "prompt": q, "answer": a, "grader": "exact"}) + "\n"
+                                for q, a in answers.items()))
+        return str(path)
+
+    res = runner.invoke(app, ["eval", tasks("first.jsonl", {q: "x" for q in prompts}), *common,
+                              "-o", "first.json", "--trace", "t.jsonl"])
     assert res.exit_code == 0, res.output
-    out = json.loads((tmp_path / "res.json").read_text())
-    assert out["chains"] == 4 and out["vote"] is True
-    regex = grader("regex")
-    for item, (prompt, answer) in zip(out["items"], tasks):
-        r = item["results"]["powermh+stream"]
-        texts = [c["text"] for c in r["chains"]]
-        assert len(texts) == 4 and r["vote"]["total"] == 4
-        expected = vote(texts, lambda t, p=prompt: regex.extract(t, p))
-        assert r["vote"]["majority"] == (expected.majority.answer if expected.majority else None)
-        majority_text = texts[expected.majority.chains[0]] if expected.majority else None
-        assert r["correct"] == (majority_text is not None and regex.grade(majority_text, answer, prompt).correct)
-    (row,) = out["methods"]
-    assert 0.0 <= row["agreement"] <= 1.0 and row["chain_accuracy"] is not None
-    # 3 items x 4 chains, in chain groups
-    starts = [e for s in read_trace(tmp_path / "t.jsonl").sessions for e in [s.start]]
-    assert len(starts) == 12 and {s.chains for s in starts} == {4}
+    first = json.loads((tmp_path / "first.json").read_text())
+    starts = [s.start for s in read_trace(tmp_path / "t.jsonl").sessions]
+    assert len(starts) == 4 * len(prompts) and {s.chains for s in starts} == {4}
+    majority, outvoted = {}, 0
+    for item in first["items"]:
+        texts = [c["text"] for c in item["results"]["powermh+stream"]["chains"]]
+        top = max(texts, key=lambda t: (texts.count(t), -texts.index(t)))
+        if texts.count(top) > 1 and top.strip():
+            majority[item["prompt"]] = top
+            outvoted += texts[0] != top
+    assert majority and outvoted, "the synthetic model gave no item a majority that outvotes chain 0"
+    exact = tasks("exact.jsonl", majority)
+    voted = runner.invoke(app, ["eval", exact, *common, "--vote", "-o", "vote.json", "--no-trace"])
+    alone = runner.invoke(app, ["eval", exact, *common, "-o", "alone.json", "--no-trace"])
+    assert voted.exit_code == alone.exit_code == 0, voted.output + alone.output
+    (v,), (a,) = (json.loads((tmp_path / f).read_text())["methods"] for f in ("vote.json", "alone.json"))
+    assert v["correct"] == len(majority) and a["correct"] == len(majority) - outvoted
+    assert 0.25 < v["agreement"] <= 1.0 and v["chain_accuracy"] < 1.0
 
 
 def test_vote_needs_chains():
