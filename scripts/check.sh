@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The project's checks, as CI runs them: lint, types, architecture contracts, tests.
 # Quick loop while editing: .venv/bin/pytest -m "not engine and not slow"
+# The tests run on two workers (PYTEST_WORKERS=0 runs them in one process); the engine tests
+# share one worker so each engine starts once (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
 "$bin/ruff" check presto_tui tests benchmarks scripts
 "$bin/mypy"
 "$bin/lint-imports"
-"$bin/pytest" -q --durations=8 "$@"
+"$bin/pytest" -q -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=8 "$@"

@@ -15,6 +15,18 @@ import pytest
 ENGINE_PACKAGES = ("torch", "transformers", "gguf", "vllm")
 REQUIRE_ENGINES = os.environ.get("PRESTO_TUI_REQUIRE_ENGINES") == "1" or os.environ.get("CI") == "true"
 
+# Under pytest-xdist (scripts/check.sh runs two workers on two cores) the engine tests share one
+# worker (their module-scoped engines are started once) and the engines run on one thread: two
+# threads on a core another worker keeps busy spin (oneDNN) and run many times slower.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("engine") is not None:
+            item.add_marker(pytest.mark.xdist_group("engine"))
+
 
 def pytest_runtest_setup(item):
     """Before any fixture starts an engine."""
