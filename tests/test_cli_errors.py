@@ -232,6 +232,20 @@ def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
     assert "…" not in proc.stdout
 
 
+def test_stats_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
+    env = {**os.environ, "COLUMNS": "62", "PRESTO_TUI_BACKEND": "synthetic"}
+    run = [sys.executable, "-m", "presto_tui"]
+    made = subprocess.run([*run, "run", "the cat", "-n", "8", "-K", "4", "--trace", "t.jsonl"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
+    proc = subprocess.run([*run, "stats", "t.jsonl"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    header = next(ln for ln in proc.stdout.splitlines() if " sampler " in ln and " prompt " in ln)
+    assert header.split()[:5] == ["id", "prompt", "sampler", "α", "rule"] and header.split()[-1] == "lim%"
+    assert "…" not in proc.stdout.split("pooled")[0]
+
+
 # -- one registry of names ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("sampler", list(SamplerName))

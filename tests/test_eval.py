@@ -9,7 +9,7 @@ import re
 import pytest
 
 from presto_tui.errors import InputError
-from presto_tui.eval.graders import GRADERS, code_of, extractor, grader, options_of, parse_number
+from presto_tui.eval.graders import GRADERS, code_of, grader, options_of, parse_number
 from presto_tui.eval.methods import describe, parse_method, parse_methods, sequential_of
 from presto_tui.eval.paired import EQUIVALENT, IDENTICAL, NOT_SHOWN, accuracy, paired_tost
 from presto_tui.eval.sandbox import CodeLimits, run_tests
@@ -44,6 +44,10 @@ def test_number_grader_says_when_no_number_was_found_and_refuses_a_non_number_an
     with pytest.raises(ValueError, match="not a number"):
         grader("number").check("three")
     assert parse_number("2e3") == 2000 and parse_number("abc") is None
+    # a huge exponent is no number here (Fraction would compute 10**999999999); 1e400 compares exactly
+    assert parse_number("1e999999999") is None
+    assert grader("number").grade("It is 1e400.", "1e400").correct
+    assert not grader("number").grade("It is 1e400.", "3").correct
 
 
 MC_PROMPT = "Which planet is red?\nA) Venus\nB) Mars\nC) Jupiter\nD) Saturn\nAnswer with the letter."
@@ -56,6 +60,8 @@ MC_PROMPT = "Which planet is red?\nA) Venus\nB) Mars\nC) Jupiter\nD) Saturn\nAns
     ("(C)", "C"),
     ("D", "D"),
     ("A planet that looks red is Mars.", "B"),  # 'A planet' is no letter; the one option named is
+    ("The answer is a planet: Mars.", "B"),  # nor is 'a planet' after 'answer is'
+    ("The answer is a butterfly.", None),
     ("Mars", "B"),
     ("Mars or Venus, hard to say", None),  # two options named: no answer
     ("I am not sure.", None),
@@ -87,10 +93,12 @@ def test_regex_grader_reports_the_match_and_refuses_a_bad_pattern():
         grader("regex").check("(unclosed")
 
 
-def test_extractor_is_the_graders_pure_reading_for_grouping_answers():
-    read = extractor("number")
-    answers = ["It is 85.", "85", "I think 84", "The answer is 85, since 40 + 45 = 85"]
-    assert [read(a) for a in answers] == ["85", "85", "84", "85"]
+def test_vote_keys_group_what_the_grader_reads_as_one_answer():
+    read = grader("number").key
+    answers = ["It is 85.", "85", "I think 84", "The answer is 85, since 40 + 45 = 85", "1,000", "1000", "0.5",
+               "1/2"]
+    assert [read(a) for a in answers] == ["85", "85", "84", "85", "1000", "1000", "1/2", "1/2"]
+    assert grader("regex").key("  The Cat sat. ") == grader("regex").key("the cat sat") == "the cat sat"
     assert set(GRADERS) == {"exact", "number", "mc", "regex", "python"}
 
 
@@ -110,6 +118,12 @@ def test_python_grader_takes_the_fenced_code_and_runs_the_tests():
 
 def test_code_that_exits_early_loops_or_eats_memory_does_not_pass(tmp_path):
     assert not run_tests("import sys\nsys.exit(0)", "assert False", FAST).passed
+    assert not run_tests("import os\nos._exit(0)", "assert False", FAST).passed
+    # the pass token is not in the program's file: reading it and writing it gets nowhere
+    forged = ("import os, re, sys\nsrc = open(__file__).read()\nm = re.findall(r\"[0-9a-f]{32}\", src)\n"
+              "[open(p, 'w').write(m[0]) for p in re.findall(r\"'(/[^']*done)'\", src)] if m else None\n"
+              "os._exit(0)")
+    assert not run_tests(forged, "assert False", FAST).passed
     looped = run_tests("while True:\n    pass", "pass", CodeLimits(timeout_s=1))
     assert not looped.passed and "timed out" in looped.detail
     greedy = run_tests("x = bytearray(4 * 1024**3)", "pass", CodeLimits(timeout_s=5, memory_mib=256))
@@ -122,6 +136,8 @@ def test_code_runs_in_another_process_and_folder(tmp_path, monkeypatch):
     r = run_tests("import os\nopen('left.txt', 'w').write('x')\nos.environ['PRESTO_LEAK'] = '1'",
                   "import os\nassert os.getpid() != " + str(__import__("os").getpid()), FAST)
     assert r.passed
+    # a right answer that shadows `open` (a star import) still passes
+    assert run_tests("from os import *\ndef add(a, b):\n    return a + b", "assert add(2, 3) == 5", FAST).passed
     assert not (tmp_path / "left.txt").exists() and "PRESTO_LEAK" not in __import__("os").environ
 
 
@@ -242,6 +258,8 @@ def test_method_lists_pair_presto_with_its_sequential_sampler():
     assert sequential_of(by["powermh"], ms) is None
     with pytest.raises(InputError, match="listed twice"):
         parse_methods("powermh,powermh", BASE)
+    with pytest.raises(InputError, match=r"bestofn:4 is listed twice \(as bon:4: the same settings\)"):
+        parse_methods("bon:4,bestofn:4", BASE)
     assert describe(by["bon:4"].params) == "best-of-4"
     assert describe(by["powermh+spine:4"].params) == "PowerMH, PreSTO spine N=4"
 

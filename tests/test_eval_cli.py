@@ -119,7 +119,8 @@ def test_the_answers_likelihood_and_confidence_are_eqs_21_and_22_under_p0(tmp_pa
 
 
 def test_tables_answers_and_plots_print_in_the_terminal(tmp_path):
-    res = run_eval(tmp_path, "--tost", "powermh+spine,powermh+bfs/node", "--figures", "svg")
+    # into a folder that does not exist yet: made before the figures go in it
+    res = run_eval(tmp_path, "--tost", "powermh+spine,powermh+bfs/node", "--figures", "svg", "-o", "out/res.json")
     assert res.exit_code == 0, res.output
     text = res.stdout
     for needle in ("accuracy [95%]", "answers per item", "paired TOST", "identical: the same tokens",
@@ -127,8 +128,8 @@ def test_tables_answers_and_plots_print_in_the_terminal(tmp_path):
         assert needle in text, needle
     asked = re.search(r"^ *powermh\+spine / powermh\+bfs/node +loglik .*\n.* confidence ", text, re.MULTILINE)
     assert asked  # the pair asked for, both statistics
-    assert Path("res-accuracy.svg").read_text().lstrip().startswith("<?xml")
-    assert "results written to res.json, figures to res-accuracy.svg, trace to t.jsonl" in res.stderr
+    assert Path("out/res-accuracy.svg").read_text().lstrip().startswith("<?xml")
+    assert "results written to out/res.json, figures to out/res-accuracy.svg, trace to t.jsonl" in res.stderr
 
 
 @pytest.mark.parametrize("lines, needle", [
@@ -332,6 +333,8 @@ def test_chains_vote_grades_the_answer_most_chains_agree_on(tmp_path):
     (v,), (a,) = (json.loads((tmp_path / f).read_text())["methods"] for f in ("vote.json", "alone.json"))
     assert v["correct"] == len(majority) and a["correct"] == len(majority) - outvoted
     assert 0.25 < v["agreement"] <= 1.0 and v["chain_accuracy"] < 1.0
+    # the vote scores the pair; every chain keeps its own grade (chain 0's is not replaced)
+    assert v["chain_accuracy"] == a["chain_accuracy"]
 
 
 def test_vote_needs_chains():

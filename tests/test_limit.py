@@ -28,7 +28,8 @@ from presto_tui.runtime.session.summary import summarize
 def brute_force(blocks: list[BlockPath]) -> int:
     """Step the clock one decode step at a time: a request starts at the first step at which every
     token of its prefix exists, then makes one token a step; decisions are taken in order."""
-    source: list[tuple[int, int]] = []  # per position: (request, its offset in the request)
+    # per position: (request, its offset in the request); None: a token of the given start state
+    source: list[tuple[int, int] | None] = [None] * (blocks[0].L if blocks else 0)
     started: dict[int, int] = {}  # request -> step it started
     reqs: list[tuple[int, int, list[tuple[int, int]]]] = []  # (cut, length, prefix sources)
     order: list[tuple[int, bool]] = []  # (request, is a decision)
@@ -44,13 +45,16 @@ def brute_force(blocks: list[BlockPath]) -> int:
             if accepted:
                 source = source[:cut] + [(r, i) for i in range(b.T - cut)]
 
-    def made(req: int, offset: int, step: int) -> bool:  # token `offset` of `req` exists after `step`
+    def made(src: tuple[int, int] | None, step: int) -> bool:  # the token exists after `step`
+        if src is None:
+            return True
+        req, offset = src
         return req in started and step >= started[req] + offset + 1
 
     step, taken = 0, 0
     while len(started) < len(reqs) or any(step < started[r] + reqs[r][1] for r, _ in order):
         for r, (_, _, prefix) in enumerate(reqs):
-            if r not in started and all(made(q, i, step) for q, i in prefix):
+            if r not in started and all(made(src, step) for src in prefix):
                 started[r] = step
         step += 1
     for r, decision in order:
@@ -59,10 +63,15 @@ def brute_force(blocks: list[BlockPath]) -> int:
     return taken
 
 
-def random_path(rng: random.Random) -> list[BlockPath]:
-    blocks, L = [], 0
+def random_path(rng: random.Random, given: int = 0) -> list[BlockPath]:
+    """Random blocks; `given` > 0: the chain starts from a given state of that many tokens (no
+    extension: a first block with L = T, as a summary records it)."""
+    blocks, L = [], given
     B = rng.randint(1, 6)
-    for _ in range(rng.randint(1, 3)):
+    if given:
+        blocks.append(BlockPath(given, given, [(rng.randrange(given), rng.random() < 0.4)
+                                               for _ in range(rng.randint(1, 6))]))
+    for _ in range(rng.randint(0 if given else 1, 3)):
         T = L + B
         walk = [(rng.randrange(T), rng.random() < 0.4) for _ in range(rng.randint(1, 6))]
         blocks.append(BlockPath(L, T, walk))
@@ -76,9 +85,24 @@ def test_the_formula_is_the_brute_force(seed):
     assert dependency_steps(blocks) == brute_force(blocks) == blocks[-1].T
 
 
+@pytest.mark.parametrize("seed", range(100))
+def test_the_formula_is_the_brute_force_from_a_given_state(seed):
+    """A chain started from given tokens: they exist at step 0, so the limit can fall short of T."""
+    rng = random.Random(seed)
+    blocks = random_path(rng, given=rng.randint(1, 6))
+    assert dependency_steps(blocks) == brute_force(blocks)
+
+
+def test_a_given_state_limit_by_hand():
+    assert dependency_steps([BlockPath(10, 10, [(3, True), (5, False)])]) == 7  # 7 tokens after cut 3
+    assert dependency_steps([BlockPath(10, 10, [(3, False)]), BlockPath(10, 20, [(15, False)])]) == 10
+
+
 def test_useful_tokens_count_extensions_and_every_walked_proposal():
     blocks = [BlockPath(0, 4, [(1, True), (3, False)]), BlockPath(4, 8, [(0, False)])]
     assert useful_tokens(blocks) == 4 + 3 + 1 + 4 + 8
+    multitry = [BlockPath(0, 4, [(1, True), (3, False)], draws=3)]  # every candidate is decoded
+    assert useful_tokens(multitry) == 4 + 3 * (3 + 1)
 
 
 @pytest.mark.parametrize("seed", range(4))

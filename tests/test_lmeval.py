@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from presto_tui.cli import app
 from presto_tui.errors import InputError
-from presto_tui.lmeval.requests import ask_params, cut_at_stops, occurrences, read_ask, request_seed
+from presto_tui.lmeval.requests import ask_params, occurrences, read_ask, request_seed
 from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.types import cut_at_stop
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.runtime.session.loop import make_driver, run_chains
@@ -78,7 +79,7 @@ def write_task(folder: Path, name: str, docs: list[dict], *, output_type: str = 
 def graded_task(folder: Path, params: SamplerParams) -> tuple[Path, list[str]]:
     """A task whose even documents' targets are the answers `params` gives, the odd ones' not: its
     exact match is 1/2 if lm-eval received those answers, cut at the stop strings."""
-    expected = [cut_at_stops(session_text(c, params), STOPS) for c in CONTEXTS]
+    expected = [cut_at_stop(session_text(c, params), STOPS)[0] for c in CONTEXTS]
     docs = [{"text": c, "answer": e if i % 2 == 0 else e + " not"} for i, (c, e) in enumerate(zip(CONTEXTS, expected))]
     return write_task(folder, "words", docs), expected
 
@@ -113,7 +114,7 @@ def test_lm_eval_grades_a_local_task_answered_by_each_method(tmp_path):
     assert answers == dict(zip(CONTEXTS, expected))
     # the other method answers with its own law: its answers are its sessions', cut the same way
     answers = {s["doc"]["text"]: s["resps"][0][0] for s in stream["results"]["samples"]["words"]}
-    assert answers == {c: cut_at_stops(session_text(c, STREAM), STOPS) for c in CONTEXTS}
+    assert answers == {c: cut_at_stop(session_text(c, STREAM), STOPS)[0] for c in CONTEXTS}
     assert stream["results"]["config"]["presto_tui"]["params"]["prefetch"] == "stream"
 
 
@@ -255,6 +256,18 @@ def test_registering_the_model_keeps_lm_evals_own_models():
     assert out.stdout.split() == ["PrestoLM", "LocalCompletionsAPI", "DummyLM"]
 
 
+def test_every_engine_flag_is_a_model_arg():
+    """Each engine option `run` takes is read from model_args with its type (none is a KeyError)."""
+    from lm_eval.api.registry import get_model
+
+    from presto_tui.cli.options import ENGINE_FLAGS
+    from presto_tui.lmeval.model import ENGINE_TYPES
+
+    assert set(ENGINE_FLAGS) <= set(ENGINE_TYPES)
+    lm = get_model("presto-tui").create_from_arg_string("method=powermh+stream,backend=synthetic,synthetic_cost=0.004")
+    assert lm.engine.name == "synthetic"
+
+
 @pytest.mark.parametrize("model_args,says", [
     ("method=powermh+stream,stepz=3,backend=synthetic", "unknown model_args key 'stepz'; did you mean 'steps'?"),
     ("alpha=much,backend=synthetic", "alpha must be a number in (0, 1000], got 'much'"),
@@ -289,10 +302,10 @@ def test_lm_evals_own_command_line_runs_the_model(tmp_path, monkeypatch, capsys)
 # -- requests: stop strings, lengths, seeds, refusals ------------------------------------------
 
 def test_stop_strings_cut_at_the_first_of_any():
-    assert cut_at_stops("a b. c\n d", ["\n", "."]) == "a b"
-    assert cut_at_stops("a b c", ["x"]) == "a b c"
-    assert cut_at_stops("a b c", []) == "a b c"
-    assert cut_at_stops("stop at once", ["stop"]) == ""
+    assert cut_at_stop("a b. c\n d", ["\n", "."]) == ("a b", True)
+    assert cut_at_stop("a b c", ["x"]) == ("a b c", False)
+    assert cut_at_stop("a b c", []) == ("a b c", False)
+    assert cut_at_stop("stop at once", ["stop"]) == ("", True)
 
 
 def test_a_request_is_read_and_checked():
@@ -384,7 +397,7 @@ def test_lm_evals_openai_client_runs_a_local_task_against_serve(tmp_path):
 
     # local-completions sends lm-eval's own seed (1234) with every request; the server's chains use it
     params = SamplerParams(max_new_tokens=N_TOKENS, steps=4, seed=1234)
-    expected = [cut_at_stops(session_text(c, params, seed=1234), STOPS) for c in CONTEXTS]
+    expected = [cut_at_stop(session_text(c, params, seed=1234), STOPS)[0] for c in CONTEXTS]
     docs = [{"text": c, "answer": e if i % 2 == 0 else e + " not"} for i, (c, e) in enumerate(zip(CONTEXTS, expected))]
     folder = write_task(tmp_path / "tasks", "words", docs)
     with presto_serve("-K", "4", "--trace", str(tmp_path / "served.jsonl")) as url:

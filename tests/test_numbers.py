@@ -218,3 +218,35 @@ async def test_browsing_back_in_a_streaming_chat_names_the_epoch():
         await wait_until(pilot, lambda: "as of " in text_of(app, "#stats"))
         assert "as of epoch 1 of session 1" in text_of(app, "#stats")
         assert text_of(app, "#tree-title").startswith("epoch 1/")
+
+
+# -- every decoded token counted once -------------------------------------------------------------
+
+class CountingEngine:
+    """The synthetic engine, counting every token it decodes (kept, aborted, or finished and dropped)."""
+
+    def __new__(cls, seed: int):
+        engine = small_backend(vocab=6, seed=seed)
+        sample = engine._sample_one
+        engine.decoded = 0
+
+        def counted(r):
+            engine.decoded += 1
+            sample(r)
+        engine._sample_one = counted
+        return engine
+
+
+@pytest.mark.parametrize("speculate", ["none", "block", "proposal,block"])
+@pytest.mark.parametrize("seed", range(4))
+def test_tokens_generated_counts_every_decoded_token(speculate, seed):
+    """Speculated extensions for a state the block did not end in are waste, whether they were aborted
+    or had already finished: `tokens_generated` (and so `waste`) must count them."""
+    from presto_tui.runtime.session.summary import summarize
+
+    engine = CountingEngine(seed)
+    params = SamplerParams(prefetch="stream", max_new_tokens=24, block_size=6, steps=5, budget=12,
+                           budget_policy="fill", speculate=speculate, seed=seed)
+    summary = summarize(run_session(engine, params, [1, 2]))
+    assert summary.status == "done"
+    assert summary.tokens_generated == engine.decoded

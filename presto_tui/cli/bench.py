@@ -25,14 +25,14 @@ from rich.table import Table
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
-from presto_tui.logs.writer import TraceWriter
+from presto_tui.logs.writer import TraceWriter, recorded
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
 from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams
 from presto_tui.runtime.core.types import Request
 from presto_tui.runtime.session.chains import chain_drivers
-from presto_tui.runtime.session.events import SessionEnd, SessionStart
+from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.runtime.session.limit import limits
 from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import display_text
@@ -205,12 +205,7 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
         e0 = backend.clock()
         drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)
                    for p in prompts)
-        sids: dict[int, str] = {}
-        for i, ev in run_chains(backend, drivers, concurrency=c):
-            if isinstance(ev, SessionStart):
-                sids[i] = ev.session_id
-            if trace is not None:
-                trace.write(ev, sids.get(i))
+        for _, ev in recorded(run_chains(backend, drivers, concurrency=c), trace):
             if isinstance(ev, SessionEnd):
                 progress.advance()
         wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
@@ -246,14 +241,9 @@ def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[in
                classifier: CertaintyClassifier | None, trace: TraceWriter | None) -> list[SessionSummary]:
     """A prompt's `chains` chains, all at once on the engine (one chain: the single session)."""
     summaries = [SessionSummary() for _ in range(chains)]
-    sids: dict[int, str] = {}
     drivers = chain_drivers(backend, params, ids, chains, prompt=prompt, classifier=classifier)
-    for i, ev in run_chains(backend, drivers, concurrency=chains):
-        if isinstance(ev, SessionStart):
-            sids[i] = ev.session_id
+    for i, ev in recorded(run_chains(backend, drivers, concurrency=chains), trace):
         summaries[i].update(ev)
-        if trace is not None:
-            trace.write(ev, sids.get(i))
     return summaries
 
 
@@ -370,19 +360,11 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     if json_out:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
-        render(table_console(), report)
+        render(o.table_console(), report)
     err.print(f"presto-tui: results written to {out_path}" +
               (f", trace to {trace.path}" if trace is not None else ""))
 
 
-def table_console() -> Console:
-    """stdout for the tables.  A terminal narrower than the table gets the main columns (the rest
-    are in the results file); a file or a pipe gets every column, whatever COLUMNS says."""
-    out = Console(highlight=False)
-    return out if out.is_terminal else Console(highlight=False, width=PIPE_WIDTH)
-
-
-PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
 
 
 def _ratio(x: float | None, mh: bool) -> str:

@@ -221,7 +221,6 @@ def _finish(writer, run):
 def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool, writer) -> None:
     import orjson
 
-    from presto_tui.cli.bench import table_console
     from presto_tui.eval.figures import save_figures, terminal_figures
     from presto_tui.eval.report import default_pairs, render, results
 
@@ -229,11 +228,15 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     pairs = default_pairs(ev)
     pairs += [p for p in ((labels.index(a), labels.index(b)) for a, b in named_pairs) if p not in pairs]
     res = results(ev, pairs, meta)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)  # before the figures, which go beside it
+    except OSError as e:
+        raise OutputError(f"{visible(str(out_path.parent), keep_newlines=False)}: cannot make the folder "
+                          f"({e.strerror})") from None
     saved = save_figures(res, out_path.with_suffix(""), figures)
     # beside the results: named by file, so that the folder can move
     res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}
     try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     except OSError as e:
         raise OutputError(f"{visible(str(out_path), keep_newlines=False)}: cannot write results "
@@ -241,7 +244,7 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     if json_out:
         sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
-        console = table_console()
+        console = o.table_console()
         render(console, res)
         for plot in terminal_figures(res, width=min(console.width, 120)):
             sys.stdout.write(plot + "\n")

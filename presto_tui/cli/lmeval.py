@@ -187,9 +187,8 @@ def _evaluate(engine, method, manager, names: list[str], *, limit, num_fewshot, 
 def _print_run(run: dict) -> None:
     from lm_eval.utils import make_table
 
-    from presto_tui.cli.bench import table_console
 
-    out = table_console()
+    out = o.table_console()
     s = run["sessions"]
     time_s = sum(x.wall_s + x.extend_time_s for x in s)
     unit = "engine clock (virtual)" if run["backend"] == "synthetic" else "s"

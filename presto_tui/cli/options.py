@@ -17,7 +17,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,6 +27,9 @@ from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, Sampl
 from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
 from presto_tui.runtime.session.chains import CHAINS
 from presto_tui.safetext import visible
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
 
@@ -554,3 +557,15 @@ def handled(fn: Callable) -> Callable:
 
     wrapper.__doc__ = reflow(fn.__doc__)
     return wrapper
+
+
+def table_console() -> Console:
+    """stdout for the tables.  A terminal narrower than the table gets the main columns (the rest
+    are in the results file); a file or a pipe gets every column, whatever COLUMNS says."""
+    from rich.console import Console
+
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(highlight=False, width=PIPE_WIDTH)
+
+
+PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped

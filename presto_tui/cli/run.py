@@ -78,8 +78,10 @@ def run(
         raise InputError("--chains runs a prompt's chains together on one engine; it does not combine with "
                          "--workers or --ray-address")
     sessions = len(prompts) * per_prompt
+    from presto_tui.runtime.session.loop import default_concurrency
+
     # by default a prompt's chains all run at once, sharing the engine's batch
-    at_once = min(concurrency or max(per_prompt, default_concurrency(sessions, params.budget)), sessions)
+    at_once = min(concurrency or max(per_prompt, default_concurrency(sessions, params)), sessions)
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "run")
@@ -101,12 +103,6 @@ class _Remote:
     def __init__(self, cluster):
         self.name, self.model = cluster.engine["name"], cluster.engine["model"]
         self.info, self.token_pieces = cluster.engine["info"], cluster.pieces
-
-
-def default_concurrency(prompts: int, budget: int) -> int:
-    """Enough chains to keep about 64 requests live (a batch an engine decodes for little more
-    than one sequence), never more chains than prompts."""
-    return max(1, min(prompts, 64 // max(1, budget)))
 
 
 def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out: bool = False,

@@ -31,8 +31,8 @@ def serve(
     max_chains: Annotated[int | None, typer.Option(
         "--max-chains", "-C", rich_help_panel=SERVER, show_default=False,
         help=f"Chains on the engine at once, sharing its batch, {o.CLI_LIMITS['max_chains'].where}; a request "
-        "that arrives while they run joins the next engine step [default: enough for about 64 live requests, "
-        "64/N].")] = None,
+        "that arrives while they run joins the next engine step [default: enough for about 64 live requests: "
+        "64/N, 8 under -N auto, whose cost policy keeps about 8 live].")] = None,
     max_queue: Annotated[int, typer.Option(
         "--max-queue", rich_help_panel=SERVER,
         help=f"Chains that may wait for a slot beyond --max-chains, {o.CLI_LIMITS['max_queue'].where}; past "
@@ -96,9 +96,9 @@ def serve(
         o.CLI_LIMITS["max_chains"].check("--max-chains", max_chains)
     if api_key is not None and not api_key.strip():
         raise InputError("--api-key is empty (unset PRESTO_TUI_API_KEY, or give a key)")
-    from presto_tui.cli.run import default_concurrency
+    from presto_tui.runtime.session.loop import default_concurrency
 
-    chains = max_chains or default_concurrency(256, params.budget)
+    chains = max_chains or default_concurrency(256, params)
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "serve")
@@ -114,7 +114,7 @@ def serve(
         engine = o.start_engine(name, engine_opts)
         writer = o.open_trace(path, "serve", engine, params)
         defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings")
-                    if flags.get(k) not in (None, False)}
+                    if flags.get(k) is not None and flags.get(k) is not False}  # 0 is a value
         config = ServeConfig(defaults=defaults, max_chains=chains, max_queue=max_queue,
                              request_timeout=request_timeout or None, api_key=api_key, max_body=max_body_bytes)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"])

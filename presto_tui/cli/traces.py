@@ -125,7 +125,6 @@ def stats(
       presto-tui stats --compare sequential.jsonl presto.jsonl
       presto-tui stats --compare run.jsonl@powermh run.jsonl@powermh+bfs/node
     """
-    from rich.console import Console
 
     if compare:
         _compare(traces, json_out)
@@ -146,14 +145,13 @@ def stats(
         sys.stdout.write(orjson.dumps({"sessions": rows, "pooled": groups, "chains": [
             {**r.to_dict(), "members": members} for r, members in reports]}).decode() + "\n")
     else:
-        console = Console(highlight=False)
+        console = o.table_console()
         render(console, rows, groups)
         chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
 
 
 def _compare(args: list[Path], json_out: bool) -> None:
     """`stats --compare A B`."""
-    from rich.console import Console
 
     from presto_tui.eval.methods import parse_method
     from presto_tui.eval.paired import need_statsmodels
@@ -181,7 +179,7 @@ def _compare(args: list[Path], json_out: bool) -> None:
 
         sys.stdout.write(orjson.dumps(res).decode() + "\n")
     else:
-        render_compare(Console(highlight=False), res)
+        render_compare(o.table_console(), res)
 
 
 def _distinct_files(paths: list[Path]) -> list[Path]:

@@ -6,7 +6,9 @@ Each grader is an object with one name (an item's `grader` field) and three meth
   grade against (a regular expression that does not compile, a letter that is not one);
 - `extract(response, prompt)`: the answer the response gives, as text, or None when it
   gives none (pure and cheap, so other commands can group answers by it);
-- `grade(response, answer, prompt)`: a `Grade`, whether it is right and what was read.
+- `grade(response, answer, prompt)`: a `Grade`, whether it is right and what was read;
+- `key(response, prompt)`: what `--vote` groups responses by (the extracted answer, in a
+  canonical form where several spellings mean one answer).
 
 The text graded is what a person reads: an MH chain's state cut at its first EOS.
 Python unit tests never run in this process: `sandbox.run_tests` runs them in a
@@ -15,7 +17,6 @@ subprocess with a time and a memory limit.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -48,6 +49,9 @@ class Grader:
     def same(self, got: str, answer: str) -> bool:
         raise NotImplementedError
 
+    def key(self, response: str, prompt: str = "") -> str | None:
+        return self.extract(response, prompt)
+
 
 def normalise_text(s: str) -> str:
     """Case, runs of white space and the punctuation around a sentence do not count."""
@@ -67,15 +71,19 @@ class ExactGrader(Grader):
 
 
 # A number as people write it: a sign, thousands separators, decimals, an exponent, or a fraction a/b.
-_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:/\d+)?"
+# Exponents have at most 3 digits: Fraction("1e999999999") would compute 10**999999999 here.
+_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d{1,3}(?!\d))?(?:/\d+)?"
                      r"|(?<![\w.])[-+\u2212]?\.\d+")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _ANSWER_MARK = re.compile(r"answer\s*(?:is|:|=)?", re.IGNORECASE)
+_HUGE_EXPONENT = re.compile(r"[eE][-+]?\d{4}")
 
 
 def parse_number(text: str) -> Fraction | None:
     """An exact value of a number as written ('1,000', '-3.50', '2e3', '3/4', '$12'), or None."""
     s = text.strip().replace("\u2212", "-").replace(",", "").lstrip("$").rstrip("%").strip()
+    if _HUGE_EXPONENT.search(s):
+        return None
     try:
         return Fraction(s)
     except (ValueError, ZeroDivisionError):
@@ -107,11 +115,19 @@ class NumberGrader(Grader):
         a, b = parse_number(got), parse_number(answer)
         if a is None or b is None:
             return False
-        return a == b or math.isclose(float(a), float(b), rel_tol=self.rel_tol, abs_tol=1e-12)
+        # in exact arithmetic: float() of 1e400 overflows
+        return abs(a - b) <= max(Fraction(self.rel_tol) * max(abs(a), abs(b)), Fraction(1, 10**12))
+
+    def key(self, response: str, prompt: str = "") -> str | None:
+        got = self.extract(response, prompt)
+        value = parse_number(got) if got is not None else None
+        return str(value) if value is not None else got  # 1,000 and 1000, 0.5 and 1/2: one answer
 
 
 LETTERS = "ABCDEFGHIJ"
-_MC_MARK = re.compile(r"answer\s*(?:is|:)?\s*(?:option\s*)?[(\[*\s]*([A-J])\b(?![a-z])", re.IGNORECASE)
+# a capital letter, or a small one standing alone ('Answer: b', '(c)'): 'the answer is a butterfly' names no option
+_MC_MARK = re.compile(r"answer\s*(?:is|:)?\s*(?:option\s*)?[(\[*\s]*"
+                      r"(?:((?-i:[A-J]))\b(?![a-z])|([a-j])(?=[)\].:*]|\s*$))", re.IGNORECASE)
 _MC_LEAD = re.compile(r"^[\s(\[*]*([A-J])(?:[)\].:*]|\s*$)")  # 'B) Mars', '(B)', 'B.', 'B' alone; not 'A planet'
 _MC_PAREN = re.compile(r"\(([A-J])\)")
 _MC_OPTION = re.compile(r"^\s*\(?([A-J])[).:]\s+(.+?)\s*$", re.MULTILINE)
@@ -135,7 +151,7 @@ class ChoiceGrader(Grader):
     def extract(self, response: str, prompt: str = "") -> str | None:
         for pattern in (_MC_MARK, _MC_LEAD, _MC_PAREN):
             if m := pattern.search(response):
-                return m.group(1).upper()
+                return next(x for x in m.groups() if x).upper()
         named = [letter for letter, text in options_of(prompt).items()
                  if re.search(rf"(?<!\w){re.escape(text)}(?!\w)", response, re.IGNORECASE)]
         return named[0] if len(named) == 1 else None
@@ -155,7 +171,9 @@ class RegexGrader(Grader):
             raise ValueError(f"answer is not a valid regular expression ({e})") from None
 
     def extract(self, response: str, prompt: str = "") -> str | None:
-        return None  # what to read depends on the pattern: `grade` reports the match
+        # what the pattern reads depends on the answer, which extract does not see: the response is the
+        # answer (--vote groups by its text; `grade` reports the match)
+        return normalise_text(response) or None
 
     def grade(self, response: str, answer: str, prompt: str = "") -> Grade:
         m = re.search(answer, response)
@@ -182,7 +200,7 @@ class PythonGrader(Grader):
     def check(self, answer: str) -> None:
         try:
             compile(answer, "<tests>", "exec")
-        except (SyntaxError, ValueError) as e:
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as e:  # the last two: nesting too deep
             raise ValueError(f"the tests do not compile as Python ({type(e).__name__}: {e})") from None
 
     def extract(self, response: str, prompt: str = "") -> str | None:
@@ -207,8 +225,3 @@ def grader(name: str, limits: CodeLimits | None = None) -> Grader:
     cls = GRADERS[name]
     return PythonGrader(limits) if cls is PythonGrader else cls()
 
-
-def extractor(name: str):
-    """`extract(response, prompt="")` of the grader `name`: the answer a response gives, for grouping
-    responses by what they answer (None where none is found)."""
-    return grader(name).extract

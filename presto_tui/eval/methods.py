@@ -108,8 +108,10 @@ def parse_methods(text: str, base: SamplerParams, flag: str = "--methods") -> li
     methods: list[Method] = []
     for spec in (s for s in text.split(",") if s.strip()):
         method = parse_method(spec, base, flag)
-        if any(m.label == method.label for m in methods):
-            raise InputError(f"{flag}: {method.label} is listed twice")
+        same = next((m for m in methods if m.label == method.label or m.params == method.params), None)
+        if same is not None:  # bon:4 and bestofn:4 are one method under two names
+            raise InputError(f"{flag}: {method.label} is listed twice" + (
+                "" if same.label == method.label else f" (as {same.label}: the same settings)"))
         methods.append(method)
     if not methods:
         raise InputError(f"{flag} needs at least one method: {GRAMMAR}")

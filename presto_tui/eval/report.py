@@ -40,7 +40,7 @@ def method_rows(ev: Evaluation) -> list[dict]:
     for j, m in enumerate(ev.methods):
         outs = ev.finished(j)
         done = [o for o in outs if o.status == "done"]
-        right = sum(1 for o in done if o.grade is not None and o.grade.correct)
+        right = sum(1 for o in done if o.verdict is not None and o.verdict.correct)
         acc = accuracy(right, len(done))
         peaks = [o.kv_peak for o in done if o.kv_peak is not None]
         rows.append({
@@ -70,10 +70,10 @@ def _answer(o: Outcome) -> dict:
     d = {"status": o.status, "session_id": o.session_id, "text": s.text, "time_s": o.time_s,
          "transitions": s.transitions, "tokens_generated": s.tokens_generated, "kv_peak": o.kv_peak,
          "loglik": s.answer_loglik, "confidence": s.answer_confidence}
-    if o.grade is not None:
-        d.update(extracted=o.grade.extracted, correct=o.grade.correct)
-        if o.grade.detail:
-            d["detail"] = o.grade.detail
+    if o.verdict is not None:
+        d.update(extracted=o.verdict.extracted, correct=o.verdict.correct)
+        if o.verdict.detail:
+            d["detail"] = o.verdict.detail
     if len(o.chains) > 1:
         d["chains"] = [{"text": c.summary.text, "status": c.status,
                         "correct": None if c.grade is None else c.grade.correct} for c in o.chains]

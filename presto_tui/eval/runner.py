@@ -69,6 +69,12 @@ class Outcome:
     chain: int = 0  # --chains M: which chain of the pair this session is
     chains: list[Outcome] = field(default_factory=list)  # chain 0's outcome: every chain of the pair
     vote: dict | None = None  # chain 0's outcome under --vote: the chains' answers grouped (answers.Vote)
+    voted: Grade | None = None  # ... and the majority answer's grade (chain 0's own stays in `grade`)
+
+    @property
+    def verdict(self) -> Grade | None:
+        """The grade the pair is scored by: the majority's under --vote, else this session's."""
+        return self.voted if self.vote is not None else self.grade
 
     @property
     def status(self) -> str:
@@ -133,7 +139,7 @@ class _Consumer:
             del self.open[key]
             item = self.ev.items[o.item]
             if isinstance(ev, SessionEnd) and ev.reason == "done":
-                o.grade = self.graders[item.grader].grade(ev.text, item.answer, item.prompt)
+                o.grade = self._grade(self.graders[item.grader], ev.text, item)
             first = self.ev.outcomes.get((o.item, o.method))
             if self.vote and first is not None and len(first.chains) == self.chains \
                     and all(c.status != "running" for c in first.chains):
@@ -141,19 +147,26 @@ class _Consumer:
             if self.on_end is not None:
                 self.on_end(o)
 
+    @staticmethod
+    def _grade(g: Grader, text: str, item: Item) -> Grade:
+        """A response the grader cannot read is wrong, with why: one item, not the whole evaluation."""
+        try:
+            return g.grade(text, item.answer, item.prompt)
+        except Exception as e:
+            return Grade(False, None, f"the {g.name} grader failed on this response ({type(e).__name__}: {e})")
+
     def _vote(self, first: Outcome, item: Item) -> None:
         """Grade the answer most chains agree on (by what the grader reads), in chain 0's outcome."""
         from presto_tui.runtime.session.answers import vote
 
         done = [c for c in first.chains if c.status == "done"]
         g = self.graders[item.grader]
-        result = vote([c.summary.text for c in done], lambda text: g.extract(text, item.prompt))
+        result = vote([c.summary.text for c in done], lambda text: g.key(text, item.prompt))
         first.vote = result.to_dict()
         if result.majority is not None:
-            text = done[result.majority.chains[0]].summary.text
-            first.grade = g.grade(text, item.answer, item.prompt)
-        else:
-            first.grade = Grade(False, None, "no chain gave an answer") if done else first.grade
+            first.voted = self._grade(g, done[result.majority.chains[0]].summary.text, item)
+        elif done:
+            first.voted = Grade(False, None, "no chain gave an answer")
 
     def drop(self, key: tuple[int, int]) -> None:
         """A session whose worker died: it runs again from the start (a new session)."""

@@ -8,9 +8,15 @@ or exit early.  It never runs in presto-tui's own process:
 - limits set by the child on itself before the code runs (address space, CPU seconds,
   the size of a file it writes), so no `preexec_fn` runs in a process that may hold
   threads; a wall-clock limit from here kills its whole process group;
-- the tests pass only if the process exits 0 *and* reaches the line after the tests,
-  which writes a token it cannot know in advance: code that calls `sys.exit(0)` before
-  the tests run does not pass.
+- the tests pass only if the process exits 0 *and* the program returned normally after
+  the tests: the boot script then writes a token it read from its stdin (not in the
+  program's file or arguments) with an `open` saved before the program ran.  So code
+  that calls `sys.exit(0)` or `os._exit(0)` before the tests run does not pass.
+
+These are limits against a model's mistakes (loops, runaway memory, early exits), not a
+security sandbox: code written to escape them can (it runs in the same interpreter as
+the boot script, may fork, may leave its process group, write files wherever the user
+may, and reach the network).
 """
 
 from __future__ import annotations
@@ -39,9 +45,14 @@ if resource is not None:
             resource.setrlimit(what, (value, value))
         except (ValueError, OSError):
             pass
+token, done = sys.stdin.readline().strip(), sys.stdin.readline().strip()
+sys.stdin.close()
+_open = open  # the program may shadow open (from os import *)
 sys.argv = [path]
 import runpy
 runpy.run_path(path, run_name="__main__")
+with _open(done, "w") as f:
+    f.write(token)
 """
 
 
@@ -65,9 +76,7 @@ def run_tests(code: str, tests: str, limits: CodeLimits | None = None) -> CodeRe
     with tempfile.TemporaryDirectory(prefix="presto-tui-tests-") as folder:
         work = Path(folder)
         done = work / "done"
-        program = (f"{code}\n\n{tests}\n\n"
-                   f"with open({str(done)!r}, 'w') as _presto_done:\n    _presto_done.write({token!r})\n")
-        (work / "program.py").write_text(program, encoding="utf-8")
+        (work / "program.py").write_text(f"{code}\n\n{tests}\n", encoding="utf-8")
         (work / "boot.py").write_text(_BOOT, encoding="utf-8")
         err_path = work / "stderr"
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
@@ -75,9 +84,13 @@ def run_tests(code: str, tests: str, limits: CodeLimits | None = None) -> CodeRe
         args = [sys.executable, "-I", str(work / "boot.py"), str(limits.memory_mib * 2**20), str(cpu),
                 str(limits.file_mib * 2**20), str(work / "program.py")]
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen(args, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            proc = subprocess.Popen(args, cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     stderr=err, start_new_session=True)
             try:
+                assert proc.stdin is not None
+                with contextlib.suppress(BrokenPipeError):  # a child that failed at once
+                    proc.stdin.write(f"{token}\n{done}\n".encode())
+                    proc.stdin.close()
                 code_ = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)

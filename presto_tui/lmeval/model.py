@@ -35,10 +35,10 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from presto_tui.errors import InputError
-from presto_tui.lmeval.requests import Ask, ask_params, cut_at_stops, occurrences, read_ask, request_seed
+from presto_tui.lmeval.requests import Ask, ask_params, occurrences, read_ask, request_seed
 from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import LIMITS, SamplerParams
+from presto_tui.runtime.core.types import cut_at_stop
 from presto_tui.safetext import visible
 
 # lm-eval fills its model registry with its own models only when the registry is empty at the first
@@ -60,22 +60,13 @@ ENGINE_TYPES: dict[str, tuple[type, ...]] = {
     "backend": (str,), "model": (str,), "chat_template": (bool,), "dtype": (str,), "max_model_len": (int,),
     "gpu_memory_utilization": (int, float), "tensor_parallel_size": (int,), "pipeline_parallel_size": (int,),
     "distributed_executor_backend": (str,), "enforce_eager": (bool,), "threads": (int,), "kv_cache_gib": (int, float),
+    "synthetic_cost": (int, float),
 }
 OWN_TYPES: dict[str, tuple[type, ...]] = {
     "method": (str,), "sampler": (str,), "prefetch": (str,), "inputs": (str,), "speculate": (str,), "rank": (str,),
     "budget": (int, str), "paper_settings": (bool,), "concurrency": (int,), "classifier": (str,), "trace": (str,),
     "no_trace": (bool,),
 }
-
-
-def live_per_chain(params: SamplerParams) -> int:
-    """Requests a session of `params` keeps live at once (about): its budget under a PreSTO rule, one
-    for the sequential sampler and low temperature, every sample or particle of best-of-N and PowerSMC."""
-    if params.sampler == SamplerName.BESTOFN:
-        return params.samples
-    if params.sampler == SamplerName.POWERSMC:
-        return params.particles
-    return params.budget if PrefetchRule.of(params.prefetch).presto else 1
 
 
 @register_model(MODEL_NAME)
@@ -137,7 +128,7 @@ class PrestoLM(LM):
         prompts = [self._encode(a, _where(r)) for a, r in zip(asks, requests)]
         sessions = self._session_params(asks, prompts, [_where(r) for r in requests])
         texts = self._run(asks, prompts, sessions)
-        return [cut_at_stops(t, a.until) for t, a in zip(texts, asks)]
+        return [cut_at_stop(t, a.until)[0] for t, a in zip(texts, asks)]
 
     def loglikelihood(self, requests: Sequence[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         raise InputError(LOGLIKELIHOOD_REFUSED.format(kind="loglikelihood or multiple_choice"))
@@ -185,29 +176,30 @@ class PrestoLM(LM):
 
         from presto_tui.cli import options as o
         from presto_tui.cli.bench import SessionProgress
-        from presto_tui.cli.run import default_concurrency
-        from presto_tui.runtime.session.events import SessionEnd, SessionStart
-        from presto_tui.runtime.session.loop import InternalError, display_text, make_driver, run_chains
+        from presto_tui.logs.writer import recorded
+        from presto_tui.runtime.session.events import SessionEnd
+        from presto_tui.runtime.session.loop import (
+            InternalError,
+            default_concurrency,
+            display_text,
+            make_driver,
+            run_chains,
+        )
         from presto_tui.runtime.session.summary import SessionSummary
 
         engine = self.engine
         trace = self._open_trace()
-        at_once = self.concurrency or default_concurrency(len(asks), live_per_chain(self.params))
+        at_once = self.concurrency or default_concurrency(len(asks), self.params)
         drivers = (make_driver(engine, p, ids, prompt=a.context, classifier=self.classifier)
                    for a, ids, p in zip(asks, prompts, sessions))
         texts: list[str | None] = [None] * len(asks)
         summaries = [SessionSummary() for _ in asks]
-        sids: dict[int, str] = {}
         progress = SessionProgress(Console(file=o.term(), highlight=False), len(asks), "lm-eval")
         progress.doing(f"{self.label}, {at_once} at once")
         try:
             with progress:
-                for i, ev in run_chains(engine, drivers, concurrency=at_once):
-                    if isinstance(ev, SessionStart):
-                        sids[i] = ev.session_id
+                for i, ev in recorded(run_chains(engine, drivers, concurrency=at_once), trace):
                     summaries[i].update(ev)
-                    if trace is not None:
-                        trace.write(ev, sids.get(i))
                     if isinstance(ev, SessionEnd):
                         texts[i] = ev.text
                         progress.advance()

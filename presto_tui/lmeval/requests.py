@@ -68,12 +68,6 @@ def read_ask(context: Any, gen_kwargs: Any, where: str = "request") -> Ask:
     return Ask(context, tuple(s for s in stops if s), n, ignored)
 
 
-def cut_at_stops(text: str, stops: Sequence[str]) -> str:
-    """The text up to the first occurrence of any stop string (the stop itself dropped)."""
-    ends = [i for s in stops if s and (i := text.find(s)) >= 0]
-    return text[:min(ends)] if ends else text
-
-
 def request_seed(seed: int, context: str, occurrence: int) -> int:
     """The seed of a request's session: a function of the methods' seed, the context and the number of
     identical contexts before it (repeats draw afresh), not of the request's place in the batch."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
@@ -23,6 +24,8 @@ from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, Sess
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Vocab
 from presto_tui.safetext import visible
+
+K = TypeVar("K", bound=Hashable)
 
 DEFAULT_DIR = Path("sessions")
 
@@ -139,3 +142,15 @@ class TraceWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def recorded(events: Iterable[tuple[K, Event]], trace: TraceWriter | None) -> Iterator[tuple[K, Event]]:
+    """Pass (chain, event) pairs through, writing each to `trace` under its chain's session id
+    (chains interleave, so the writer's "session started last" is not theirs)."""
+    sids: dict[K, str] = {}
+    for key, ev in events:
+        if isinstance(ev, SessionStart):
+            sids[key] = ev.session_id
+        if trace is not None:
+            trace.write(ev, sids.get(key))
+        yield key, ev

@@ -23,12 +23,12 @@ import uuid
 from dataclasses import dataclass, field
 
 from presto_tui.errors import InputError
-from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.runtime.core.types import cut_at_eos, cut_at_stop
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Vocab
 from presto_tui.serve.host import Admitted, Chain, EngineHost, Refused, Withdrawn
-from presto_tui.serve.protocol import Ask, Choice, cut_at_stop
+from presto_tui.serve.protocol import Ask, Choice
 from presto_tui.serve.wire import encode_event, vocab_object
 
 LISTENER_BACKLOG = 256  # a listener this far behind loses transient events (never recorded ones)
@@ -68,7 +68,6 @@ class RequestRun:
         self.events: list[tuple[ChainRun, Event]] = []  # recorded events, for listeners that come late
         self.listeners: set[Listener] = set()
         self.changed = asyncio.Event()  # set on every change; waiters clear it
-        self.cancelled = False
 
     @property
     def admitted(self) -> bool:
@@ -192,7 +191,6 @@ class Hub:
     def cancel(self, run: RequestRun) -> None:
         """End the request's chains (a client went away, a timeout): the engine thread aborts their
         requests in its next pass; their sessions end `cancelled`."""
-        run.cancelled = True
         for c in run.chains:
             if c.end is None:
                 self.host.cancel(c.key)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
@@ -269,12 +268,6 @@ def _stops(value: Any) -> tuple[str, ...]:
 
 # -- answers ---------------------------------------------------------------------------------
 
-def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
-    """The text up to the first stop sequence (OpenAI's rule: the stop itself is not returned)."""
-    ends = [i for s in stops if (i := text.find(s)) >= 0]
-    return (text[:min(ends)], True) if ends else (text, False)
-
-
 @dataclass(frozen=True)
 class Choice:
     index: int
@@ -330,6 +323,3 @@ def usage_chunk(ask: Ask, rid: str, model: str, created: int, prompt_tokens: int
 def error_object(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
-
-def now() -> int:
-    return int(time.time())

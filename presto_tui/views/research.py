@@ -19,9 +19,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.runtime.core.types import cut_at_eos
@@ -31,7 +31,7 @@ from presto_tui.views.compare import ParamRow, acceptance_curve, answer_diff, ou
 from presto_tui.views.evolution import DiffStyles, Writer, clip
 from presto_tui.views.history import ChainHistory, chain_history
 from presto_tui.views.layout import symbol
-from presto_tui.views.screens import Dialog
+from presto_tui.views.screens import ChoiceExportScreen, export_bindings
 from presto_tui.views.state import AppState, SessionView
 from presto_tui.views.tokens import NOT_RECORDED, TokenSplit, token_split
 from presto_tui.views.widgets import ratio_terms
@@ -391,44 +391,18 @@ class TokenScreen(Screen[None]):
 
 # -- a session's whole chain ---------------------------------------------------------------------
 
-class HistoryExportScreen(Dialog[tuple[str, Path] | None]):
+HISTORY_EXPORTS = (
+    ("j", "json", "JSON: every transition and every distinct state"),
+    ("v", "csv", "CSV: the transitions, and the states in a second file"),
+)
+
+
+class HistoryExportScreen(ChoiceExportScreen):
     """JSON (transitions and states) or CSV (two files), into a folder."""
 
-    BINDINGS = [Binding("escape,q", "cancel", "cancel"), Binding("j", "export('json')", show=False),
-                Binding("v", "export('csv')", show=False)]
-    DEFAULT_CSS = "HistoryExportScreen { align: center middle; }"
-
-    def __init__(self, folder: Path) -> None:
-        super().__init__()
-        self.folder = folder
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="small"):
-            yield Static(Text("Export the chain's history (a key, or click)", style="bold"))
-            yield Button("j  JSON: every transition and every distinct state", id="export-json", compact=True,
-                         classes="export-option")
-            yield Button("v  CSV: the transitions, and the states in a second file", id="export-csv", compact=True,
-                         classes="export-option")
-            with Horizontal(classes="field"):
-                yield Label("folder")
-                yield Input(str(self.folder), id="export-folder", compact=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#export-json", Button).focus()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def action_export(self, kind: str) -> None:
-        folder = self.query_one("#export-folder", Input).value.strip() or "."
-        self.dismiss((kind, Path(folder).expanduser()))
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.action_export((event.button.id or "").removeprefix("export-"))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.query_one("#export-json", Button).focus()
+    HEADING = "Export the chain's history (a key, or click)"
+    OPTIONS = HISTORY_EXPORTS
+    BINDINGS = export_bindings(HISTORY_EXPORTS)
 
 
 class HistoryScreen(Screen[None]):

@@ -127,3 +127,10 @@ def cut_at_eos(tokens: Sequence[int], eos_id: int | None) -> tuple[int, ...]:
     """The tokens a person reads: up to the first EOS (the chain itself always runs to T)."""
     toks = tuple(tokens)
     return toks[: toks.index(eos_id)] if eos_id is not None and eos_id in toks else toks
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """The text up to the first occurrence of any stop string (the stop itself dropped: OpenAI's rule
+    and lm-eval's `until`), and whether one was found."""
+    ends = [i for s in stops if s and (i := text.find(s)) >= 0]
+    return (text[:min(ends)], True) if ends else (text, False)

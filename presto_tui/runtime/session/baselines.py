@@ -125,16 +125,25 @@ def exponent(t: int, alpha: float, ramp: int, n: int) -> float:
     return alpha if R <= 0 else 1.0 + (alpha - 1.0) * min(1.0, t / R)
 
 
-def systematic(weights: list[float], u: float) -> list[int]:
-    """Systematic resampling: particle j takes the ancestor at (u + j) / P of the weights' CDF."""
-    P = len(weights)
+def _cdf(weights: list[float]) -> list[float]:
     total = math.fsum(weights)
     cdf, acc = [], 0.0
     for w in weights:
         acc += w / total
         cdf.append(acc)
-    cdf[-1] = 1.0
+    cdf[-1] = 1.0  # rounding must not leave a u in [0, 1) past the last particle
+    return cdf
+
+
+def systematic(weights: list[float], u: float) -> list[int]:
+    """Systematic resampling: particle j takes the ancestor at (u + j) / P of the weights' CDF."""
+    P, cdf = len(weights), _cdf(weights)
     return [min(P - 1, bisect_right(cdf, (u + j) / P)) for j in range(P)]
+
+
+def draw(weights: list[float], u: float) -> int:
+    """The particle at u in [0, 1) of the weights' CDF."""
+    return min(len(weights) - 1, bisect_right(_cdf(weights), u))
 
 
 def normalised(log_w: list[float]) -> list[float]:
@@ -222,12 +231,7 @@ class PowerSMCDriver(_Batch):
         if not last:
             self._launch()
             return
-        w = normalised(self.log_w)
-        cdf, acc = [], 0.0
-        for x in w:
-            acc += x
-            cdf.append(acc)
-        pick = min(len(w) - 1, bisect_right(cdf, resample_uniform(p.seed, -1)))
+        pick = draw(normalised(self.log_w), resample_uniform(p.seed, -1))
         m = max(1, len(self.tokens[pick]))
         self._out.append(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
                                 self.logp[pick] / m, -self.entropy[pick] / m))

@@ -26,14 +26,8 @@ class CostEstimate:
     a: float  # fixed cost of a step
     b: float  # cost per live request
     steps: int  # steps measured
-    sizes: int  # distinct live counts seen
     best_n: int  # the live count with the best measured throughput
     best_rate: float  # its requests per unit time (tokens per second on a real engine)
-
-    @property
-    def single(self) -> float:
-        """One step with one live request."""
-        return self.a + self.b
 
 
 class StepCost:
@@ -81,4 +75,4 @@ class StepCost:
             return None
         a, b = self.line()
         best_n, best_rate = max(((n, n / t) for n, t in self._mean.items()), key=lambda nr: nr[1])
-        return CostEstimate(a, b, self.steps, len(self._mean), best_n, best_rate)
+        return CostEstimate(a, b, self.steps, best_n, best_rate)

@@ -136,7 +136,8 @@ class RequestEvent:
     decision: int
     cut: int
     size: int  # requests in the group
-    tokens: int  # finished: tokens generated; aborted: tokens decoded before the abort
+    tokens: int  # finished: tokens generated; aborted: tokens decoded before the abort (a speculated
+    # extension that finished for a state the block did not end in is `aborted` at the block's end: dropped)
     clock: float  # engine time since the session started
     live: int  # this chain's live requests after the event
     purpose: str = "propose"  # or "extend": the next block's extension, speculated (decision = K)

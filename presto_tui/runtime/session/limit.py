@@ -34,6 +34,7 @@ class BlockPath:
     L: int
     T: int
     walk: list[tuple[int, bool]] = field(default_factory=list)  # (cut, accepted) per decision, in order
+    draws: int = 1  # proposals a decision needs (MultiTryMH: its candidates, all decoded)
 
 
 def dependency_steps(blocks: list[BlockPath]) -> int:
@@ -41,6 +42,7 @@ def dependency_steps(blocks: list[BlockPath]) -> int:
     exists: list[int] = []  # the step at which each generated position of the current state exists
     taken = 0
     for b in blocks:
+        exists += [0] * (b.L - len(exists))  # a chain started from a given state: its tokens exist at once
         start = max(exists, default=0)  # the whole state before the block
         exists = exists[: b.L] + [start + (p - b.L + 1) for p in range(b.L, b.T)]
         for cut, accepted in b.walk:
@@ -53,7 +55,7 @@ def dependency_steps(blocks: list[BlockPath]) -> int:
 
 def useful_tokens(blocks: list[BlockPath]) -> int:
     """Tokens an exact chain must decode whatever its schedule: extensions and walked proposals."""
-    return sum((b.T - b.L) + sum(b.T - cut for cut, _ in b.walk) for b in blocks)
+    return sum((b.T - b.L) + b.draws * sum(b.T - cut for cut, _ in b.walk) for b in blocks)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from presto_tui.errors import EngineError, PrestoError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.names import PrefetchRule
+from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.session.baselines import BASELINES
@@ -161,6 +161,30 @@ class EngineLoop:
             self.active.pop(key, None)
             out.extend((key, ev) for ev in events)
         return out
+
+BATCH_LIVE = 64  # requests an engine decodes at once for little more than one sequence
+COST_POLICY_LIVE = 8  # what the cost policy keeps live on average, about (6-8 on a CPU, 14 on a GPU-like cost)
+
+
+def live_per_chain(params: SamplerParams) -> int:
+    """Requests a session of `params` keeps live at once, about: its budget under a PreSTO rule (the
+    cost policy: what it typically keeps, at most the cap), one for the sequential sampler and low
+    temperature, every sample or particle of best-of-N and PowerSMC."""
+    if params.sampler == SamplerName.BESTOFN:
+        return params.samples
+    if params.sampler == SamplerName.POWERSMC:
+        return params.particles
+    if not PrefetchRule.of(params.prefetch).presto:
+        return 1
+    if params.prefetch == PrefetchRule.STREAM and params.budget_policy == "cost":
+        return min(params.budget, COST_POLICY_LIVE)
+    return params.budget
+
+
+def default_concurrency(sessions: int, params: SamplerParams) -> int:
+    """Enough sessions at once to keep about BATCH_LIVE requests live, never more than there are."""
+    return max(1, min(sessions, BATCH_LIVE // max(1, live_per_chain(params))))
+
 
 
 def run_chains(engine: Engine, drivers: Iterator[SessionDriver] | Sequence[SessionDriver], *, concurrency: int = 1,

@@ -107,6 +107,9 @@ class StreamDriver(Driver):
         keep = ext.handles[0] if ext is not None and ext.live else None
         for h in [h for h, tag in self._owned.items() if isinstance(tag, GroupTag) and h != keep]:
             self.aborted(h, self.engine.abort(h))
+        for g in blk.book.groups.values():  # extensions that finished for a state the block did not end
+            if g.want.d >= blk.decisions.K and g.finished and g is not ext:  # in: dropped, their tokens waste
+                self._request_event("aborted", g, sum(len(p.tokens) for p in g.proposals if p is not None))
         self.blk = None
         self.state = blk.state
         self.block += 1

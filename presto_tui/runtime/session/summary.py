@@ -173,6 +173,7 @@ class SessionSummary:
         if not self.path:  # a chain started from a given state (no extension)
             self.path.append(BlockPath(tree.T, tree.T))
         self.path[-1].walk.extend((tree.decisions[s.decision].cut, s.accepted) for s in tree.steps)
+        self.path[-1].draws = max([1, *(len(tree.decisions[s.decision].candidates) for s in tree.steps)])
         self.rounds += 1
         self.wall_s += ev.call_wall_s
         acc = 0

@@ -65,7 +65,7 @@ class StreamBlock:
 
     def walk(self) -> list[Walked]:
         walked = self.walker.walk(self.book)
-        self.recorder.observe(walked, self.walker.k >= self.decisions.K)
+        self.recorder.observe(walked)
         return walked
 
     def issued(self, g: Group, j: int, handle: int) -> bool:

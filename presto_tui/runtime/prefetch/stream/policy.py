@@ -119,19 +119,20 @@ class FillPolicy(_Passes):
         if free <= 0:  # no slot to fill: only the walker's own want may go over the budget
             return ([own] if mine is None or mine.wanting else []), [], False
         wanted, groups, fresh = self._gather(block, free)
-        out = []
         size = block.decisions.family.requests_per_decision
+        width = lambda want: 1 if want.d >= block.decisions.K else size  # the requests a want makes
+        out: list[Want] = []
+        if mine is None or mine.wanting:  # first, and even over budget: the walker waits for it (a deeper
+            out.append(own)  # want summed over many nodes can outrank its reach of 1 by rounding)
+            live += width(own)
         for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
-            g = groups[want]
-            if g is not None and not g.wanting:
-                continue
-            n = 1 if want.d >= block.decisions.K else size
-            if live + n > self.cap and want != own:
-                continue  # the walker's own request goes even over budget
-            out.append(want)
-            live += n
             if live >= self.cap:
                 break
+            g = groups[want]
+            if want == own or (g is not None and not g.wanting) or live + width(want) > self.cap:
+                continue
+            out.append(want)
+            live += width(want)
         return out, [], fresh <= free
 
 

@@ -65,7 +65,7 @@ class EpochRecorder:
         self.epoch_walked: list[Walked] = []
         self.closed: list[Epoch] = []  # epochs the walk ended, for the driver to record
 
-    def observe(self, walked: list[Walked], block_done: bool) -> None:
+    def observe(self, walked: list[Walked]) -> None:
         """Close the epochs the walked decisions ended."""
         K = self.decisions.K
         for w in walked:

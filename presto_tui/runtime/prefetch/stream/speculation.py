@@ -156,7 +156,8 @@ class SpeculationTree:
             rest = [(c, m) for c, m in profile if c < cut]
             if A > 0.0 and reach * A >= MIN_REACH:
                 children.append((reach * A, Node(d + 1, acc, ((self.decisions.T, reach * A),))))
-            keep = ([(self.decisions.T, reach * (1.0 - A))] if A < 1.0 else []) + rest
+            # the reject keeps each share's ceiling: a share known only up to c < T stays so
+            keep = ([(c, m * (1.0 - A)) for c, m in profile if c >= cut] if A < 1.0 else []) + rest
             if keep:
                 merged, total = merge(keep)
                 if merged:

@@ -27,7 +27,6 @@ class Walked:
     cut: int
     score: Score
     accepted: bool
-    before: SeqState
     after: SeqState
 
 
@@ -97,7 +96,7 @@ class Walker:
             sc, J = self.scorer.score(g, self.state)
             accepted = accepts(self.decisions.inputs(self.k).accept_u, sc)
             after = self.state.with_suffix(want.cut, g.proposals[J]) if accepted else self.state  # type: ignore[arg-type]
-            out.append(Walked(self.k, g, want.cut, sc, accepted, self.state, after))
+            out.append(Walked(self.k, g, want.cut, sc, accepted, after))
             self.k += 1
             if accepted:  # the state moved: what was asked of the old one is of no more use
                 self.state = after
