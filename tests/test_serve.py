@@ -445,16 +445,19 @@ def test_serve_checks_its_flags_and_port_before_the_engine(monkeypatch):
 def test_the_command_serves_until_ctrl_c_and_leaves_a_trace(tmp_path):
     env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", "PYTHONPATH": str(Path(__file__).parents[1])}
     proc = subprocess.Popen([sys.executable, "-c", "from presto_tui.cli import main; main()", "serve", "--port",
-                             "0", "-n", "16", "-K", "10", "--trace", str(tmp_path / "t.jsonl")],
+                             "0", "-n", "16", "-K", "10", "--epsilon", "0", "--trace", str(tmp_path / "t.jsonl")],
                             env=env, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stderr.readline()
         url = re.search(r"at (http://\S+)/v1", first).group(1)
         text = client(url).completions.create(model="synthetic-v26-o2-s0", prompt="the cat", seed=3).choices[0].text
+        (served,) = httpx.get(url + "/v1/models").json()["data"]
     finally:
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=30)[1]
-    assert text == run_twin("the cat", *SIZES, "--seed", "3")["text"]
+    assert text == run_twin("the cat", *SIZES, "--seed", "3", "--epsilon", "0")["text"]
+    # a flag set to 0 is a value (not dropped for the built-in 0.01); -N auto: 8 chains at once
+    assert served["presto"]["defaults"]["epsilon"] == 0 and served["presto"]["max_chains"] == 8
     assert proc.returncode == 130 and "trace written to" in rest
     (s,) = read_trace(tmp_path / "t.jsonl").sessions
     assert s.events[-1].text == text

@@ -32,6 +32,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from presto_tui.errors import InputError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
@@ -171,19 +172,31 @@ class Watch:
         self.task.cancel()
 
 
-async def until(run: RequestRun, ready, deadline: float | None, watch: Watch | None = None) -> None:
-    """Wait until `ready()`; Gone if the client went away, TimeoutError past the deadline."""
+class EngineStopped(Exception):
+    """The engine thread is gone (a bug stopped it): nothing will answer."""
+
+
+ALIVE_CHECK_S = 1.0  # how often a waiting answer checks that the engine thread still runs
+
+
+async def until(run: RequestRun, ready, deadline: float | None, watch: Watch | None = None,
+                host: Any = None) -> None:
+    """Wait until `ready()`; Gone if the client went away, TimeoutError past the deadline,
+    EngineStopped if `host`'s engine thread died meanwhile."""
     loop = asyncio.get_running_loop()
     while True:
         run.changed.clear()
         if ready():
             return
+        if host is not None and not host.alive:
+            raise EngineStopped
         left = None if deadline is None else deadline - loop.time()
         if left is not None and left <= 0:
             raise TimeoutError
         waiter = asyncio.ensure_future(run.changed.wait())
         waits: set[asyncio.Future] = {waiter} | ({watch.task} if watch is not None else set())
-        done, _ = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        wait_s = ALIVE_CHECK_S if left is None else min(left, ALIVE_CHECK_S)
+        done, _ = await asyncio.wait(waits, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if watch is not None and watch.task in done:
             raise Gone
@@ -305,7 +318,12 @@ def create_app(server: Server) -> FastAPI:
         return await answer(request, CHAT)
 
     async def answer(request: Request, kind: str) -> Response:
-        body = await read_json(request, config.max_body)
+        if server.stopping:
+            raise HttpError(503, STOPPING, "server_error", "server_stopping")
+        try:
+            body = await read_json(request, config.max_body)
+        except ClientDisconnect:  # gone in the middle of its upload: nobody to answer, and no bug
+            return Response(status_code=499)
         try:
             ask = parse(body, kind, config.defaults)
         except InputError as e:
@@ -329,12 +347,12 @@ def create_app(server: Server) -> FastAPI:
         # connection would take the disconnect from it: only the plain answer has a watch of its own
         watch = None if ask.stream else Watch(request)
         try:
-            await until(run, lambda: run.admitted, deadline, watch)
+            await until(run, lambda: run.admitted, deadline, watch, host)
             _raise_failure(run)
             if ask.stream:
                 return StreamingResponse(stream(run, deadline), media_type="text/event-stream",
                                          headers={"X-Request-Id": run.id})
-            await until(run, lambda: run.finished, deadline, watch)
+            await until(run, lambda: run.finished, deadline, watch, host)
             _raise_failure(run)
         except Gone:
             hub().cancel(run)
@@ -342,6 +360,8 @@ def create_app(server: Server) -> FastAPI:
         except TimeoutError:
             hub().cancel(run)
             raise HttpError(504, _timeout_line(config), "timeout", "request_timeout") from None
+        except EngineStopped:
+            raise HttpError(503, "the engine thread has stopped; restart presto-tui serve", "server_error") from None
         except BaseException:
             hub().cancel(run)
             raise

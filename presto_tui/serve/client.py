@@ -189,6 +189,8 @@ class RemoteChatSession:
             answer = _Answer(self._http, body_for(prompt, self.history, params, rid, chains))
             answer.start()
             if not answer.admitted.wait(READ_S) or answer.error is not None:
+                if answer.error is None:  # it may still be admitted: nobody would watch its chains
+                    self._post_cancel(rid)
                 emit(Notice(*(answer.error or ("engine", f"{self.url} did not answer within {READ_S:g} s"))))
                 return
             self._rid = rid
@@ -209,7 +211,7 @@ class RemoteChatSession:
         sids: dict[int, str] = {}  # chains that started
         ended: set[int] = set()
         texts: dict[int, str] = {}
-        reason = "the server closed the event stream"
+        reason: str | None = None  # None: the server closed the event stream
         try:
             with self._http.stream("GET", "/v1/presto/events", params={"request": rid}) as r:
                 if r.status_code != 200:
@@ -239,8 +241,12 @@ class RemoteChatSession:
             reason = f"the server sent an event this presto-tui cannot read: {e}"
         except Exception as e:
             reason = _reason(e)
-        lost = f"lost the connection to {self.url} ({reason}); kept what was received"
         open_chains = [m for m in sorted(sids) if m not in ended]
+        if reason is None and self._cancel.is_set() and not open_chains:
+            return texts  # cancelled while it waited for a slot: the server withdrew it, nothing was lost
+        self._post_cancel(rid)  # the chains would run on with nobody watching (if the server can hear us)
+        lost = (f"lost the connection to {self.url} ({reason or 'the server closed the event stream'}); kept what "
+                "was received")
         for m in open_chains:
             self._record(SessionError(lost, "engine"), emit, m if chains > 1 else None, sids[m])
         if not open_chains:

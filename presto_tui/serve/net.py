@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from presto_tui.errors import InputError
 from presto_tui.safetext import visible
 
-GRACE_S = 3  # on Ctrl-C, open answers get this long before their chains are cancelled
+GRACE_S = 3  # on Ctrl-C, after every chain has ended (Server.drain), answers get this long to finish
 
 
 def listen(host: str, port: int) -> socket.socket:
