@@ -49,6 +49,7 @@ ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/co
 PROGRESS_EVERY_S = 1.0  # a streamed answer's keep-alive comment (transitions so far)
 KEEPALIVE_S = 15.0  # an idle event stream's comment line
 STOPPING = "the server stopped before the answer was ready; its chains were cancelled"
+ENGINE_STOPPED = "the engine thread has stopped; restart presto-tui serve"
 
 
 @dataclass
@@ -333,7 +334,7 @@ def create_app(server: Server) -> FastAPI:
                             code="model_not_found")
         host = server.host
         if host is None or not host.alive:  # (a bug stopped it: /health says so too)
-            raise HttpError(503, "the engine thread has stopped; restart presto-tui serve", "server_error")
+            raise HttpError(503, ENGINE_STOPPED, "server_error")
         try:
             run = hub().reserve(ask)
         except InputError as e:
@@ -361,7 +362,7 @@ def create_app(server: Server) -> FastAPI:
             hub().cancel(run)
             raise HttpError(504, _timeout_line(config), "timeout", "request_timeout") from None
         except EngineStopped:
-            raise HttpError(503, "the engine thread has stopped; restart presto-tui serve", "server_error") from None
+            raise HttpError(503, ENGINE_STOPPED, "server_error") from None
         except BaseException:
             hub().cancel(run)
             raise

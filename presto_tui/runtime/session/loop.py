@@ -162,6 +162,7 @@ class EngineLoop:
             out.extend((key, ev) for ev in events)
         return out
 
+
 BATCH_LIVE = 64  # requests an engine decodes at once for little more than one sequence
 COST_POLICY_LIVE = 8  # what the cost policy keeps live on average, about (6-8 on a CPU, 14 on a GPU-like cost)
 
@@ -184,7 +185,6 @@ def live_per_chain(params: SamplerParams) -> int:
 def default_concurrency(sessions: int, params: SamplerParams) -> int:
     """Enough sessions at once to keep about BATCH_LIVE requests live, never more than there are."""
     return max(1, min(sessions, BATCH_LIVE // max(1, live_per_chain(params))))
-
 
 
 def run_chains(engine: Engine, drivers: Iterator[SessionDriver] | Sequence[SessionDriver], *, concurrency: int = 1,
