@@ -390,3 +390,18 @@ def test_replay_in_a_browser_steps_rounds_with_the_keyboard(page, tmp_path):
         assert served.stop() == 0
     finally:
         served.close()
+
+
+def test_listening_beyond_loopback_warns_that_anyone_can_run_the_app(tmp_path):
+    served = Served(["--host", "0.0.0.0", "--replay", str(DATA / "replay.jsonl")], tmp_path)
+    try:
+        wait_for(lambda: any("warning: listening on 0.0.0.0" in ln for ln in served.err), "the warning", 30)
+        assert served.stop() == 0
+    finally:
+        served.close()
+    local = Served(["--replay", str(DATA / "replay.jsonl")], tmp_path)
+    try:
+        assert local.stop() == 0
+    finally:
+        local.close()
+    assert not any("warning" in ln for ln in local.err)

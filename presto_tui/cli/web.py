@@ -90,6 +90,12 @@ def web(
         traces.replay_checked(flags["traces"], flags["compare"])
     url = check_public_url(public_url) if public_url is not None else None
     check_address(host, web_port)
+    from presto_tui.cli.serve import LOOPBACK
+
+    if host not in LOOPBACK:  # textual-serve has no authentication of its own
+        print(f"presto-tui: warning: listening on {visible(host, keep_newlines=False)}: anyone who reaches this "
+              "port can run the app (and sample on this machine); put it behind an authenticating proxy",
+              file=o.term())
     root = [flag for flag, on in (("--debug", o.DEBUG["on"]), ("--verbose", o.VERBOSE["on"])) if on]
     serve([*root, name, *argv], host=host, port=web_port, public_url=url, title=title, debug=o.DEBUG["on"])
     print("presto-tui: server stopped", file=o.term())
