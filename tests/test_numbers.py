@@ -250,3 +250,13 @@ def test_tokens_generated_counts_every_decoded_token(speculate, seed):
     summary = summarize(run_session(engine, params, [1, 2]))
     assert summary.status == "done"
     assert summary.tokens_generated == engine.decoded
+
+
+def test_the_budget_reads_as_n_was_written():
+    from presto_tui.runtime.core.params import AUTO_BUDGET, budget_text
+
+    stream = SamplerParams(prefetch="stream")
+    assert budget_text(stream.with_(budget=AUTO_BUDGET).to_dict()) == "auto"
+    assert budget_text(stream.with_(budget=20).to_dict()) == "20"  # a cap of the cost policy
+    assert budget_text(stream.with_(budget=8, budget_policy="fill").to_dict()) == "fill:8"
+    assert budget_text(SamplerParams(prefetch="spine", budget=AUTO_BUDGET).to_dict()) == "64"

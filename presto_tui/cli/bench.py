@@ -29,7 +29,7 @@ from presto_tui.logs.writer import TraceWriter, recorded
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
-from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams
+from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams, budget_text
 from presto_tui.runtime.core.types import Request
 from presto_tui.runtime.session.chains import chain_drivers
 from presto_tui.runtime.session.events import SessionEnd
@@ -200,7 +200,7 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
     """Prompts per minute with C chains on one engine, for each C in `levels`, same prompts and seeds."""
     rows = []
     for c in levels:
-        progress.doing(f"throughput {params.prefetch} N={params.budget}, {c} chain(s)")
+        progress.doing(f"throughput {params.prefetch} N={budget_text(params.to_dict())}, {c} chain(s)")
         t0 = time.perf_counter()
         e0 = backend.clock()
         drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)

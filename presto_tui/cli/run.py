@@ -273,7 +273,10 @@ def setting(params) -> str:
             "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
         }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
-    return f"{params.sampler}, {rule}, {params.inputs} inputs, N={params.budget}, K={params.steps}"
+    from presto_tui.runtime.core.params import budget_text
+
+    budget = f", N={budget_text(params.to_dict())}" if params.prefetch != "none" else ""
+    return f"{params.sampler}, {rule}, {params.inputs} inputs{budget}, K={params.steps}"
 
 
 def print_chains(out, group, report, params, label: str = "") -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
-from presto_tui.runtime.core.params import ParamError, SamplerParams
+from presto_tui.runtime.core.params import ParamError, SamplerParams, budget_text
 
 ALIASES = {"bon": SamplerName.BESTOFN.value, "smc": SamplerName.POWERSMC.value}
 # what `:N` sets for each baseline that takes a count
@@ -134,7 +134,7 @@ def describe(params: SamplerParams | dict) -> str:
     if p.get("prefetch") == PrefetchRule.NONE:
         return f"{sampler.display}, sequential"
     inputs = ", node inputs" if p.get("inputs") == InputMode.NODE else ""
-    return f"{sampler.display}, PreSTO {p.get('prefetch')} N={p.get('budget')}{inputs}"
+    return f"{sampler.display}, PreSTO {p.get('prefetch')} N={budget_text(p)}{inputs}"
 
 
 def sequential_of(method: Method, methods: list[Method]) -> Method | None:

@@ -38,6 +38,7 @@ from rich.text import Text
 
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.runtime.core.params import budget_text
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.safetext import visible
 
@@ -216,7 +217,7 @@ def _rule(p: dict) -> str:
         return "baseline"  # no MH chain: no prefetch rule
     if p.get("prefetch") == "none":
         return "sequential"
-    return f"{p.get('prefetch')}{'/node' if p.get('inputs') == 'node' else ''} N={p.get('budget')}"
+    return f"{p.get('prefetch')}{'/node' if p.get('inputs') == 'node' else ''} N={budget_text(p)}"
 
 
 def _sampler(p: dict) -> str:

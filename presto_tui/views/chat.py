@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams
+from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams, budget_text
 from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import (
     InFlight,
@@ -341,7 +341,7 @@ class ChatScreen(RoundScreen):
         except ValueError as e:
             self.notify(str(e), severity="error", markup=False)
             return
-        self.notify(f"next prompt: {self.params.prefetch}, N={self.params.budget}", timeout=3)
+        self.notify(f"next prompt: {self.params.prefetch}, N={budget_text(self.params.to_dict())}", timeout=3)
 
     def system_commands(self):
         yield SystemCommand("Settings", "Sampler settings for the next prompt", self.action_settings)

@@ -7,7 +7,9 @@ but a one-line message (see `ParamError`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
@@ -21,6 +23,18 @@ MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper 
 # every engine step (N is a cap); `fill` keeps N requests live whatever they cost.
 BUDGET_POLICIES = ("cost", "fill")
 AUTO_BUDGET = 64  # `-N auto`: the cost policy with this cap
+
+
+def budget_text(p: Mapping[str, Any]) -> str:
+    """The budget as `-N` writes it, from a params dict: auto, a cap (the streaming rule's cost
+    policy), fill:N (it keeps N live); N for the round rules."""
+    b = p.get("budget")
+    if p.get("prefetch") == "stream":
+        if p.get("budget_policy") == "fill":
+            return f"fill:{b}"
+        if b == AUTO_BUDGET:
+            return "auto"
+    return str(b)
 # What the streaming rule may speculate beyond the walker's state: `proposal` (requests cut inside
 # a proposal still decoding) and `block` (the next block's extension); `none` for neither.
 SPECULATE = ("proposal", "block")
