@@ -154,3 +154,39 @@ def test_an_oracle_on_the_synthetic_engine_achieves_the_limit(seed):
 def first(plan, q: int) -> int:
     """The generated position of request q's first token."""
     return len(plan[q][0].prefix) - 2
+
+
+# -- the engine's step cost, learned online (cost.py) -----------------------------------------------
+
+def test_step_cost_recovers_the_line_and_the_best_throughput():
+    from presto_tui.runtime.session.cost import PRIOR_SLOPE, StepCost
+
+    cost = StepCost()
+    assert cost.estimate() is None and cost.line() == (1.0, PRIOR_SLOPE)
+    cost.record(4, 0.012)  # one batch size seen: the prior slope through that point
+    a, b = cost.line()
+    assert b == pytest.approx(PRIOR_SLOPE * a) and a + 4 * b == pytest.approx(0.012)
+    rng = random.Random(0)
+    for _ in range(400):  # a + b n with a = 10 ms, b = 0.5 ms, and a little noise
+        n = rng.choice([1, 2, 4, 8, 16])
+        cost.record(n, (0.010 + 0.0005 * n) * rng.uniform(0.99, 1.01))
+    a, b = cost.line()
+    assert a == pytest.approx(0.010, rel=0.02) and b == pytest.approx(0.0005, rel=0.05)
+    est = cost.estimate()
+    assert est.best_n == 16 and est.best_rate == pytest.approx(16 / 0.018, rel=0.02)
+    cost.record(0, 1.0)  # no live request, or no time: not a step
+    cost.record(3, 0.0)
+    assert cost.steps == 401
+
+
+def test_step_cost_follows_a_machine_that_slows_down():
+    """Old steps fade: after the machine becomes twice as slow, the fit follows within a few hundred steps."""
+    from presto_tui.runtime.session.cost import StepCost
+
+    cost = StepCost()
+    for scale in (1.0, 2.0):
+        for i in range(600):
+            n = (1, 4, 16)[i % 3]
+            cost.record(n, scale * (0.010 + 0.001 * n))
+    a, b = cost.line()
+    assert a == pytest.approx(0.020, rel=0.01) and b == pytest.approx(0.002, rel=0.01)
