@@ -46,43 +46,44 @@ def save_figures(res: dict, stem: Path, fmt: str) -> dict:
     out: dict = {"accuracy": None, "kv": None}
     if fmt == "none":
         return out
-    from matplotlib.figure import Figure
-
     acc = _points(res, "accuracy")
     if acc:
-        fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-        ax = fig.add_subplot()
-        marks = itertools.cycle(MARKERS)
+        fig, ax, marks = _axes()
         for r in acc:
             y = 100 * r["accuracy"]
             err = [[y - 100 * r["accuracy_low"]], [100 * r["accuracy_high"] - y]]
             ax.errorbar([r["time_per_prompt_s"]], [y], yerr=err, fmt=next(marks), capsize=4, label=r["label"])
-        ax.set_xlabel(time_label(res))
-        ax.set_ylabel("accuracy (%), 95% Wilson interval")
         ax.set_ylim(-2, 102)
-        ax.set_xlim(left=0)
-        ax.legend(fontsize=8)
-        ax.set_title(_title(res, "accuracy against time"), fontsize=10)
-        ax.grid(alpha=0.3)
+        _finish(ax, res, "accuracy (%), 95% Wilson interval", "accuracy against time")
         out["accuracy"] = _save(fig, stem, "accuracy", fmt)
     kv = _points(res, "kv_peak")
     if kv:
-        fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-        ax = fig.add_subplot()
-        marks = itertools.cycle(MARKERS)
+        fig, ax, marks = _axes()
         for r in kv:
             ax.plot([r["time_per_prompt_s"]], [100 * r["kv_peak"]], next(marks), label=r["label"])
-        ax.set_xlabel(time_label(res))
-        ax.set_ylabel("peak KV-pool use (%, largest over prompts)")
         ax.set_ylim(0, 1.2 * max(100 * r["kv_peak"] for r in kv) or 1)
-        ax.set_xlim(left=0)
-        ax.legend(fontsize=8)
-        ax.set_title(_title(res, "peak KV-pool use against time"), fontsize=10)
-        ax.grid(alpha=0.3)
+        _finish(ax, res, "peak KV-pool use (%, largest over prompts)", "peak KV-pool use against time")
         out["kv"] = _save(fig, stem, "kv", fmt)
     else:
         out["kv_missing"] = NO_KV
     return out
+
+
+def _axes():
+    """A figure, its axes, and the markers to cycle through (one a method)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    return fig, fig.add_subplot(), itertools.cycle(MARKERS)
+
+
+def _finish(ax, res: dict, ylabel: str, what: str) -> None:
+    ax.set_xlabel(time_label(res))
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.legend(fontsize=8)
+    ax.set_title(_title(res, what), fontsize=10)
+    ax.grid(alpha=0.3)
 
 
 def _title(res: dict, what: str) -> str:

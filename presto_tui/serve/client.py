@@ -29,8 +29,8 @@ from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.answers import vote
-from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
-from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.chat import EngineReady, Notice, VocabUpdate, deliver
+from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
 from presto_tui.safetext import visible
 from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
 
@@ -254,13 +254,7 @@ class RemoteChatSession:
         return texts
 
     def _record(self, ev: Event, emit: Emit, chain: int | None = None, sid: str | None = None) -> None:
-        if self.trace is not None and not isinstance(ev, TRANSIENT):
-            try:
-                self.trace.write(ev, sid)
-            except Exception as e:
-                emit(Notice(*describe(e)))
-                self.trace = None
-        emit(ev if chain is None else ChainEvent(chain, ev))
+        self.trace = deliver(self.trace, ev, emit, chain, sid)  # (the writer skips transient events)
 
     def _post_cancel(self, rid: str) -> None:
         with contextlib.suppress(Exception):  # the event stream says what happened to the session

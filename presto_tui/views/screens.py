@@ -441,20 +441,6 @@ class ExportScreen(ChoiceExportScreen):
     OPTIONS = EXPORTS
     BINDINGS = export_bindings(EXPORTS)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def action_export(self, kind: str) -> None:
-        folder = self.query_one("#export-folder", Input).value.strip() or "."
-        self.dismiss((kind, Path(folder).expanduser()))
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.action_export((event.button.id or "").removeprefix("export-"))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()  # Enter in the folder field: keep the dialog open for a choice
-        self.query_one("#export-svg", Button).focus()
-
 
 class ConfirmQuitScreen(Dialog[bool]):
     """Quitting would end a running prompt: ask first (y quits, n or escape keeps it running).

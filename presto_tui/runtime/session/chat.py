@@ -72,6 +72,21 @@ class TraceSink(Protocol):
     def close(self) -> None: ...
 
 
+def deliver(trace: TraceSink | None, ev: Event, emit: Emit, chain: int | None = None,
+            sid: str | None = None) -> TraceSink | None:
+    """Write `ev` of session `sid` to `trace`, then emit it (as chain `chain`'s where several run).
+    A trace that fails says so once in a Notice and is dropped: the chat goes on without it (the
+    trace returned, None once dropped)."""
+    if trace is not None:
+        try:
+            trace.write(ev, sid)
+        except Exception as e:
+            emit(Notice(*describe(e)))
+            trace = None
+    emit(ev if chain is None else ChainEvent(chain, ev))
+    return trace
+
+
 class ChatSession:
     def __init__(self, *, engine_factory: Callable[[str | None], Engine], model: str | None = None,
                  classifier: CertaintyClassifier | None = None,
@@ -169,13 +184,7 @@ class ChatSession:
         new = self._vocab.new_pieces(ev)
         if new:
             emit(VocabUpdate(new))
-        if self.trace is not None:
-            try:
-                self.trace.write(ev, sid)
-            except Exception as e:
-                emit(Notice(*describe(e)))
-                self.trace = None
-        emit(ev if chain is None else ChainEvent(chain, ev))
+        self.trace = deliver(self.trace, ev, emit, chain, sid)
 
     def _should_stop(self) -> bool:
         self._resume.wait()
