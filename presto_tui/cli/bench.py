@@ -24,7 +24,7 @@ from rich.table import Table
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
-from presto_tui.errors import InputError, OutputError
+from presto_tui.errors import InputError
 from presto_tui.logs.writer import TraceWriter, recorded
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
@@ -352,11 +352,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
         "wall_s": time.perf_counter() - t_start,
     }
     out_path = output
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    except OSError as e:
-        raise OutputError(f"{out_path}: cannot write results ({e.strerror})") from None
+    o.write_results(out_path, orjson.dumps(report, option=orjson.OPT_INDENT_2))
     if json_out:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:

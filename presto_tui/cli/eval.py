@@ -236,11 +236,7 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     saved = save_figures(res, out_path.with_suffix(""), figures)
     # beside the results: named by file, so that the folder can move
     res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}
-    try:
-        out_path.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    except OSError as e:
-        raise OutputError(f"{visible(str(out_path), keep_newlines=False)}: cannot write results "
-                          f"({e.strerror})") from None
+    o.write_results(out_path, orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     if json_out:
         sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:

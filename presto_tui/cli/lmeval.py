@@ -11,7 +11,7 @@ import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
-from presto_tui.errors import InputError, OutputError, PrestoError
+from presto_tui.errors import InputError, PrestoError
 from presto_tui.runtime.core.names import PrefetchRule
 from presto_tui.runtime.core.params import LIMITS, Limit
 from presto_tui.safetext import visible
@@ -212,12 +212,7 @@ def _write_results(runs: list[dict], output: Path | None, json_out: bool) -> Non
     doc = {"methods": [{k: v for k, v in r.items() if k != "sessions"} for r in runs]}
     text = json.dumps(doc, default=handle_non_serializable, ensure_ascii=False)
     if output is not None:
-        try:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(text + "\n", encoding="utf-8")
-        except OSError as e:
-            raise OutputError(f"{visible(str(output), keep_newlines=False)}: cannot write results "
-                              f"({e.strerror})") from None
+        o.write_results(output, (text + "\n").encode("utf-8"))
         print(f"presto-tui: results written to {visible(str(output), keep_newlines=False)}", file=o.term())
     if json_out:
         sys.stdout.write(text + "\n")

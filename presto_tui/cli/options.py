@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from presto_tui.errors import EXIT_INTERRUPTED, InputError, PrestoError, describe
+from presto_tui.errors import EXIT_INTERRUPTED, InputError, OutputError, PrestoError, describe
 from presto_tui.files import readable_file
 from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
@@ -569,3 +569,13 @@ def table_console() -> Console:
 
 
 PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
+
+
+def write_results(path: Path, data: bytes) -> None:
+    """A command's results file, its folder made if missing; one line if it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as e:
+        raise OutputError(f"{visible(str(path), keep_newlines=False)}: cannot write results "
+                          f"({e.strerror or e})") from None

@@ -39,7 +39,7 @@ from rich.text import Text
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.params import budget_text
-from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.runtime.session.summary import is_baseline
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)
@@ -98,7 +98,7 @@ def at_once(trace: Trace) -> list[int]:
 def comparable(params: dict, backend: str, model: str, device: object = None, at_once: int = 1) -> dict:
     """What a session must share with others to be pooled with them (see the module docstring)."""
     key = {"backend": backend, "model": model, "device": device, "at_once": at_once}
-    baseline = SessionSummary(params=params).baseline
+    baseline = is_baseline(params)
     key.update((k, params.get(k)) for k in SHARED if not (baseline and k in CHAIN_ONLY))
     key.update((k, params.get(k)) for k in OWN.get(str(params.get("sampler")), ()))
     return key
@@ -213,7 +213,7 @@ def pooled_baseline(rows: list[dict]) -> dict:
 
 
 def _rule(p: dict) -> str:
-    if SessionSummary(params=p).baseline:
+    if is_baseline(p):
         return "baseline"  # no MH chain: no prefetch rule
     if p.get("prefetch") == "none":
         return "sequential"

@@ -26,8 +26,9 @@ from textual.widgets import Footer, Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.logs.chains import report_renderable
+from presto_tui.runtime.core.params import budget_text
 from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.diagnostics import chains_report
+from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report
 from presto_tui.views.evolution import clip
 from presto_tui.views.state import AppState, SessionView
 
@@ -72,6 +73,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         self.members = state.chains_of(session)
         self.selected = self.members.index(session)
         self._seen: tuple = ()
+        self._report: tuple[tuple, ChainsReport] | None = None  # (the _seen it was computed for, the report)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -93,19 +95,22 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
     def views(self) -> list[SessionView]:
         return [self.state.sessions[i] for i in self.members]
 
+    def _key(self, members: list[int]) -> tuple:
+        """What the screen shows depends on: the chains, their draws so far, their status."""
+        return tuple(members), tuple((len(v.summary.draws), v.status) for v in map(self.state.sessions.__getitem__,
+                                                                                    members))
+
     def _poll(self) -> None:
         """Redraw when a chain started, moved or ended (a live chat)."""
         members = self.state.chains_of(self.members[self.selected])
-        seen = (tuple(members), tuple((len(v.summary.draws), v.status) for v in map(self.state.sessions.__getitem__,
-                                                                                      members)))
-        if seen != self._seen:
+        if self._key(members) != self._seen:
             self.members = members
             self.draw()
 
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self) -> None:
         views = self.views
-        self._seen = (tuple(self.members), tuple((len(v.summary.draws), v.status) for v in views))
+        self._seen = self._key(self.members)
         with self.app.batch_update():
             self.query_one("#ch-info", Static).update(self._info(views))
             self.query_one("#ch-legend", Static).update(self._legend(views))
@@ -119,7 +124,9 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
                 return Text("this trace records no state per transition (it predates them): nothing to diagnose",
                             style="dim")
             return Text("no transitions yet", style="dim")
-        parts: list = [report_renderable(chains_report([v.summary for v in views]), compact=True)]
+        if self._report is None or self._report[0] != self._seen:  # ArviZ once per change of the draws,
+            self._report = (self._seen, chains_report([v.summary for v in views]))  # not per chain switched to
+        parts: list = [report_renderable(self._report[1], compact=True)]
         if len(views) < 2:
             parts.insert(0, Text("one chain: R-hat compares two or more (--chains M, or chains in ctrl+s)",
                                  style="dim"))
@@ -130,7 +137,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         p = v.params
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"chain {v.start.chain} of {len(views)}", style="bold")
-        t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={p.get('budget')} K={p.get('steps')} alpha="
+        t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
                  f"{p.get('alpha')} · log-target per transition · ")
         t.append("> " + clip(v.start.prompt.replace("\n", " "), 200))
         return t

@@ -117,6 +117,7 @@ class VLLMEngine(TextMixin, LoopEngine):
         self._steps = 0
         self._kv_now: float | None = None  # fraction of the KV pool in use after the last step
         self._kv_peak: float | None = None  # the largest since the last kv_peak() call
+        self._kv_watch = False  # read the pool's use after each step only once someone asks (kv_peak)
         # in process (the default) the scheduler is at hand: reading it costs nothing per step
         self._scheduler = getattr(getattr(getattr(self.engine, "engine_core", None), "engine_core", None),
                                   "scheduler", None)
@@ -136,6 +137,7 @@ class VLLMEngine(TextMixin, LoopEngine):
         return {"queries": get("vllm:prefix_cache_queries"), "hits": get("vllm:prefix_cache_hits")}
 
     def kv_peak(self) -> float | None:
+        self._kv_watch = True
         peak, self._kv_peak = self._kv_peak, self._kv_now
         return peak
 
@@ -147,7 +149,8 @@ class VLLMEngine(TextMixin, LoopEngine):
         try:  # a multiprocess engine core: the gauge its scheduler's stats set after every step
             return max((float(getattr(m, "value", 0) or 0) for m in self.llm.get_metrics()
                         if m.name == "vllm:kv_cache_usage_perc"), default=None)
-        except Exception:
+        except Exception:  # no gauge to read: stop trying after every step
+            self._kv_watch = False
             return None
 
     # -- the engine loop -----------------------------------------------------------------
@@ -204,7 +207,7 @@ class VLLMEngine(TextMixin, LoopEngine):
             self._discard.extend(self._by_tag)
             raise
         self._steps += 1
-        usage = self._kv_usage()
+        usage = self._kv_usage() if self._kv_watch else None
         if usage is not None:
             self._kv_now = usage
             self._kv_peak = usage if self._kv_peak is None else max(self._kv_peak, usage)

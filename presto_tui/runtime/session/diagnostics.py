@@ -31,8 +31,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -87,9 +87,7 @@ class Diagnostic:
         return out
 
     def to_dict(self) -> dict:
-        return {"quantity": self.quantity, "block": self.block, "chains": self.chains, "draws": self.draws,
-                "mean": self.mean, "rhat": self.rhat, "ess_bulk": self.ess_bulk, "ess_tail": self.ess_tail,
-                "mcse": self.mcse}
+        return asdict(self)
 
 
 def _number(x) -> float | None:
@@ -131,7 +129,6 @@ class ChainsReport:
     shared: tuple[int, ...]  # blocks whose chains all start from the same tokens
     vote: Vote
     warnings: tuple[str, ...]
-    computed: bool = True  # False: arviz-stats is missing
 
     def to_dict(self) -> dict:
         return {"chain_group": self.group, "prompt": self.prompt, "chains": self.chains, "steps": self.steps,
@@ -147,25 +144,22 @@ def draws_of(summaries: Sequence[SessionSummary], block: int, quantity: str) -> 
     return np.array([x[:k] for x in series], dtype=float).reshape(len(series), k)
 
 
-def chains_report(summaries: Sequence[SessionSummary], extract: Callable[[str], str | None] | None = None,
-                  ) -> ChainsReport:
-    """The report on one prompt's chains (`summaries` in chain order); `extract`: group the answers
-    by a grader's extracted answer instead of the exact text."""
+def chains_report(summaries: Sequence[SessionSummary]) -> ChainsReport:
+    """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text."""
     first = summaries[0]
     steps = int(first.params.get("steps", 0))
     blocks = sorted({t.block for s in summaries for t in s.draws})
     shared = tuple(b for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
-    computed = available()
     diags: list[Diagnostic] = []
     notes: list[str] = []
-    if computed:
+    if available():
         for b in blocks:
             diags += [diagnose(draws_of(summaries, b, q), q, b) for q in QUANTITIES]
         notes = _warnings(diags, shared, len(blocks) > 1, steps)
     else:
         notes = [MISSING]
     return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
-                        tuple(diags), shared, vote([s.text for s in summaries], extract), tuple(notes), computed)
+                        tuple(diags), shared, vote([s.text for s in summaries]), tuple(notes))
 
 
 def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int) -> list[str]:

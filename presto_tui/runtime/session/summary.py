@@ -59,6 +59,12 @@ from presto_tui.runtime.session.events import (
 from presto_tui.runtime.session.limit import BlockPath, Limits, limits
 
 
+def is_baseline(params: dict) -> bool:
+    """Params of a baseline (low temperature, best-of-N, PowerSMC): no MH chain."""
+    name = params.get("sampler")
+    return name in SamplerName.names() and not SamplerName.of(name).chain
+
+
 @dataclass
 class SessionSummary:
     params: dict = field(default_factory=dict)
@@ -225,8 +231,7 @@ class SessionSummary:
     @property
     def baseline(self) -> bool:
         """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
-        name = self.params.get("sampler")
-        return name in SamplerName.names() and not SamplerName.of(name).chain
+        return is_baseline(self.params)
 
     @property
     def transitions_per_call(self) -> float:
