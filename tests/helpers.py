@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
 from presto_tui.runtime.session.events import BlockStart, RoundDone
@@ -130,3 +132,11 @@ def text_of(app, selector) -> str:
     """The text a widget shows (a Static's content, or what a custom widget renders)."""
     w = app.screen.query_one(selector)
     return str(w.content if hasattr(w, "content") else w.render())
+
+
+def presto_command(*args: str) -> list[str]:
+    """`presto-tui ARGS` as a child process that takes SIGINT as Ctrl-C, even where the tests were
+    started with SIGINT ignored (a background job of a shell without job control passes that on,
+    and Python then installs no KeyboardInterrupt of its own)."""
+    return [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from presto_tui.cli import main; main()", *args]

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import presto_command
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
@@ -96,8 +97,8 @@ def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
     many = tmp_path / "many.txt"
     many.write_text("\n".join(PROMPTS * 4) + "\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "presto_tui", "run", "--prompts-file", str(many), "--backend", "synthetic",
-         "-n", "64", "-K", "300", "-N", "2", "--workers", "2", "--trace", str(trace), "--json"],
+        presto_command("run", "--prompts-file", str(many), "--backend", "synthetic", "-n", "64", "-K", "300",
+                       "-N", "2", "--workers", "2", "--trace", str(trace), "--json"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline and (not trace.exists() or trace.read_text().count('"session_end"') < 1):

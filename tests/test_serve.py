@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import presto_command
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
@@ -444,8 +444,8 @@ def test_serve_checks_its_flags_and_port_before_the_engine(monkeypatch):
 
 def test_the_command_serves_until_ctrl_c_and_leaves_a_trace(tmp_path):
     env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", "PYTHONPATH": str(Path(__file__).parents[1])}
-    proc = subprocess.Popen([sys.executable, "-c", "from presto_tui.cli import main; main()", "serve", "--port",
-                             "0", "-n", "16", "-K", "10", "--epsilon", "0", "--trace", str(tmp_path / "t.jsonl")],
+    proc = subprocess.Popen(presto_command("serve", "--port", "0", "-n", "16", "-K", "10", "--epsilon", "0",
+                                           "--trace", str(tmp_path / "t.jsonl")),
                             env=env, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stderr.readline()
