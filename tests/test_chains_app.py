@@ -93,7 +93,7 @@ def test_chains_view_snapshot(snap_compare):
 
 
 async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
-    from presto_tui.cli.options import open_trace
+    from presto_tui.logs.writer import open_trace
 
     path = tmp_path / "chat.jsonl"
     app, session = make_chat(ScriptedEngine(), trace_opener=lambda engine, p: open_trace(path, "chat", engine, p))

@@ -86,7 +86,7 @@ def test_text_output_shows_summary():
     (["-n", "10", "-B", "3"], "does not divide"),
     (["--prefetch", "dfs"], "unknown --prefetch 'dfs'"),
     (["--prefetch", "spine", "--inputs", "node"], "needs --inputs decision"),
-    (["--backend", "nope"], "unknown backend"),
+    (["--backend", "nope"], "unknown --backend 'nope'; choose one of vllm, transformers, synthetic"),
 ])
 def test_bad_values_give_one_line_and_exit_2(args, needle):
     res = invoke("run", "x", *args)

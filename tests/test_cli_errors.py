@@ -60,8 +60,8 @@ def error_line(*args: str) -> str:
     (["run", "x", "--concurrency", "0"], "--concurrency must lie in [1, 256], got 0"),
     (["run", "x", "-C", "many"], "--concurrency must be a whole number in [1, 256], got 'many'"),
     (["run", "x", "--workers", "zero"], "--workers must be a whole number in [1, 4096], got 'zero'"),
-    (["run", "x", "--threads", "x"], "--threads must be a whole number, got 'x'"),
-    (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number, got 'lots'"),
+    (["run", "x", "--threads", "x"], "--threads must be a whole number in [1, 4096], got 'x'"),
+    (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number in (0, 1e+06], got 'lots'"),
     # choices, listed from the registry
     (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
      "lowtemp, bestofn, powersmc"),
@@ -186,7 +186,7 @@ def test_help_shows_each_parameters_own_default_and_range():
 
     text = flat(help_of("run"))
     defaults = SamplerParams()
-    for name in ("alpha", "max_new_tokens", "steps", "budget", "epsilon", "seed", "beta", "cut_mix", "tries"):
+    for name in ("alpha", "max_new_tokens", "steps", "epsilon", "seed", "beta", "cut_mix", "tries"):
         assert f"{LIMITS[name].where} [default: {number_text(getattr(defaults, name))}]" in text, name
 
 

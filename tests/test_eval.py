@@ -8,12 +8,12 @@ import re
 
 import pytest
 
+from presto_tui.api.params import describe, parse_method, parse_methods, sequential_of
 from presto_tui.errors import InputError
 from presto_tui.eval.graders import GRADERS, code_of, grader, options_of, parse_number
-from presto_tui.eval.methods import describe, parse_method, parse_methods, sequential_of
-from presto_tui.eval.paired import EQUIVALENT, IDENTICAL, NOT_SHOWN, accuracy, paired_tost
 from presto_tui.eval.sandbox import CodeLimits, run_tests
 from presto_tui.eval.tasks import MC_BANK, builtin_tasks, load_tasks
+from presto_tui.logs.paired import EQUIVALENT, IDENTICAL, NOT_SHOWN, accuracy, paired_tost
 from presto_tui.runtime.core.params import SamplerParams
 
 # -- graders ---------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def test_an_engine_failure_keeps_what_finished_and_ends_in_one_line(tmp_path, mo
 def test_peak_kv_pool_use_is_the_largest_while_each_session_ran():
     """An engine whose pool holds one block per live request: a session's peak is the most requests
     live while it ran (its own with one session at a time; with others beside it, theirs too)."""
-    from presto_tui.eval.methods import parse_methods
+    from presto_tui.api.params import parse_methods
     from presto_tui.eval.runner import run_local
     from presto_tui.eval.tasks import Item
     from presto_tui.runtime.core.params import SamplerParams

@@ -318,8 +318,8 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
 
 
 def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason():
-    from presto_tui.cli.options import open_trace
     from presto_tui.errors import OutputError
+    from presto_tui.logs.writer import open_trace
     from presto_tui.runtime.core.params import SamplerParams
     from presto_tui.runtime.engines.synthetic import SyntheticEngine
 
@@ -332,7 +332,7 @@ def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason():
 def test_a_traced_chat_keeps_one_model(tmp_path):
     """A trace holds one model's sessions and token text: switching the model in a traced chat
     is refused in one line, and the trace stays readable with the first model's sessions."""
-    from presto_tui.cli.options import open_trace
+    from presto_tui.logs.writer import open_trace
     from presto_tui.runtime.core.params import SamplerParams
     from presto_tui.runtime.engines.synthetic import SyntheticEngine
     from presto_tui.runtime.session.chat import ChatSession, Notice

@@ -260,10 +260,10 @@ def test_every_engine_flag_is_a_model_arg():
     """Each engine option `run` takes is read from model_args with its type (none is a KeyError)."""
     from lm_eval.api.registry import get_model
 
-    from presto_tui.cli.options import ENGINE_FLAGS
-    from presto_tui.lmeval.model import ENGINE_TYPES
+    from presto_tui.api.params import ENGINE_PARAMS
+    from presto_tui.lmeval.model import ARGS
 
-    assert set(ENGINE_FLAGS) <= set(ENGINE_TYPES)
+    assert {p.name for p in ENGINE_PARAMS} <= set(ARGS)
     lm = get_model("presto-tui").create_from_arg_string("method=powermh+stream,backend=synthetic,synthetic_cost=0.004")
     assert lm.engine.name == "synthetic"
 

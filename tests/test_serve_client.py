@@ -18,8 +18,8 @@ from test_serve import GatedEngine, poll, serving
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
-from presto_tui.cli import options as o
 from presto_tui.logs.reader import read_trace
+from presto_tui.logs.writer import open_trace
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
@@ -36,7 +36,7 @@ def recorded(items: list) -> list:
 
 
 def opener(path):
-    return lambda engine, params: o.open_trace(path, "chat", engine, params)
+    return lambda engine, params: open_trace(path, "chat", engine, params)
 
 
 def test_a_remote_prompt_gives_the_local_sessions_events_and_a_local_trace(tmp_path):

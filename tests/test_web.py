@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from presto_tui.cli import app as cli
 from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.session.events import SessionEnd
-from presto_tui.web import own_trace
+from presto_tui.webtab import own_trace
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -120,7 +120,7 @@ def test_a_tab_records_beside_a_trace_an_earlier_tab_wrote(tmp_path):
 
 
 def test_a_tab_keeps_stdout_for_the_screen_and_sends_stray_output_to_stderr():
-    code = ("import os, sys; from presto_tui.web import keep_stdout_for_the_browser as keep; keep(); "
+    code = ("import os, sys; from presto_tui.webtab import keep_stdout_for_the_browser as keep; keep(); "
             "print('stray line from a library'); sys.stdout.flush(); "
             "sys.__stdout__.write('screen'); sys.__stdout__.flush()")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -172,7 +172,7 @@ class Tab:
     def __init__(self, args: list[str]):
         # as textual-serve starts it (the driver it names is the one Textual ships)
         env = {**os.environ, "COLUMNS": "100", "ROWS": "30", "TEXTUAL_DRIVER": "textual.drivers.web_driver:WebDriver"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "presto_tui.web", *args], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "presto_tui.webtab", *args], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.screen = b""
         threading.Thread(target=self._read, daemon=True).start()

@@ -19,24 +19,33 @@ import orjson
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from presto_tui.cli import command
+from presto_tui.api.engine import RuntimeEngine as Engine
+from presto_tui.api.events import Request, SessionEnd, SessionSummary, limits
+from presto_tui.api.params import (
+    BENCH_SIZES,
+    BUDGET_LIMIT,
+    BackendName,
+    CertaintyClassifier,
+    Group,
+    InputMode,
+    PrefetchRule,
+    SamplerName,
+    SamplerParams,
+    budget_text,
+    load_classifier,
+    read_budget,
+    unknown_choice,
+)
+from presto_tui.api.sessions import chain_drivers, display_text, make_driver, run_chains
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
+from presto_tui.console import SessionProgress
 from presto_tui.errors import InputError
-from presto_tui.logs.writer import TraceWriter, recorded
-from presto_tui.runtime.core.classifier import CertaintyClassifier
-from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
-from presto_tui.runtime.core.params import BENCH_SIZES, LIMITS, SamplerParams, budget_text
-from presto_tui.runtime.core.types import Request
-from presto_tui.runtime.session.chains import chain_drivers
-from presto_tui.runtime.session.events import SessionEnd
-from presto_tui.runtime.session.limit import limits
-from presto_tui.runtime.session.loop import make_driver, run_chains
-from presto_tui.runtime.session.runner import display_text
-from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.files import check_output_path
+from presto_tui.logs.writer import TraceWriter, default_trace_path, open_trace, recorded
 
 # sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
 Config = tuple[str, str, str | None]
@@ -60,42 +69,6 @@ def label(sampler: str, rule: str, budget: str | None) -> str:
     if not SamplerName.of(sampler).chain:
         return sampler
     return f"{sampler} " + ("seq" if rule == SEQUENTIAL else f"{rule} {budget}")
-
-
-class SessionProgress:
-    """Progress on stderr.  On a terminal a Rich bar; anywhere else (a log file, a pipe) one plain
-    line per finished session, so that a run of many minutes is never silent there."""
-
-    def __init__(self, err: Console, total: int, command: str = "bench") -> None:
-        self.err, self.total, self.done, self.what, self.command = err, total, 0, "", command
-        self.t0 = time.perf_counter()
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=err, transient=True) if err.is_terminal else None
-        self.task = self.bar.add_task("sessions", total=total) if self.bar is not None else None
-
-    def __enter__(self) -> SessionProgress:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    def doing(self, what: str) -> None:
-        """What the sessions from now on run (shown until the next call)."""
-        self.what = what
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, description=what)
-
-    def advance(self) -> None:
-        """One more session finished."""
-        self.done += 1
-        if self.bar is not None and self.task is not None:
-            self.bar.advance(self.task)
-        else:
-            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what}, "
-                  f"{time.perf_counter() - self.t0:.0f} s", file=self.err.file, flush=True)
 
 
 def engine_probe(backend: Engine, prompt_ids: list[int], length: int, batch: int = 20) -> dict:
@@ -263,7 +236,7 @@ def row_params(base: SamplerParams, sampler: str, rule: str, budget: str | None,
     inputs (the only inputs they take); bfs and predictive on the inputs asked for."""
     node_inputs = PrefetchRule.of(rule).node_inputs
     size, _, speculate = (budget or "").partition("/")
-    sized = o.parse_budget(size, "--budgets") if size else {}
+    sized = read_budget("--budgets", size) if size else {}
     if speculate:
         sized["speculate"] = speculate.replace("+", ",")
     return base.with_(sampler=sampler, prefetch=rule, seed=seed, **sized,
@@ -276,7 +249,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
               chains: int = 1) -> None:
-    from presto_tui.runtime.session.diagnostics import chains_report
+    from presto_tui.api.diagnostics import chains_report
 
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
@@ -291,7 +264,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     dp: dict | None = None
     tp_params = row_params(base, base.sampler, throughput_rule, budgets[0])
     try:
-        with SessionProgress(err, total) as progress:
+        with SessionProgress(total, "bench", err) as progress:
             for p_i, prompt in enumerate(prompts):
                 ids = backend.encode_prompt(prompt)
                 for seed in range(seeds):
@@ -341,6 +314,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                    **(mixing(reports[cfg]) if chains > 1 else {}))
         table_rows.append(agg)
     limit_rows = limit_table(results, speed)
+    kind = BackendName.of(backend.name)
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
@@ -348,7 +322,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
-        "time_unit": "engine clock (virtual: the synthetic cost model)" if backend.name == "synthetic" else "seconds",
+        "time_unit": kind.time_unit, "virtual_clock": kind.virtual_clock,
         "wall_s": time.perf_counter() - t_start,
     }
     out_path = output
@@ -462,6 +436,7 @@ def render(console: Console, report: dict) -> None:
 
 @command()
 @o.handled
+@takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, without=("seed",), defaults=BENCH_SIZES)
 def bench(
     ctx: typer.Context,
     prompts_file: Annotated[Path | None, typer.Option(
@@ -472,7 +447,7 @@ def bench(
         help=f"Use only the first N prompts, {o.CLI_LIMITS['limit'].where} [default: all].")] = None,
     budgets: Annotated[str, typer.Option(
         metavar="N,...",
-        help=f"Comma-separated prefetch budgets to compare, each N {LIMITS['budget'].where}; for stream also "
+        help=f"Comma-separated prefetch budgets to compare, each N {BUDGET_LIMIT.where}; for stream also "
         "auto and fill:N (see run --budget), and any of them with /WHAT, what it speculates (see run --speculate; "
         "+ joins: 8/none, auto/block, 8/proposal+block).")] = "8,20,auto",
     rules: Annotated[str, typer.Option(
@@ -493,17 +468,7 @@ def bench(
     ] = SamplerName.POWERMH.value,
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
-    chains: o.Chains = None,
-    inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
-    max_new_tokens: o.BenchNewTokens = None, block_size: o.BlockSize = None, steps: o.BenchSteps = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
+    chains: o.Chains = None, classifier: o.Classifier = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,
@@ -544,7 +509,7 @@ def bench(
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]
     for b in budget_list:
-        LIMITS["budget"].check("--budgets", o.parse_budget(b.partition("/")[0], "--budgets")["budget"])
+        read_budget("--budgets", b.partition("/")[0])
     if SEQUENTIAL in _names(rules):
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
@@ -567,16 +532,17 @@ def bench(
 
         prompts_file = Path(str(files("presto_tui") / "data" / "prompts.txt"))
     prompts = o.read_prompts(None, prompts_file)[:limit]
-    clf = o.load_classifier(classifier)
+    clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "bench")
-    out_path = o.check_output_path(output or (path or o.default_trace_path("bench")).with_suffix(".json"),
+    out_path = check_output_path(output or (path or default_trace_path("bench")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
     cluster_of = None
     if workers is not None or ray_address is not None:
         if workers is not None:
             o.CLI_LIMITS["workers"].check("--workers", workers)
-        from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
+        from presto_tui.api.sessions import Cluster, check_address
+        from presto_tui.api.sessions import require_ray as _ray
 
         _ray()
         if ray_address:
@@ -586,7 +552,7 @@ def bench(
             return Cluster(w, name, engine_opts, address=ray_address, concurrency=1)
 
     engine = o.start_engine(name, engine_opts)
-    writer = o.open_trace(path, "bench", engine, base)
+    writer = open_trace(path, "bench", engine, base)
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
               throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),

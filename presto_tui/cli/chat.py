@@ -8,8 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from presto_tui.cli import command
+from presto_tui.api.params import SAMPLER_PARAMS, BackendName, Group, flag, load_classifier, of_group
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
+from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
 
 
@@ -17,27 +20,17 @@ def checked(flags: dict[str, Any]):
     """What chat runs with, every value checked before any engine starts (`web` checks with this too)."""
     params = o.sampler_params(flags)
     per_prompt = o.chain_count(flags.get("chains"))
-    clf = o.load_classifier(flags.get("classifier"))
+    clf = load_classifier(flags.get("classifier"))
     name, engine_opts = o.engine_options(flags)
     return params, per_prompt, clf, name, engine_opts, o.trace_path(flags, "chat")
 
 
 @command()
 @o.handled
+@takes(Group.METHOD, Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE)
 def chat(
     ctx: typer.Context,
-    sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
-    tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
-    steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
-    paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
+    chains: o.Chains = None, paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     connect: Annotated[str | None, typer.Option(
         "--connect", metavar="URL", show_default=False,
@@ -71,20 +64,20 @@ def chat(
         remote(ctx, connect, api_key, o.chain_count(chains))
         return
     params, per_prompt, clf, name, engine_opts, path = checked(flags)
-    from presto_tui.runtime.engines.registry import start_engine
-    from presto_tui.runtime.session.chat import ChatSession
+    from presto_tui.api.engine import start_engine
+    from presto_tui.api.sessions import ChatSession
 
     def factory(model_name):  # the settings screen can change the model between prompts
         return start_engine(name, replace(engine_opts, model=model_name))
 
     session = ChatSession(engine_factory=factory, model=engine_opts.model, classifier=clf,
-                          trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
+                          trace_opener=lambda engine, p: open_trace(path, "chat", engine, p))
     from presto_tui.views.app import chat_app
 
     drawing_on = sys.__stderr__
-    if name != "synthetic":
-        # the engine starts inside the app: its own output goes to its log, and Textual, which draws
-        # on stderr, is given the terminal itself
+    if not BackendName.of(name).builtin_model:
+        # a real engine starts inside the app: its libraries' output goes to its log, and Textual,
+        # which draws on stderr, is given the terminal itself
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
@@ -102,9 +95,9 @@ def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> No
     from presto_tui.errors import InputError
 
     given = lambda name: getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
-    engine_flags = [k for k in ("backend", "classifier", *o.ENGINE_FLAGS) if given(k)]
+    engine_flags = [k for k in ("classifier", *(p.name for p in of_group(Group.ENGINE))) if given(k)]
     if engine_flags:
-        raise InputError(f"--{engine_flags[0].replace('_', '-')} does not apply with --connect: the server chose "
+        raise InputError(f"{flag(engine_flags[0])} does not apply with --connect: the server chose "
                          "its engine and model when it started")
     path = o.trace_path(ctx.params, "chat")
     try:
@@ -112,8 +105,8 @@ def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> No
     except ImportError as e:
         raise InputError(f"--connect needs httpx: pip install 'presto-tui[serve]' ({e.name} is missing)") from None
     session = RemoteChatSession(url, api_key=api_key,
-                                trace_opener=lambda engine, p: o.open_trace(path, "chat", engine, p))
-    mine = {k: v for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings") if given(k) and
+                                trace_opener=lambda engine, p: open_trace(path, "chat", engine, p))
+    mine = {k: v for k in (*(p.name for p in SAMPLER_PARAMS), "paper_settings") if given(k) and
             (v := ctx.params.get(k)) is not None}
     params = o.sampler_params({**session.server_flags(), **mine})
     from presto_tui.views.app import chat_app

@@ -9,10 +9,13 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import command
+from presto_tui.api.params import BENCH_SIZES, LIMITS, BackendName, Group, load_classifier
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
 from presto_tui.errors import InputError, OutputError
-from presto_tui.runtime.core.params import BENCH_SIZES
+from presto_tui.files import check_output_path
+from presto_tui.logs.writer import default_trace_path, open_trace
 from presto_tui.safetext import visible
 
 DEFAULT_METHODS = "lowtemp,bon:4,smc:4,powermh,powermh+stream"
@@ -22,6 +25,8 @@ CODE_MEMORY = o.Limit(16, 1 << 20, integer=True)
 
 @command("eval")
 @o.handled
+@takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, Group.METHOD, defaults=BENCH_SIZES,
+       without=("sampler", "prefetch"))
 def eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Argument(
@@ -53,16 +58,7 @@ def eval_(
         help="Also test methods A and B for equivalence (paired TOST of eq. 23 on log-likelihood and confidence); "
         "repeat for more pairs. Every PreSTO method is always tested against its sequential sampler when both "
         "are listed.")] = None,
-    inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, max_new_tokens: o.BenchNewTokens = None,
-    block_size: o.BlockSize = None, steps: o.BenchSteps = None, budget: o.Budget = None, epsilon: o.Epsilon = None,
-    seed: o.Seed = None, beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None, chains: o.Chains = None,
+    classifier: o.Classifier = None, chains: o.Chains = None,
     vote: Annotated[bool, typer.Option(
         "--vote", help="With --chains M: grade the answer most chains agree on (grouped by what the grader reads "
         "from each: self-consistency's majority vote) instead of chain 0's.")] = False,
@@ -119,13 +115,12 @@ def eval_(
       presto-tui eval --methods powermh+stream --chains 5 --vote               # self-consistency
     """
     flags = ctx.params
+    from presto_tui.api.params import PrefetchRule, parse_methods, unknown_choice
     from presto_tui.eval.figures import FORMATS, need_matplotlib
     from presto_tui.eval.graders import GRADERS
-    from presto_tui.eval.methods import parse_methods
-    from presto_tui.eval.paired import need_statsmodels
     from presto_tui.eval.sandbox import CodeLimits
     from presto_tui.eval.tasks import BUILTIN, load_tasks
-    from presto_tui.runtime.core.names import PrefetchRule, unknown_choice
+    from presto_tui.logs.paired import need_statsmodels
 
     need_statsmodels()
     if figures not in FORMATS:
@@ -138,7 +133,7 @@ def eval_(
     o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
     if limit is not None:
         o.CLI_LIMITS["limit"].check("--limit", limit)
-    o.LIMITS["seed"].check("--task-seed", task_seed)
+    LIMITS["seed"].check("--task-seed", task_seed)
     per_pair = o.chain_count(chains)
     if vote and per_pair < 2:
         raise InputError("--vote grades the answer several chains agree on: give --chains M with M >= 2")
@@ -149,10 +144,10 @@ def eval_(
     method_list = parse_methods(methods, base)
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed)[:limit]
-    clf = o.load_classifier(classifier)
+    clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "eval")
-    out_path = o.check_output_path(output or (path or o.default_trace_path("eval")).with_suffix(".json"),
+    out_path = check_output_path(output or (path or default_trace_path("eval")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
     limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
     # what every method shares (each method's own parameters are in its row)
@@ -167,7 +162,7 @@ def eval_(
 
         with cluster:
             remote = _Remote(cluster)
-            writer = o.open_trace(path, "eval", remote, base)
+            writer = open_trace(path, "eval", remote, base)
             with _progress(len(items) * len(method_list)) as progress:
                 ev = _finish(writer, lambda: run_cluster(
                     cluster, items, method_list, classifier=clf, trace=writer, limits=limits,
@@ -177,13 +172,14 @@ def eval_(
         from presto_tui.eval.runner import run_local
 
         engine = o.start_engine(name, engine_opts)
-        writer = o.open_trace(path, "eval", engine, base)
+        writer = open_trace(path, "eval", engine, base)
         with _progress(len(items) * len(method_list) * per_pair) as progress:
             ev = _finish(writer, lambda: run_local(
                 engine, items, method_list, concurrency=concurrency, classifier=clf, trace=writer, limits=limits,
                 on_end=progress.ended, chains=per_pair, vote=vote))
         meta.update(backend=engine.name, model=engine.model, engine=dict(engine.info))
-    meta["time_unit"] = "engine clock (virtual: the synthetic cost model)" if meta["backend"] == "synthetic" else "s"
+    kind = BackendName.of(meta["backend"])
+    meta.update(time_unit=kind.time_unit, virtual_clock=kind.virtual_clock)
     _report(ev, pairs, meta, out_path, figures, json_out, writer)
     if ev.failure is not None:  # reported in one line, after the results of what finished were written
         raise ev.failure
@@ -259,11 +255,9 @@ class _progress:
     accuracy so far."""
 
     def __init__(self, total: int):
-        from rich.console import Console
+        from presto_tui.console import SessionProgress
 
-        from presto_tui.cli.bench import SessionProgress
-
-        self.bar = SessionProgress(Console(file=o.term(), highlight=False), total, "eval")
+        self.bar = SessionProgress(total, "eval")
         self.right = self.graded = 0
         self.t0 = time.perf_counter()
 

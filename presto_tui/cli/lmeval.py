@@ -9,11 +9,14 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import command
+from presto_tui import console
+from presto_tui.api.params import BackendName, Group, Limit, PrefetchRule, load_classifier
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
 from presto_tui.errors import InputError, PrestoError
-from presto_tui.runtime.core.names import PrefetchRule
-from presto_tui.runtime.core.params import LIMITS, Limit
+from presto_tui.files import check_output_path
+from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
 
 DEFAULT_METHODS = "lowtemp,powermh+stream"
@@ -23,6 +26,8 @@ NEED = "presto-tui lm-eval needs lm-eval (the lm-evaluation-harness): pip instal
 
 @command("lm-eval")
 @o.handled
+@takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, Group.METHOD, without=("sampler", "prefetch"),
+       defaults={"max_new_tokens": "each request's max_gen_toks, as its task sets it; 96 where it sets none"})
 def lm_eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Option(
@@ -45,20 +50,7 @@ def lm_eval_(
     num_fewshot: Annotated[int | None, typer.Option(
         "--num-fewshot", show_default=False,
         help=f"Few-shot examples in each context, {FEWSHOT.where} [default: the task's own].")] = None,
-    inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None,
-    max_new_tokens: Annotated[int | None, typer.Option(
-        "--max-new-tokens", "-n", rich_help_panel=o.SAMPLER, show_default=False,
-        help=f"Response length n for every request, {LIMITS['max_new_tokens'].where} (fixed; EOS does not stop "
-        "it) [default: each request's max_gen_toks, as its task sets it; 96 where it sets none].")] = None,
-    block_size: o.BlockSize = None, steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None,
-    seed: o.Seed = None, beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
+    classifier: o.Classifier = None, chains: o.Chains = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
         help=f"Sessions at once on the engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where} "
@@ -112,7 +104,7 @@ def lm_eval_(
     flags = ctx.params
     if importlib.util.find_spec("lm_eval") is None:
         raise InputError(NEED)
-    from presto_tui.lmeval.methods import parse_methods
+    from presto_tui.api.params import parse_methods
     from presto_tui.lmeval.tasks import check_tasks, task_manager, task_names
 
     if concurrency is not None:
@@ -123,12 +115,14 @@ def lm_eval_(
         FEWSHOT.check("--num-fewshot", num_fewshot)
     # every method sets its own sampler and rule; the base is valid with any --inputs
     base = o.sampler_params(flags, preset={"prefetch": PrefetchRule.NONE.value})
+    # -n given: one n for every request; else each request's max_gen_toks
+    max_new_tokens = base.max_new_tokens if flags.get("max_new_tokens") is not None else None
     method_list = parse_methods(methods, base)
-    clf = o.load_classifier(classifier)
+    clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "lm-eval")
     if output is not None:
-        o.check_output_path(output, "results", overwrite=True)
+        check_output_path(output, "results", overwrite=True)
     names = task_names(tasks)
     quiet_datasets()
     o.divert_engine_output()  # lm-eval's own notices (and git's, which it runs) go to the engine log too
@@ -136,11 +130,11 @@ def lm_eval_(
         manager = task_manager(names, include_path)
         check_tasks(manager, names, [m.params for m in method_list], max_new_tokens)
     except PrestoError:
-        o.restore_terminal()  # a bad task is said on its own, with no engine log to look at
+        console.restore_terminal()  # a bad task is said on its own, with no engine log to look at
         raise
 
     engine = o.start_engine(name, engine_opts)
-    writer = o.open_trace(path, "lm-eval", engine, method_list[0].params)
+    writer = open_trace(path, "lm-eval", engine, method_list[0].params)
     runs = []
     try:
         for method in method_list:
@@ -191,7 +185,7 @@ def _print_run(run: dict) -> None:
     out = o.table_console()
     s = run["sessions"]
     time_s = sum(x.wall_s + x.extend_time_s for x in s)
-    unit = "engine clock (virtual)" if run["backend"] == "synthetic" else "s"
+    unit = "engine clock (virtual)" if BackendName.of(run["backend"]).virtual_clock else "s"
     line = f"{len(s)} sessions, {time_s / max(1, len(s)):.2f} {unit} per answer"
     transitions = sum(x.transitions for x in s)
     if transitions:

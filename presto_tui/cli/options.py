@@ -9,11 +9,7 @@ get wrong is checked here, before any engine starts.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-import sys
-import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -21,19 +17,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from presto_tui import console
+from presto_tui.api.params import Limit
+from presto_tui.api.sessions import CHAINS
+from presto_tui.console import term
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, OutputError, PrestoError, describe
 from presto_tui.files import readable_file
-from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
-from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
-from presto_tui.runtime.session.chains import CHAINS
+from presto_tui.logs import writer
 from presto_tui.safetext import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-SAMPLER, ENGINE, OUTPUT = "Sampler", "Engine", "Output"
+SAMPLER, OUTPUT = "Sampler", "Output"
 
-# The CLI's own numbers (the sampler's are `params.LIMITS`); `limit_of` finds either.
+# The CLI's own numbers (the parameters' ranges are the specification's: runtime/core/spec.py).
 CLI_LIMITS: dict[str, Limit] = {
     "concurrency": Limit(1, 256, integer=True),
     "chains": CHAINS,
@@ -51,158 +49,22 @@ CLI_LIMITS: dict[str, Limit] = {
 
 def limit_of(name: str) -> Limit | None:
     """The documented range of the parameter `name` (a command's argument name), if it has one."""
-    return LIMITS.get(name) or CLI_LIMITS.get(name)
+    return CLI_LIMITS.get(name)
 
 
-# -- help text, built from the registry and the parameters' own defaults and ranges --------
-# Help is plain text: the command line escapes it for Rich (cli/usage.py), so brackets such as
-# [default: 4] or 'presto-tui[ray]' are written as they should read.
-
-def choices_help(choices: type[Choice]) -> str:
-    """'a (what a is), b (...) or c (...)' for every name of a registry list."""
-    items = [f"{c.value} ({c.help})" for c in choices]
-    return ", ".join(items[:-1]) + f" or {items[-1]}"
-
-
-def number_help(name: str, text: str, default: object = None) -> str:
-    """`text`, the parameter's range and its default (SamplerParams' own unless given)."""
-    shown = number_text(getattr(SamplerParams(), name)) if default is None else default
-    return f"{text}, {LIMITS[name].where} [default: {shown}]."
-
-
-# -- the sampler ----------------------------------------------------------------
-Sampler = Annotated[SamplerName | None, typer.Option(
-    "--sampler", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
-    help=f"The method that draws the response: {choices_help(SamplerName)} "
-    f"[default: {SamplerParams().sampler}].")]
-Prefetch = Annotated[PrefetchRule | None, typer.Option(
-    "--prefetch", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
-    help=f"{choices_help(PrefetchRule)}. With decision inputs bfs and predictive plan the same requests "
-    f"as each other; their allocations differ only with --inputs node [default: {SamplerParams().prefetch}].")]
-Inputs = Annotated[InputMode | None, typer.Option(
-    "--inputs", metavar="NAME", rich_help_panel=SAMPLER, show_default=False,
-    help=f"The decisions' random inputs: {choices_help(InputMode)} [default: {SamplerParams().inputs}].")]
-Alpha = Annotated[float | None, typer.Option(
-    "--alpha", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("alpha", "Power exponent: the target is p0^alpha"))]
-Tau = Annotated[float | None, typer.Option(
-    "--tau", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("tau", "Proposal temperature", default="1/alpha"))]
-NewTokens = Annotated[int | None, typer.Option(
-    "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("max_new_tokens", "Response length n (fixed; EOS does not stop it)"))]
-BlockSize = Annotated[int | None, typer.Option(
-    "--block-size", "-B", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("block_size", "Block size B, must divide n", default="n, one block"))]
-Steps = Annotated[int | None, typer.Option(
-    "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("steps", "MH transitions per block K"))]
-Budget = Annotated[str | None, typer.Option(
-    "--budget", "-N", metavar="N|auto|fill:N", rich_help_panel=SAMPLER, show_default=False,
-    help=f"Prefetch budget: distinct requests per model call for the round rules. For stream, the most "
-    f"requests kept live, each only while its chance of being used pays for what it adds to every engine "
-    f"step (the engine's step cost is learned as it runs); auto is that with up to {AUTO_BUDGET}; fill:N keeps "
-    f"N live whatever they cost. N {LIMITS['budget'].where} [default: auto for stream, "
-    f"{SamplerParams().budget} for the round rules].")]
-Speculate = Annotated[str | None, typer.Option(
-    "--speculate", metavar="LIST", rich_help_panel=SAMPLER, show_default=False,
-    help=f"Stream: what to speculate beyond the chain's state, a comma list of proposal (requests cut inside "
-    f"a proposal still decoding) and block (the next block's extension), or none "
-    f"[default: {SamplerParams().speculate}].")]
-Epsilon = Annotated[float | None, typer.Option(
-    "--epsilon", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("epsilon", "Epsilon of epsilon-certainty: certain accept if A >= 1-eps, certain reject "
-                     "if A <= eps"))]
-Seed = Annotated[int | None, typer.Option(
-    "--seed", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("seed", "Session seed; the same seed gives the same chain"))]
-Beta = Annotated[float | None, typer.Option(
-    "--beta", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("beta", "EntropyCut: exponent of the entropy-jump cut law"))]
-CutMix = Annotated[float | None, typer.Option(
-    "--cut-mix", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("cut_mix", "EntropyCut: share of cuts drawn uniformly over every position; > 0 lets the "
-                     "chain resample the first token (the published law, 0, never does)"))]
-Tries = Annotated[int | None, typer.Option(
-    "--tries", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("tries", "MultiTryMH: candidates per transition"))]
+# -- options every command that runs chains shares (command options, not sampler parameters) ---
 Chains = Annotated[int | None, typer.Option(
     "--chains", rich_help_panel=SAMPLER, show_default=False,
     help=f"Chains per prompt M, {CLI_LIMITS['chains'].where}, run at once on one engine, each with its own seed "
     "derived from --seed (chain 0 keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
     "log-target and the log-likelihood across the chains (a warning where R-hat > 1.01 or bulk ESS < 100: "
     "K was too short), and the answer most chains agree on [default: 1].")]
-Samples = Annotated[int | None, typer.Option(
-    "--samples", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("samples", "Best-of-N: samples N, each at temperature 1/alpha"))]
-Rank = Annotated[str | None, typer.Option(
-    "--rank", metavar="logq|logp", rich_help_panel=SAMPLER, show_default=False,
-    help="Best-of-N keeps the sample with the highest sum of log q_tau (its own sampling distribution, the "
-    "paper's choice) or of log p0 [default: logq].")]
-Particles = Annotated[int | None, typer.Option(
-    "--particles", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("particles", "PowerSMC: particles P"))]
-SmcBlock = Annotated[int | None, typer.Option(
-    "--smc-block", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("smc_block", "PowerSMC: tokens a particle grows between resampling steps"))]
-SmcRamp = Annotated[int | None, typer.Option(
-    "--smc-ramp", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("smc_ramp", "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)"))]
-# bench's sizes default to BENCH_SIZES
-BenchNewTokens = Annotated[int | None, typer.Option(
-    "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("max_new_tokens", "Response length n", default=BENCH_SIZES["max_new_tokens"]))]
-BenchSteps = Annotated[int | None, typer.Option(
-    "--steps", "-K", rich_help_panel=SAMPLER, show_default=False,
-    help=number_help("steps", "MH transitions per block (one block unless -B)", default=BENCH_SIZES["steps"]))]
 PaperSettings = Annotated[bool, typer.Option(
     "--paper-settings", rich_help_panel=SAMPLER,
     help="The paper's sizes: n=1024, one block, K=100, N=20 (explicit flags still win).")]
 Classifier = Annotated[Path | None, typer.Option(
     "--classifier", rich_help_panel=SAMPLER, show_default=False,
     help="JSON epsilon-class model for --prefetch predictive (from presto-tui fit-classifier).")]
-
-# -- the engine -----------------------------------------------------------------
-Backend = Annotated[str | None, typer.Option(
-    "--backend", envvar="PRESTO_TUI_BACKEND", rich_help_panel=ENGINE, show_default=False,
-    help="Engine: vllm (default where installed), transformers (exact float32 reference), "
-    "synthetic (tiny deterministic model for tests and demos).")]
-Model = Annotated[str | None, typer.Option(
-    "--model", rich_help_panel=ENGINE, show_default=False,
-    help="smollm2-135m (the embedded default), a local Hugging Face folder, or a .gguf file.")]
-ChatTemplate = Annotated[bool, typer.Option(
-    "--chat-template/--no-chat-template", rich_help_panel=ENGINE, help="Wrap prompts in the model's chat template.")]
-Dtype = Annotated[str | None, typer.Option(
-    "--dtype", rich_help_panel=ENGINE, show_default=False,
-    help="auto, float32, bfloat16 or float16 [default: float32 on CPU, the model's on GPU].")]
-MaxModelLen = Annotated[int | None, typer.Option(
-    "--max-model-len", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM: context length to reserve.")]
-GpuMem = Annotated[float | None, typer.Option(
-    "--gpu-memory-utilization", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM on GPU: memory fraction.")]
-TensorParallel = Annotated[int, typer.Option(
-    "--tensor-parallel-size", rich_help_panel=ENGINE, help="vLLM: GPUs to shard the model over.")]
-PipelineParallel = Annotated[int, typer.Option(
-    "--pipeline-parallel-size", rich_help_panel=ENGINE,
-    help="vLLM: pipeline stages (GPUs or nodes) to split the model over.")]
-Executor = Annotated[str | None, typer.Option(
-    "--distributed-executor-backend", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM: uni (one process), mp (worker processes) or ray (a Ray cluster, several nodes) "
-    "[default: uni, mp with tensor or pipeline parallelism].")]
-Eager = Annotated[bool | None, typer.Option(
-    "--enforce-eager/--no-enforce-eager", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM: skip graph capture [default: eager on CPU].")]
-Threads = Annotated[int | None, typer.Option(
-    "--threads", rich_help_panel=ENGINE, show_default=False,
-    help="CPU threads for the engine [default: all cores; 1 is faster on a busy machine].")]
-KvCache = Annotated[float | None, typer.Option(
-    "--kv-cache-gib", rich_help_panel=ENGINE, show_default=False,
-    help="vLLM on CPU: KV-cache size in GiB [default: 1].")]
-SyntheticCost = Annotated[float | None, typer.Option(
-    "--synthetic-cost", rich_help_panel=ENGINE, show_default=False,
-    help="Synthetic engine: a step with n live requests costs 1 + this x (n - 1) one-request steps; 0.05 is "
-    "what a 2-core CPU measured, about 0.004 a GPU [default: 0.05].")]
 
 # -- scale-out ----------------------------------------------------------------------
 SCALE = "Scale-out (Ray)"
@@ -222,36 +84,12 @@ TracePath = Annotated[Path | None, typer.Option(
 NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
 
-SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
-                 "epsilon", "seed", "beta", "cut_mix", "tries", "speculate", "samples", "particles", "smc_block",
-                 "smc_ramp")
-ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
-                "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
-                "threads", "kv_cache_gib", "synthetic_cost")
-
-
 def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
-    """SamplerParams from the flags given (None: not given), over `preset` and the defaults."""
-    from presto_tui.runtime.core.params import PAPER_SETTINGS
+    """SamplerParams from a command's options (text as typed; None: not given), over `preset` (the
+    command's own sizes) and the spec's defaults, on the one validation path."""
+    from presto_tui.api.params import params_from
 
-    values = dict(preset or {})
-    if flags.get("paper_settings"):
-        values.update(PAPER_SETTINGS)
-        if flags.get("max_new_tokens") is not None and flags.get("block_size") is None:
-            values["block_size"] = None  # one block of the n the person chose
-    # a name from the registry (an Enum member) is kept as its plain name
-    values.update({k: v.value if isinstance(v, Choice) else v for k in SAMPLER_FLAGS
-                   if (v := flags.get(k)) is not None})
-    if flags.get("rank") is not None:
-        values["bon_rank"] = flags["rank"]
-    sampler = values.get("sampler")
-    if sampler in SamplerName.names() and not SamplerName.of(sampler).chain and flags.get("prefetch") is None:
-        values["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule to default to
-    if flags.get("budget") is not None:
-        values.update(parse_budget(str(flags["budget"])))
-    elif "budget" not in values and values.get("prefetch", SamplerParams().prefetch) == PrefetchRule.STREAM:
-        values.update(parse_budget("auto"))  # the streaming rule's default: what pays, up to AUTO_BUDGET
-    return SamplerParams(**values).validate()
+    return params_from(flags, preset, paper=bool(flags.get("paper_settings")))
 
 
 def chain_count(value: int | None) -> int:
@@ -260,31 +98,20 @@ def chain_count(value: int | None) -> int:
         return 1
     CLI_LIMITS["chains"].check("--chains", value)
     if value > 1:
-        from presto_tui.runtime.session.diagnostics import require
+        from presto_tui.api.diagnostics import require
 
         require()
     return value
 
 
-def parse_budget(text: str, flag: str = "--budget") -> dict[str, Any]:
-    """`-N`: N (the cost policy, N at most), auto (the cost policy up to AUTO_BUDGET) or fill:N."""
-    raw = text.strip()
-    policy = "cost"
-    if raw == "auto":
-        return {"budget": AUTO_BUDGET, "budget_policy": policy}
-    if raw.startswith("fill:"):
-        raw, policy = raw[5:], "fill"
-    if not raw.isascii() or not raw.isdigit():
-        raise InputError(f"{flag} must be a whole number {LIMITS['budget'].where}, auto or fill:N, got {text!r}")
-    return {"budget": int(raw), "budget_policy": policy}
-
-
 def engine_options(flags: dict[str, Any]):
-    """The engine the flags name and its options, checked (no engine starts here)."""
-    from presto_tui.runtime.engines.registry import EngineOptions, default_backend
+    """The engine the options name and its options, checked (no engine starts here)."""
+    from presto_tui.api.engine import EngineOptions, default_backend
+    from presto_tui.api.params import PARAMS
 
-    name = flags.get("backend") or default_backend()
-    return name, EngineOptions(**{k: flags[k] for k in ENGINE_FLAGS if k in flags}).check(name)
+    backend = flags.get("backend")
+    name = PARAMS["backend"].read(backend)["backend"] if backend is not None else default_backend()
+    return name, EngineOptions.from_values(flags).check(name)
 
 
 def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
@@ -296,7 +123,8 @@ def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
         CLI_LIMITS["workers"].check("--workers", workers)
     from rich.console import Console
 
-    from presto_tui.runtime.session.cluster import Cluster, _ray, check_address
+    from presto_tui.api.sessions import Cluster, check_address
+    from presto_tui.api.sessions import require_ray as _ray
 
     _ray()  # one line if Ray is missing, before anything starts
     if address:
@@ -310,83 +138,20 @@ def start_engine(name: str, options):
     """Start an engine with a spinner on stderr (failures raise with one line)."""
     from rich.console import Console
 
-    from presto_tui.runtime.engines.registry import start_engine as start
+    from presto_tui.api.engine import start_engine as start
+    from presto_tui.api.params import BackendName
 
-    what = "the synthetic model" if name == "synthetic" else (options.model or "the embedded SmolLM2-135M")
-    if name != "synthetic":
+    builtin = BackendName.of(name).builtin_model
+    what = f"the {name} model" if builtin else (options.model or "the embedded SmolLM2-135M")
+    if not builtin:
         divert_engine_output()
     with Console(file=term()).status(f"starting {name} on {visible(what, keep_newlines=False)}..."):
         return start(name, options)
 
 
-def check_output_path(path: Path, what: str = "trace", overwrite: bool = False) -> Path:
-    """Refuse an output path that cannot be created, with the real reason, before any work.
-    Traces are never overwritten (a trace is a record); results may be, if `overwrite`."""
-    shown = visible(str(path), keep_newlines=False)
-    if path.is_dir():
-        raise InputError(f"{shown}: is a directory; give a file path for the {what}")
-    if path.exists() or path.is_symlink():
-        if not overwrite:
-            raise InputError(f"{shown}: {what} file exists already; choose another path")
-        if not path.is_file():
-            raise InputError(f"{shown}: not a regular file; cannot write the {what} there")
-    if path.is_file():  # results overwritten: the file itself must take writes
-        _try_write(lambda: open(path, "ab").close(), f"{shown}: cannot write the {what}")
-        return path
-    parent = path.parent
-    for p in [parent, *parent.parents]:
-        if p.exists():
-            where = visible(str(p), keep_newlines=False)
-            if not p.is_dir():
-                raise InputError(f"{shown}: {where} is not a directory")
-            if not os.access(p, os.W_OK | os.X_OK):
-                raise InputError(f"{shown}: cannot write in {where} (permission denied)")
-            # the permission bits do not tell everything (root, a read-only file system, /proc):
-            # make and remove a file where the output will go
-            _try_write(functools.partial(_probe_dir, p), f"{shown}: cannot write in {where}")
-            break
-    return path
-
-
-def _probe_dir(folder: Path) -> None:
-    fd, name = tempfile.mkstemp(prefix=".presto-tui-", dir=folder)
-    os.close(fd)
-    os.unlink(name)
-
-
-def _try_write(probe: Callable[[], object], message: str) -> None:
-    try:
-        probe()
-    except OSError as e:
-        raise InputError(f"{message} ({e.strerror or e})") from None
-
-
 def trace_path(flags: dict[str, Any], command: str) -> Path | None:
     """Where this command's trace goes (checked), or None with --no-trace."""
-    if flags.get("no_trace"):
-        if flags.get("trace") is not None:
-            raise InputError("--trace and --no-trace contradict each other")
-        return None
-    return check_output_path(flags.get("trace") or default_trace_path(command))
-
-
-def default_trace_path(command: str) -> Path:
-    from presto_tui.logs.writer import default_trace_path as default
-
-    return default(command)
-
-
-def open_trace(path: Path | None, command: str, engine, params):
-    if path is None:
-        return None
-    from presto_tui.logs.writer import TraceWriter
-
-    try:
-        return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
-                           params=params.to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
-    except FileExistsError:  # (the writer reports any other failure as an OutputError itself)
-        raise InputError(f"{visible(str(path), keep_newlines=False)}: trace file exists already; "
-                         "choose another --trace path") from None
+    return writer.trace_path(flags.get("trace"), bool(flags.get("no_trace")), command)
 
 
 def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
@@ -412,14 +177,6 @@ def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
     return prompts
 
 
-def load_classifier(path: Path | None):
-    if path is None:
-        return None
-    from presto_tui.runtime.core.classifier import CertaintyClassifier
-
-    return CertaintyClassifier.load(readable_file(path, "classifier file", pipes=True))
-
-
 def load_traces(paths: list[Path]):
     """Read traces (each one validated); warnings go to stderr."""
     from presto_tui.logs.reader import read_trace
@@ -433,66 +190,11 @@ def load_traces(paths: list[Path]):
     return traces
 
 
-# -- the terminal and the engine's own output ---------------------------------------
-
-_TERMINAL: dict[str, Any] = {"stream": None, "saved_fd": None, "log": None}
-
-
-def term():
-    """Where presto-tui's own messages and progress go (the terminal's stderr), also while the
-    engine's own output is diverted to its log file."""
-    return _TERMINAL["stream"] or sys.stderr
-
-
-def engine_log_path() -> Path:
-    from presto_tui.runtime.engines.models import cache_dir
-
-    return cache_dir() / "engine.log"
-
+# -- the terminal and the engine's own output (presto_tui/console.py) ---------------------
 
 def divert_engine_output() -> None:
-    """Send what vLLM, torch and transformers print (warnings, progress bars, C++ notices) to a log
-    file instead of the terminal, unless --verbose.  It goes to file descriptor 2 and Python's
-    stderr alike, so both are pointed at the log; presto-tui writes to `term()`."""
-    if VERBOSE["on"] or _TERMINAL["saved_fd"] is not None:
-        return
-    path = engine_log_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(path, "a", buffering=1)  # noqa: SIM115 - open until the command ends
-    except OSError:
-        return  # nowhere to put it: leave the terminal as it is
-    import time as _time
-
-    log.write(f"\n--- presto-tui {' '.join(sys.argv[1:2])} at {_time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    # presto-tui's own messages keep going where sys.stderr goes: the terminal, or whatever
-    # captured it (a test harness) when that is not file descriptor 2 itself
-    on_fd2 = _fileno(sys.stderr) == 2
-    stream = os.fdopen(os.dup(saved), "w", buffering=1) if on_fd2 else sys.stderr
-    _TERMINAL.update(stream=stream, saved_fd=saved, log=log, own=on_fd2)
-    os.dup2(log.fileno(), 2)
-
-
-def restore_terminal() -> None:
-    saved = _TERMINAL["saved_fd"]
-    if saved is None:
-        return
-    sys.stderr.flush()
-    os.dup2(saved, 2)
-    os.close(saved)
-    for key in ("stream", "log") if _TERMINAL.get("own") else ("log",):
-        with contextlib.suppress(OSError):
-            _TERMINAL[key].close()
-    _TERMINAL.update(stream=None, saved_fd=None, log=None, own=False)
-
-
-def _fileno(stream) -> int | None:
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
+    """Send the engine libraries' own output to its log file, unless --verbose."""
+    console.divert_engine_output(verbose=VERBOSE["on"])
 
 
 # -- one error handler per surface ------------------------------------------------
@@ -507,8 +209,8 @@ def print_error(message: str) -> None:
 
 
 def fail(message: str, code: int) -> None:
-    if _TERMINAL["log"] is not None:
-        message += f" (engine log: {engine_log_path()})"
+    if console.diverted():
+        message += f" (engine log: {console.engine_log_path()})"
     print_error(message)
     raise typer.Exit(code)
 
@@ -553,7 +255,7 @@ def handled(fn: Callable) -> Callable:
                   "(run with --debug for the traceback)", file=term())
             raise typer.Exit(1) from None
         finally:
-            restore_terminal()  # the engine's output went to its log; the terminal is the terminal again
+            console.restore_terminal()  # the engine's output went to its log; the terminal is the terminal again
 
     wrapper.__doc__ = reflow(fn.__doc__)
     return wrapper

@@ -8,14 +8,18 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import command
+from presto_tui.api.params import Group, load_classifier
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
 from presto_tui.errors import InputError
+from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
 
 
 @command()
 @o.handled
+@takes(Group.METHOD, Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE)
 def run(
     ctx: typer.Context,
     prompt: Annotated[str | None, typer.Argument(help="The prompt to sample a response for.", metavar="PROMPT",
@@ -23,18 +27,7 @@ def run(
     prompts_file: Annotated[Path | None, typer.Option(
         "--prompts-file", show_default=False,
         help="Text file with one prompt per line ('#' starts a comment).")] = None,
-    sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
-    tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
-    steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
-    paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None,
+    chains: o.Chains = None, paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
         help=f"Chains run at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where} "
@@ -78,21 +71,21 @@ def run(
         raise InputError("--chains runs a prompt's chains together on one engine; it does not combine with "
                          "--workers or --ray-address")
     sessions = len(prompts) * per_prompt
-    from presto_tui.runtime.session.loop import default_concurrency
+    from presto_tui.api.sessions import default_concurrency
 
     # by default a prompt's chains all run at once, sharing the engine's batch
     at_once = min(concurrency or max(per_prompt, default_concurrency(sessions, params)), sessions)
-    clf = o.load_classifier(classifier)
+    clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "run")
     cluster = o.start_cluster(flags, name, engine_opts, at_once)
     if cluster is not None:
         with cluster:
-            writer = o.open_trace(path, "run", _Remote(cluster), params)
+            writer = open_trace(path, "run", _Remote(cluster), params)
             run_on(lambda: cluster.run(prompts, params, clf), prompts, params, json_out, writer, None)
         return
     engine = o.start_engine(name, engine_opts)
-    writer = o.open_trace(path, "run", engine, params)
+    writer = open_trace(path, "run", engine, params)
     run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=at_once,
                 chains=per_prompt)
 
@@ -112,8 +105,7 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
 
     Failures propagate (after the trace has its `error` events, or `cancelled` ends on
     Ctrl-C, and is closed); every finished session stays in the trace."""
-    from presto_tui.runtime.session.chains import chain_drivers
-    from presto_tui.runtime.session.loop import display_text, run_chains
+    from presto_tui.api.sessions import chain_drivers, display_text, run_chains
 
     def events():
         drivers = (d for p in prompts
@@ -148,9 +140,8 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from presto_tui.runtime.session.cluster import WorkerLost
-    from presto_tui.runtime.session.events import RoundDone, SessionEnd, SessionError, SessionStart
-    from presto_tui.runtime.session.summary import SessionSummary
+    from presto_tui.api.events import RoundDone, SessionEnd, SessionError, SessionStart, SessionSummary
+    from presto_tui.api.sessions import WorkerLost
 
     out = Console(highlight=False, soft_wrap=True)
     err = Console(file=o.term(), highlight=False)
@@ -206,7 +197,7 @@ def _print(out, group, params, json_out: bool, label: str) -> None:
     if len(group) == 1:
         obj = group[0].to_dict()
     else:
-        from presto_tui.runtime.session.diagnostics import chains_report
+        from presto_tui.api.diagnostics import chains_report
 
         report = chains_report(group)
         obj = {**report.to_dict(), "sessions": [s.to_dict() for s in group]}
@@ -265,7 +256,7 @@ def print_summary(out, s, params, label: str = "") -> None:
 
 def setting(params) -> str:
     """What ran: the chain, its rule and sizes; or a baseline with its own parameters."""
-    from presto_tui.runtime.core.names import SamplerName
+    from presto_tui.api.params import SamplerName
 
     if not SamplerName.of(params.sampler).chain:
         return SamplerName.of(params.sampler).display + {
@@ -273,7 +264,7 @@ def setting(params) -> str:
             "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
         }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
-    from presto_tui.runtime.core.params import budget_text
+    from presto_tui.api.params import budget_text
 
     budget = f", N={budget_text(params.to_dict())}" if params.prefetch != "none" else ""
     return f"{params.sampler}, {rule}, {params.inputs} inputs{budget}, K={params.steps}"

@@ -6,9 +6,12 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import command
+from presto_tui.api.params import SAMPLER_PARAMS, Group, load_classifier
 from presto_tui.cli import options as o
+from presto_tui.cli.params import takes
+from presto_tui.cli.root import command
 from presto_tui.errors import InputError
+from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
 
 SERVER = "Server"
@@ -17,6 +20,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 @command()
 @o.handled
+@takes(Group.METHOD, Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE)
 def serve(
     ctx: typer.Context,
     host: Annotated[str, typer.Option(
@@ -44,18 +48,7 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(
         "--max-body-bytes", rich_help_panel=SERVER,
         help=f"Largest request body; a larger one gets 413, {o.CLI_LIMITS['max_body_bytes'].where}.")] = 1 << 20,
-    sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
-    tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
-    steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
-    beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
-    speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
-    backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
-    max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
-    tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
-    distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
-    kv_cache_gib: o.KvCache = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
 ) -> None:
     """Serve power sampling over OpenAI's HTTP API: every request is a chain on one engine.
@@ -96,10 +89,10 @@ def serve(
         o.CLI_LIMITS["max_chains"].check("--max-chains", max_chains)
     if api_key is not None and not api_key.strip():
         raise InputError("--api-key is empty (unset PRESTO_TUI_API_KEY, or give a key)")
-    from presto_tui.runtime.session.loop import default_concurrency
+    from presto_tui.api.sessions import default_concurrency
 
     chains = max_chains or default_concurrency(256, params)
-    clf = o.load_classifier(classifier)
+    clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "serve")
     from presto_tui.serve.net import listen, uvicorn_server
@@ -112,9 +105,9 @@ def serve(
             raise InputError(f"presto-tui serve needs its extra: pip install 'presto-tui[serve]' ({e.name} is "
                              "missing)") from None
         engine = o.start_engine(name, engine_opts)
-        writer = o.open_trace(path, "serve", engine, params)
-        defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings")
-                    if flags.get(k) is not None and flags.get(k) is not False}  # 0 is a value
+        writer = open_trace(path, "serve", engine, params)
+        defaults = {k: flags[k] for k in (*(p.name for p in SAMPLER_PARAMS), "paper_settings")
+                    if flags.get(k) is not None and flags.get(k) is not False}  # as typed; a body overrides them
         config = ServeConfig(defaults=defaults, max_chains=chains, max_queue=max_queue,
                              request_timeout=request_timeout or None, api_key=api_key, max_body=max_body_bytes)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"])

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.cli import command
 from presto_tui.cli import options as o
+from presto_tui.cli.root import command
 from presto_tui.errors import InputError, OutputError
+from presto_tui.files import check_output_path
 from presto_tui.safetext import visible
 
 
@@ -153,10 +154,9 @@ def stats(
 def _compare(args: list[Path], json_out: bool) -> None:
     """`stats --compare A B`."""
 
-    from presto_tui.eval.methods import parse_method
-    from presto_tui.eval.paired import need_statsmodels
+    from presto_tui.api.params import SamplerParams, parse_method
+    from presto_tui.logs.paired import need_statsmodels
     from presto_tui.logs.stats import compare, render_compare
-    from presto_tui.runtime.core.params import SamplerParams
 
     if len(args) != 2:
         raise InputError(f"--compare takes two traces, A and B (each PATH or PATH@METHOD), got {len(args)}")
@@ -226,13 +226,13 @@ def fit_classifier(
 
       presto-tui fit-classifier sessions/*.jsonl -o model.json --features cut_fraction,depth
     """
-    from presto_tui.runtime.core.classifier import FEATURES
+    from presto_tui.api.params import FEATURES
 
     names = tuple(f.strip() for f in features.split(",") if f.strip())
     bad = [f for f in names if f not in FEATURES]
     if bad or not names:
         raise InputError(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
-    o.check_output_path(output, "classifier", overwrite=True)
+    check_output_path(output, "classifier", overwrite=True)
     try:
         from presto_tui.logs.fit import fit
     except ImportError:

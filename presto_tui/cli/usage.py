@@ -25,9 +25,10 @@ from rich.markup import escape
 from typer._click import exceptions as click_errors
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from presto_tui.api.params import PARAMS, unknown_choice
+from presto_tui.api.params import Name as Choice
 from presto_tui.cli.options import limit_of, print_error
 from presto_tui.errors import EXIT_CODES
-from presto_tui.runtime.core.names import Choice, unknown_choice
 
 PROG = "presto-tui"
 EXIT_USAGE = EXIT_CODES["input"]
@@ -81,6 +82,9 @@ def _shown(param: Any) -> str:
 
 
 def _choices(param: Any) -> tuple[str, ...] | None:
+    spec = PARAMS.get(param.name)
+    if spec is not None:
+        return spec.choice_names
     annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
     if isinstance(annotation, type) and issubclass(annotation, Choice):
         return annotation.names()
@@ -92,7 +96,10 @@ def _expected(param: Any) -> str:
     choices = _choices(param)
     if choices:
         return f"one of {', '.join(choices)}"
-    limit = limit_of(param.name)
+    spec = PARAMS.get(param.name)
+    if spec is not None and spec.reader is not None:
+        return spec.reader_hint().replace("must be ", "").replace("takes ", "")
+    limit = spec.limit if spec is not None and spec.limit is not None else limit_of(param.name)
     if limit is not None:
         return f"{limit.kind} {limit.where}"
     kind = param.bare_type() if hasattr(param, "bare_type") else ""

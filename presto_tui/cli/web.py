@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 from typer._click import exceptions as click_errors
 
-from presto_tui.cli import app, chat, traces
+from presto_tui.cli import chat, traces
 from presto_tui.cli import options as o
+from presto_tui.cli.root import app
 from presto_tui.cli.usage import PROG, PrestoCommand, UsageLine, usage_line
 from presto_tui.errors import InputError
 from presto_tui.safetext import visible

@@ -26,7 +26,7 @@ def _points(res: dict, key: str) -> list[dict]:
 
 
 def time_label(res: dict) -> str:
-    unit = "virtual s" if res.get("backend") == "synthetic" else "s"
+    unit = "virtual s" if res.get("virtual_clock") else "s"
     return f"time per prompt ({unit})"
 
 

@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from presto_tui.api.params import describe, sequential_of
 from presto_tui.errors import describe as describe_error
-from presto_tui.eval.methods import describe, sequential_of
-from presto_tui.eval.paired import accuracy, paired_tost
 from presto_tui.eval.runner import Evaluation, Outcome
+from presto_tui.logs.paired import accuracy, paired_tost
 from presto_tui.safetext import visible
 
 # the statistics the paired test compares: (name, the summary's field)

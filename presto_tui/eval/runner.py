@@ -36,12 +36,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from presto_tui.api.events import Event, SessionEnd, SessionError, SessionStart, SessionSummary
+from presto_tui.api.params import Method
 from presto_tui.eval.graders import Grade, Grader, grader
-from presto_tui.eval.methods import Method
 from presto_tui.eval.sandbox import CodeLimits
 from presto_tui.eval.tasks import Item
-from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.summary import SessionSummary
 
 
 def item_seed(seed: int, item_id: str) -> int:
@@ -157,7 +156,7 @@ class _Consumer:
 
     def _vote(self, first: Outcome, item: Item) -> None:
         """Grade the answer most chains agree on (by what the grader reads), in chain 0's outcome."""
-        from presto_tui.runtime.session.answers import vote
+        from presto_tui.api.diagnostics import vote
 
         done = [c for c in first.chains if c.status == "done"]
         g = self.graders[item.grader]
@@ -182,8 +181,7 @@ def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: 
               trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None, chains: int = 1,
               vote: bool = False) -> Evaluation:
     """Every (item, method) session on one engine, `concurrency` at a time (at least a pair's chains)."""
-    from presto_tui.runtime.session.chains import chain_drivers
-    from presto_tui.runtime.session.loop import display_text, run_chains
+    from presto_tui.api.sessions import chain_drivers, display_text, run_chains
 
     ev = Evaluation(items, methods)
     keys: list[Key] = [(i, j, c) if chains > 1 else (i, j)
@@ -215,7 +213,7 @@ def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier
                 limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None,
                 on_lost: Callable[[object], None] | None = None) -> Evaluation:
     """Every method's items over the cluster's workers, one method after the other."""
-    from presto_tui.runtime.session.cluster import WorkerLost
+    from presto_tui.api.sessions import WorkerLost
 
     ev = Evaluation(items, methods)
     consumer = _Consumer(ev, trace, _graders(items, limits), on_end, None)

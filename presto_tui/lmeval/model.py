@@ -34,11 +34,11 @@ import lm_eval.models  # noqa: F401  (before registering: see below)
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from presto_tui.api.engine import RuntimeEngine as Engine
+from presto_tui.api.events import cut_at_stop
+from presto_tui.api.params import ENGINE_PARAMS, PARAMS, SAMPLER_PARAMS, SamplerParams
 from presto_tui.errors import InputError
 from presto_tui.lmeval.requests import Ask, ask_params, occurrences, read_ask, request_seed
-from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.params import LIMITS, SamplerParams
-from presto_tui.runtime.core.types import cut_at_stop
 from presto_tui.safetext import visible
 
 # lm-eval fills its model registry with its own models only when the registry is empty at the first
@@ -56,17 +56,19 @@ CHAT_TEMPLATE_REFUSED = (
 
 # what lm-eval adds to every model's arguments; nothing here to set
 LM_EVAL_EXTRAS = ("batch_size", "max_batch_size", "device")
-ENGINE_TYPES: dict[str, tuple[type, ...]] = {
-    "backend": (str,), "model": (str,), "chat_template": (bool,), "dtype": (str,), "max_model_len": (int,),
-    "gpu_memory_utilization": (int, float), "tensor_parallel_size": (int,), "pipeline_parallel_size": (int,),
-    "distributed_executor_backend": (str,), "enforce_eager": (bool,), "threads": (int,), "kv_cache_gib": (int, float),
-    "synthetic_cost": (int, float),
-}
 OWN_TYPES: dict[str, tuple[type, ...]] = {
-    "method": (str,), "sampler": (str,), "prefetch": (str,), "inputs": (str,), "speculate": (str,), "rank": (str,),
-    "budget": (int, str), "paper_settings": (bool,), "concurrency": (int,), "classifier": (str,), "trace": (str,),
-    "no_trace": (bool,),
+    "method": (str,), "paper_settings": (bool,), "concurrency": (int,), "classifier": (str,), "trace": (str,),
+    "no_trace": (bool,), "chains": (int,), "vote": (bool,),
 }
+# model_args key -> what it sets: the spec's parameters by name and by request field, and this model's own
+ARGS: dict[str, str] = {**{p.name: p.name for p in (*SAMPLER_PARAMS, *ENGINE_PARAMS, PARAMS["backend"])},
+                        **{f: p.name for p in SAMPLER_PARAMS for f in (p.request_field, *p.aliases) if f},
+                        **{k: k for k in OWN_TYPES}}
+
+
+def NAMING(name: str) -> str:
+    """model_args name their keys as the parameters do."""
+    return name
 
 
 @register_model(MODEL_NAME)
@@ -76,23 +78,24 @@ class PrestoLM(LM):
     def __init__(self, method: str | None = None, **model_args: Any) -> None:
         """Build from lm-eval's model_args (see the module's docstring); starts the engine."""
         super().__init__()
-        from presto_tui.cli import options as o
-        from presto_tui.lmeval.methods import parse_method
-        from presto_tui.runtime.engines.registry import start_engine
+        from presto_tui.api.engine import engine_options, start_engine
+        from presto_tui.api.params import load_classifier, params_from, parse_method
+        from presto_tui.api.sampling import CONCURRENCY
+        from presto_tui.logs.writer import trace_path as checked_trace_path
 
         flags = _flags(model_args if method is None else {**model_args, "method": method})
-        params = o.sampler_params(flags)
+        params = params_from(flags, paper=bool(flags.get("paper_settings")), naming=NAMING)
         label = flags.get("method")
         if label:
             chosen = parse_method(label, params, "method")
             params, label = chosen.params, chosen.label
         concurrency = flags.get("concurrency")
         if concurrency is not None:
-            o.CLI_LIMITS["concurrency"].check("concurrency", concurrency)
-        classifier = o.load_classifier(Path(flags["classifier"]) if flags.get("classifier") else None)
-        trace_flags = {"trace": Path(flags["trace"]) if flags.get("trace") else None, "no_trace": flags.get("no_trace")}
-        trace_path = o.trace_path(trace_flags, "lm-eval")
-        name, options = o.engine_options(flags)
+            CONCURRENCY.check("concurrency", concurrency)
+        classifier = load_classifier(Path(flags["classifier"]) if flags.get("classifier") else None)
+        trace = Path(flags["trace"]) if flags.get("trace") else None
+        trace_path = checked_trace_path(trace, bool(flags.get("no_trace")), "lm-eval")
+        name, options = engine_options(flags, naming=NAMING)
         engine = start_engine(name, options)
         self._setup(engine, params, label=label or "", max_new_tokens=flags.get("max_new_tokens"),
                     concurrency=concurrency, classifier=classifier, trace=None)
@@ -158,7 +161,7 @@ class PrestoLM(LM):
 
     def _session_params(self, asks: list[Ask], prompts: list[list[int]], wheres: list[str]) -> list[SamplerParams]:
         """Each request's parameters (its n, its own seed), all checked before any session starts."""
-        from presto_tui.runtime.session.loop import check_context
+        from presto_tui.api.sessions import check_context
 
         out = []
         for ask, ids, seen, where in zip(asks, prompts, occurrences([a.context for a in asks]), wheres):
@@ -172,20 +175,10 @@ class PrestoLM(LM):
         return out
 
     def _run(self, asks: list[Ask], prompts: list[list[int]], sessions: list[SamplerParams]) -> list[str]:
-        from rich.console import Console
-
-        from presto_tui.cli import options as o
-        from presto_tui.cli.bench import SessionProgress
+        from presto_tui.api.events import SessionEnd, SessionSummary
+        from presto_tui.api.sessions import InternalError, default_concurrency, display_text, make_driver, run_chains
+        from presto_tui.console import SessionProgress, term
         from presto_tui.logs.writer import recorded
-        from presto_tui.runtime.session.events import SessionEnd
-        from presto_tui.runtime.session.loop import (
-            InternalError,
-            default_concurrency,
-            display_text,
-            make_driver,
-            run_chains,
-        )
-        from presto_tui.runtime.session.summary import SessionSummary
 
         engine = self.engine
         trace = self._open_trace()
@@ -194,7 +187,7 @@ class PrestoLM(LM):
                    for a, ids, p in zip(asks, prompts, sessions))
         texts: list[str | None] = [None] * len(asks)
         summaries = [SessionSummary() for _ in asks]
-        progress = SessionProgress(Console(file=o.term(), highlight=False), len(asks), "lm-eval")
+        progress = SessionProgress(len(asks), "lm-eval")
         progress.doing(f"{self.label}, {at_once} at once")
         try:
             with progress:
@@ -210,7 +203,7 @@ class PrestoLM(LM):
         finally:
             if trace is not None and self._trace_path is not None:
                 print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}",
-                      file=o.term())
+                      file=term())
         self.summaries.extend(summaries)
         missing = [i for i, t in enumerate(texts) if t is None]
         if missing:  # run_chains raises when a session fails; every other session ends with its text
@@ -220,20 +213,20 @@ class PrestoLM(LM):
     def _open_trace(self):
         """The trace: the one given (`on_engine`), or this model's own, opened at its first use."""
         if self.trace is None and self._trace_path is not None:
-            from presto_tui.cli import options as o
+            from presto_tui.logs.writer import open_trace
 
-            self.trace = o.open_trace(self._trace_path, "lm-eval", self.engine, self.params)
+            self.trace = open_trace(self._trace_path, "lm-eval", self.engine, self.params)
             weakref.finalize(self, self.trace.close)
         return self.trace
 
     def _warn_ignored(self, asks: list[Ask]) -> None:
         names = sorted({k for a in asks for k in a.ignored} - _WARNED)
         if names:
-            from presto_tui.cli import options as o
+            from presto_tui.console import term
 
             _WARNED.update(names)
             print(f"presto-tui: warning: lm-eval's generation settings {', '.join(names)} do not apply to power "
-                  "sampling (the method's law is set by alpha and tau) and are ignored", file=o.term())
+                  "sampling (the method's law is set by alpha and tau) and are ignored", file=term())
 
 
 _WARNED: set[str] = set()  # the settings named in a warning already (once per process, not per method)
@@ -254,27 +247,21 @@ def _where(request: Any) -> str:
 
 
 def _flags(model_args: dict[str, Any]) -> dict[str, Any]:
-    """presto-tui's flags from lm-eval's model_args (typed by lm-eval's own parser), checked."""
-    from presto_tui.cli.options import ENGINE_FLAGS, SAMPLER_FLAGS
-
-    numbers = {k for k in SAMPLER_FLAGS if k in LIMITS}
-    known = {*numbers, *OWN_TYPES, *ENGINE_TYPES, *ENGINE_FLAGS}
+    """presto-tui's values from lm-eval's model_args (typed by lm-eval's own parser): every sampler and
+    engine parameter of the specification (by its name, or its request field: `rank`, `max_tokens`)
+    and this model's own arguments; checked on the one validation path (`params_from`)."""
     flags: dict[str, Any] = {}
     for key, value in model_args.items():
         if key in LM_EVAL_EXTRAS or value is None:
             continue
-        if key not in known:
-            close = get_close_matches(key, sorted(known), n=1)
+        name = ARGS.get(key)
+        if name is None:
+            close = get_close_matches(key, sorted(ARGS), n=1)
             raise InputError(f"unknown model_args key {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
-        if key in numbers:
-            limit = LIMITS[key]
-            ok = (int,) if limit.integer else (int, float)
-            if isinstance(value, bool) or not isinstance(value, ok):
-                raise InputError(limit.unparsable(key, str(value)))
-        else:
-            types = OWN_TYPES.get(key) or ENGINE_TYPES[key]
+        if name in OWN_TYPES:
+            types = OWN_TYPES[name]
             if (bool not in types and isinstance(value, bool)) or not isinstance(value, types):
                 raise InputError(f"model_args {key} should be {' or '.join(t.__name__ for t in types)}, got "
                                  f"{str(value)!r}")
-        flags[key] = str(value) if key == "budget" else value
+        flags[name] = value
     return flags

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from presto_tui.api.params import LIMITS, ParamError, SamplerParams
 from presto_tui.errors import InputError
-from presto_tui.runtime.core.params import LIMITS, ParamError, SamplerParams
 
 KNOWN_KWARGS = ("until", "max_gen_toks")
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from lm_eval.tasks import TaskManager
 
+from presto_tui.api.params import SamplerParams
 from presto_tui.errors import InputError, describe
 from presto_tui.lmeval.requests import ask_params, read_ask
-from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.safetext import visible
 
 GENERATE = "generate_until"

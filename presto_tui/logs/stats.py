@@ -38,20 +38,11 @@ from rich.text import Text
 
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.core.params import budget_text
+from presto_tui.runtime.core.spec import budget_text, comparable_names, own_text
 from presto_tui.runtime.session.summary import is_baseline
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)
-
-
-# what makes sessions comparable (see the module docstring), beside backend, model and device;
-# a sampler's own parameters count only for that sampler, an MH chain's only for chains
-SHARED = ("sampler", "alpha", "tau", "epsilon", "max_new_tokens", "block_size", "steps", "prefetch", "inputs",
-          "budget")
-CHAIN_ONLY = ("epsilon", "block_size", "steps", "prefetch", "inputs", "budget")
-OWN = {"entropycut": ("beta", "cut_mix"), "multitry": ("tries",), "bestofn": ("samples", "bon_rank"),
-       "powersmc": ("particles", "smc_block", "smc_ramp")}
 
 
 def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, Trace | None]]:
@@ -98,9 +89,7 @@ def at_once(trace: Trace) -> list[int]:
 def comparable(params: dict, backend: str, model: str, device: object = None, at_once: int = 1) -> dict:
     """What a session must share with others to be pooled with them (see the module docstring)."""
     key = {"backend": backend, "model": model, "device": device, "at_once": at_once}
-    baseline = is_baseline(params)
-    key.update((k, params.get(k)) for k in SHARED if not (baseline and k in CHAIN_ONLY))
-    key.update((k, params.get(k)) for k in OWN.get(str(params.get("sampler")), ()))
+    key.update((k, params.get(k)) for k in comparable_names(params))  # every parameter its sampler reads
     return key
 
 
@@ -222,16 +211,8 @@ def _rule(p: dict) -> str:
 
 def _sampler(p: dict) -> str:
     """The sampler with its own parameters (those that make sessions comparable)."""
-    name = str(p.get("sampler"))
-    if name == "entropycut":
-        return f"{name} β={p.get('beta'):g} mix={p.get('cut_mix'):g}"
-    if name == "multitry":
-        return f"{name} M={p.get('tries')}"
-    if name == "bestofn":
-        return f"{name} N={p.get('samples')} {p.get('bon_rank')}"
-    if name == "powersmc":
-        return f"{name} P={p.get('particles')} B={p.get('smc_block')} R={p.get('smc_ramp')}"
-    return name
+    own = own_text(p)
+    return f"{p.get('sampler')} {own}" if own else str(p.get("sampler"))
 
 
 def _numbers(d: dict, status: str, shares: dict) -> list[str]:
@@ -412,7 +393,7 @@ def _side(trace: Trace, select, shown: str) -> tuple[dict[tuple, tuple], dict]:
     if not chosen:
         raise InputError(f"{shown}: no session matches" if select is not None else f"{shown}: no sessions")
     if len(methods) > 1:
-        from presto_tui.eval.methods import describe
+        from presto_tui.runtime.core.methods import describe
 
         names = "; ".join(sorted({describe(p) for p in methods.values()}))
         raise InputError(f"{shown}: sessions of {len(methods)} methods ({names}); choose one with PATH@METHOD, "
@@ -436,8 +417,8 @@ def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A"
     """The paired statistics of two runs (eq. 23), sessions matched by prompt, seed and chain: the answers'
     log-likelihood and confidence under p0, the acceptance rate, and the time per prompt (with the
     ratio of mean times, eq. 20)."""
-    from presto_tui.eval.methods import describe
-    from presto_tui.eval.paired import paired_tost
+    from presto_tui.logs.paired import paired_tost
+    from presto_tui.runtime.core.methods import describe
 
     side_a, left_a = _side(a, select_a, shown_a)
     side_b, left_b = _side(b, select_b, shown_b)

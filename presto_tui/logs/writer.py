@@ -18,7 +18,8 @@ from typing import TypeVar
 import orjson
 
 from presto_tui import __version__
-from presto_tui.errors import OutputError
+from presto_tui.errors import InputError, OutputError
+from presto_tui.files import check_output_path
 from presto_tui.logs.schema import encode, header
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
@@ -154,3 +155,24 @@ def recorded(events: Iterable[tuple[K, Event]], trace: TraceWriter | None) -> It
         if trace is not None:
             trace.write(ev, sids.get(key))
         yield key, ev
+
+
+def trace_path(trace: Path | None, no_trace: bool, command: str) -> Path | None:
+    """Where a command's trace goes (checked before any work), or None with --no-trace."""
+    if no_trace:
+        if trace is not None:
+            raise InputError("--trace and --no-trace contradict each other")
+        return None
+    return check_output_path(trace or default_trace_path(command))
+
+
+def open_trace(path: Path | None, command: str, engine, params) -> TraceWriter | None:
+    """The trace of a command's sessions on `engine` (None: no trace)."""
+    if path is None:
+        return None
+    try:
+        return TraceWriter(path, command=command, backend=engine.name, model=engine.model,
+                           params=params.to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
+    except FileExistsError:  # (the writer reports any other failure as an OutputError itself)
+        raise InputError(f"{visible(str(path), keep_newlines=False)}: trace file exists already; "
+                         "choose another --trace path") from None

@@ -34,15 +34,24 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from presto_tui.api import API_VERSION
+from presto_tui.api.engine import RuntimeEngine as Engine
+from presto_tui.api.params import CertaintyClassifier, SamplerParams
 from presto_tui.errors import InputError, describe
-from presto_tui.runtime.core.classifier import CertaintyClassifier
-from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.safetext import visible
 from presto_tui.serve import metrics
 from presto_tui.serve.host import EngineHost
 from presto_tui.serve.hub import Busy, Hub, RequestRun
-from presto_tui.serve.protocol import CHAT, COMPLETION, chunk, error_object, parse, response, usage_chunk
+from presto_tui.serve.protocol import (
+    CHAT,
+    COMPLETION,
+    chunk,
+    error_object,
+    parse,
+    request_schema,
+    response,
+    usage_chunk,
+)
 
 ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/completions": "chat",
           "/v1/presto/events": "events", "/health": "health", "/metrics": "metrics"}
@@ -65,24 +74,26 @@ class ServeConfig:
     keep: int = 16  # finished requests whose events stay available (each holds every round's tree)
 
     def params(self) -> SamplerParams:
-        from presto_tui.cli.options import sampler_params
+        from presto_tui.api.params import params_from
 
-        return sampler_params(self.defaults)
+        return params_from(self.defaults, paper=bool(self.defaults.get("paper_settings")))
 
 
 class HttpError(Exception):
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, param: str | None = None):
         super().__init__(message)
         self.status, self.message, self.kind, self.code, self.headers = status, message, kind, code, headers
+        self.param = param  # the request field at fault (OpenAI's error object names it)
 
 
 STATUS_OF_KIND = {"input": 400, "trace": 400, "engine": 500, "output": 500, "internal": 500}
 
 
 def error_response(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_object(visible(message, keep_newlines=False), kind, code), status, headers=headers)
+                   headers: dict[str, str] | None = None, param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_object(visible(message, keep_newlines=False), kind, code, param), status,
+                        headers=headers)
 
 
 def _authorized(header: bytes | None, key: str) -> bool:
@@ -262,13 +273,14 @@ def create_app(server: Server) -> FastAPI:
         finally:
             await asyncio.to_thread(server.stop)
 
-    app = FastAPI(title="presto-tui", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="presto-tui", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json", version=API_VERSION)
     app.state.presto = server
     app.add_middleware(Guard, config=config, counts=counts)
 
     @app.exception_handler(HttpError)
     async def _http_error(_request: Request, e: HttpError) -> JSONResponse:
-        return error_response(e.status, e.message, e.kind, e.code, e.headers)
+        return error_response(e.status, e.message, e.kind, e.code, e.headers, e.param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _no_route(request: Request, e: StarletteHTTPException) -> JSONResponse:
@@ -310,11 +322,11 @@ def create_app(server: Server) -> FastAPI:
             "presto": {"backend": e.name, "engine": dict(e.info), "defaults": defaults.to_dict(), "flags": flags,
                        "max_chains": config.max_chains, "max_queue": config.max_queue}}]}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", openapi_extra=request_schema(COMPLETION))
     async def completions(request: Request) -> Response:
         return await answer(request, COMPLETION)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=request_schema(CHAT))
     async def chat_completions(request: Request) -> Response:
         return await answer(request, CHAT)
 
@@ -328,7 +340,7 @@ def create_app(server: Server) -> FastAPI:
         try:
             ask = parse(body, kind, config.defaults)
         except InputError as e:
-            raise HttpError(400, e.line) from None
+            raise HttpError(400, e.line, param=getattr(e, "field", None)) from None
         if ask.model is not None and ask.model != server.model_id:
             raise HttpError(404, f"model {ask.model!r} is not served here; this server serves {server.model_id!r}",
                             code="model_not_found")

@@ -25,21 +25,17 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from presto_tui.api.diagnostics import vote
+from presto_tui.api.events import Event, SessionEnd, SessionError, SessionStart
+from presto_tui.api.params import SAMPLER_PARAMS, SamplerParams, budget_text
+from presto_tui.api.sessions import EngineReady, Notice, VocabUpdate, deliver
 from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
-from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.answers import vote
-from presto_tui.runtime.session.chat import EngineReady, Notice, VocabUpdate, deliver
-from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
 from presto_tui.safetext import visible
 from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
 
 Emit = Callable[[object], None]
 CONNECT_S, READ_S = 10.0, 60.0  # the event stream sends a keep-alive line every 15 s: 60 s of silence is a loss
-# the sampler's fields a prompt sends: SamplerParams' own names, as the CLI's flags name them
-SENT = ("sampler", "prefetch", "inputs", "alpha", "tau", "block_size", "steps", "epsilon", "seed", "beta", "cut_mix",
-        "tries", "speculate", "samples", "particles", "smc_block", "smc_ramp")
-
 def check_url(url: str) -> str:
     """The server's base URL (scheme, host, port), or one line saying what is wrong with it."""
     parts = urlsplit(url.strip())
@@ -72,10 +68,16 @@ def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerPar
     for user, assistant in history:
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
     messages.append({"role": "user", "content": prompt})
-    fields = {k: getattr(params, k) for k in SENT if getattr(params, k) is not None}
-    budget = f"fill:{params.budget}" if params.budget_policy == "fill" else params.budget
-    return {"messages": messages, "max_tokens": params.max_new_tokens, **fields, "budget": budget,
-            "rank": params.bon_rank, "n": chains, "stream": True, "request_id": rid}
+    return {"messages": messages, **request_fields(params), "n": chains, "stream": True, "request_id": rid}
+
+
+def request_fields(params: SamplerParams) -> dict[str, Any]:
+    """Every sampler parameter as its request field (the specification's names), as typed on the
+    command line: the budget as -N writes it (auto, a cap, fill:N)."""
+    out = {p.request_field: getattr(params, p.name) for p in SAMPLER_PARAMS
+           if p.request_field and getattr(params, p.name) is not None}
+    out["budget"] = budget_text(params.to_dict())
+    return out
 
 
 def error_line(response: Any) -> str:

@@ -23,14 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
+from presto_tui.api.engine import RuntimeEngine as Engine
+from presto_tui.api.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart, Vocab
+from presto_tui.api.params import CertaintyClassifier, SamplerParams
+from presto_tui.api.sessions import EngineLoop, StartFailed, chain_params, check_context, make_driver
 from presto_tui.errors import InputError, PrestoError, describe
-from presto_tui.runtime.core.classifier import CertaintyClassifier
-from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.chains import chain_params
-from presto_tui.runtime.session.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.loop import EngineLoop, StartFailed, check_context, make_driver
-from presto_tui.runtime.session.vocab import Vocab
 from presto_tui.safetext import visible
 from presto_tui.serve.protocol import Prompt
 

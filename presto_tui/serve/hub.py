@@ -22,11 +22,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from presto_tui.api.events import (
+    TRANSIENT,
+    Event,
+    SessionEnd,
+    SessionError,
+    SessionStart,
+    SessionSummary,
+    Vocab,
+    cut_at_eos,
+    cut_at_stop,
+)
 from presto_tui.errors import InputError
-from presto_tui.runtime.core.types import cut_at_eos, cut_at_stop
-from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.summary import SessionSummary
-from presto_tui.runtime.session.vocab import Vocab
 from presto_tui.serve.host import Admitted, Chain, EngineHost, Refused, Withdrawn
 from presto_tui.serve.protocol import Ask, Choice
 from presto_tui.serve.wire import encode_event, vocab_object

@@ -1,11 +1,11 @@
 """OpenAI request bodies in, `Ask`s out; `Ask`s' results back as OpenAI objects.
 
-A body is checked field by field before anything runs, and every sampler value
-goes through the command line's own gate (`cli.options.sampler_params`), so a
-bad value is refused with the very line `presto-tui run` prints for it (HTTP
-400).  Body fields are the command's flags with underscores (`alpha`, `steps`,
-`block_size`, `budget`, ...); `max_tokens` (or `max_completion_tokens`) is
-`--max-new-tokens`.  The server's flags are the defaults a body overrides.
+A body is checked field by field before anything runs.  The sampler's fields are the
+parameter specification's (runtime/core/spec.py: each parameter's request field, `max_tokens`
+for n) and every value goes through its one validation path (`params_from`), so a bad value
+is refused (HTTP 400) with the line `presto-tui run` prints for it, naming the request field
+rather than a flag the client never sent, and the error's `param` is that field.  The
+server's flags are the defaults a body overrides.
 
 The OpenAI sampling fields that power sampling has no use for (`temperature`,
 `top_p`, penalties: the chain's law is set by alpha and tau) are accepted and
@@ -23,18 +23,22 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
-from presto_tui.cli.options import SAMPLER_FLAGS, limit_of, sampler_params
+from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from
+from presto_tui.api.sessions import CHAINS
 from presto_tui.errors import InputError
-from presto_tui.runtime.core.params import Limit, SamplerParams
-from presto_tui.runtime.session.chains import CHAINS
 
 COMPLETION, CHAT = "completion", "chat"
 
-# body field -> the CLI flag's parameter name
-SAMPLER_FIELDS = {name: name for name in (*SAMPLER_FLAGS, "budget", "rank", "paper_settings")
-                  if name != "max_new_tokens"}
-SAMPLER_FIELDS |= {"max_tokens": "max_new_tokens", "max_completion_tokens": "max_new_tokens"}
-NAMED = ("sampler", "prefetch", "inputs", "speculate", "rank")  # names and lists of names
+# body field -> the parameter it sets (the spec's request fields and their aliases)
+SAMPLER_FIELDS = {f: p.name for p in SAMPLER_PARAMS if p.request_field for f in (p.request_field, *p.aliases)}
+FIELD_OF = {p.name: p.request_field for p in SAMPLER_PARAMS if p.request_field}
+
+
+def field_naming(name: str) -> str:
+    """How a request names a parameter (its field), for messages."""
+    return FIELD_OF.get(name, name)
+
+
 # accepted and ignored: the chain's law is p0^alpha, proposals at tau (the answer says so)
 IGNORED = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty",
            "length_penalty", "do_sample", "user", "metadata", "store", "service_tier", "parallel_tool_calls")
@@ -51,6 +55,44 @@ FIELDS = {
 }
 MAX_STOPS = 4  # as OpenAI
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def request_schema(kind: str) -> dict[str, Any]:
+    """The OpenAPI request body of a completion (`kind`): OpenAI's fields and every sampler parameter
+    of the specification as its request field, with its type, range, default and help."""
+    from presto_tui.api.params import PARAMS, json_schema
+
+    props: dict[str, Any] = {
+        "model": {"type": "string", "description": "The model served here (GET /v1/models); optional."},
+        "n": {"type": "integer", "minimum": CHAINS.lo, "maximum": CHAINS.hi, "default": 1,
+              "description": "Choices per prompt: chain j of n runs on the seed of chain j, as --chains does."},
+        "stream": {"type": "boolean", "default": False},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": MAX_STOPS}]},
+        "request_id": {"type": "string", "pattern": REQUEST_ID.pattern},
+        "paper_settings": {"type": "boolean", "description": "The paper's sizes: n=1024, one block, K=100, N=20."},
+    }
+    if kind == COMPLETION:
+        props["prompt"] = {"anyOf": [{"type": "string"}, {"type": "array"}],
+                           "description": "A string, a list of strings, token ids or a list of lists of them."}
+    else:
+        props["messages"] = {"type": "array", "items": {"type": "object"},
+                             "description": "The chat: system, user and assistant messages, the user's last."}
+    for name, param in SAMPLER_FIELDS.items():
+        props[name] = json_schema(PARAMS[param])
+    for name in IGNORED:
+        props[name] = {"description": "accepted and ignored: the chain's law is set by alpha and tau"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "required": ["prompt" if kind == COMPLETION else "messages"], "properties": props,
+        "additionalProperties": False}}}}}
+
+
+class FieldError(InputError):
+    """A request field's value is wrong: OpenAI's error object names the field (`param`)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -88,7 +130,7 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
     """Check a request body; InputError (one line) names the first thing wrong."""
     if not isinstance(body, dict):
         raise InputError(f"the request body should be a JSON object, got {type(body).__name__}")
-    known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | set(IGNORED) | set(NOTHING_ASKED)
+    known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | {"paper_settings"} | set(IGNORED) | set(NOTHING_ASKED)
     for name in body:
         if name not in known:
             close = get_close_matches(str(name), sorted(known), n=1)
@@ -98,11 +140,16 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
         if name in body and body[name] not in allowed:
             raise InputError(f"{name} is not available from presto-tui serve: the answer is the chain's final "
                              "state, with no per-token log-probabilities, echo, tools or formats")
-    flags = dict(defaults)
+    values = dict(defaults)
     for name, key in SAMPLER_FIELDS.items():
         if name in body and body[name] is not None:
-            flags[key] = _sampler_value(key, body[name])
-    params = sampler_params(flags)
+            values[key] = body[name]
+    paper = _flag("paper_settings", body["paper_settings"]) if "paper_settings" in body else \
+        bool(defaults.get("paper_settings"))
+    try:
+        params = params_from(values, paper=paper, naming=field_naming)
+    except ParamError as e:
+        raise FieldError(str(e.named(field_naming)), field_naming(e.param) if e.param else None) from None
     if kind == COMPLETION:
         prompts = _prompts(body.get("prompt"))
     else:
@@ -123,31 +170,6 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
                tuple(name for name in IGNORED if body.get(name) is not None))
 
 
-def _sampler_value(key: str, value: Any) -> Any:
-    """A body value as the CLI parser would have made it from text (strings are parsed as typed)."""
-    flag = "--" + key.replace("_", "-")
-    if key == "paper_settings":
-        return _flag("paper_settings", value)
-    if key in NAMED:
-        if not isinstance(value, str):
-            raise InputError(f"{flag} should be a name, got {value!r}")
-        return value
-    if key == "budget":  # N, auto or fill:N: the CLI's own parser reads its text
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise InputError(f"--budget must be a whole number, auto or fill:N, got {value!r}")
-        return str(value)
-    limit = limit_of(key)
-    assert limit is not None, key
-    raw = str(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InputError(limit.unparsable(flag, raw))
-    try:
-        number = float(value) if not limit.integer else _integer(value)
-    except ValueError:
-        raise InputError(limit.unparsable(flag, raw)) from None
-    return number
-
-
 def _integer(value: int | float | str) -> int:
     if isinstance(value, int):
         return value
@@ -166,8 +188,10 @@ def _whole(name: str, value: Any, limit: Limit, default: int) -> int:
             raise ValueError(value)
         n = _integer(value)
     except ValueError:
-        raise InputError(limit.unparsable(name, str(value))) from None
-    limit.check(name, n)
+        raise FieldError(limit.unparsable(name, str(value)), name) from None
+    message = limit.message(name, n)
+    if message is not None:
+        raise FieldError(message, name)
     return n
 
 
@@ -320,6 +344,7 @@ def usage_chunk(ask: Ask, rid: str, model: str, created: int, prompt_tokens: int
             "usage": usage(prompt_tokens, completion_tokens)}
 
 
-def error_object(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def error_object(message: str, kind: str = "invalid_request_error", code: str | None = None,
+                 param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 

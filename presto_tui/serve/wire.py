@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from presto_tui.api.events import Event, InFlight, LiveTree
 from presto_tui.logs.schema import SchemaError, decode, decode_tree, encode, encode_tree, vocab_of
-from presto_tui.runtime.session.events import Event, InFlight, LiveTree
 
 IN_FLIGHT, LIVE_TREE, VOCAB = "in_flight", "live_tree", "vocab"
 

@@ -1,4 +1,4 @@
-"""The names a person chooses from, in one registry: samplers, prefetch rules, input modes.
+"""The names a person chooses from, in one registry: samplers, prefetch rules, input modes, engines.
 
 Each list is an Enum whose members are the names typed on the command line (a
 `StrEnum`: a member equals its name) and carry their short help and what code asks
@@ -72,6 +72,10 @@ class SamplerName(Choice):
     def chain(self) -> bool:
         return self.kind is SamplerKind.CHAIN
 
+    @classmethod
+    def chain_names(cls) -> tuple[str, ...]:
+        return tuple(s.value for s in cls if s.chain)
+
 
 class PrefetchRule(Choice):
     """`--prefetch`: NONE is the sequential sampler; every other rule is PreSTO's."""
@@ -104,3 +108,32 @@ class InputMode(Choice):
 
     DECISION = "decision", "keyed by decision, so PreSTO reproduces the sequential sampler token for token"
     NODE = "node", "every tree node draws its own, as in the paper; bfs and predictive only"
+
+
+class BackendName(Choice):
+    """`--backend`: the engines, each with what it can do.  Code asks an engine's capabilities,
+    never its name (`tests/test_spec.py` greps for name comparisons)."""
+
+    virtual_clock: bool  # its clock is a cost model, not seconds: times are "engine clock"
+    builtin_model: bool  # it is its own model: --model means nothing to it
+    thread_control: bool  # --threads sets its CPU threads
+    flags: frozenset[str]  # the engine parameters (runtime/core/spec.py) it takes
+
+    def __init__(self, name: str, help: str, virtual_clock: bool, builtin_model: bool, thread_control: bool,
+                 flags: tuple[str, ...]) -> None:
+        self.help, self.virtual_clock, self.builtin_model = help, virtual_clock, builtin_model
+        self.thread_control, self.flags = thread_control, frozenset(flags)
+
+    @property
+    def time_unit(self) -> str:
+        """What its times are measured in, for a results file and a table's legend."""
+        return "engine clock (virtual: the engine's cost model)" if self.virtual_clock else "seconds"
+
+    VLLM = ("vllm", "default where installed", False, False, True,
+            ("model", "chat_template", "dtype", "threads", "max_model_len", "gpu_memory_utilization",
+             "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
+             "kv_cache_gib"))
+    TRANSFORMERS = ("transformers", "exact float32 reference", False, False, True,
+                    ("model", "chat_template", "dtype", "threads"))
+    SYNTHETIC = ("synthetic", "tiny deterministic model for tests and demos", True, True, False,
+                 ("synthetic_cost",))

@@ -1,138 +1,65 @@
-"""Sampler parameters, their defaults and their validation.
+"""Sampler parameters: the values that fix a chain's law and its prefetch schedule.
 
-Validation happens before any work so that a bad flag costs the user nothing
-but a one-line message (see `ParamError`).
+Names, types, ranges, defaults and help are declared once in `runtime/core/spec.py`;
+`SamplerParams` holds the values and checks how they go together.  Validation happens
+before any work so that a bad value costs the person nothing but a one-line message
+(`ParamError`, which names the parameter the way the person wrote it).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from presto_tui.errors import InputError
-from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName
+from presto_tui.runtime.core.spec import (
+    AUTO_BUDGET,
+    BON_RANKS,
+    BUDGET_POLICIES,
+    LIMITS,
+    PARAMS,
+    SAMPLER_PARAMS,
+    SPECULATE,
+    Limit,
+    Naming,
+    ParamError,
+    budget_text,
+    default,
+    flag,
+    number_text,
+)
+
+__all__ = ["AUTO_BUDGET", "BENCH_SIZES", "BON_RANKS", "BUDGET_POLICIES", "LIMITS", "MULTITRY_TAUS",
+           "PAPER_SETTINGS", "SPECULATE", "Limit", "ParamError", "SamplerParams", "budget_text", "flag",
+           "number_text", "params_from", "rule_defaults"]
 
 # The registry's names as strings (runtime/core/names.py holds the lists and their help).
 SAMPLERS = SamplerName.names()
 PREFETCH_RULES = PrefetchRule.names()
 INPUT_MODES = InputMode.names()
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
-# The streaming rule's budget: `cost` keeps a request live only while it pays for its share of
-# every engine step (N is a cap); `fill` keeps N requests live whatever they cost.
-BUDGET_POLICIES = ("cost", "fill")
-AUTO_BUDGET = 64  # `-N auto`: the cost policy with this cap
-
-
-def budget_text(p: Mapping[str, Any]) -> str:
-    """The budget as `-N` writes it, from a params dict: auto, a cap (the streaming rule's cost
-    policy), fill:N (it keeps N live); N for the round rules."""
-    b = p.get("budget")
-    if p.get("prefetch") == "stream":
-        if p.get("budget_policy") == "fill":
-            return f"fill:{b}"
-        if b == AUTO_BUDGET:
-            return "auto"
-    return str(b)
-# What the streaming rule may speculate beyond the walker's state: `proposal` (requests cut inside
-# a proposal still decoding) and `block` (the next block's extension); `none` for neither.
-SPECULATE = ("proposal", "block")
+ROUND_BUDGET = 8  # -N for the round rules when none is given (stream's is auto)
 
 # The paper's sizes (appendix D.4, table 6): one block of n = 1024, K = 100,
 # N_pf = 20 (alpha = 4, tau = 1/alpha are the defaults).  `--paper-settings` selects them.
 PAPER_SETTINGS = dict(max_new_tokens=1024, block_size=1024, steps=100, budget=20)
-# `bench` compares many configurations on every prompt; its default sizes keep a run to minutes.
+# `bench` and `eval` compare many configurations on every prompt; their default sizes keep a run to minutes.
 BENCH_SIZES = dict(max_new_tokens=64, steps=16)
 
 
-class ParamError(InputError):
-    """A parameter value that cannot be sampled with; the message is one line."""
+_RULE_DEFAULT: Any = None  # SamplerParams' prefetch and budget: set from the sampler and the rule
 
 
-@dataclass(frozen=True)
-class Limit:
-    """A documented range of a number: [lo, hi], or (lo, hi] with `lo_open`, or no upper
-    bound with hi = inf; whole numbers only with `integer`.  Its text and its messages are
-    the same wherever a range is checked (sampler parameters here, the CLI's own numbers,
-    a value that did not parse)."""
-
-    lo: float
-    hi: float
-    integer: bool = False
-    lo_open: bool = False
-
-    def __str__(self) -> str:
-        return f"{'(' if self.lo_open else '['}{self._bound(self.lo)}, {self._bound(self.hi)}]"
-
-    def _bound(self, x: float) -> str:
-        if not self.integer:
-            return f"{x:g}"
-        n = int(x)
-        if n == 2**63 - 1:
-            return "2^63-1"
-        if n >= 10**6 and str(n).rstrip("0") == "1":
-            return f"10^{len(str(n)) - 1}"
-        return str(n)
-
-    @property
-    def where(self) -> str:
-        """'in [1, 256]', or '>= 1' without an upper bound."""
-        if math.isinf(self.hi):
-            return f"{'>' if self.lo_open else '>='} {self._bound(self.lo)}"
-        return f"in {self}"
-
-    @property
-    def kind(self) -> str:
-        return "a whole number" if self.integer else "a number"
-
-    def contains(self, value: float) -> bool:
-        return (self.lo < value if self.lo_open else self.lo <= value) and value <= self.hi
-
-    def check(self, flag: str, value: float) -> None:
-        """Raise ParamError unless `value` is finite and within the range."""
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ParamError(f"{flag} must be a finite number {self.where}, got {number_text(value)}")
-        if not self.contains(value):
-            verb = "must be" if math.isinf(self.hi) else "must lie"
-            raise ParamError(f"{flag} {verb} {self.where}, got {number_text(value)}")
-
-    def unparsable(self, flag: str, raw: str) -> str:
-        """The message for text that is not a number of this kind at all."""
-        return f"{flag} must be {self.kind} {self.where}, got {raw!r}"
-
-
-def number_text(value: float) -> str:
-    """A value as a person wrote it: -1 rather than -1.0, 1e+308 as Python writes it."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)
-
-
-# Every numeric parameter's documented range; values must also be finite.
-LIMITS: dict[str, Limit] = {
-    "alpha": Limit(0, 1000, lo_open=True),
-    "tau": Limit(1e-4, 100),
-    "max_new_tokens": Limit(1, 65536, integer=True),
-    "block_size": Limit(1, 65536, integer=True),
-    "steps": Limit(1, 1_000_000, integer=True),
-    "budget": Limit(1, 4096, integer=True),
-    "epsilon": Limit(0, 0.5),  # the paper's range: epsilon only sets the certainty classes
-    "seed": Limit(0, 2**63 - 1, integer=True),
-    "beta": Limit(0, 64),
-    "cut_mix": Limit(0, 1),
-    "tries": Limit(1, 64, integer=True),
-    "samples": Limit(1, 4096, integer=True),
-    "particles": Limit(1, 4096, integer=True),
-    "smc_block": Limit(1, 65536, integer=True),
-    "smc_ramp": Limit(0, 65536, integer=True),
-}
-BON_RANKS = ("logq", "logp")  # best-of-N keeps the highest sum of log q_tau (the paper's) or of log p0
-
-
-def flag(name: str) -> str:
-    """The command-line flag of a parameter name."""
-    return "--" + name.replace("_", "-")
+def rule_defaults(sampler: str | None, prefetch: str | None, budget: int | None) -> dict[str, Any]:
+    """What an unset rule and budget are: a baseline has no prefetch rule, a chain the default
+    one; the streaming rule's budget is auto (the cost policy up to AUTO_BUDGET), a round rule's
+    ROUND_BUDGET."""
+    chain = sampler not in SamplerName.names() or SamplerName.of(sampler).chain
+    rule = prefetch if prefetch is not None else (default("prefetch") if chain else PrefetchRule.NONE.value)
+    if budget is None:
+        budget = AUTO_BUDGET if rule == PrefetchRule.STREAM else ROUND_BUDGET
+    return {"prefetch": rule, "budget": budget}
 
 
 @dataclass(frozen=True)
@@ -143,28 +70,34 @@ class SamplerParams:
     2-core CPU with a small model; `PAPER_SETTINGS` are one flag away.
     """
 
-    sampler: str = SamplerName.POWERMH.value
-    # the fastest exact rule measured (README: bench on CPU); the CLI gives it -N auto unless -N is given
-    prefetch: str = PrefetchRule.STREAM.value
-    inputs: str = InputMode.DECISION.value
-    alpha: float = 4.0
-    tau: float | None = None  # None: 1/alpha, as in the paper (sec 2, D.4)
-    max_new_tokens: int = 96  # n
-    block_size: int | None = None  # B; None: one block, B = n
-    steps: int = 24  # K, MH transitions per block
-    budget: int = 8  # N_pf, counted in distinct requests sent to the engine (stream: the most kept live)
-    budget_policy: str = "cost"  # stream: see BUDGET_POLICIES
-    speculate: str = "block"  # stream: see SPECULATE (in-proposal speculation measured slower on 2 cores)
-    epsilon: float = 0.01
-    seed: int = 0
-    beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
-    cut_mix: float = 0.1  # EntropyCut: uniform share of the cut law (reaches the first token)
-    tries: int = 4  # MultiTryMH's candidates per transition
-    samples: int = 8  # best-of-N's N
-    bon_rank: str = "logq"  # best-of-N: rank by sum log q_tau (the paper's choice) or sum log p0
-    particles: int = 8  # PowerSMC's P
-    smc_block: int = 128  # PowerSMC: tokens per block between resampling steps (the paper's 128)
-    smc_ramp: int = 400  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
+    sampler: str = default("sampler")
+    # None: the rule's default (rule_defaults): the fastest exact rule measured for a chain, none for a baseline
+    prefetch: str = _RULE_DEFAULT
+    inputs: str = default("inputs")
+    alpha: float = default("alpha")
+    tau: float | None = default("tau")  # None: 1/alpha, as in the paper (sec 2, D.4)
+    max_new_tokens: int = default("max_new_tokens")  # n
+    block_size: int | None = default("block_size")  # B; None: one block, B = n
+    steps: int = default("steps")  # K, MH transitions per block
+    # N_pf, counted in distinct requests sent to the engine (stream: the most kept live); None: the rule's default
+    budget: int = _RULE_DEFAULT
+    budget_policy: str = default("budget_policy")  # stream: see BUDGET_POLICIES
+    speculate: str = default("speculate")  # stream: see SPECULATE (in-proposal speculation measured slower on 2 cores)
+    epsilon: float = default("epsilon")
+    seed: int = default("seed")
+    beta: float = default("beta")  # EntropyCut's cut-law exponent (paper D.4)
+    cut_mix: float = default("cut_mix")  # EntropyCut: uniform share of the cut law (reaches the first token)
+    tries: int = default("tries")  # MultiTryMH's candidates per transition
+    samples: int = default("samples")  # best-of-N's N
+    bon_rank: str = default("bon_rank")  # best-of-N: rank by sum log q_tau (the paper's choice) or sum log p0
+    particles: int = default("particles")  # PowerSMC's P
+    smc_block: int = default("smc_block")  # PowerSMC: tokens per block between resampling steps (the paper's 128)
+    smc_ramp: int = default("smc_ramp")  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
+
+    def __post_init__(self) -> None:
+        if self.prefetch is None or self.budget is None:
+            for k, v in rule_defaults(self.sampler, self.prefetch, self.budget).items():
+                object.__setattr__(self, k, v)
 
     @property
     def proposal_tau(self) -> float:
@@ -178,37 +111,36 @@ class SamplerParams:
     def n_blocks(self) -> int:
         return self.max_new_tokens // self.block
 
-    def validate(self) -> SamplerParams:
-        """Return self, or raise ParamError naming the first bad value (every range in LIMITS)."""
-        for name, choices in (("sampler", SAMPLERS), ("prefetch", PREFETCH_RULES), ("inputs", INPUT_MODES)):
-            value = getattr(self, name)
-            if value not in choices:
-                raise ParamError(unknown_choice(flag(name), value, choices))
-        if self.bon_rank not in BON_RANKS:
-            raise ParamError(unknown_choice("--rank", self.bon_rank, BON_RANKS))
-        if self.budget_policy not in BUDGET_POLICIES:
-            raise ParamError(unknown_choice("budget policy", self.budget_policy, BUDGET_POLICIES))
-        if self.speculate != "none" and any(s not in SPECULATE for s in self.speculate.split(",")):
-            raise ParamError(f"--speculate takes none or a comma list of {', '.join(SPECULATE)}, "
-                             f"got {self.speculate!r}")
+    def validate(self, naming: Naming = flag) -> SamplerParams:
+        """Return self, or raise ParamError naming the first bad value, each parameter named by
+        `naming` (the command line's flags; the server names its fields)."""
+        for p in SAMPLER_PARAMS:
+            value = getattr(self, p.name)
+            p.check(value, naming)
+            if p.reader is not None and isinstance(value, str):
+                p.read(value, naming)  # a list such as --speculate: each item checked
+        about = ParamError.about
         rule = PrefetchRule.of(self.prefetch)
         if not SamplerName.of(self.sampler).chain and rule.presto:
-            raise ParamError(f"--sampler {self.sampler} is a baseline, not an MH chain: it takes no --prefetch "
-                             "rule (use --prefetch none)")
+            raise about("prefetch", "{sampler} {0} is a baseline, not an MH chain: it takes no {prefetch} rule "
+                        "(use {prefetch} none)", self.sampler, naming=naming)
         if rule.presto and not rule.node_inputs and self.inputs != InputMode.DECISION:
-            raise ParamError(f"--prefetch {self.prefetch} needs --inputs decision (its requests are keyed by "
-                             "decision, which is what keeps it exact)")
-        for name, limit in LIMITS.items():
-            value = getattr(self, name)
-            if value is not None:
-                limit.check(flag(name), value)
+            raise about("inputs", "{prefetch} {0} needs {inputs} decision (its requests are keyed by decision, "
+                        "which is what keeps it exact)", self.prefetch, naming=naming)
+        tau_limit = PARAMS["tau"].limit
+        if self.tau is None and tau_limit is not None and not tau_limit.contains(self.proposal_tau):
+            raise about("alpha", "{alpha} {0} makes the proposal temperature 1/alpha = {1}, outside {tau}'s range "
+                        "{2}; give {tau} too", number_text(self.alpha), f"{self.proposal_tau:.4g}", tau_limit,
+                        naming=naming)
         if self.max_new_tokens % self.block:
-            raise ParamError(f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}")
+            raise about("block_size", "{block_size} {0} does not divide {max_new_tokens} {1}", self.block,
+                        self.max_new_tokens, naming=naming)
         if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
-            raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
+            raise about("block_size", "{sampler} entropycut needs {block_size} >= 2 (it cuts between tokens)",
+                        naming=naming)
         if self.sampler == SamplerName.MULTITRY and rule.presto and self.budget < self.tries:
-            raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
-                             "decision needs all its candidates in one call")
+            raise about("budget", "{budget} {0} is below {tries} {1}: a MultiTryMH decision needs all its "
+                        "candidates in one call", self.budget, self.tries, naming=naming)
         return self
 
     def to_dict(self) -> dict:
@@ -219,3 +151,19 @@ class SamplerParams:
 
     def with_(self, **changes) -> SamplerParams:
         return replace(self, **changes)
+
+
+def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = None, *, paper: bool = False,
+                naming: Naming = flag) -> SamplerParams:
+    """SamplerParams from values as they arrived (text from a flag or a field, JSON values, or typed;
+    None: not given) over `preset` (a command's own sizes) and the spec's defaults, read and checked
+    on the one path every front-end uses; ParamError names a parameter as `naming` does."""
+    merged = dict(preset or {})
+    if paper:
+        merged.update(PAPER_SETTINGS)
+        if values.get("max_new_tokens") is not None and values.get("block_size") is None:
+            merged["block_size"] = None  # one block of the n the person chose
+    given = {p.name: values[p.name] for p in SAMPLER_PARAMS if values.get(p.name) is not None}
+    for name, raw in given.items():
+        merged.update(PARAMS[name].read(raw, naming))
+    return SamplerParams(**merged).validate(naming)

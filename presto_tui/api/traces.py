@@ -1,0 +1,207 @@
+"""Traces as data: a trace's sessions, transitions, rounds and nodes as pandas DataFrames, and a
+prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ tool works on them.
+
+    import presto_tui
+
+    t = presto_tui.read_trace("sessions/x.jsonl")
+    t.sessions                      # one row per session: parameters, status, numbers `stats` prints
+    t.transitions                   # one row per MH transition: log-target, eqs. 21-22, accepted
+    t.rounds, t.nodes               # one row per round (epoch), per node of its tree
+    idata = t.chains(group=0)       # the chains of a `--chains M` prompt, for arviz
+    import arviz_stats; arviz_stats.rhat(idata)
+
+Sessions are numbered from 1, as everywhere else in presto-tui (`session` column).  pandas
+and ArviZ are optional (`pip install 'presto-tui[data]'`); without them these properties say
+in one line what to install.  The trace is read through the same gate as `replay` and
+`stats` (untrusted input, every line checked).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from presto_tui.errors import InputError
+from presto_tui.logs.reader import SessionTrace, Trace
+from presto_tui.logs.reader import read_trace as _read
+from presto_tui.runtime.core.spec import SAMPLER_PARAMS
+from presto_tui.runtime.session.events import RoundDone, Transition
+from presto_tui.runtime.session.summary import SessionSummary
+
+__all__ = ["TraceData", "read_trace"]
+
+SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
+                   "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
+                   "eps_certain_share", "chain", "chains", "group", "error")
+
+
+def need(module: str, extra: str = "data") -> Any:
+    """Import an optional package, or say in one line what to install."""
+    if importlib.util.find_spec(module) is None:
+        raise InputError(f"this needs {module}: pip install 'presto-tui[{extra}]'")
+    return importlib.import_module(module)
+
+
+def read_trace(path: str | Path) -> TraceData:
+    """A trace, read and checked line by line (TraceError names `file:line` of the first bad line)."""
+    return TraceData(_read(path))
+
+
+@dataclass
+class TraceData:
+    """A trace read for analysis.  `raw` is the reader's trace (its events per session)."""
+
+    raw: Trace
+    _summaries: list[SessionSummary] = field(default_factory=list, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.raw.path
+
+    @property
+    def header(self) -> dict:
+        return dict(self.raw.header)
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.raw.warnings)
+
+    def __len__(self) -> int:
+        return len(self.raw.sessions)
+
+    def session(self, number: int) -> SessionTrace:
+        """Session `number` (from 1)."""
+        if not 1 <= number <= len(self.raw.sessions):
+            raise InputError(f"{self.path}: no session {number} (it has {len(self.raw.sessions)})")
+        return self.raw.sessions[number - 1]
+
+    def summaries(self) -> list[SessionSummary]:
+        """Every session's summary: the numbers `stats` and `run` print, from its events."""
+        if not self._summaries:
+            self._summaries = [s.summary() for s in self.raw.sessions]
+        return self._summaries
+
+    # -- DataFrames --------------------------------------------------------------------------
+    @cached_property
+    def sessions(self):
+        """One row per session: `session` (from 1), its id, prompt, the sampler parameters of its header
+        and the numbers its summary holds."""
+        pd = need("pandas")
+        rows = []
+        for i, (sess, s) in enumerate(zip(self.raw.sessions, self.summaries()), start=1):
+            start = sess.start
+            row: dict[str, Any] = {"session": i, "session_id": start.session_id, "prompt": start.prompt,
+                                   "backend": start.backend, "model": start.model}
+            row.update({p.name: start.params.get(p.name) for p in SAMPLER_PARAMS})
+            d = s.to_dict()
+            row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
+            row["ended"] = sess.ended
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @cached_property
+    def transitions(self):
+        """One row per MH transition: session, chain, block, transition (from 1 in its block), accepted, the
+        log-target alpha log p0(x), the log-likelihood and confidence of paper eqs. 21-22, and the first
+        position where the state differs from the block's start."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self.raw.sessions, start=1):
+            chain = sess.start.chain
+            for ev in sess.events:
+                if isinstance(ev, Transition):
+                    rows.append({"session": i, "chain": chain, "block": ev.block, "transition": ev.k + 1,
+                                 "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
+                                 "confidence": ev.confidence, "first_diff": ev.first_diff})
+        return pd.DataFrame(rows, columns=["session", "chain", "block", "transition", "accepted", "log_target",
+                                           "loglik", "confidence", "first_diff"])
+
+    @cached_property
+    def rounds(self):
+        """One row per round (an epoch under the streaming rule): session, block, round (from 1),
+        the transitions it walked, its nodes, its time and the engine clock when it ended."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self.raw.sessions, start=1):
+            for ev in sess.events:
+                if isinstance(ev, RoundDone):
+                    rows.append({"session": i, "block": ev.block, "round": ev.round + 1, "k_before": ev.k_before,
+                                 "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
+                                 "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
+                                 "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
+        return pd.DataFrame(rows, columns=["session", "block", "round", "k_before", "k_after", "transitions",
+                                           "nodes", "requests", "rule", "call_s", "clock"])
+
+    @cached_property
+    def nodes(self):
+        """One row per node of every round's tree: session, block, round (from 1), node id, parent,
+        depth, which child it is, its status, its decision's cut, the MH terms of its score, its
+        epsilon class, the probability the walk reaches it and whether it is on the realized path."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self.raw.sessions, start=1):
+            for ev in sess.events:
+                if not isinstance(ev, RoundDone):
+                    continue
+                tree = ev.tree
+                for v in tree.iter_nodes(limit=1_000_000):
+                    sc, d = v.score, v.decision
+                    rows.append({"session": i, "block": ev.block, "round": ev.round + 1, "node": v.id,
+                                 "parent": tree.parent_of(v.id), "depth": v.depth, "accept_child": v.accept,
+                                 "status": str(v.status), "decision": None if d is None else d.index,
+                                 "cut": None if d is None else d.cut,
+                                 "log_target": None if sc is None else sc.log_target,
+                                 "log_proposal": None if sc is None else sc.log_proposal,
+                                 "log_ratio": None if sc is None else sc.log_ratio,
+                                 "accept_prob": None if sc is None else sc.accept_prob,
+                                 "eps_class": None if sc is None else sc.eps_class,
+                                 "reach": v.reach, "on_path": v.on_path})
+        return pd.DataFrame(rows, columns=["session", "block", "round", "node", "parent", "depth", "accept_child",
+                                           "status", "decision", "cut", "log_target", "log_proposal", "log_ratio",
+                                           "accept_prob", "eps_class", "reach", "on_path"])
+
+    # -- ArviZ -------------------------------------------------------------------------------
+    def chain_groups(self) -> list[list[int]]:
+        """The session numbers (from 1) of each `--chains M` prompt, in order of first appearance, each
+        in chain order; a single-chain session is a group of its own."""
+        groups: dict[str, list[int]] = {}
+        for i, sess in enumerate(self.raw.sessions, start=1):
+            start = sess.start
+            key = start.group if start.chains > 1 and start.group else f"#{i}"
+            groups.setdefault(key, []).append(i)
+        order = {i: sess.start.chain for i, sess in enumerate(self.raw.sessions, start=1)}
+        return [sorted(g, key=order.__getitem__) for g in groups.values()]
+
+    def chains(self, group: int = 0, *, block: int = 0) -> Any:
+        """The draws of one prompt's chains (chain group `group`, from 0 in order of appearance) in
+        `block` as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
+        (chain, draw), every chain cut to the shortest; `sample_stats` holds `accepted`.  Any ArviZ
+        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`)."""
+        import numpy as np
+
+        base = need("arviz_base", "diagnostics")
+        groups = self.chain_groups()
+        if not 0 <= group < len(groups):
+            raise InputError(f"{self.path}: no chain group {group} (it has {len(groups)})")
+        members = groups[group]
+        series: list[list[Transition]] = []
+        for number in members:
+            series.append([e for e in self.session(number).events if isinstance(e, Transition) and e.block == block])
+        k = min((len(s) for s in series), default=0)
+        if k == 0:
+            raise InputError(f"{self.path}: chain group {group} has no transitions in block {block} "
+                             "(a baseline, or a session cut short before its first transition)")
+
+        def arr(name: str) -> np.ndarray:
+            return np.array([[getattr(t, name) for t in s[:k]] for s in series], dtype=float)
+
+        start = self.session(members[0]).start
+        return base.from_dict(
+            {"posterior": {q: arr(q) for q in ("log_target", "loglik", "confidence")},
+             "sample_stats": {"accepted": np.array([[t.accepted for t in s[:k]] for s in series])}},
+            attrs={"posterior": {"prompt": start.prompt, "sampler": str(start.params.get("sampler")), "block": block,
+                                 "sessions": list(members), "trace": str(self.path)}})
+
