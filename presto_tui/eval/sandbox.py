@@ -61,10 +61,10 @@ from pathlib import Path
 from presto_tui.eval import confine
 from presto_tui.eval.cgroup import TreeLimits, descendants
 
-# Run by both children with `python -I -c`: read what the parent sends on stdin, then run the role.
+# Run by both children with `python -I -c`: read what the parent sends on stdin (one line), then run the role.
 BOOTSTRAP = """\
 import json, sys, types
-data = json.loads(sys.stdin.buffer.read())
+data = json.loads(sys.stdin.buffer.readline())
 child = types.ModuleType("presto_tui_child")
 exec(compile(data.pop("child"), "presto_tui_child", "exec"), child.__dict__)
 child.main(sys.argv[1:], data)
@@ -124,40 +124,29 @@ class _Run:
         host_end, runner_end = socket.socketpair()
         verdict_in, verdict_out = socket.socketpair()
         with host_end, runner_end, verdict_in, verdict_out:
-            python = [sys.executable, "-I", "-c", BOOTSTRAP]
-            inner = [*python, "program", str(host_end.fileno())]
             try:
-                self.program = subprocess.Popen(
-                    self.launcher.command(inner, 4 * lim.file_mib * 2**20),
-                    cwd=confine.program_folder(self.folder, self.launcher), env=confine.ENV, stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=[host_end.fileno()],
-                    start_new_session=True, **self.launcher.popen_user())
+                self.program = self._start("program", [host_end])
             except OSError as e:
                 return CodeResult(False, f"the program's process did not start ({type(e).__name__}: {e.strerror})")
+            self.runner = self._start("runner", [runner_end, verdict_out])
+            for end in (host_end, runner_end, verdict_out):
+                end.close()
             nproc = lim.tasks if self.launcher.counted_alone else 0
             _send(self.program, {**self._config(), "program": self.code, "fsize": lim.file_mib * 2**20,
-                                 "nproc": nproc, "user": self.launcher.drop_to})
-            host_end.close()
-            runner_folder = self.folder / "runner"
-            runner_folder.mkdir()
-            self.runner = subprocess.Popen(
-                [*python, "runner", str(runner_end.fileno()), str(verdict_out.fileno())], cwd=runner_folder,
-                env=confine.ENV, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=[runner_end.fileno(), verdict_out.fileno()], start_new_session=True)
-            runner_end.close()
-            verdict_out.close()
+                                 "nproc": nproc, "user": self.launcher.drop_to}, close=False)
+            _send(self.runner, {**self._config(), "tests": self.tests})
             why = self._wait_ready(self.program)
             if why:
                 return CodeResult(False, why)
-            # the host waits for the runner's first request: its tree is complete and placed before the code runs
+            # the host waits for this go before it runs the code: its tree is complete, and placed first
             self.tree = TreeLimits.create(lim.memory_mib * 2**20, lim.tasks)
             if self.tree is not None:
                 self.tree.add(descendants(self.program.pid))
-            _send(self.runner, {**self._config(), "tests": self.tests})
+            _send(self.program, None)
             data, ended = _read_all(verdict_in, self.deadline)
-            if not ended:
-                return CodeResult(False, f"timed out after {lim.timeout_s:g} s")
-            verdict = _parse_verdict(data)
+        if not ended:
+            return CodeResult(False, f"timed out after {lim.timeout_s:g} s")
+        verdict = _parse_verdict(data)
         if verdict is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.runner.wait(timeout=1)
@@ -166,6 +155,22 @@ class _Run:
         if not passed and self.tree is not None and self.tree.out_of_memory() and "program" in detail:
             detail = f"the program ran out of memory ({lim.memory_mib} MiB for all its processes)"
         return CodeResult(passed, "" if passed else detail)
+
+    def _start(self, role: str, ends: list[socket.socket]) -> subprocess.Popen:
+        """The program host (as the launcher says: in bubblewrap, as nobody) or the test runner (plainly)."""
+        fds = [end.fileno() for end in ends]
+        inner = [sys.executable, "-I", "-c", BOOTSTRAP, role, *map(str, fds)]
+        if role == "runner":
+            folder = self.folder / "runner"
+            folder.mkdir()
+            return subprocess.Popen(inner, cwd=folder, env=confine.ENV, stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=fds,
+                                    start_new_session=True)
+        return subprocess.Popen(
+            self.launcher.command(inner, 4 * self.limits.file_mib * 2**20),
+            cwd=confine.program_folder(self.folder, self.launcher), env=confine.ENV, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
+            **self.launcher.popen_user())
 
     def _wait_ready(self, proc: subprocess.Popen) -> str:
         """'' once the host said it is ready; else why it is not (it failed before the code ran)."""
@@ -199,12 +204,15 @@ class _Run:
                             stream.close()
 
 
-def _send(proc: subprocess.Popen, message: dict) -> None:
+def _send(proc: subprocess.Popen, message: dict | None, close: bool = True) -> None:
+    """A line of JSON to the child's stdin (None: only an empty line, the host's go), then close it."""
     assert proc.stdin is not None
     with contextlib.suppress(BrokenPipeError):  # a child that failed at once says why elsewhere
-        proc.stdin.write(json.dumps(message).encode())
-    with contextlib.suppress(BrokenPipeError):
-        proc.stdin.close()
+        proc.stdin.write((json.dumps(message) + "\n").encode() if message is not None else b"\n")
+        proc.stdin.flush()
+    if close:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
 
 
 def _read_until(stream, marker: bytes, deadline: float, limit: int = 4096) -> bytes:
