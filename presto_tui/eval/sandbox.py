@@ -22,21 +22,27 @@ be compared with (`==`, `<`, `in`, arithmetic between a proxy and a runner value
 delegated; a proxy equals only another of the code's objects). Plain data the code returns
 arrives as a copy, subclasses as their base type: an `int` subclass whose `__eq__` is always
 true arrives as its int. What remains the program's to decide is what its own objects do
-among themselves (`Point(1, 2) == Point(1, 2)` asks the code's `__eq__`), as in any test.
+among themselves (`Point(1, 2) == Point(1, 2)` asks the code's `__eq__`), as in any test,
+and what it answers to the arguments a test passes it. The program's names never replace the
+tests' builtins or a standard module the tests use (`math` is Python's `math`).
 
 Where bubblewrap works (`confine.detect`), the host runs inside it: its own PID namespace (it
 sees no other process and the whole namespace dies with the run), no network, the filesystem
-read-only except a small tmpfs for /tmp (its working folder) and /dev/shm, its own /proc, a
-clean environment, no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
+read-only except a small tmpfs for /tmp (its working folder) and /dev/shm, the home folders
+and /run empty, its own /proc (the rest, /sys included, stays readable), a clean environment,
+no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
 presto-tui may make one) limits memory and tasks for the whole tree and kills what is left;
 else memory is limited per process (and, in a user namespace, the number of processes).
 
 Without bubblewrap the host is a plain process of presto-tui's user (of `nobody` if that is
-root), with today's limits: time, address space and file size per process, its process group
-killed at the end. The verdict still cannot be forged from inside the code's process, but the
-code can read and write that user's files (results written later included), reach the
-network, leave its process group, and (the kernel allows it between processes of one user)
-read presto-tui's environment and memory through /proc. Grade untrusted code with bubblewrap.
+root and `nobody` may run this interpreter), with per-process limits: time, address space and
+file size, its process group killed at the end (and, as root, the cgroup above). The verdict
+still cannot be forged from inside the code's process (the runner refuses the other processes
+of its user a view of it: PR_SET_DUMPABLE), but the code can read and write that user's files
+(results written later included), reach the network, leave its process group, and, as the
+kernel allows between processes of one user, read presto-tui's environment and read or
+change its memory through /proc or ptrace: code written for that could forge its grade.
+Grade untrusted code with bubblewrap.
 
 The runner is the tests' own process: the tests are the task file's, trusted as the task file
 is; it runs outside the sandbox with the same time and memory limits.
