@@ -58,10 +58,11 @@ class TreeLimits:
     @classmethod
     def create(cls, memory_bytes: int, tasks: int) -> TreeLimits | None:
         """Groups with these limits, or None where no memory cgroup can be made here."""
-        name = f"presto-tui-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         made: dict[str, Path] = {}
         try:
             for controller, parent in sorted(_groups().items()):
+                _sweep(parent)
                 folder = parent / name
                 try:
                     folder.mkdir()
@@ -132,6 +133,23 @@ class TreeLimits:
             if removed or time.monotonic() > deadline:
                 return
             time.sleep(0.01)
+
+
+_PREFIX = "presto-tui-"
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty groups left by presto-tui processes that are gone (killed before they could
+    clean up: by the code they ran, without a sandbox). Only empty ones, a minute old: another
+    presto-tui (in another PID namespace, where this one cannot tell whether it lives) may share
+    the parent."""
+    with contextlib.suppress(OSError):
+        for folder in parent.glob(f"{_PREFIX}*"):
+            owner = folder.name.removeprefix(_PREFIX).partition("-")[0]
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                with contextlib.suppress(OSError):
+                    if time.time() - folder.stat().st_mtime > 60:
+                        folder.rmdir()  # refused while a process is in it
 
 
 def descendants(root: int) -> list[int]:
