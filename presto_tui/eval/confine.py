@@ -1,0 +1,227 @@
+"""How the python grader starts the program's process: in bubblewrap where it works here, else plainly.
+
+`detect()` tries, once per process, each way in turn and keeps the first whose probe shows what it
+promises (for bubblewrap: its own PID namespace, no network interface but loopback, no
+capabilities, a read-only root):
+
+1. bubblewrap started by root, allowed only to change its user: the child becomes `nobody`
+   before the code runs (no user namespace is needed);
+2. bubblewrap as presto-tui's user (root: with no capabilities; another user: in a user
+   namespace of its own, which RLIMIT_NPROC then counts alone);
+3. no sandbox, as `nobody` when presto-tui runs as root (it cannot write root's files or
+   signal root's processes), where `nobody` may run this interpreter;
+4. no sandbox, as presto-tui's own user: per-process limits only.
+
+Without bubblewrap the first run says so once, on stderr (`warn_once`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+NOBODY = 65534
+INSTALL = "as root: apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
+# Hidden from the program under bubblewrap (each an empty tmpfs), besides /dev and /proc: its temporary
+# files, sockets of services (/run), the home folders (their keys and settings)
+_HIDDEN = ("/tmp", "/run", "/dev/shm", "/root", "/home")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+# Run in the would-be sandbox: report what it sees on the socket given (after dropping to its user, if any).
+_PROBE = """\
+import os, socket, sys
+fd, user, sandboxed = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "sandboxed"
+if user != "-":
+    os.setgroups([]); os.setgid(int(user)); os.setuid(int(user))
+seen = [f"pid={os.getpid()}"]
+try:
+    seen.append("caps=" + open("/proc/self/status").read().split("CapEff:")[1].split()[0])
+    seen.append("nets=" + ",".join(sorted(name for _, name in socket.if_nameindex())))
+except (OSError, IndexError):  # no /proc (not Linux): no sandbox either
+    pass
+if sandboxed:  # (never tried outside the sandbox)
+    try:
+        open("/presto-tui-probe", "w").close()
+        os.unlink("/presto-tui-probe")
+        seen.append("root=writable")
+    except OSError:
+        seen.append("root=read-only")
+open("probe", "w").write("x")
+os.write(fd, " ".join(seen).encode())
+"""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One way to start the program's process."""
+
+    bwrap: str | None  # the bubblewrap binary; None: no sandbox
+    user: int | None = None  # run as this uid and gid (presto-tui runs as root); None: as presto-tui's user
+    missing: str = ""  # why there is no sandbox, for the warning
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.bwrap is not None
+
+    @property
+    def user_namespace(self) -> bool:
+        """bubblewrap started by a user other than root: the sandbox has a user namespace of its own."""
+        return self.sandboxed and os.geteuid() != 0
+
+    @property
+    def counted_alone(self) -> bool:
+        """RLIMIT_NPROC counts the program's own tasks (its own user namespace, or nobody's)."""
+        return self.user_namespace or self.user is not None
+
+    def describe(self) -> str:
+        who = "as nobody" if self.user is not None else "as this user"
+        if self.sandboxed:
+            return f"in bubblewrap ({who}): no network, its own PID namespace, a read-only filesystem"
+        return f"without a sandbox ({who}): {self.missing}"
+
+    def command(self, inner: list[str], tmpfs_bytes: int) -> list[str]:
+        """The command that runs `inner` this way. Under bubblewrap its working folder is /tmp, a tmpfs of
+        `tmpfs_bytes`; started by root, with capabilities to change its user only (the child drops them
+        with its user, before the code runs: `drop_to`)."""
+        if self.bwrap is None:
+            return inner
+        size = str(tmpfs_bytes)
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs",
+                "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc", "--perms", "1777", "--size", size, "--tmpfs",
+                "/tmp"]
+        args += [a for h in _HIDDEN if h not in ("/tmp", "/dev/shm") and os.path.isdir(h) for a in ("--tmpfs", h)]
+        for path in _interpreter_paths():  # bound back, through folders the program's user may enter
+            top = next(h for h in _HIDDEN if path.startswith(h + "/"))
+            parts = Path(path).relative_to(top).parts
+            for i in range(1, len(parts)):
+                args += ["--perms", "0755", "--dir", str(Path(top, *parts[:i]))]
+            args += ["--ro-bind", path, path]
+        args += ["--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                 "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
+                 "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+        for key, value in ENV.items():
+            args += ["--setenv", key, value]
+        if self.user_namespace:
+            args += ["--unshare-user", "--disable-userns"]
+        else:
+            args += ["--cap-drop", "ALL"]
+            if self.user is not None:
+                args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        return [*args, "--", *inner]
+
+    @property
+    def drop_to(self) -> int | None:
+        """The user the child itself becomes before the code runs (root's sandbox); None: it stays."""
+        return self.user if self.sandboxed else None
+
+    def popen_user(self) -> dict:
+        """Popen's arguments that start the process as its user (no sandbox, presto-tui runs as root)."""
+        if self.user is None or self.sandboxed:
+            return {}
+        return {"user": self.user, "group": self.user, "extra_groups": []}
+
+
+def _interpreter_paths() -> list[str]:
+    """The interpreter's folders (a venv's and its base's) that lie under a hidden folder, outermost only."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)}
+    real = sorted({os.path.realpath(p) for p in paths if p} | {os.path.dirname(os.path.realpath(sys.executable))})
+    hidden = [p for p in real if any(p == h or p.startswith(h + "/") for h in _HIDDEN) and os.path.isdir(p)]
+    return [p for p in hidden if not any(p.startswith(q + "/") for q in hidden if q != p)]
+
+
+def candidates() -> list[Launcher]:
+    bwrap = shutil.which("bwrap")
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    found: list[Launcher] = []
+    if bwrap is not None:
+        found += [Launcher(bwrap, NOBODY)] if root else []
+        found.append(Launcher(bwrap))
+    missing = "bubblewrap (bwrap) is not installed" if bwrap is None else "bubblewrap is not used"
+    found += [Launcher(None, NOBODY, missing)] if root else []
+    found.append(Launcher(None, None, missing))
+    return found
+
+
+def probe(launcher: Launcher, timeout_s: float = 20.0) -> str:
+    """'' if `launcher` works and confines as it says, else why not (one line)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs, tempfile.TemporaryDirectory(prefix="presto-tui-probe-") as folder:
+        if launcher.user is not None:
+            os.chown(folder, launcher.user, launcher.user)
+        user = "-" if launcher.drop_to is None else str(launcher.drop_to)
+        inner = [sys.executable, "-I", "-c", _PROBE, str(theirs.fileno()), user,
+                 "sandboxed" if launcher.sandboxed else "-"]
+        try:
+            done = subprocess.run(launcher.command(inner, 2**20), cwd=folder, env=ENV, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=[theirs.fileno()],
+                                  timeout=timeout_s, **launcher.popen_user())
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"it does not start ({type(e).__name__}: {e})"
+        theirs.close()
+        ours.settimeout(1)
+        try:
+            seen = dict(p.split("=", 1) for p in ours.recv(4096).decode().split())
+        except (OSError, ValueError):
+            seen = {}
+        if done.returncode != 0 or not seen:
+            lines = [ln for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
+            return f"it fails ({lines[-1][:160] if lines else f'exit status {done.returncode}'})"
+        if not launcher.sandboxed:
+            return ""
+        if int(seen.get("caps", "1"), 16) != 0:
+            return "the sandbox keeps capabilities"
+        if seen.get("nets") != "lo":
+            return f"the sandbox has network interfaces ({seen.get('nets')})"
+        if seen.get("root") != "read-only":
+            return "the sandbox's root is writable"
+        if int(seen.get("pid", "100")) > 10:
+            return "the sandbox has no PID namespace of its own"
+        return ""
+
+
+@functools.cache
+def detect() -> Launcher:
+    """The first way that works here (cached for the process)."""
+    refused: list[str] = []  # why bubblewrap did not do
+    last = ""
+    for launcher in candidates():
+        last = probe(launcher)
+        if not last:
+            if not launcher.sandboxed and refused:
+                return Launcher(None, launcher.user, f"bubblewrap does not work here: {refused[0]}")
+            return launcher
+        if launcher.sandboxed:
+            refused.append(last)
+    raise RuntimeError(f"the python grader cannot start a Python process here ({last})")
+
+
+_warned: set[str] = set()
+
+
+def warn_once(launcher: Launcher) -> None:
+    """One line on stderr, once per process, where the program runs without a sandbox."""
+    if launcher.sandboxed or "warned" in _warned:
+        return
+    _warned.add("warned")
+    with contextlib.suppress(OSError, ValueError):
+        how = f" ({INSTALL})" if "not installed" in launcher.missing else ""
+        print(f"presto-tui: warning: the python grader runs the model's code without a sandbox: {launcher.missing}"
+              f"{how}; it keeps per-process limits (time, memory, file size)"
+              f"{', as nobody' if launcher.user is not None else ''}.", file=sys.stderr)
+
+
+def program_folder(parent: Path, launcher: Launcher) -> Path:
+    """The program's working folder on this machine (used without bubblewrap), writable by its user."""
+    folder = parent / "program"
+    folder.mkdir()
+    if launcher.user is not None:
+        os.chown(folder, launcher.user, launcher.user)
+    return folder

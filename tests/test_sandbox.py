@@ -1,0 +1,161 @@
+"""The python grader against hostile programs, and unittest-style tests graded right.
+
+Every attack in tests/sandbox_attacks.py runs in bubblewrap (where it works here) and without
+it: forging a pass must fail both ways; escapes (the grader's environment, outliving it, files
+outside its folder, the network) are held only by the sandbox, so without it they skip, saying
+why; limits on the whole process tree need a cgroup (or the sandbox's own user).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from sandbox_attacks import ATTACKS, FAST, RIGHT_ADD, Attack, arena, run_in_subprocess
+
+from presto_tui.eval import confine
+from presto_tui.eval.cgroup import TreeLimits
+from presto_tui.eval.sandbox import CodeLimits, run_tests
+
+
+@functools.cache
+def _launcher(way: str) -> confine.Launcher | None:
+    if way == "sandbox":
+        found = confine.detect()
+        return found if found.sandboxed else None
+    return next(c for c in confine.candidates() if not c.sandboxed and not confine.probe(c))
+
+
+@functools.cache
+def _cgroups_here() -> bool:
+    tree = TreeLimits.create(64 * 2**20, 16)
+    if tree is not None:
+        tree.close()
+    return tree is not None
+
+
+def _skip_unless_held(attack: Attack, way: str, launcher: confine.Launcher) -> None:
+    if attack.needs == "sandbox" and not launcher.sandboxed:
+        pytest.skip("only a sandbox holds this: a run without bubblewrap")
+    if attack.needs == "cgroup" and not _cgroups_here():
+        pytest.skip("memory for a whole process tree needs a cgroup presto-tui may make (as root, cgroup v1 or a "
+                    "delegated v2)")
+    if attack.needs == "tasks" and not (_cgroups_here() or launcher.counted_alone):
+        pytest.skip("a limit on the tree's processes needs a cgroup or the sandbox's own user")
+
+
+@pytest.fixture(params=["sandbox", "plain"])
+def way(request) -> tuple[str, confine.Launcher]:
+    launcher = _launcher(request.param)
+    if launcher is None:
+        pytest.skip(f"no sandbox here: {confine.detect().describe()}")
+    return request.param, launcher
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_hostile_program_is_held(attack: Attack, way, tmp_path):
+    name, launcher = way
+    _skip_unless_held(attack, name, launcher)
+    with arena(tmp_path / "outside") as a:
+        if attack.in_subprocess:
+            result = run_in_subprocess(attack.code(a), attack.tests, attack.limits, repr(launcher))
+        else:
+            result = run_tests(attack.code(a), attack.tests, attack.limits, launcher)
+        got = attack.judge(result, a)
+    assert got == "", f"{attack.name}: {got} ({result.detail})"
+
+
+# -- what the tests see of the program: as in one process, except where that would leak --------
+
+SEMANTICS = [
+    # objects stay in the program's process, used through proxies; plain data comes back by value
+    ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
+     "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n"
+     "    def __len__(self):\n        return len(self.items)\n"
+     "def gen(n):\n    yield from range(n)\n",
+     "s = Stack()\ns.push(3)\ns.push(4)\nassert len(s) == 2 and s.pop() == 4 and s.items == [3]\n"
+     "assert isinstance(s, Stack) and not isinstance(3, Stack)\n"
+     "assert list(gen(3)) == [0, 1, 2] and sum(gen(4)) == 6 and 2 in gen(3)\n", ""),
+    # exceptions: builtin ones as themselves, the program's own as classes the tests can catch
+    ("class Bad(Exception):\n    pass\nclass Worse(Bad, KeyError):\n    pass\ndef f(x):\n"
+     "    if x < 0:\n        raise ValueError('negative')\n    raise Worse('worse')\n",
+     "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
+     "        with self.assertRaisesRegex(ValueError, 'negative'):\n            f(-1)\n"
+     "        with self.assertRaises(Bad):\n            f(1)\n        with self.assertRaises(KeyError):\n"
+     "            f(1)\n", ""),
+    # what a call does to a list it is given is done to the tests' list
+    ("def rev(xs):\n    xs.reverse()\ndef fill(d):\n    d['k'] = 1\n",
+     "a = [1, 2, 3]\nrev(a)\nassert a == [3, 2, 1]\nd = {}\nfill(d)\nassert d == {'k': 1}\n", ""),
+    # the program's standard imports are there for the tests; its names never hide the builtins
+    ("import math\ndef abs(x):\n    return 0\ndef area(r):\n    return math.pi * r * r\n",
+     "assert math.isclose(area(1), math.pi)\nassert abs(-3) == 3\n", ""),
+    # values: big ints, nan, bytes, sets, tuples as keys, namedtuples, Counters, complex
+    ("from collections import Counter, namedtuple\nP = namedtuple('P', 'x y')\n"
+     "def f():\n    return [2**100, float('nan'), b'\\x00', {1, 2}, frozenset([3]), {(1, 2): None}, 1 + 2j,"
+     " bytearray(b'a'), None, True, P(1, 2), Counter('aab')]\n",
+     "r = f()\nassert r[0] == 2**100 and r[1] != r[1] and r[2] == b'\\x00' and r[3] == {1, 2}\n"
+     "assert r[4] == frozenset([3]) and r[5] == {(1, 2): None} and r[6] == 1 + 2j and r[7] == bytearray(b'a')\n"
+     "assert r[8] is None and r[9] is True and r[10] == (1, 2) and r[10].y == 2 and r[11] == {'a': 2, 'b': 1}\n",
+     ""),
+    # the program's objects compare among themselves by its own rules
+    ("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Point:\n    x: int\n    y: int\n"
+     "def f():\n    return Point(1, 2)\n",
+     "assert f() == Point(1, 2) and f() != Point(2, 1) and repr(f()) == 'Point(x=1, y=2)' and len({f(), f()}) == 1\n",
+     ""),
+    # a function of the tests is not sent to the program
+    ("def apply(fn, x):\n    return fn(x)\n", "assert apply(lambda v: v + 1, 1) == 2\n",
+     "TypeError: the tests passed a function to the program; only plain data and the program's own objects can "
+     "be passed"),
+    # where the program fails, and how that reads
+    ("x = 1\nundefined_name\n", "pass\n", "the program raised NameError: name 'undefined_name' is not defined"),
+    ("import sys\nsys.exit(0)\n", "pass\n", "the program exited before the tests ran"),
+    ("import sys\ndef f():\n    sys.exit(0)\n", "f()\n", "SystemExit: 0"),
+    ("def f(n):\n    return f(n - 1) if n else 0\n", "assert f(50) == 0\nf(10**6)\n", "RecursionError: maximum "
+     "recursion depth exceeded"),
+]
+
+
+@pytest.mark.parametrize(("code", "tests", "detail"), SEMANTICS, ids=range(len(SEMANTICS)))
+def test_what_the_tests_see_of_the_program(code, tests, detail):
+    result = run_tests(code, tests, FAST)
+    assert result.passed == (not detail), result.detail
+    assert result.detail.startswith(detail) and (detail or not result.detail)
+
+
+def test_a_failure_reason_is_one_short_line_never_the_programs_output():
+    noisy = "import sys\nsys.stderr.write('noise\\n' * 100000)\nraise ValueError('first\\n' + 'x' * 10000)\n"
+    result = run_tests(noisy, "pass", FAST)
+    assert not result.passed and result.detail.startswith("the program raised ValueError: first")
+    assert len(result.detail) <= 200 and "\n" not in result.detail and "noise" not in result.detail
+    failing = run_tests(RIGHT_ADD, "import sys\nprint('noise' * 1000, file=sys.stderr)\nassert add(1, 1) == 3\n", FAST)
+    assert failing.detail == "AssertionError"
+    unit = run_tests(RIGHT_ADD.replace("+", "-"), "import unittest\nclass T(unittest.TestCase):\n"
+                     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n", FAST)
+    assert unit.detail == "1 of 1 unittest tests failed; test_add: AssertionError: -1 != 5"
+
+
+def test_without_a_sandbox_the_grader_says_so_once(capsys, monkeypatch):
+    monkeypatch.setattr(confine.shutil, "which", lambda name: None)
+    plain = confine.candidates()
+    assert not any(c.sandboxed for c in plain) and "bubblewrap (bwrap) is not installed" in plain[-1].missing
+    monkeypatch.setattr(confine, "_warned", set())
+    confine.warn_once(plain[-1])
+    confine.warn_once(plain[-1])
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "without a sandbox" in lines[0] and "apt-get install bubblewrap" in lines[0]
+    sandboxed = confine.Launcher("/usr/bin/bwrap")
+    monkeypatch.setattr(confine, "_warned", set())
+    confine.warn_once(sandboxed)
+    assert capsys.readouterr().err == ""
+
+
+def test_timeout_ends_the_program_and_all_it_started(tmp_path):
+    launcher = _launcher("sandbox") or _launcher("plain")
+    with arena(tmp_path / "outside") as a:
+        code = ("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
+                f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', '{a.marker}'])\n"
+                "time.sleep(30)\n")
+        result = run_tests(code, "pass", CodeLimits(timeout_s=1.5), launcher)
+        assert not result.passed and result.detail == "timed out after 1.5 s"
+        if launcher is not None and (launcher.sandboxed or _cgroups_here()):
+            assert a.survivors() == []
