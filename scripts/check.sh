@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The project's checks, as CI runs them: lint, types, architecture contracts, tests.
+# The project's checks, as CI runs them: lint, types, architecture contracts, the docs site, tests.
 # Quick loop while editing: .venv/bin/pytest -m "not engine and not slow"
 # The tests run on two workers (PYTEST_WORKERS=0 runs them in one process); the engine tests
 # share one worker so each engine starts once (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
-"$bin/ruff" check presto_tui tests benchmarks scripts
+"$bin/ruff" check presto_tui tests benchmarks scripts docs
 "$bin/mypy"
 "$bin/lint-imports"
+NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"  # a broken link fails
 "$bin/pytest" -q -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=8 "$@"

@@ -6,8 +6,8 @@
 #                                   # bubblewrap, the python grader's sandbox)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="engines,fit,diagnostics,eval"
-[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,eval,ray,lmeval,serve,web,test"
+extras="engines,fit,diagnostics,eval,data"
+[ "${1:-}" = "--test" ] && extras="engines,fit,diagnostics,eval,data,ray,lmeval,serve,web,docs,test"
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }

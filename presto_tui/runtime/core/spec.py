@@ -527,6 +527,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in SPEC}
 
 
 def of_group(*groups: Group) -> tuple[Param, ...]:
+    """The parameters of `groups`, in the spec's order."""
     return tuple(p for p in SPEC if p.group in groups)
 
 

@@ -32,6 +32,8 @@ EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def cache_dir() -> Path:
+    """presto-tui's own cache (converted models, the engine log): $PRESTO_TUI_CACHE, else
+    $XDG_CACHE_HOME/presto-tui or ~/.cache/presto-tui."""
     if os.environ.get("PRESTO_TUI_CACHE"):
         return Path(os.environ["PRESTO_TUI_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

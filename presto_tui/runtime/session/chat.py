@@ -88,6 +88,10 @@ def deliver(trace: TraceSink | None, ev: Event, emit: Emit, chain: int | None = 
 
 
 class ChatSession:
+    """The app's worker on a local engine: a chat's prompts, each run as its chains on the engine
+    (started, and started again when the model changes, by `engine_factory`), their events handed
+    to the app as they happen, every one written to the trace."""
+
     def __init__(self, *, engine_factory: Callable[[str | None], Engine], model: str | None = None,
                  classifier: CertaintyClassifier | None = None,
                  trace_opener: Callable[[Engine, SamplerParams], TraceSink | None] | None = None):

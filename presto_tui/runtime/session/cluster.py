@@ -43,6 +43,7 @@ class WorkerLost:
 
 
 def _ray():
+    """Ray, imported; one line naming the extra to install where it is missing."""
     try:
         import ray
     except ImportError:

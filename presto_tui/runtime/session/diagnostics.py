@@ -51,6 +51,7 @@ THRESHOLDS = f"R-hat <= {RHAT_MAX}, bulk ESS >= {ESS_MIN}"
 
 
 def available() -> bool:
+    """Whether the diagnostics' library (arviz-stats) is installed."""
     return importlib.util.find_spec("arviz_stats") is not None
 
 

@@ -60,10 +60,12 @@ EXTEND = ExtendTag()
 
 
 def display_text(engine: Engine, tokens: Sequence[int]) -> str:
+    """The response a user gets from `tokens`: up to and excluding EOS, decoded."""
     return engine.decode(cut_at_eos(tokens, engine.eos_id))
 
 
 def check_context(engine: Engine, prompt_len: int, params: SamplerParams) -> None:
+    """Refuse (InputError, one line) a prompt that leaves no room for n new tokens in the model's context."""
     if engine.max_len and prompt_len + params.max_new_tokens > engine.max_len:
         raise InputError(f"prompt ({prompt_len} tokens) plus horizon ({params.max_new_tokens}) exceeds "
                          f"the model's context of {engine.max_len} tokens")

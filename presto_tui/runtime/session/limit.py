@@ -73,6 +73,8 @@ class Limits:
 
 
 def limits(blocks: list[BlockPath], single_step_s: float | None, best_rate: float | None) -> Limits:
+    """The dependency and compute limits of a trajectory (docs/streaming.md): how fast any exact
+    chain with these transitions could go, in decode steps and in useful tokens."""
     steps = dependency_steps(blocks)
     tokens = useful_tokens(blocks)
     return Limits(steps, steps * single_step_s if single_step_s else None,

@@ -342,6 +342,7 @@ def _limit_fields(lim: Limits | None, share: float | None) -> dict:
 
 
 def summarize(events) -> SessionSummary:
+    """Every number of a session, folded from its events (a trace's, or a run's as they came)."""
     s = SessionSummary()
     for ev in events:
         s.update(ev)

@@ -15,6 +15,7 @@ Pieces = Callable[[Sequence[int]], list[str]]
 
 
 def event_token_ids(ev: Event) -> list[int]:
+    """The token ids an event carries (the text a consumer must be able to show)."""
     if isinstance(ev, SessionStart):
         return list(ev.prompt_ids)
     if isinstance(ev, BlockStart):
