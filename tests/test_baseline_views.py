@@ -420,7 +420,7 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     for col in ("time s", "tokens", "drawn", "resampl.", "ESS", "ll/tok", "conf"):
         assert col in header
     assert "tr/call" not in header
-    smc_line = next(ln for ln in baseline_part.splitlines() if f"[0]#{rows[-1]['session']} " in ln)
+    smc_line = next(ln for ln in baseline_part.splitlines() if f"[1]#{rows[-1]['session']} " in ln)
     assert "powersmc P=4 B=6 R=400" in smc_line
     assert f"{rows[-1]['last_ess']:.2f}" in smc_line and f"{rows[-1]['answer_loglik']:.3f}" in smc_line
     assert "pooled baselines" in baseline_part and "bestofn N=5 logq" in baseline_part

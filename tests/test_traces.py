@@ -413,7 +413,7 @@ def test_stats_rows_say_sampler_and_alpha_and_pool_only_comparable_sessions(tmp_
     assert "entropycut β=4 mix=0.1" in out and "pooled (comparable sessions)" in out
     for g in groups:
         pooled_line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"g{g['group']} "))
-        assert "[0]#" in pooled_line and g["sampler"] in pooled_line
+        assert "[1]#" in pooled_line and g["sampler"] in pooled_line
 
 
 def test_stats_reads_each_trace_and_session_once_and_says_so(tmp_path):
@@ -440,7 +440,7 @@ def test_stats_reads_each_trace_and_session_once_and_says_so(tmp_path):
     write_lines(part, lines[:second])
     res = runner.invoke(app, ["stats", str(part), str(path), "--json"])
     assert res.exit_code == 0 and len(json.loads(res.stdout)["sessions"]) == 2
-    assert "sessions #0 already read from" in res.stderr
+    assert "sessions #1 already read from" in res.stderr
 
 
 def test_stats_pools_sessions_that_ran_side_by_side_apart_from_those_that_ran_alone(tmp_path):

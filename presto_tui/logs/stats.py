@@ -70,7 +70,7 @@ def repeated_sessions(traces: list[Trace]) -> list[str]:
             what = "its sessions are" if len(idx) > 1 else "its session is"
             lines.append(f"{name}: {what} already read from {other} (same session ids); counted once")
         else:
-            which = ", ".join(f"#{i}" for i in idx[:8]) + (", ..." if len(idx) > 8 else "")
+            which = ", ".join(f"#{i + 1}" for i in idx[:8]) + (", ..." if len(idx) > 8 else "")
             lines.append(f"{name}: sessions {which} already read from {other} (same session ids); counted once")
     return lines
 
@@ -107,7 +107,7 @@ def session_rows(traces: list[Trace]) -> list[dict]:
         start = sess.start
         key = comparable(s.params, start.backend, start.model, start.backend_info.get("device"),
                          side_by_side[id(t)][i])
-        d.update(trace=str(t.path), session=i, session_id=start.session_id, backend=start.backend,
+        d.update(trace=str(t.path), session=i + 1, session_id=start.session_id, backend=start.backend,
                  model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
                  alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, baseline=s.baseline,
                  answer_tokens=len(s.tokens),
@@ -329,7 +329,7 @@ def _table(console: Console, title: str, caption: str, what: str, columns: tuple
 def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     """The MH chains' sessions and groups, then the baselines' (each table only where it has rows)."""
     names = list(dict.fromkeys(r["trace"] for r in rows))
-    caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names))
+    caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names, 1))
     chains = [r for r in rows if not r["baseline"]]
     baselines = [r for r in rows if r["baseline"]]
     if chains or not rows:
@@ -350,7 +350,7 @@ def _labels(rows: list[dict], names: list[str]) -> list[tuple[str, Text]]:
     labels = []
     for r in rows:
         prompt = visible(r["prompt"], keep_newlines=False)
-        labels.append((f"[{names.index(r['trace'])}]#{r['session']}",
+        labels.append((f"[{names.index(r['trace']) + 1}]#{r['session']}",
                        Text(prompt if len(prompt) <= 60 else prompt[:59] + "…")))
     return labels
 
@@ -361,7 +361,7 @@ def _render_pooled(console: Console, title: str, groups: list[dict], names: list
     said = {k: {f(g["comparable"]) for g in groups} for k, f in unshown.items()}
     pools = []
     for g in groups:
-        ids = [f"[{names.index(m['trace'])}]#{m['session']}" for m in g["members"]]
+        ids = [f"[{names.index(m['trace']) + 1}]#{m['session']}" for m in g["members"]]
         apart = [f"{k} {f(g['comparable'])}" for k, f in unshown.items() if len(said[k]) > 1]
         pools.append((f"g{g['group']}", Text(visible(" ".join(ids[:6]) + (" …" if len(ids) > 6 else "")
                                                          + "".join(f" · {a}" for a in apart), keep_newlines=False))))
