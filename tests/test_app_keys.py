@@ -19,11 +19,11 @@ from presto_tui.runtime.session.events import RoundDone, SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.views.app import replay_app
-from presto_tui.views.layout import LEGEND, symbol
-from presto_tui.views.overview import OverviewScreen
-from presto_tui.views.screens import ConfirmQuitScreen
-from presto_tui.views.state import AppState
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.dialogs.quit import ConfirmQuitScreen
+from presto_tui.views.screens.overview import OverviewScreen
+from presto_tui.views.state.layout import LEGEND, symbol
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.tree import RoundTreeView
 
 
 def shown_lines(widget) -> list[str]:

@@ -29,8 +29,9 @@ from presto_tui.logs.chains import report_renderable
 from presto_tui.runtime.core.params import budget_text
 from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report
-from presto_tui.views.evolution import clip
-from presto_tui.views.state import AppState, SessionView
+from presto_tui.views.screens.drawing import thinned
+from presto_tui.views.state.evolution import clip
+from presto_tui.views.state.reducer import AppState, SessionView
 
 POLL_S = 0.25
 # Okabe and Ito's palette: hues that stay apart under red-green colour blindness
@@ -164,11 +165,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             if not xs:
                 continue
             longest = max(longest, len(xs))
-            # at most two points per column (braille resolution): the cost follows the plot's width
-            stride = max(1, -(-len(xs) // max(1, 2 * plot.size.width)))
-            keep = list(range(0, len(xs), stride))
-            if keep[-1] != len(xs) - 1:
-                keep.append(len(xs) - 1)
+            keep = thinned(len(xs), plot.size.width)  # the cost follows the plot's width
             plt.plot([xs[j] for j in keep], [ys[j] for j in keep], marker="braille",
                      color=colour_of(views[i].start.chain))
         plt.xlim(0.5, longest + 0.5)

@@ -7,7 +7,7 @@
   position over the whole session (shading), and where the selected round cut;
 - acceptance and transitions per call over the rounds, each round's value and the
   running value (SessionSummary's definitions), drawn with textual-plotext; streaming
-  sessions plot transitions per second over windows of engine time (series.py says why);
+  sessions plot transitions per second over windows of engine time (state/series.py says why);
 - the chain's text after the selected round, with the span it changed marked.
 
 ←/→ (or a click) select a round, Enter (or a click on the selected column) opens its
@@ -17,178 +17,23 @@ updates a second).
 
 from __future__ import annotations
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
-from textual.strip import Strip
-from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.views.baseline_state import NO_ROUNDS
-from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
-from presto_tui.views.layout import symbol
-from presto_tui.views.series import ChainSeries, Column
-from presto_tui.views.state import AppState
+from presto_tui.views.screens.drawing import diff_styles, theme_colour, thinned
+from presto_tui.views.state.baseline import NO_ROUNDS
+from presto_tui.views.state.evolution import clip, evolution_text, span_note
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.state.series import ChainSeries
+from presto_tui.views.widgets.strips import MAX_ROWS, ChainStrip, CutStrip
 
 POLL_S = 0.25  # a live session's new rounds reach the overview at most four times a second
-MAX_ROWS = 14  # the chain strip's rows at most (deeper rounds end in "+")
 PLOTS_MIN_HEIGHT = 28  # below this many rows the plots give way to the strip and the text
-BARS = " ▁▂▃▄▅▆▇█"
-SHADES = " ░▒▓█"
-
-
-class ChainStrip(Widget):
-    """One column per round: a bar of transitions walked, then each walked decision's class."""
-
-    LABEL = 7  # the row names on the left
-    DEFAULT_CSS = """
-    ChainStrip { height: 8; background: $surface; }
-    ChainStrip > .strip--accept { color: $mh-accept; }
-    ChainStrip > .strip--reject { color: $mh-reject; }
-    ChainStrip > .strip--uncertain { color: $mh-uncertain; }
-    ChainStrip > .strip--deferred { color: $mh-deferred; }
-    ChainStrip > .strip--leaf { color: $text-muted; }
-    ChainStrip > .strip--label { color: $text-muted; }
-    ChainStrip > .strip--bar { color: $foreground; }
-    ChainStrip > .strip--selected { background: $accent 30%; }
-    """
-    COMPONENT_CLASSES = {"strip--accept", "strip--reject", "strip--uncertain", "strip--deferred", "strip--leaf",
-                         "strip--label", "strip--bar", "strip--selected"}
-    class Picked(Message):
-        """A column was clicked: select it (`open`: it was already selected, open its tree)."""
-
-        def __init__(self, column: int, open: bool) -> None:
-            self.column, self.open = column, open
-            super().__init__()
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.columns: list[Column] = []
-        self.selected = 0
-        self.first = 0  # first column shown (the strip scrolls to keep the selection in view)
-        self.top = 1
-
-    def show(self, columns: list[Column], selected: int, max_rows: int = MAX_ROWS) -> None:
-        self.columns, self.selected = columns, selected
-        self.top = max((c.transitions for c in columns), default=1) or 1  # the bar's full height
-        deepest = max((c.transitions + (c.stop != "cap") for c in columns), default=1)
-        self.styles.height = max(4, min(max_rows, deepest + 2))
-        self._scroll()
-        self.refresh()
-
-    @property
-    def shown(self) -> int:
-        return max(1, self.size.width - self.LABEL)
-
-    def _scroll(self) -> None:
-        if self.selected < self.first:
-            self.first = self.selected
-        elif self.selected >= self.first + self.shown:
-            self.first = self.selected - self.shown + 1
-        self.first = max(0, min(self.first, max(0, len(self.columns) - self.shown)))
-
-    def on_resize(self) -> None:
-        self._scroll()
-
-    def _s(self, name: str) -> Style:
-        return self.get_component_rich_style(f"strip--{name}")
-
-    def _cell(self, col: Column, y: int, rows: int) -> tuple[str, str]:
-        """(character, style name) of column `col` at row y (0: the bar; last: the cursor)."""
-        if y == 0:
-            return BARS[round(col.transitions / self.top * (len(BARS) - 1))], "bar"
-        j = y - 1  # decision row
-        cells = list(col.classes) + ([col.stop] if col.stop != "cap" else [])
-        if j >= len(cells):
-            return " ", "label"
-        if j == rows - 3 and len(cells) > rows - 2:
-            return "+", "label"  # more decisions than rows
-        kind = cells[j]
-        return symbol(kind), kind if kind in (ACCEPT, REJECT, UNCERTAIN, "deferred") else "leaf"
-
-    def render_line(self, y: int) -> Strip:
-        rows = self.size.height
-        label = "walked" if y == 0 else ("" if y == rows - 1 else f"dec {y}")
-        segs = [Segment(f"{label:<{self.LABEL}}"[:self.LABEL], self._s("label"))]
-        base = self.rich_style
-        for i in range(self.first, min(len(self.columns), self.first + self.shown)):
-            selected = i == self.selected
-            if y == rows - 1:
-                segs.append(Segment("▲" if selected else " ", base + self._s("bar")))
-                continue
-            ch, kind = self._cell(self.columns[i], y, rows)
-            style = base + self._s(kind)
-            if selected:
-                style += Style(bgcolor=self._s("selected").bgcolor)
-            segs.append(Segment(ch, style))
-        return Strip(segs).extend_cell_length(self.size.width, base)
-
-    def column_at(self, x: int) -> int | None:
-        i = self.first + x - self.LABEL
-        return i if x >= self.LABEL and 0 <= i < len(self.columns) else None
-
-    def on_click(self, event: events.Click) -> None:
-        i = self.column_at(event.x)
-        if i is not None:
-            self.post_message(self.Picked(i, open=i == self.selected))
-
-
-class CutStrip(Widget):
-    """Cut positions over the response's tokens: the session's (shading) and the selected round's."""
-
-    DEFAULT_CSS = """
-    CutStrip { height: 2; background: $surface; }
-    CutStrip > .cuts--label { color: $text-muted; }
-    CutStrip > .cuts--heat { color: $foreground; }
-    CutStrip > .cuts--accept { color: $mh-accept; }
-    CutStrip > .cuts--reject { color: $mh-reject; }
-    CutStrip > .cuts--uncertain { color: $mh-uncertain; }
-    """
-    COMPONENT_CLASSES = {"cuts--label", "cuts--heat", "cuts--accept", "cuts--reject", "cuts--uncertain"}
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.series: ChainSeries | None = None
-        self.column: Column | None = None
-
-    def show(self, series: ChainSeries, column: Column | None) -> None:
-        self.series, self.column = series, column
-        self.refresh()
-
-    def render_line(self, y: int) -> Strip:
-        label = ChainStrip.LABEL
-        width = max(1, self.size.width - label - 6)
-        base = self.rich_style
-        lab = lambda s: Segment(f"{s:<{label}}", base + self.get_component_rich_style("cuts--label"))
-        if self.series is None:
-            return Strip.blank(self.size.width, base)
-        horizon = self.series.horizon
-        cell = lambda pos: min(width - 1, pos * width // horizon)
-        if y == 0:
-            counts = [0] * width
-            for pos, n in self.series.cut_counts.items():
-                counts[cell(pos)] += n
-            top = max(counts) or 1
-            heat = "".join(SHADES[-1 if n == top else min(len(SHADES) - 2, (n * (len(SHADES) - 1)) // top)]
-                           if n else "·" for n in counts)
-            segs = [lab("cuts"), Segment(heat, base + self.get_component_rich_style("cuts--heat")),
-                    Segment(f" T={horizon}", base + self.get_component_rich_style("cuts--label"))]
-        else:
-            cells: list[Segment] = [Segment("─", base + self.get_component_rich_style("cuts--label"))] * width
-            if self.column is not None:
-                for cut, kind in zip(self.column.cuts, self.column.classes):
-                    cells[cell(cut)] = Segment(symbol(kind), base + self.get_component_rich_style(f"cuts--{kind}"))
-            segs = [lab(self.series.session.unit), *cells]
-        return Strip(segs).extend_cell_length(self.size.width, base)
 
 
 class OverviewScreen(Screen[tuple[int, int] | None]):
@@ -279,9 +124,6 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         t.append("> " + clip(view.start.prompt.replace("\n", " "), 200))
         return t
 
-    def _colour(self, var: str) -> tuple[int, int, int]:
-        return Color.parse(self.app.theme_variables.get(var, "#888888")).rgb
-
     def _plots(self) -> None:
         if not self.query_one("#ov-plots").display:
             return  # a short terminal: no plots to draw
@@ -298,16 +140,11 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
             plt.clear_figure()
             plt.title(title)  # our own words only: plotext's output is parsed as ANSI
             if xs:
-                # at most two points per column (braille resolution): drawing cost follows the
-                # plot's width, not the session's length
-                stride = max(1, -(-len(xs) // max(1, 2 * plot.size.width)))
-                keep = list(range(0, len(xs), stride))
-                if keep[-1] != len(xs) - 1:
-                    keep.append(len(xs) - 1)
+                keep = thinned(len(xs), plot.size.width)  # drawing costs what the plot's width shows
                 kx = [xs[i] for i in keep]
-                plt.scatter(kx, [per_round[i] for i in keep], marker="dot", color=self._colour(colour))
-                plt.plot(kx, [running[i] for i in keep], marker="braille", color=self._colour("mh-cursor"))
-                plt.vline(self.selected + 1, color=self._colour("mh-reject"))
+                plt.scatter(kx, [per_round[i] for i in keep], marker="dot", color=theme_colour(self, colour))
+                plt.plot(kx, [running[i] for i in keep], marker="braille", color=theme_colour(self, "mh-cursor"))
+                plt.vline(self.selected + 1, color=theme_colour(self, "mh-reject"))
                 plt.xlim(0.5, max(xs) + 0.5)
                 step = max(1, -(-len(xs) // 6))  # at most about six whole-round ticks
                 plt.xticks(list(range(1, len(xs) + 1, step)))
@@ -333,11 +170,8 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         t = Text()
         t.append(f"after {view.unit} {self.selected + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}): "
                  f"{span_note(before, after)}\n", style="bold")
-        hexa = lambda var: Color(*self._colour(var)).hex
-        styles = DiffStyles(removed=Style(color=hexa("mh-reject"), strike=True),
-                            added=Style(color=hexa("mh-accept"), bold=True, underline=True))
         t.append_text(evolution_text(before, after, self.state.pieces,
-                                     eos_id=view.start.backend_info.get("eos_id"), styles=styles))
+                                     eos_id=view.start.backend_info.get("eos_id"), styles=diff_styles(self)))
         return t
 
     # -- keys and clicks -----------------------------------------------------------------
