@@ -25,7 +25,7 @@ from presto_tui.views.state.reducer import AppState
 
 
 class PrestoApp(App):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["widgets/widgets.tcss", "dialogs/dialogs.tcss", "screens/screens.tcss"]  # relative to this file
     TITLE = "presto-tui"
     BINDINGS = [
         # ? and q in a text field type themselves (Input consumes printable keys): the footer

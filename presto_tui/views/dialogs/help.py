@@ -121,13 +121,6 @@ def help_text(styles: dict[str, Style]) -> Group:
 
 class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close")]
-    DEFAULT_CSS = """
-    HelpScreen > .help--accept { color: $mh-accept; }
-    HelpScreen > .help--reject { color: $mh-reject; }
-    HelpScreen > .help--uncertain { color: $mh-uncertain; }
-    HelpScreen > .help--deferred { color: $mh-deferred; }
-    HelpScreen > .help--path { background: $mh-path; }
-    """
     COMPONENT_CLASSES = {"help--accept", "help--reject", "help--uncertain", "help--deferred", "help--path"}
 
     def compose(self) -> ComposeResult:

@@ -58,15 +58,6 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         Binding("enter", "open", "open its tree"),
         Binding("escape,m", "close", "back"),
     ]
-    DEFAULT_CSS = """
-    ChainsScreen { layout: vertical; overflow: hidden; }
-    #ch-info { height: 1; color: $text-muted; }
-    #ch-legend { height: 1; }
-    #ch-main { height: 2fr; min-height: 10; }
-    #ch-plot { width: 3fr; }
-    #ch-side { width: 2fr; min-width: 44; border-left: solid $primary 40%; padding: 0 1; }
-    #ch-text { height: 1fr; min-height: 3; max-height: 10; border-top: solid $primary 40%; padding: 0 1; }
-    """
 
     def __init__(self, state: AppState, session: int) -> None:
         super().__init__()

@@ -33,18 +33,6 @@ class CompareScreen(Screen[None]):
         Binding("escape,c", "close", "back"),
         Binding("x", "swap", "swap A and B"),
     ]
-    DEFAULT_CSS = """
-    CompareScreen { layout: vertical; overflow: hidden; }
-    #cmp-info { height: 1; color: $text-muted; padding: 0 1; }
-    #cmp-top { height: 2fr; min-height: 8; }
-    #cmp-params { width: 1fr; padding: 0 1; }
-    #cmp-plot { width: 1fr; }
-    #cmp-answers { height: 1fr; min-height: 4; border-top: solid $primary 40%; }
-    #cmp-answers VerticalScroll { width: 1fr; padding: 0 1; }
-    #cmp-answer-a { border-right: solid $primary 40%; }
-    #cmp-diff { height: 1fr; min-height: 3; border-top: solid $primary 40%; padding: 0 1; }
-    CompareScreen > .cmp--differs { color: $warning; text-style: bold; }
-    """
     COMPONENT_CLASSES = {"cmp--differs"}
 
     def __init__(self, state: AppState, a: int, b: int) -> None:

@@ -33,13 +33,6 @@ class HistoryScreen(Screen[None]):
         Binding("escape,H", "close", "back"),
         Binding("e", "export", "export"),
     ]
-    DEFAULT_CSS = """
-    HistoryScreen { layout: vertical; }
-    #hist-info { height: auto; padding: 0 1; }
-    #hist-plots { height: 1fr; min-height: 8; }
-    #hist-plots PlotextPlot { width: 1fr; }
-    #hist-states { height: 1fr; min-height: 5; border-top: solid $primary 40%; }
-    """
 
     def __init__(self, state: AppState, session: int, folder: Path) -> None:
         super().__init__()

@@ -51,14 +51,6 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         Binding("right_square_bracket", "session(1)", "next session"),
         Binding("escape,o", "close", "back"),
     ]
-    DEFAULT_CSS = """
-    OverviewScreen { layout: vertical; }
-    #ov-info { height: 1; color: $text-muted; }
-    OverviewScreen { overflow: hidden; }
-    #ov-plots { height: 2fr; min-height: 6; max-height: 16; }
-    #ov-plots PlotextPlot { width: 1fr; }
-    #ov-text { height: 1fr; min-height: 3; max-height: 12; border-top: solid $primary 40%; padding: 0 1; }
-    """
 
     def __init__(self, state: AppState, session: int, round_: int, follow: bool = False) -> None:
         super().__init__()

@@ -44,15 +44,6 @@ class TokenScreen(Screen[None]):
         Binding("escape,t", "close", "back"),
         Binding("s", "sort", "sort: position / share"),
     ]
-    DEFAULT_CSS = """
-    TokenScreen { layout: vertical; }
-    #tok-info { height: auto; padding: 0 1; }
-    #tok-table { height: 1fr; }
-    #tok-totals { height: auto; max-height: 14; padding: 0 1; border-top: solid $primary 40%; }
-    TokenScreen > .tok--driver { color: $warning; text-style: bold; }
-    TokenScreen > .tok--same { color: $text-muted; }
-    TokenScreen > .tok--bad { color: $error; text-style: bold; }
-    """
     COMPONENT_CLASSES = {"tok--driver", "tok--same", "tok--bad"}
     COLUMNS = ("pos", "proposal y", "log p0", "log q", "replaced x", "log p0 ", "log q ", "Σ target", "Σ proposal",
                "Δ log r")

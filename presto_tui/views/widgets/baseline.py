@@ -73,17 +73,6 @@ class BaselineTable(Widget, can_focus=True):
         "baseline--header", "baseline--muted", "baseline--cursor", "baseline--chosen", "baseline--path",
         "baseline--bar", "baseline--resample", "baseline--dropped",
     }
-    DEFAULT_CSS = """
-    BaselineTable { background: $surface; height: 1fr; }
-    BaselineTable > .baseline--header { color: $text-muted; text-style: bold; }
-    BaselineTable > .baseline--muted { color: $text-muted; }
-    BaselineTable > .baseline--cursor { color: $mh-cursor; text-style: bold; }
-    BaselineTable > .baseline--chosen { color: $mh-accept; text-style: bold; }
-    BaselineTable > .baseline--path { background: $mh-path; }
-    BaselineTable > .baseline--bar { color: $mh-accept; }
-    BaselineTable > .baseline--resample { color: $mh-deferred; text-style: bold; }
-    BaselineTable > .baseline--dropped { color: $mh-reject; }
-    """
     BINDINGS = [
         Binding("up,k", "move(-1, 0)", "up", show=False),
         Binding("down,j", "move(1, 0)", "down", show=False),

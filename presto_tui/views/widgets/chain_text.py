@@ -23,10 +23,6 @@ class ChainText(VerticalScroll):
     pane's border title says so."""
 
     COMPONENT_CLASSES = {"output--removed", "output--added"}
-    DEFAULT_CSS = """
-    ChainText > .output--removed { color: $mh-reject; text-style: strike; }
-    ChainText > .output--added { color: $mh-accept; text-style: bold underline; }
-    """
 
     def compose(self) -> ComposeResult:
         yield Static(id="output-text")

@@ -48,11 +48,6 @@ def node_diff(tree: RoundTree, v: NodeView, pieces: Pieces, context: int = 12, b
 class Inspector(Static):
     """Numbers and text diff of the selected node."""
 
-    DEFAULT_CSS = """
-    Inspector { height: auto; padding: 0 1; }
-    Inspector > .inspector--removed { color: $mh-reject; text-style: strike; }
-    Inspector > .inspector--added { color: $mh-accept; text-style: underline; }
-    """
     COMPONENT_CLASSES = {"inspector--removed", "inspector--added"}
 
     def show(self, tree: RoundTree | None, v: NodeView | None, pieces: Pieces) -> None:

@@ -39,11 +39,6 @@ def speedup_line(m: SessionSummary) -> Text:
 
 
 class StatsPanel(Static):
-    DEFAULT_CSS = """
-    StatsPanel { height: auto; padding: 0 1; }
-    StatsPanel > .stats--paused { color: $warning; text-style: bold reverse; }
-    StatsPanel > .stats--heading { color: $text-muted; }
-    """
     COMPONENT_CLASSES = {"stats--paused", "stats--heading"}
 
     def show(self, s: SessionView | None, upto: int | None = None, *, paused: bool = False,

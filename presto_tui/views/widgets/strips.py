@@ -24,17 +24,6 @@ class ChainStrip(Widget):
     """One column per round: a bar of transitions walked, then each walked decision's class."""
 
     LABEL = 7  # the row names on the left
-    DEFAULT_CSS = """
-    ChainStrip { height: 8; background: $surface; }
-    ChainStrip > .strip--accept { color: $mh-accept; }
-    ChainStrip > .strip--reject { color: $mh-reject; }
-    ChainStrip > .strip--uncertain { color: $mh-uncertain; }
-    ChainStrip > .strip--deferred { color: $mh-deferred; }
-    ChainStrip > .strip--leaf { color: $text-muted; }
-    ChainStrip > .strip--label { color: $text-muted; }
-    ChainStrip > .strip--bar { color: $foreground; }
-    ChainStrip > .strip--selected { background: $accent 30%; }
-    """
     COMPONENT_CLASSES = {"strip--accept", "strip--reject", "strip--uncertain", "strip--deferred", "strip--leaf",
                          "strip--label", "strip--bar", "strip--selected"}
     class Picked(Message):
@@ -119,14 +108,6 @@ class ChainStrip(Widget):
 class CutStrip(Widget):
     """Cut positions over the response's tokens: the session's (shading) and the selected round's."""
 
-    DEFAULT_CSS = """
-    CutStrip { height: 2; background: $surface; }
-    CutStrip > .cuts--label { color: $text-muted; }
-    CutStrip > .cuts--heat { color: $foreground; }
-    CutStrip > .cuts--accept { color: $mh-accept; }
-    CutStrip > .cuts--reject { color: $mh-reject; }
-    CutStrip > .cuts--uncertain { color: $mh-uncertain; }
-    """
     COMPONENT_CLASSES = {"cuts--label", "cuts--heat", "cuts--accept", "cuts--reject", "cuts--uncertain"}
 
     def __init__(self, **kwargs) -> None:

@@ -43,7 +43,6 @@ class TreeTitle(Static):
     many nodes are hidden): one line where it fits, else folded between its parts, never cut
     mid-part; what is shown keeps its own line(s) and the location gives way first."""
 
-    DEFAULT_CSS = "TreeTitle { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }"
     SEP = " · "
 
     def __init__(self, **kwargs) -> None:
@@ -98,13 +97,6 @@ class Legend(Static):
     """The symbols in their colours (with their meanings, they are in the help): on one line
     where it fits, else folded between entries."""
 
-    DEFAULT_CSS = """
-    Legend { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
-    Legend > .legend--accept { color: $mh-accept; }
-    Legend > .legend--reject { color: $mh-reject; }
-    Legend > .legend--uncertain { color: $mh-uncertain; }
-    Legend > .legend--deferred { color: $mh-deferred; }
-    """
     COMPONENT_CLASSES = {"legend--accept", "legend--reject", "legend--uncertain", "legend--deferred"}
     SEP = "  "
 

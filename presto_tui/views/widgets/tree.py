@@ -38,21 +38,6 @@ class RoundTreeView(ScrollView, can_focus=True):
         "tree--unreachable", "tree--live", "tree--aborted", "tree--path", "tree--cursor", "tree--connector",
         "tree--match",
     }
-    DEFAULT_CSS = """
-    RoundTreeView { background: $surface; }
-    RoundTreeView > .tree--accept { color: $mh-accept; }
-    RoundTreeView > .tree--reject { color: $mh-reject; }
-    RoundTreeView > .tree--uncertain { color: $mh-uncertain; }
-    RoundTreeView > .tree--deferred { color: $mh-deferred; text-style: italic; }
-    RoundTreeView > .tree--leaf { color: $text-muted; }
-    RoundTreeView > .tree--unreachable { color: $text-disabled; }
-    RoundTreeView > .tree--live { color: $mh-live; }
-    RoundTreeView > .tree--aborted { color: $text-muted; text-style: strike; }
-    RoundTreeView > .tree--path { background: $mh-path; }
-    RoundTreeView > .tree--cursor { color: $mh-cursor; text-style: bold; }
-    RoundTreeView > .tree--connector { color: $text-muted; }
-    RoundTreeView > .tree--match { color: $accent; text-style: bold; }
-    """
     GUTTER = 2  # selection cursor, search mark
 
     class NodeSelected(Message):
