@@ -14,7 +14,7 @@ from textual.geometry import Region
 from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.runtime.prefetch.tree import ABORTED, LIVE
+from presto_tui.runtime.prefetch.tree import NodeStatus
 from presto_tui.runtime.session.events import RoundDone, SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.runtime.session.vocab import event_token_ids
@@ -208,7 +208,7 @@ def cancelled_stream_events():
                                   cancel=lambda checks=checks, stop=stop: next(checks) >= stop))
         rounds = [ev for ev in events if isinstance(ev, RoundDone)]
         if rounds and isinstance(events[-1], SessionEnd) and events[-1].reason == "cancelled" and any(
-                rec.status == LIVE for rec in rounds[-1].tree.table.values()):
+                rec.status == NodeStatus.LIVE for rec in rounds[-1].tree.table.values()):
             ids = sorted({i for ev in events for i in event_token_ids(ev)})
             return events, dict(zip(ids, engine.token_pieces(ids)))
     raise AssertionError("no cancel point left a request decoding in the last epoch")
@@ -217,17 +217,17 @@ def cancelled_stream_events():
 def test_a_session_that_ended_has_no_request_still_decoding():
     events, _ = cancelled_stream_events()
     recorded = [ev for ev in events if isinstance(ev, RoundDone)]
-    live = {i: rec for i, rec in recorded[-1].tree.table.items() if rec.status == LIVE}
+    live = {i: rec for i, rec in recorded[-1].tree.table.items() if rec.status == NodeStatus.LIVE}
     state = AppState()
     for ev in events:
         state.apply(ev)
     (s,) = state.sessions
     assert s.status == "cancelled"
     last = s.rounds[-1].tree
-    assert not any(rec.status == LIVE for rec in last.table.values())
+    assert not any(rec.status == NodeStatus.LIVE for rec in last.table.values())
     for i in live:  # aborted where they were, with what they had decoded
         v = last.node(i)
-        assert v.status == ABORTED and last.requests[v.decision.request].done is not None
+        assert v.status == NodeStatus.ABORTED and last.requests[v.decision.request].done is not None
     assert s.rounds[:-1] == recorded[:-1]  # earlier epochs are as they were recorded
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from presto_tui.runtime.prefetch.tree import ABORTED, LIVE, TableTree
+from presto_tui.runtime.prefetch.tree import NodeStatus, TableTree
 from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.views.state.baseline import BaselineRun
@@ -181,7 +181,8 @@ def ended(rd: RoundDone) -> RoundDone:
     aborted, with what they had decoded ("aborted at 77/92"), not as "decoding 77/92" for ever.
     Earlier epochs stay as recorded: what was live in them went on after they closed."""
     tree = rd.tree
-    if not isinstance(tree, TableTree) or all(rec.status != LIVE for rec in tree.table.values()):
+    if not isinstance(tree, TableTree) or all(rec.status != NodeStatus.LIVE for rec in tree.table.values()):
         return rd
-    table = {i: replace(rec, status=ABORTED) if rec.status == LIVE else rec for i, rec in tree.table.items()}
+    table = {i: replace(rec, status=NodeStatus.ABORTED) if rec.status == NodeStatus.LIVE else rec
+             for i, rec in tree.table.items()}
     return replace(rd, tree=replace(tree, table=table))

@@ -5,16 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from presto_tui.runtime.prefetch.tree import (
-    ABORTED,
-    DEFERRED,
-    EXPANDED,
-    LEAF,
-    LIVE,
-    UNREACHABLE,
-    NodeView,
-    RoundTree,
-)
+from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree
 from presto_tui.runtime.session.vocab import Pieces
 from presto_tui.views.state.evolution import PLAIN_DIFF, DiffStyles, Writer
 from presto_tui.views.state.layout import symbol
@@ -56,7 +47,7 @@ class Inspector(Static):
             return
         t = Text()
         t.append(f"node #{v.id}  depth {v.depth}  ", style="bold")
-        t.append(f"{symbol(v.score.eps_class if v.status == EXPANDED and v.score else v.status)} {v.status}")
+        t.append(f"{symbol(v.score.eps_class if v.status == NodeStatus.EXPANDED and v.score else v.status)} {v.status}")
         t.append("  on path" if v.on_path else "")
         t.append(f"\nreach {v.reach:.3g}{'  in eps-rounded subtree' if v.rounded else ''}")
         d = v.decision
@@ -75,15 +66,15 @@ class Inspector(Static):
                 for j, (tau, log_w, prob) in enumerate(sc.candidates):
                     mark = "*" if j == sc.selected else " "
                     t.append(f"\n{mark}{j:<4} {tau:<5} {log_w:8.2f}  {prob:.3f}")
-        elif v.status == DEFERRED:
+        elif v.status == NodeStatus.DEFERRED:
             t.append("\nrequest infeasible this round (Condition 1); the decision keeps its inputs")
-        elif v.status == LEAF:
+        elif v.status == NodeStatus.LEAF:
             t.append("\nnot expanded this round")
-        elif v.status == UNREACHABLE:
+        elif v.status == NodeStatus.UNREACHABLE:
             t.append("\nissued below a deferred node's reject child: the walk cannot get here")
-        elif v.status == LIVE:
+        elif v.status == NodeStatus.LIVE:
             t.append("\nits request is still decoding (streaming): scored once it finishes")
-        elif v.status == ABORTED:
+        elif v.status == NodeStatus.ABORTED:
             t.append("\nits request was aborted: no state the chain can still reach asks for it")
         if d is not None:
             t.append("\n")
