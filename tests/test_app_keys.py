@@ -303,3 +303,19 @@ async def test_a_live_title_does_not_shrink_while_a_prompt_runs():
         title.show(scr._where(), scr.tree_view, steady=False)
         await pilot.pause()
         assert title.region.height < tall
+
+
+def test_a_text_field_turns_off_the_actions_of_printable_keys_only():
+    """A focused prompt or search bar types letters: the actions of a round view's printable keys
+    (its own and its subclass's) are off meanwhile, those of ctrl and escape keys are not."""
+    from presto_tui.views.screens.chat import ChatScreen
+    from presto_tui.views.screens.replay import ReplayScreen
+    from presto_tui.views.screens.round import typed, typed_actions
+
+    assert [typed(k) for k in ("o", "N", "plus", "minus", "slash", "left_square_bracket", "space", "less_than_sign")] \
+        == [True] * 8
+    assert not any(typed(k) for k in ("escape", "ctrl+s", "enter", "tab", "home", "f1"))
+    every = {"round", "overview", "chains", "search", "search_step", "goto", "export", "compare", "tokens", "history",
+             "toggle_view", "reach"}
+    assert typed_actions(ChatScreen) == every | {"pause", "focus_prompt"}  # not settings (ctrl+s), cancel (escape)
+    assert typed_actions(ReplayScreen) == every | {"play", "speed"}

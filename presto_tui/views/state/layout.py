@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree
 
-S = NodeStatus
-SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", S.DEFERRED: "⏸", S.LEAF: "○", S.UNREACHABLE: "·", S.LIVE: "◌",
-           S.ABORTED: "⊘"}
+SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", NodeStatus.DEFERRED: "⏸", NodeStatus.LEAF: "○",
+           NodeStatus.UNREACHABLE: "·", NodeStatus.LIVE: "◌", NodeStatus.ABORTED: "⊘"}
 # (kind, short name): the one-line legend under the tree's title
-LEGEND = ((ACCEPT, "accept"), (REJECT, "reject"), (UNCERTAIN, "uncertain"), (S.DEFERRED, "deferred"), (S.LEAF, "leaf"),
-          ("path", "path"), (S.UNREACHABLE, "unreachable"), (S.LIVE, "decoding"), (S.ABORTED, "aborted"))
+LEGEND = ((ACCEPT, "accept"), (REJECT, "reject"), (UNCERTAIN, "uncertain"), (NodeStatus.DEFERRED, "deferred"),
+          (NodeStatus.LEAF, "leaf"), ("path", "path"), (NodeStatus.UNREACHABLE, "unreachable"),
+          (NodeStatus.LIVE, "decoding"), (NodeStatus.ABORTED, "aborted"))
 # (kind, symbol, meaning): the help screen's legend
 MEANINGS = (
     (ACCEPT, "certain accept (A >= 1 - eps)"), (REJECT, "certain reject (A <= eps)"),
-    (UNCERTAIN, "uncertain (eps < A < 1 - eps)"), (S.DEFERRED, "deferred: request infeasible this round"),
-    (S.LEAF, "leaf: not expanded this round"), (S.UNREACHABLE, "issued but unreachable"),
-    (S.LIVE, "decoding (streaming)"), (S.ABORTED, "aborted (streaming)"),
+    (UNCERTAIN, "uncertain (eps < A < 1 - eps)"), (NodeStatus.DEFERRED, "deferred: request infeasible this round"),
+    (NodeStatus.LEAF, "leaf: not expanded this round"), (NodeStatus.UNREACHABLE, "issued but unreachable"),
+    (NodeStatus.LIVE, "decoding (streaming)"), (NodeStatus.ABORTED, "aborted (streaming)"),
 )
 MAX_ROWS = 4000
 # `+` stops here.  Below a certain reject (A = 1 exactly) or a deferred node the reach is exactly
