@@ -404,7 +404,8 @@ class RoundScreen(Screen):
         self.query_one("#search-row").display = True
         bar.focus()
 
-    def on_search_bar_closed(self, _message: SearchBar.Closed) -> None:
+    def action_close_search(self) -> None:
+        """Escape in the search bar: hide it, give the focus back to the pane in the tree's place."""
         self.query_one("#search-row").display = False
         self.main_view.focus()
 

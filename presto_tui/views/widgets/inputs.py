@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from textual import events
 from textual.binding import Binding
-from textual.message import Message
 from textual.widgets import Input
 
 NEWLINE = "⏎"  # how a pasted line break shows in the one-line prompt; sent as a line break
 
 
 class SearchBar(Input):
-    """The search query; Enter searches, Escape closes (before the screen's Escape, which cancels)."""
+    """The search query; Enter searches, Escape closes it (the screen's `close_search`, before the
+    screen's own Escape, which cancels a run)."""
 
-    BINDINGS = [Binding("escape", "close", "close search", show=False)]
-
-    class Closed(Message):
-        """Escape in the bar: the screen hides it and gives the focus back to its main pane."""
-
-    def action_close(self) -> None:
-        self.post_message(self.Closed())
+    BINDINGS = [Binding("escape", "screen.close_search", "close search", show=False)]
 
 
 class PromptInput(Input):
