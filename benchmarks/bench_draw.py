@@ -34,10 +34,10 @@ from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import PrestoApp, replay_app
-from presto_tui.views.layout import layout
-from presto_tui.views.replay import ReplayScreen
-from presto_tui.views.state import AppState
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.screens.replay import ReplayScreen
+from presto_tui.views.state.layout import layout
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.tree import RoundTreeView
 
 
 def big_round(backend, params):

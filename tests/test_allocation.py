@@ -16,7 +16,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier, node_feature
 from presto_tui.runtime.core.cutlaw import uniform_cut
 from presto_tui.runtime.core.randomness import DecisionInputs
 from presto_tui.runtime.prefetch.rules import plan_predictive
-from presto_tui.runtime.prefetch.tree import EXPANDED
+from presto_tui.runtime.prefetch.tree import NodeStatus
 from presto_tui.runtime.samplers.families import PowerMH
 
 FAMILY = PowerMH(alpha=4.0, tau=0.25, epsilon=0.01)
@@ -93,7 +93,7 @@ class RandomTree:
                                inputs_at=self.inputs_at, cut_of=lambda i: uniform_cut(i.cut_u, self.T),
                                classifier=self.clf)
         h_at = {rec_node: plan.decisions[rec.decision].h_pred
-                for rec_node, rec in plan.table.items() if rec.status == EXPANDED}
+                for rec_node, rec in plan.table.items() if rec.status == NodeStatus.EXPANDED}
         total = 0.0
         for v in h_at:  # reach weight: product of predicted branch probabilities on the path
             reach, node = 1.0, v
@@ -129,7 +129,7 @@ def test_selection_is_ancestor_closed_and_feasible():
     tree = RandomTree(3, T=40, depth_cap=20)
     plan = plan_predictive(family=FAMILY, T=40, k0=0, depth_cap=20, budget=12, inputs_at=tree.inputs_at,
                            cut_of=lambda i: uniform_cut(i.cut_u, 40), classifier=tree.clf)
-    expanded = {v for v, r in plan.table.items() if r.status == EXPANDED}
+    expanded = {v for v, r in plan.table.items() if r.status == NodeStatus.EXPANDED}
     assert len(expanded) == 12
     for v in expanded - {0}:
         assert plan.table[v].parent in expanded

@@ -15,7 +15,7 @@ from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.views.app import chat_app, replay_app
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.widgets.tree import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
 
@@ -271,11 +271,13 @@ async def test_help_screen_lists_bindings():
         assert type(app.screen).__name__ != "HelpScreen"
 
 
-def test_no_textual_in_views_state_and_layout():
+def test_no_textual_in_the_views_state():
     import subprocess
     import sys
 
-    code = ("import sys, presto_tui.views.state, presto_tui.views.layout; "
+    code = ("import importlib, pkgutil, sys, presto_tui.views.state as p; "
+            "[importlib.import_module(m.name) for m in pkgutil.iter_modules(p.__path__, p.__name__ + '.')]; "
+            "assert 'presto_tui.views.state.reducer' in sys.modules; "
             "sys.exit(int(any(m.split('.')[0] == 'textual' for m in sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -447,7 +449,7 @@ async def test_plus_says_the_threshold_in_the_title_without_toasts():
 async def test_help_rows_wrap_inside_their_column_at_120_columns():
     from rich.console import Console
 
-    from presto_tui.views.screens import KEYS, help_text
+    from presto_tui.views.dialogs.help import KEYS, help_text
 
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -621,7 +623,7 @@ async def test_replay_q_quits():
 
 
 async def test_timeline_click_and_drag_seek():
-    from presto_tui.views.timeline import Timeline
+    from presto_tui.views.widgets.timeline import Timeline
 
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -673,7 +675,8 @@ async def test_replay_speeds_up_to_256_rounds_a_second_at_ten_frames():
 # -- the session overview ----------------------------------------------------------------------------
 
 async def test_overview_has_a_column_per_round_and_opens_the_selected_one():
-    from presto_tui.views.overview import ChainStrip, OverviewScreen
+    from presto_tui.views.screens.overview import OverviewScreen
+    from presto_tui.views.widgets.strips import ChainStrip
 
     app = replay_app(read_trace(DATA / "classes.jsonl"))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -754,7 +757,7 @@ async def test_overview_of_hostile_text_is_literal():
 # -- how the answer evolved ----------------------------------------------------------------------------
 
 def test_changed_span():
-    from presto_tui.views.evolution import changed_span
+    from presto_tui.views.state.evolution import changed_span
 
     assert changed_span((1, 2, 3), (1, 2, 3)) is None
     assert changed_span((1, 2, 3, 4), (1, 9, 9, 4)) == (1, 3, 3)
@@ -767,7 +770,7 @@ async def test_output_marks_what_the_round_changed():
     async with app.run_test(size=(120, 40)):
         scr = app.screen
         rd = scr.current_round()
-        from presto_tui.views.evolution import changed_span
+        from presto_tui.views.state.evolution import changed_span
 
         i, jb, ja = changed_span(rd.tree.root.tokens, rd.tree.final_state.tokens)
         assert f"tokens {i}..{ja - 1} changed" in str(scr.query_one("#output").border_title)
@@ -781,7 +784,7 @@ async def test_output_marks_what_the_round_changed():
 
 
 def test_output_text_is_bounded_by_what_it_shows():
-    from presto_tui.views.evolution import TEXT_BUDGET, evolution_text
+    from presto_tui.views.state.evolution import TEXT_BUDGET, evolution_text
 
     huge = {1: "x" * 100_000}
     text = evolution_text(None, [1] * 10_000, lambda ids: [huge.get(i, "?") for i in ids])
@@ -793,7 +796,7 @@ def test_output_text_is_bounded_by_what_it_shows():
 def test_search_queries_parse_and_refuse_clearly():
     import pytest as _pytest
 
-    from presto_tui.views.search import QueryError, parse
+    from presto_tui.views.state.search import QueryError, parse
 
     q = parse("k=3-5 cut=10 class=rej the cat")
     assert (q.k, q.cut, q.kind, q.text) == ((3, 5), (10, 10), "reject", "the cat")

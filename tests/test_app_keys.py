@@ -14,16 +14,16 @@ from textual.geometry import Region
 from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.runtime.prefetch.tree import ABORTED, LIVE
+from presto_tui.runtime.prefetch.tree import NodeStatus
 from presto_tui.runtime.session.events import RoundDone, SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.views.app import replay_app
-from presto_tui.views.layout import LEGEND, symbol
-from presto_tui.views.overview import OverviewScreen
-from presto_tui.views.screens import ConfirmQuitScreen
-from presto_tui.views.state import AppState
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.dialogs.quit import ConfirmQuitScreen
+from presto_tui.views.screens.overview import OverviewScreen
+from presto_tui.views.state.layout import LEGEND, symbol
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.tree import RoundTreeView
 
 
 def shown_lines(widget) -> list[str]:
@@ -208,7 +208,7 @@ def cancelled_stream_events():
                                   cancel=lambda checks=checks, stop=stop: next(checks) >= stop))
         rounds = [ev for ev in events if isinstance(ev, RoundDone)]
         if rounds and isinstance(events[-1], SessionEnd) and events[-1].reason == "cancelled" and any(
-                rec.status == LIVE for rec in rounds[-1].tree.table.values()):
+                rec.status == NodeStatus.LIVE for rec in rounds[-1].tree.table.values()):
             ids = sorted({i for ev in events for i in event_token_ids(ev)})
             return events, dict(zip(ids, engine.token_pieces(ids)))
     raise AssertionError("no cancel point left a request decoding in the last epoch")
@@ -217,17 +217,17 @@ def cancelled_stream_events():
 def test_a_session_that_ended_has_no_request_still_decoding():
     events, _ = cancelled_stream_events()
     recorded = [ev for ev in events if isinstance(ev, RoundDone)]
-    live = {i: rec for i, rec in recorded[-1].tree.table.items() if rec.status == LIVE}
+    live = {i: rec for i, rec in recorded[-1].tree.table.items() if rec.status == NodeStatus.LIVE}
     state = AppState()
     for ev in events:
         state.apply(ev)
     (s,) = state.sessions
     assert s.status == "cancelled"
     last = s.rounds[-1].tree
-    assert not any(rec.status == LIVE for rec in last.table.values())
+    assert not any(rec.status == NodeStatus.LIVE for rec in last.table.values())
     for i in live:  # aborted where they were, with what they had decoded
         v = last.node(i)
-        assert v.status == ABORTED and last.requests[v.decision.request].done is not None
+        assert v.status == NodeStatus.ABORTED and last.requests[v.decision.request].done is not None
     assert s.rounds[:-1] == recorded[:-1]  # earlier epochs are as they were recorded
 
 
@@ -303,3 +303,19 @@ async def test_a_live_title_does_not_shrink_while_a_prompt_runs():
         title.show(scr._where(), scr.tree_view, steady=False)
         await pilot.pause()
         assert title.region.height < tall
+
+
+def test_a_text_field_turns_off_the_actions_of_printable_keys_only():
+    """A focused prompt or search bar types letters: the actions of a round view's printable keys
+    (its own and its subclass's) are off meanwhile, those of ctrl and escape keys are not."""
+    from presto_tui.views.screens.chat import ChatScreen
+    from presto_tui.views.screens.replay import ReplayScreen
+    from presto_tui.views.screens.round import typed, typed_actions
+
+    assert [typed(k) for k in ("o", "N", "plus", "minus", "slash", "left_square_bracket", "space", "less_than_sign")] \
+        == [True] * 8
+    assert not any(typed(k) for k in ("escape", "ctrl+s", "enter", "tab", "home", "f1"))
+    every = {"round", "overview", "chains", "search", "search_step", "goto", "export", "compare", "tokens", "history",
+             "toggle_view", "reach"}
+    assert typed_actions(ChatScreen) == every | {"pause", "focus_prompt"}  # not settings (ctrl+s), cancel (escape)
+    assert typed_actions(ReplayScreen) == every | {"play", "speed"}

@@ -24,9 +24,9 @@ from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import chat_app, replay_app
-from presto_tui.views.baseline_view import ParticleGrid, SampleTable
-from presto_tui.views.state import AppState
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.baseline import ParticleGrid, SampleTable
+from presto_tui.views.widgets.tree import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

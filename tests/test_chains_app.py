@@ -12,7 +12,7 @@ from presto_tui.logs.reader import read_trace
 from presto_tui.runtime.session.answers import vote
 from presto_tui.runtime.session.diagnostics import chains_report
 from presto_tui.views.app import replay_app
-from presto_tui.views.chains import ChainsScreen
+from presto_tui.views.screens.chains import ChainsScreen
 
 DATA = Path(__file__).parent / "data"
 

@@ -15,7 +15,7 @@ from presto_tui.runtime.core.mh import Score
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import replay_app
-from presto_tui.views.widgets import RoundTreeView
+from presto_tui.views.widgets.tree import RoundTreeView
 
 DATA = Path(__file__).parent / "data"
 
@@ -90,7 +90,7 @@ async def test_inspector_log_ratio_adds_up_for_every_sampler(tmp_path):
 
 def test_terms_that_do_not_add_up_are_called_inconsistent():
     """A crafted trace may record terms that do not sum to its log r: say so, do not hide it."""
-    from presto_tui.views.widgets import ratio_text
+    from presto_tui.views.state.ratio import ratio_text
 
     sc = Score(log_q_x=-1.0, log_q_y=-2.0, log_p_x=-3.0, log_p_y=-3.5, log_target=-2.0, log_proposal=1.0,
                log_ratio=0.25, accept_prob=1.0, eps_class="accept")
@@ -119,7 +119,7 @@ def stream_trace(span: float | None = None):
 
 @pytest.mark.parametrize("span", [None, 2e-6])
 async def test_stream_rates_come_from_windows_of_engine_time_not_from_an_epochs_span(span):
-    from presto_tui.views.overview import OverviewScreen
+    from presto_tui.views.screens.overview import OverviewScreen
 
     trace = stream_trace(span)
     epochs = trace.sessions[0].rounds
@@ -145,7 +145,8 @@ async def test_stream_rates_come_from_windows_of_engine_time_not_from_an_epochs_
 # -- one word for one thing: a streaming session has epochs, a round rule rounds ------------------------
 
 async def test_a_streaming_session_says_epoch_everywhere_and_a_round_rule_round(tmp_path):
-    from presto_tui.views.overview import CutStrip, OverviewScreen
+    from presto_tui.views.screens.overview import OverviewScreen
+    from presto_tui.views.widgets.strips import CutStrip
 
     app = replay_app(read_trace(DATA / "classes.jsonl"))  # session 1: bfs rounds; session 2: streaming epochs
     async with app.run_test(size=(120, 40), notifications=True) as pilot:

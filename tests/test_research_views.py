@@ -26,13 +26,15 @@ from presto_tui.logs.schema import SchemaError, decode, decode_tree, encode, enc
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.session.events import RoundDone, SessionEnd, Transition
 from presto_tui.runtime.session.runner import run_session
-from presto_tui.views import export
 from presto_tui.views.app import replay_app
-from presto_tui.views.compare import acceptance_curve, answer_diff, param_rows
-from presto_tui.views.history import chain_history
-from presto_tui.views.research import CompareScreen, HistoryScreen, TokenScreen, token_label
-from presto_tui.views.state import AppState
-from presto_tui.views.tokens import NOT_RECORDED, token_split
+from presto_tui.views.screens.compare import CompareScreen
+from presto_tui.views.screens.history import HistoryScreen
+from presto_tui.views.screens.tokens import TokenScreen, token_label
+from presto_tui.views.state import export
+from presto_tui.views.state.compare import acceptance_curve, answer_diff, param_rows
+from presto_tui.views.state.history import chain_history
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.state.tokens import NOT_RECORDED, token_split
 
 DATA = Path(__file__).parent / "data"
 RESEARCH = DATA / "research.jsonl"

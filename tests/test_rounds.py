@@ -12,7 +12,7 @@ from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN, eps_class
 from presto_tui.runtime.core.params import ParamError, SamplerParams
 from presto_tui.runtime.core.randomness import decision_inputs, node_inputs
 from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
-from presto_tui.runtime.prefetch.tree import DEFERRED, EXPANDED, LEAF, UNREACHABLE, LevelTree
+from presto_tui.runtime.prefetch.tree import LevelTree, NodeStatus
 
 
 def first_block(backend, params, n_rounds=None):
@@ -37,12 +37,12 @@ def test_node_mode_requests_satisfy_condition_1_and_use_root_prefixes(rule):
     params = SamplerParams(prefetch=rule, inputs="node", budget=12, max_new_tokens=24, steps=40)
     for _, _, tree in first_block(small_backend(), params):
         for rec in tree.table.values():
-            if rec.status in (EXPANDED, UNREACHABLE):
+            if rec.status in (NodeStatus.EXPANDED, NodeStatus.UNREACHABLE):
                 dec = tree.decisions[rec.decision]
                 assert dec.cut <= tree.cut_index(rec.src)  # Condition 1
                 # the node's state agrees with the root before the cut: the request's prefix
                 assert tree.state_of(rec.src).tokens[:dec.cut] == tree.root.tokens[:dec.cut]
-            if rec.status == DEFERRED:
+            if rec.status == NodeStatus.DEFERRED:
                 dec = tree.decisions[rec.decision]
                 assert dec.cut > tree.cut_index(rec.src) and dec.request is None
         assert len(tree.requests) <= params.budget
@@ -54,12 +54,12 @@ def test_bfs_enqueues_reject_child_of_deferred_node_as_unreachable():
     for _, _, tree in first_block(small_backend(), params):
         for v, rec in tree.table.items():
             reject = tree.child(v, False)
-            if rec.status == DEFERRED and reject is not None:
+            if rec.status == NodeStatus.DEFERRED and reject is not None:
                 seen += 1
                 assert tree.child(v, True) is None
                 child = tree.node(reject)
                 assert child.reach == 0.0
-                assert child.status in (UNREACHABLE, DEFERRED, LEAF)
+                assert child.status in (NodeStatus.UNREACHABLE, NodeStatus.DEFERRED, NodeStatus.LEAF)
     assert seen > 0
 
 
@@ -67,7 +67,7 @@ def test_node_mode_deferred_decision_keeps_its_inputs_in_the_next_round():
     params = SamplerParams(prefetch="bfs", inputs="node", budget=6, max_new_tokens=24, steps=80)
     checked = 0
     for _, after, tree in first_block(small_backend(), params):
-        if tree.stop_reason == DEFERRED:
+        if tree.stop_reason == NodeStatus.DEFERRED:
             dec = tree.decisions[tree.table[tree.stop_node].decision]
             assert after.carried is not None
             assert (after.carried.seed, after.carried.accept_u) == (dec.seed, dec.accept_u)
@@ -89,7 +89,7 @@ def test_decision_mode_deferred_decision_is_the_next_rounds_root():
     deferred = 0
     for (_, after, tree), (_, _, nxt) in zip(rounds, rounds[1:]):
         assert nxt.k0 == after.k == tree.k0 + tree.transitions
-        if tree.stop_reason == DEFERRED:
+        if tree.stop_reason == NodeStatus.DEFERRED:
             deferred += 1
             stop = tree.node(tree.stop_node)
             assert stop.decision.index == nxt.decisions[0].index
@@ -116,7 +116,7 @@ def test_depth_cap_never_exceeds_transitions_left(rule, inputs):
             assert len(tree.decisions) <= tree.depth_cap
         else:
             assert all(rec.depth <= tree.depth_cap for rec in tree.table.values())
-            assert all(rec.status == LEAF for rec in tree.table.values() if rec.depth == tree.depth_cap)
+            assert all(rec.status == NodeStatus.LEAF for rec in tree.table.values() if rec.depth == tree.depth_cap)
         per_block.setdefault(tree.root.T, 0)
         per_block[tree.root.T] += tree.transitions
     assert per_block == {4: 5, 8: 5, 12: 5}

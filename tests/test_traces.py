@@ -91,6 +91,30 @@ def test_summary_from_trace_matches_live(trace_file):
         assert sess.summary().to_dict() == summarize(live[a:b]).to_dict()
 
 
+def test_node_statuses_and_request_kinds_read_as_enums_and_write_the_same_strings():
+    """Node statuses and request kinds are enums whose values are the strings traces have always
+    held: a recorded trace reads into them, and encoding writes back the very strings it holds."""
+    from pathlib import Path
+
+    from presto_tui.runtime.prefetch.tree import NodeStatus, TableTree
+    from presto_tui.runtime.session.events import RequestEvent, RequestKind
+
+    def spelled(docs):  # the statuses of every table row and the kinds of every request line
+        return ({row[2] for d in docs if d["type"] == "round" for row in d["tree"].get("table", [])},
+                {d["kind"] for d in docs if d["type"] == "request"})
+
+    path = Path(__file__).parent / "data" / "stream.jsonl"
+    written = spelled([orjson.loads(line) for line in path.read_bytes().splitlines()
+                       if b'"type":"round"' in line or b'"type":"request"' in line])
+    assert {"expanded", "live"} <= written[0] and written[1] == {"issued", "finished", "aborted"}
+    events = [e for s in read_trace(path).sessions for e in s.events if isinstance(e, (RoundDone, RequestEvent))]
+    statuses = [r.status for e in events if isinstance(e, RoundDone) and isinstance(e.tree, TableTree)
+                for r in e.tree.table.values()]
+    kinds = [e.kind for e in events if isinstance(e, RequestEvent)]
+    assert {type(x) for x in statuses} == {NodeStatus} and {type(x) for x in kinds} == {RequestKind}
+    assert spelled([orjson.loads(orjson.dumps(encode(e))) for e in events]) == written
+
+
 def write_lines(path, lines, end="\n"):
     data = ("\n".join(lines) + end).encode() if isinstance(lines[0], str) else b"\n".join(lines) + end.encode()
     path.write_bytes(data)

@@ -168,7 +168,7 @@ def test_deferred_predictive_decision_carries_its_inputs_into_the_next_round():
     test_rounds.py)."""
     from presto_tui.runtime.core.randomness import node_inputs
     from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
-    from presto_tui.runtime.prefetch.tree import DEFERRED
+    from presto_tui.runtime.prefetch.tree import NodeStatus
 
     params = SamplerParams(prefetch="predictive", inputs="node", budget=6, max_new_tokens=24, steps=80)
     b = small_backend()
@@ -179,7 +179,7 @@ def test_deferred_predictive_decision_carries_its_inputs_into_the_next_round():
     checked = 0
     while chain.k < params.steps:
         after, tree = kernel.step(b, chain)
-        if tree.stop_reason == DEFERRED and after.k < params.steps:
+        if tree.stop_reason == NodeStatus.DEFERRED and after.k < params.steps:
             dec = tree.decisions[tree.table[tree.stop_node].decision]
             assert after.carried is not None
             _, nxt = kernel.step(b, after)

@@ -53,7 +53,7 @@ def replay(
 def replay_checked(traces: list[Path], compare: str | None):
     """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
     loaded = o.load_traces(_distinct_files(traces))
-    from presto_tui.views.baseline_state import is_baseline
+    from presto_tui.views.state.baseline import is_baseline
 
     if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
         raise InputError(f"{traces[0]}: the trace holds no rounds and no baseline session to replay"

@@ -49,16 +49,11 @@ from presto_tui.runtime.core.mh import EPS_CLASSES, Score
 from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
-    ABORTED,
-    DEFERRED,
-    EXPANDED,
-    LEAF,
-    LIVE,
     ROOT,
-    UNREACHABLE,
     DecisionRec,
     LevelTree,
     NodeRec,
+    NodeStatus,
     RequestRec,
     RoundTree,
     Step,
@@ -72,6 +67,7 @@ from presto_tui.runtime.session.events import (
     Event,
     ModelCall,
     RequestEvent,
+    RequestKind,
     RoundDone,
     Sample,
     SessionEnd,
@@ -84,8 +80,9 @@ from presto_tui.runtime.session.events import (
 SCHEMA_VERSION = "1.2"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
-STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE, LIVE, ABORTED)
-STOP_REASONS = (LEAF, DEFERRED, "cap", "accepted", "length")
+REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
+STATUSES = tuple(NodeStatus)  # the values a table row's status may take (the enum's values are what traces hold)
+STOP_REASONS = (NodeStatus.LEAF, NodeStatus.DEFERRED, "cap", "accepted", "length")
 MAX_TOKEN_ID = 2**31 - 1
 MAX_TEXT = 1 << 20  # a string field longer than this is not something presto-tui wrote
 MAX_COUNT = 2**53
@@ -363,7 +360,7 @@ def decode(d: Any) -> Event:
                          _int(g("steps"), "steps", 1), tree, _finite(g("call_wall_s"), "call_wall_s", 0.0),
                          sampler_s, None if clock is None else _finite(clock, "clock", 0.0))
     if kind == "request":
-        return RequestEvent(_choice(g("kind"), "kind", ("issued", "finished", "aborted")), _int(g("block"), "block"),
+        return RequestEvent(RequestKind(_choice(g("kind"), "kind", REQUEST_KINDS)), _int(g("block"), "block"),
                             _int(g("request"), "request"), _int(g("decision"), "decision"), _int(g("cut"), "cut"),
                             _int(g("size"), "size", 1), _int(g("tokens"), "tokens"), _finite(g("clock"), "clock", 0.0),
                             _int(g("live"), "live"),
@@ -514,10 +511,10 @@ def decode_tree(d: dict) -> RoundTree:
             v = _int(r[0], f"{at}[0]", 0, 2**62)
             parent, accept = (v - 1) // 2, v % 2 == 1
         _check(v not in table, f"{at}[0]", "repeats a node id")
-        rec = NodeRec(_int(r[1], f"{at}[1]", 0, 1 << 20), _choice(r[2], f"{at}[2]", STATUSES),
+        rec = NodeRec(_int(r[1], f"{at}[1]", 0, 1 << 20), NodeStatus(_choice(r[2], f"{at}[2]", STATUSES)),
                       _int(r[3], f"{at}[3]", ROOT, n_req - 1),
                       None if r[4] is None else _int(r[4], f"{at}[4]", 0, len(decisions) - 1), parent, accept)
-        _check(rec.status in (LEAF,) or rec.decision is not None, f"{at}[4]", "is missing the node's decision")
+        _check(rec.status == NodeStatus.LEAF or rec.decision is not None, f"{at}[4]", "is missing the node's decision")
         table[v] = rec
     steps = []
     for i, r in enumerate(_list(g("steps"), "tree.steps")):

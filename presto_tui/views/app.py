@@ -16,15 +16,16 @@ from presto_tui.errors import InputError
 from presto_tui.logs.reader import Trace
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.safetext import visible
-from presto_tui.views.chat import ChatScreen, ChatWorker, engine_title
+from presto_tui.views.dialogs.help import HelpScreen
+from presto_tui.views.dialogs.quit import ConfirmQuitScreen
 from presto_tui.views.palette import theme_variables
-from presto_tui.views.replay import ReplayScreen
-from presto_tui.views.screens import ConfirmQuitScreen, HelpScreen
-from presto_tui.views.state import AppState
+from presto_tui.views.screens.chat import ChatScreen, ChatWorker, engine_title
+from presto_tui.views.screens.replay import ReplayScreen
+from presto_tui.views.state.reducer import AppState
 
 
 class PrestoApp(App):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["widgets/widgets.tcss", "dialogs/dialogs.tcss", "screens/screens.tcss"]  # relative to this file
     TITLE = "presto-tui"
     BINDINGS = [
         # ? and q in a text field type themselves (Input consumes printable keys): the footer

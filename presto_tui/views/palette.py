@@ -13,7 +13,8 @@ dark themes and a darker one for light themes (contrast of at least about
 foreground, so it never shifts a class colour's hue.
 
 `PrestoApp.get_theme_variable_defaults` publishes these as `$mh-*` CSS
-variables; widgets refer to them in their DEFAULT_CSS.
+variables; the style sheets (widgets/widgets.tcss, screens/screens.tcss, dialogs/dialogs.tcss)
+refer to them.
 """
 
 from __future__ import annotations

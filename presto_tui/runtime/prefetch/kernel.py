@@ -27,13 +27,10 @@ from presto_tui.runtime.core.randomness import DecisionInputs, decision_inputs, 
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.prefetch.rules import Plan, traversal_rule
 from presto_tui.runtime.prefetch.tree import (
-    DEFERRED,
-    EXPANDED,
-    LEAF,
     ROOT,
-    UNREACHABLE,
     LevelTree,
     NodeRec,
+    NodeStatus,
     Path,
     RequestRec,
     RoundTree,
@@ -131,9 +128,9 @@ class SequentialKernel(_Steps):
             rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=self.params.steps - chain.k,
             root=x, decisions=(dec,), requests=_request_recs(pending.plan, proposals),
             scores={(0, ROOT): sc}, steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
-            stop_reason="cap" if chain.k + 1 >= self.params.steps else LEAF, walked=(y,),
-            table={0: NodeRec(0, EXPANDED, ROOT, 0), 1: NodeRec(1, LEAF, request, None, 0, True),
-                   2: NodeRec(1, LEAF, ROOT, None, 0, False)},
+            stop_reason="cap" if chain.k + 1 >= self.params.steps else NodeStatus.LEAF, walked=(y,),
+            table={0: NodeRec(0, NodeStatus.EXPANDED, ROOT, 0), 1: NodeRec(1, NodeStatus.LEAF, request, None, 0, True),
+                   2: NodeRec(1, NodeStatus.LEAF, ROOT, None, 0, False)},
         )
         return replace(chain, state=y, k=chain.k + 1, round=chain.round + 1), tree
 
@@ -214,7 +211,7 @@ class RoundKernel(_Steps):
             tree = replace(tree, table=table, scores=scores)
         tree = walk(tree, score_at)
         carried = None
-        if tree.stop_reason == DEFERRED and isinstance(tree, TableTree):
+        if tree.stop_reason == NodeStatus.DEFERRED and isinstance(tree, TableTree):
             carried = tree.decisions[tree.table[tree.stop_node].decision].inputs  # type: ignore[index]
         nxt = ChainState(tree.final_state, chain.block, chain.k + tree.transitions, chain.round + 1, carried)
         return nxt, tree
@@ -253,14 +250,14 @@ class RoundKernel(_Steps):
         for v in sorted(table):  # parents before children
             rec = table[v]
             pos = rec.decision
-            if rec.status not in (EXPANDED, UNREACHABLE) or pos is None:
+            if rec.status not in (NodeStatus.EXPANDED, NodeStatus.UNREACHABLE) or pos is None:
                 continue
             parent = table.get(rec.parent) if v else None
-            if rec.status == EXPANDED and parent is not None and parent.status != EXPANDED:
-                table[v] = rec = replace(rec, status=UNREACHABLE)
+            if rec.status == NodeStatus.EXPANDED and parent is not None and parent.status != NodeStatus.EXPANDED:
+                table[v] = rec = replace(rec, status=NodeStatus.UNREACHABLE)
             sc = score_at(tree, pos, tree.state_of(rec.src))
             if sc is None:
-                table[v] = replace(rec, status=DEFERRED)
+                table[v] = replace(rec, status=NodeStatus.DEFERRED)
                 continue
             scores[(pos, rec.src)] = sc
         return table, scores
@@ -284,7 +281,7 @@ def walk(tree: RoundTree, score_at: Callable[[RoundTree, int, SeqState], Score |
     scores = dict(tree.scores)
     state = tree.root
     path: Path = ()
-    stop = LEAF
+    stop: str = NodeStatus.LEAF  # or "cap"
     while True:
         view = tree.node_at(path)
         assert view is not None, "a rule records both children of every node it expands"
@@ -292,7 +289,7 @@ def walk(tree: RoundTree, score_at: Callable[[RoundTree, int, SeqState], Score |
         if len(steps) >= tree.depth_cap:
             stop = "cap"
             break
-        if view.status != EXPANDED:
+        if view.status != NodeStatus.EXPANDED:
             stop = view.status
             break
         assert view.pos is not None and view.decision is not None and view.score is not None
@@ -300,7 +297,7 @@ def walk(tree: RoundTree, score_at: Callable[[RoundTree, int, SeqState], Score |
         if state != tree.state_of(view.src):
             exact = score_at(tree, view.pos, state)
             if exact is None:
-                stop = DEFERRED
+                stop = NodeStatus.DEFERRED
                 break
             sc = scores[(view.pos, view.src)] = exact  # the path shows what the chain used
         accepted = accepts(view.decision.accept_u, sc)

@@ -29,16 +29,7 @@ from typing import ClassVar, Protocol
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
 from presto_tui.runtime.core.randomness import DecisionInputs
-from presto_tui.runtime.prefetch.tree import (
-    DEFERRED,
-    EXPANDED,
-    LEAF,
-    ROOT,
-    UNREACHABLE,
-    DecisionRec,
-    NodeRec,
-    RoundTree,
-)
+from presto_tui.runtime.prefetch.tree import ROOT, DecisionRec, NodeRec, NodeStatus, RoundTree
 from presto_tui.runtime.samplers.families import SamplerFamily
 
 CutOf = Callable[[DecisionInputs], int]
@@ -115,7 +106,7 @@ def plan_bfs(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: 
         parent, accept, key, depth, src, cut_index, unreachable = queue.popleft()
         v = len(plan.table)  # ids in BFS order
         if plan.n_requests + cost > budget or depth >= depth_cap:
-            plan.table[v] = NodeRec(depth, LEAF, src, None, parent, accept)
+            plan.table[v] = NodeRec(depth, NodeStatus.LEAF, src, None, parent, accept)
             continue
         inp = inputs_at(key)
         cut = cut_of(inp)
@@ -123,12 +114,12 @@ def plan_bfs(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, budget: 
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                 issue=feasible, node=v)
         if feasible:
-            status = UNREACHABLE if unreachable else EXPANDED
+            status = NodeStatus.UNREACHABLE if unreachable else NodeStatus.EXPANDED
             plan.table[v] = NodeRec(depth, status, src, pos, parent, accept)
             queue.append((v, True, 2 * key + 1, depth + 1, plan.request_of(pos), cut, unreachable))
             queue.append((v, False, 2 * key + 2, depth + 1, src, cut_index, unreachable))
         else:
-            plan.table[v] = NodeRec(depth, DEFERRED, src, pos, parent, accept)
+            plan.table[v] = NodeRec(depth, NodeStatus.DEFERRED, src, pos, parent, accept)
             queue.append((v, False, 2 * key + 2, depth + 1, src, cut_index, True))
     return plan
 
@@ -154,19 +145,19 @@ def plan_predictive(*, family: SamplerFamily, T: int, k0: int, depth_cap: int, b
         neg_reach, _, parent, accept, key, depth, src, cut_index, accepts = heapq.heappop(heap)
         v = len(plan.table)  # ids in the order popped
         if plan.n_requests + cost > budget or depth >= depth_cap:
-            plan.table[v] = NodeRec(depth, LEAF, src, None, parent, accept)
+            plan.table[v] = NodeRec(depth, NodeStatus.LEAF, src, None, parent, accept)
             continue
         inp = inputs_at(key)
         cut = cut_of(inp)
         if cut > cut_index:
             pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                     issue=False, node=v)
-            plan.table[v] = NodeRec(depth, DEFERRED, src, pos, parent, accept)
+            plan.table[v] = NodeRec(depth, NodeStatus.DEFERRED, src, pos, parent, accept)
             continue
         h = classifier.branch_prob(node_features(cut, cut_index, depth, accepts, T))
         pos = plan.add_decision(index=k0 + depth, depth=depth, cut=cut, inputs=inp,
                                 issue=True, h_pred=h, node=v)
-        plan.table[v] = NodeRec(depth, EXPANDED, src, pos, parent, accept)
+        plan.table[v] = NodeRec(depth, NodeStatus.EXPANDED, src, pos, parent, accept)
         reach = -neg_reach
         req = plan.request_of(pos)
         order += 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from typing import ClassVar
 
@@ -37,12 +38,18 @@ from presto_tui.runtime.core.types import Proposal, SeqState
 
 ROOT = -1  # state source of the round's root state
 
-EXPANDED = "expanded"  # its accept child's request was issued and is reachable
-DEFERRED = "deferred"  # its request was infeasible; the decision waits for a later round
-LEAF = "leaf"  # not expanded in this round (budget, depth cap)
-UNREACHABLE = "unreachable"  # issued, but below the reject child of a deferred node (BFS)
-LIVE = "live"  # streaming: its request was still decoding when the tree was recorded
-ABORTED = "aborted"  # streaming: its request was aborted (no reachable state needed it any more)
+
+
+class NodeStatus(StrEnum):
+    """What a round did at a node: the one spelling of node statuses, in the tree, the trace (whose
+    `table` rows hold the values) and the views.  A str, so a trace's strings read unchanged."""
+
+    EXPANDED = "expanded"  # its accept child's request was issued and is reachable
+    DEFERRED = "deferred"  # its request was infeasible; the decision waits for a later round
+    LEAF = "leaf"  # not expanded in this round (budget, depth cap)
+    UNREACHABLE = "unreachable"  # issued, but below the reject child of a deferred node (BFS)
+    LIVE = "live"  # streaming: its request was still decoding when the tree was recorded
+    ABORTED = "aborted"  # streaming: its request was aborted (no reachable state needed it any more)
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ class NodeRec:
     """A node of the explicit layout."""
 
     depth: int
-    status: str
+    status: NodeStatus
     src: int
     decision: int | None  # position in RoundTree.decisions; None for untouched leaves
     parent: int = -1  # its parent's id (-1: the root)
@@ -107,7 +114,7 @@ class NodeView:
     id: int
     depth: int
     accept: bool | None  # it is its parent's accept child (None: the root)
-    status: str
+    status: NodeStatus
     src: int  # the state this node holds
     pos: int | None  # position of its decision in RoundTree.decisions
     decision: DecisionRec | None
@@ -141,7 +148,7 @@ class RoundTree:
     scores: dict[tuple[int, int], Score]  # (decision position, state source) -> score
     steps: tuple[Step, ...] = ()
     stop_node: int = 0
-    stop_reason: str = LEAF  # LEAF, DEFERRED or "cap" (block finished)
+    stop_reason: str = NodeStatus.LEAF  # LEAF or DEFERRED (a NodeStatus), or "cap" (block finished)
     # The chain's exact state after each step, as the walk built it (see kernel.walk); empty
     # for trees read from a trace, whose states are rebuilt from their sources (same tokens).
     walked: tuple[SeqState, ...] = ()
@@ -283,7 +290,7 @@ class TableTree(RoundTree):
         dec = sc = None
         if rec.decision is not None:
             dec = self.decisions[rec.decision]
-            if rec.status in (EXPANDED, UNREACHABLE):
+            if rec.status in (NodeStatus.EXPANDED, NodeStatus.UNREACHABLE):
                 sc = self.scores.get((rec.decision, rec.src))
         return NodeView(i, rec.depth, path[-1] if path else None, rec.status, rec.src, rec.decision, dec, sc,
                         reach, rounded, i in self.path_nodes)
@@ -294,7 +301,7 @@ class TableTree(RoundTree):
         for accept in path:
             rec = self.table[node]
             sc = (self.scores.get((rec.decision, rec.src))
-                  if rec.status == EXPANDED and rec.decision is not None else None)
+                  if rec.status == NodeStatus.EXPANDED and rec.decision is not None else None)
             if sc is None:
                 return 0.0, False
             reach, rounded = _follow(reach, rounded, sc, accept)
@@ -306,7 +313,8 @@ class TableTree(RoundTree):
 
     def scored_nodes(self) -> Iterator[tuple[int, int, int, int]]:
         for v, rec in self.table.items():
-            if rec.status == EXPANDED and rec.decision is not None and (rec.decision, rec.src) in self.scores:
+            if (rec.status == NodeStatus.EXPANDED and rec.decision is not None
+                    and (rec.decision, rec.src) in self.scores):
                 yield rec.decision, rec.src, rec.depth, sum(self.path_of(v) or ())
 
 
@@ -342,18 +350,18 @@ class LevelTree(RoundTree):
             paths.append(path)
         return ids[path]
 
-    def _level_status(self, depth: int, src: int) -> tuple[str, int | None]:
+    def _level_status(self, depth: int, src: int) -> tuple[NodeStatus, int | None]:
         if depth >= len(self.decisions):
-            return LEAF, None
-        return (EXPANDED if (depth, src) in self.scores else DEFERRED), depth
+            return NodeStatus.LEAF, None
+        return (NodeStatus.EXPANDED if (depth, src) in self.scores else NodeStatus.DEFERRED), depth
 
     def node_at(self, path: Path) -> NodeView | None:
         src, reach, rounded, unreachable = ROOT, 1.0, True, False
         for depth, accept in enumerate(path):
             status, pos = self._level_status(depth, src)
-            if status == LEAF or (status == DEFERRED and (accept or not self.quirk)):
+            if status == NodeStatus.LEAF or (status == NodeStatus.DEFERRED and (accept or not self.quirk)):
                 return None
-            if status == DEFERRED:
+            if status == NodeStatus.DEFERRED:
                 unreachable, reach, rounded = True, 0.0, False
                 continue
             assert pos is not None
@@ -362,9 +370,10 @@ class LevelTree(RoundTree):
                 src = self.decisions[pos].request  # type: ignore[assignment]
         depth = len(path)
         status, pos = self._level_status(depth, src)
-        if unreachable and status == EXPANDED:
-            status = UNREACHABLE
-        sc = self.scores.get((pos, src)) if pos is not None and status in (EXPANDED, UNREACHABLE) else None
+        if unreachable and status == NodeStatus.EXPANDED:
+            status = NodeStatus.UNREACHABLE
+        sc = (self.scores.get((pos, src))
+              if pos is not None and status in (NodeStatus.EXPANDED, NodeStatus.UNREACHABLE) else None)
         dec = self.decisions[pos] if pos is not None else None
         i = self.id_of(path)
         assert i is not None
@@ -383,11 +392,11 @@ class LevelTree(RoundTree):
                 assert src is not None
                 status, pos = self._level_status(depth, src)
                 n = 1
-                if status == EXPANDED:
+                if status == NodeStatus.EXPANDED:
                     assert pos is not None
                     req = self.decisions[pos].request
                     n += below[req] + below[src]  # type: ignore[index]
-                elif status == DEFERRED and self.quirk:
+                elif status == NodeStatus.DEFERRED and self.quirk:
                     n += below[src]
                 here[src] = n
             below = here

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from presto_tui.runtime.prefetch.tree import RoundTree
 
@@ -126,11 +127,20 @@ class Choice:
     confidence: float = math.nan
 
 
+class RequestKind(StrEnum):
+    """What happened to a streaming request group: the one spelling, in the event, the trace (whose
+    `request` lines hold the values) and the summary.  A str, so a trace's strings read unchanged."""
+
+    ISSUED = "issued"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+
+
 @dataclass(frozen=True)
 class RequestEvent:
     """Streaming: a request group (MultiTryMH: all candidates of a decision) issued, finished or aborted."""
 
-    kind: str  # "issued", "finished", "aborted"
+    kind: RequestKind
     block: int
     request: int  # session-unique id of the group
     decision: int

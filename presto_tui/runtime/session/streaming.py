@@ -12,7 +12,7 @@ from presto_tui.runtime.prefetch.stream import Epoch, Group, StreamBlock, specul
 from presto_tui.runtime.prefetch.stream.requests import RequestBook
 from presto_tui.runtime.session.cost import PRIOR_SLOPE
 from presto_tui.runtime.session.driver import EXTEND, Driver, GroupTag, Tag
-from presto_tui.runtime.session.events import DecisionWalked, Event, LiveTree, RequestEvent, RoundDone
+from presto_tui.runtime.session.events import DecisionWalked, Event, LiveTree, RequestEvent, RequestKind, RoundDone
 from presto_tui.runtime.session.metrics import transition
 
 
@@ -57,22 +57,22 @@ class StreamDriver(Driver):
     def on_submitted(self, tag: Tag, handle: int) -> None:
         assert isinstance(tag, GroupTag) and self.blk is not None
         if self.blk.issued(tag.group, tag.candidate, handle):
-            self._request_event("issued", tag.group, 0)
+            self._request_event(RequestKind.ISSUED, tag.group, 0)
 
     def on_delivered(self, tag: Tag, handle: int, proposal: Proposal) -> None:
         assert isinstance(tag, GroupTag)
         g = tag.group
         if self.blk is not None and self.blk.delivered(g, tag.candidate, proposal):
-            self._request_event("finished", g, sum(len(p.tokens) for p in g.proposals if p is not None))
+            self._request_event(RequestKind.FINISHED, g, sum(len(p.tokens) for p in g.proposals if p is not None))
         self._dirty = True
 
     def on_aborted(self, tag: Tag, handle: int, decoded: int) -> None:
         assert isinstance(tag, GroupTag)
         if self.blk is not None and self.blk.aborted(tag.group, tag.candidate, decoded):
-            self._request_event("aborted", tag.group, sum(tag.group.decoded))
+            self._request_event(RequestKind.ABORTED, tag.group, sum(tag.group.decoded))
         self._dirty = True
 
-    def _request_event(self, kind: str, g: Group, tokens: int) -> None:
+    def _request_event(self, kind: RequestKind, g: Group, tokens: int) -> None:
         blk = self.blk
         live = blk.book.live if blk is not None else 0
         purpose = "extend" if blk is not None and g.want.d >= blk.decisions.K else "propose"
@@ -109,7 +109,7 @@ class StreamDriver(Driver):
             self.aborted(h, self.engine.abort(h))
         for g in blk.book.groups.values():  # extensions that finished for a state the block did not end
             if g.want.d >= blk.decisions.K and g.finished and g is not ext:  # in: dropped, their tokens waste
-                self._request_event("aborted", g, sum(len(p.tokens) for p in g.proposals if p is not None))
+                self._request_event(RequestKind.ABORTED, g, sum(len(p.tokens) for p in g.proposals if p is not None))
         self.blk = None
         self.state = blk.state
         self.block += 1

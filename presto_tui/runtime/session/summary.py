@@ -48,6 +48,7 @@ from presto_tui.runtime.session.events import (
     Event,
     ModelCall,
     RequestEvent,
+    RequestKind,
     RoundDone,
     Sample,
     SessionEnd,
@@ -136,15 +137,15 @@ class SessionSummary:
         elif isinstance(ev, RequestEvent):
             self._live(ev.clock, ev.live)
             if ev.purpose == "extend":  # the next block's extension decoded ahead: counted by its call if
-                if ev.kind == "aborted":  # used; if the block ended elsewhere, its tokens were waste
+                if ev.kind == RequestKind.ABORTED:  # used; if the block ended elsewhere, its tokens were waste
                     self.tokens_generated += ev.tokens
                     self.proposal_tokens += ev.tokens
-            elif ev.kind == "issued":
+            elif ev.kind == RequestKind.ISSUED:
                 self.requests_issued += ev.size
             else:
                 self.tokens_generated += ev.tokens
                 self.proposal_tokens += ev.tokens
-                self.requests_aborted += ev.size if ev.kind == "aborted" else 0
+                self.requests_aborted += ev.size if ev.kind == RequestKind.ABORTED else 0
         elif isinstance(ev, DecisionWalked):
             if self.first_transition_s is None:
                 self.first_transition_s = ev.clock

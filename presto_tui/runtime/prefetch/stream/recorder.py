@@ -21,23 +21,13 @@ from presto_tui.runtime.prefetch.stream.decisions import Decisions
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook, RequestState
 from presto_tui.runtime.prefetch.stream.speculation import MIN_REACH
 from presto_tui.runtime.prefetch.stream.walker import Scorer, Walked
-from presto_tui.runtime.prefetch.tree import (
-    ABORTED,
-    EXPANDED,
-    LEAF,
-    LIVE,
-    ROOT,
-    DecisionRec,
-    NodeRec,
-    RequestRec,
-    Step,
-    TableTree,
-)
+from presto_tui.runtime.prefetch.tree import ROOT, DecisionRec, NodeRec, NodeStatus, RequestRec, Step, TableTree
 
 EPOCH_NODES = 400  # an epoch's recorded tree: at most this many nodes (the path always)
 EPOCH_DECISIONS = 256  # an epoch ends after this many decisions without an accept
 
-NODE_STATUS = {RequestState.FINISHED: EXPANDED, RequestState.LIVE: LIVE, RequestState.ABORTED: ABORTED}
+NODE_STATUS = {RequestState.FINISHED: NodeStatus.EXPANDED, RequestState.LIVE: NodeStatus.LIVE,
+               RequestState.ABORTED: NodeStatus.ABORTED}
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,7 @@ class EpochRecorder:
 
     def in_progress(self, progress: Callable[[Group, int], int]) -> TableTree:
         k0, root = self.epoch_start
-        return self.tree(Epoch(k0, root, list(self.epoch_walked), LEAF), progress)
+        return self.tree(Epoch(k0, root, list(self.epoch_walked), NodeStatus.LEAF), progress)
 
     def tree(self, epoch: Epoch, progress: Callable[[Group, int], int]) -> TableTree:
         """`progress(g, j)`: tokens candidate j of a live group has decoded so far."""
@@ -117,7 +107,7 @@ class EpochRecorder:
             want = self.decisions.want_at(n.d, n.state) if n.d < K else None
             g = self.book.get(want) if want is not None else None
             if want is None or g is None or g.state is RequestState.PLANNED:
-                table[v] = NodeRec(depth, LEAF, n.src, None, n.parent, n.accept)
+                table[v] = NodeRec(depth, NodeStatus.LEAF, n.src, None, n.parent, n.accept)
                 return None, ()
             inp = self.decisions.inputs(n.d)
             ids = request_ids(g, n.src)
@@ -127,7 +117,7 @@ class EpochRecorder:
             decisions.append(DecisionRec(n.d, depth, want.cut, inp.cut_u, inp.seed, inp.accept_u, ids[J], None, v,
                                          tuple(ids) if self.decisions.family.multiple else ()))
             table[v] = NodeRec(depth, status, n.src, pos, n.parent, n.accept)
-            if status != EXPANDED:
+            if status != NodeStatus.EXPANDED:
                 return None, ()
             on_walk = walked_at.get(n.d) if n.on_path else None
             sc = on_walk.score if on_walk is not None else self.scorer.score(g, n.state)[0]

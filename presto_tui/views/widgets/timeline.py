@@ -9,11 +9,6 @@ from textual.widget import Widget
 
 
 class Timeline(Widget):
-    DEFAULT_CSS = """
-    Timeline { height: 1; padding: 0 1; background: $boost; }
-    Timeline > .timeline--done { color: $accent; text-style: bold; }
-    Timeline > .timeline--todo { color: $text-muted; }
-    """
     COMPONENT_CLASSES = {"timeline--done", "timeline--todo"}
     HEAD = 2  # "▶ " before the bar
     TAIL = 34  # room for " 1234/1234  256 epochs/s  session 9 of 9" after it

@@ -1,7 +1,7 @@
-"""What the tree pane shows for a baseline session, and the words of its panels.
+"""What the tree pane shows for a baseline session.
 
-A baseline session has no rounds and no tree (`baseline_state`), so the round
-screen swaps the tree for one of two views:
+A baseline session has no rounds and no tree (`state/baseline.py`), so the round
+screen's baseline mode (`screens/baseline_mode.py`) puts one of two views in the tree's place:
 
 - `SampleTable` (best-of-N, low temperature): the samples ranked by the score
   the answer was chosen by, one row each: rank, index, score, sum of log p0, the
@@ -17,8 +17,8 @@ screen swaps the tree for one of two views:
 
 Both draw only what the events recorded, with the line API (thousands of
 samples or particles cost what the screen shows), and keep a fixed header (and
-the grid its footer) while the rows scroll.  The functions below word the
-title, the stats panel, the inspector and the answer pane for them.
+the grid its footer) while the rows scroll.  The words of the title, the stats panel, the
+inspector and the answer pane for them are in `state/baseline_text.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
@@ -37,10 +36,8 @@ from textual.widget import Widget
 from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.events import Sample
 from presto_tui.runtime.session.vocab import Pieces
-from presto_tui.views.baseline_state import BaselineRun
-from presto_tui.views.evolution import DiffStyles, clip, evolution_text
-from presto_tui.views.state import SessionView
-from presto_tui.views.widgets import TreeTitle
+from presto_tui.views.state.baseline import BaselineRun
+from presto_tui.views.state.evolution import clip
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -68,15 +65,6 @@ def first_words(tokens: Sequence[int], pieces: Pieces, eos_id: int | None, width
     return clip("".join(pieces(shown)).replace("\n", " ⏎ ").strip(), max(0, width - 1))
 
 
-class PaneTitle(TreeTitle):
-    """The tree's title, which also says where a baseline session's view is (no tree mode to show)."""
-
-    def show_parts(self, where: str, shown: Sequence[str], steady: bool = False) -> None:
-        self._parts = ([Text(p) for p in where.split(self.SEP)], [Text(p) for p in shown])
-        self._steady = steady
-        self._draw()
-
-
 class BaselineTable(Widget, can_focus=True):
     """Rows under a fixed header (and above a fixed footer) that scroll to keep the selected row
     in view; a column cursor where the rows have columns.  Subclasses draw the lines."""
@@ -85,17 +73,6 @@ class BaselineTable(Widget, can_focus=True):
         "baseline--header", "baseline--muted", "baseline--cursor", "baseline--chosen", "baseline--path",
         "baseline--bar", "baseline--resample", "baseline--dropped",
     }
-    DEFAULT_CSS = """
-    BaselineTable { background: $surface; height: 1fr; }
-    BaselineTable > .baseline--header { color: $text-muted; text-style: bold; }
-    BaselineTable > .baseline--muted { color: $text-muted; }
-    BaselineTable > .baseline--cursor { color: $mh-cursor; text-style: bold; }
-    BaselineTable > .baseline--chosen { color: $mh-accept; text-style: bold; }
-    BaselineTable > .baseline--path { background: $mh-path; }
-    BaselineTable > .baseline--bar { color: $mh-accept; }
-    BaselineTable > .baseline--resample { color: $mh-deferred; text-style: bold; }
-    BaselineTable > .baseline--dropped { color: $mh-reject; }
-    """
     BINDINGS = [
         Binding("up,k", "move(-1, 0)", "up", show=False),
         Binding("down,j", "move(1, 0)", "down", show=False),
@@ -385,161 +362,3 @@ class ParticleGrid(BaselineTable):
         # a cell's marks sit together, before its bar: "←j✗▎" (a gap after it, before the next cell)
         return [Segment(f"{lineage:>{self.digits + 1}}", self.s("muted") + band), Segment(mark, mark_style + band),
                 Segment(shown, cell_style + band), Segment(" ", band)]
-
-
-# -- the panels' words -------------------------------------------------------------------------
-
-def _p(session: SessionView, key: str, default: object = "?") -> object:
-    return session.params.get(key, default)
-
-
-def describe(session: SessionView) -> list[str]:
-    """The baseline with its own parameters, in parts, as the title and the stats panel name it."""
-    run = session.baseline
-    assert run is not None
-    tau = _p(session, "tau")
-    tau_s = f"tau {tau:g}" if isinstance(tau, (int, float)) else "tau ?"
-    if run.smc:
-        return [f"{run.display} P={_p(session, 'particles')}", f"blocks of {_p(session, 'smc_block')}",
-                f"ramp {_p(session, 'smc_ramp')}", tau_s]
-    if run.sampler == "bestofn":
-        return [f"{run.display} N={_p(session, 'samples')}", f"by {run.score_name}", tau_s]
-    return [run.display, tau_s]
-
-
-def total_blocks(session: SessionView) -> int | None:
-    n, b = _p(session, "max_new_tokens", None), _p(session, "smc_block", None)
-    return -(-n // b) if isinstance(n, int) and isinstance(b, int) and b > 0 else None
-
-
-def progress(session: SessionView) -> str:
-    """How far the session got: samples finished, or blocks grown."""
-    run = session.baseline
-    assert run is not None
-    if run.smc:
-        most = total_blocks(session)
-        particles = run.particles or _p(session, "particles")
-        # at most: every particle may stop at EOS before n
-        return f"block {len(run.steps)}{f' of at most {most}' if most else ''}, {particles} particles"
-    wanted = _p(session, "samples") if run.sampler == "bestofn" else 1
-    return f"{len(run.samples)}/{wanted} samples"
-
-
-def where(session: SessionView, index: int, sessions: int) -> str:
-    """The title: what the view shows and where it sits."""
-    run = session.baseline
-    assert run is not None
-    parts = [*describe(session), f"session {index + 1} of {sessions}", progress(session)]
-    if run.smc:
-        resamplings = sum(st.resampled for st in run.steps)
-        parts.append(f"{resamplings} resampling{'s' if resamplings != 1 else ''}")
-    return " · ".join(parts)
-
-
-def legend(session: SessionView) -> list[str]:
-    """What the view's marks mean (the title's last line)."""
-    run = session.baseline
-    assert run is not None
-    if run.smc:
-        return ["bar: weight share", "⟳ resampled", "←j from particle j", "✗ dropped", "∎ EOS", "★ answer"]
-    return ["★ answer", "best first", "end: EOS, or n reached"]
-
-
-def stats_text(session: SessionView, *, paused: bool = False, paused_style: Style | str = "",
-               heading: str = "", heading_style: Style | str = "", live: str = "") -> Text:
-    """The stats panel of a baseline session: time, tokens, samples or particles, resamplings,
-    the last ESS, and the answer's log-likelihood and confidence (eqs. 21-22)."""
-    run = session.baseline
-    assert run is not None
-    m = session.summary
-    t = Text()
-    if heading:
-        t.append(heading + "\n", style=heading_style)
-    if paused:
-        t.append(" ⏸ paused (p resumes) ", style=paused_style)
-    else:
-        t.append(m.status, style="bold")
-    t.append(f"  {', '.join(describe(session))}")
-    t.append(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
-    if run.smc:
-        t.append(f"\nparticles {run.particles or _p(session, 'particles')}  {progress(session).split(',')[0]}"
-                 f"  resamplings {m.resamplings}")
-        if m.last_ess is not None:
-            t.append(f"\nlast ESS {m.last_ess:.2f} of {run.particles}")
-    else:
-        t.append(f"\n{progress(session)}")
-    c = run.choice
-    if c is not None:
-        what = "particle" if run.smc else "sample"
-        t.append(f"\nanswer: {what} {c.index}, {clip(c.rule, 120)}")
-    if m.answer_loglik is not None and m.answer_confidence is not None:
-        t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
-    elif c is None:
-        t.append("\nno answer yet: it is chosen at the end", style="dim")
-    if m.error:
-        t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
-    if live:
-        t.append("\n" + live, style="italic")
-    return t
-
-
-def sample_text(run: BaselineRun, rank: int, sm: Sample, pieces: Pieces, eos_id: int | None,
-                styles: DiffStyles) -> Text:
-    """The inspector for a sample: its numbers and its whole text."""
-    t = Text()
-    t.append(f"sample #{sm.index}  rank {rank + 1} of {len(run.samples)}", style="bold")
-    if run.choice is not None and run.choice.index == sm.index:
-        t.append(f"  ★ the answer ({clip(run.choice.rule, 120)})")
-    t.append(f"\n{run.score_name} {run.score(sm):.3f} (the rank's score)")
-    t.append(f"\nsum log q_tau {sm.logq:.3f}  sum log p0 {sm.logp:.3f}")
-    t.append(f"\nlog-likelihood {sm.loglik:.3f} per token (eq. 21)  confidence {sm.confidence:.3f} (eq. 22)")
-    eos = eos_id is not None and eos_id in sm.tokens
-    t.append(f"\n{len(sm.tokens)} tokens, {'stopped at EOS' if eos else 'no EOS (stopped at n)'}; "
-             f"finished at {sm.clock:.2f} s of engine time\n")
-    t.append_text(evolution_text(None, cut_at_eos(list(sm.tokens), eos_id), pieces, styles=styles))
-    return t
-
-
-def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int | None, styles: DiffStyles) -> Text:
-    """The inspector for a particle after a block: its weight, the block's ESS, its lineage, and its
-    text up to that block (the block's own tokens marked)."""
-    t = Text()
-    if not 0 <= step < len(run.steps) or not 0 <= i < len(run.steps[step].tokens):
-        return Text("no particle here", style="dim")
-    st = run.steps[step]
-    P = len(st.tokens)
-    t.append(f"particle {i} after block {step + 1} of {len(run.steps)}", style="bold")
-    line = run.answer_line()
-    if line.get(step) == i:
-        t.append("  ★ on the answer's line" if step < len(run.steps) - 1 else "  ★ the answer")
-    share = run.shares(step)[i]
-    t.append(f"\nweight share {share:.4f}  log w {st.log_weights[i]:.3f}  (uniform: {1 / P:.4f})")
-    t.append(f"\nESS {st.ess:.2f} of {P}  exponent a(t) {st.exponent:.3g}  t {st.t} tokens")
-    if st.resampled:
-        n = run.copies(step)[i]
-        t.append(f"\nresampled after this block: {'dropped' if n == 0 else f'{n} cop' + ('y' if n == 1 else 'ies')}")
-    else:
-        t.append("\nno resampling after this block")
-    parent = run.parent(step, i)
-    if parent is not None and run.resampled_into(step):
-        t.append(f"\ndescends from particle {parent} of block {step} (resampled)")
-    grown = st.tokens[i]
-    eos = eos_id is not None and eos_id in grown
-    t.append(f"\nthis block: {len(grown)} tokens" + (", stopped at EOS" if eos else "")
-             + (" (it had stopped at EOS before)" if not grown else "") + "\n")
-    # the text up to this block, its own tokens marked (a reader's text: up to the first EOS)
-    before = cut_at_eos(list(run.tokens_at(step - 1, parent if parent is not None else i)), eos_id) if step else []
-    after = cut_at_eos(list(run.tokens_at(step, i)), eos_id)
-    t.append_text(evolution_text(before if before != after else None, after, pieces, styles=styles))
-    return t
-
-
-def answer_title(session: SessionView) -> str:
-    """The answer pane's title."""
-    run = session.baseline
-    assert run is not None
-    c = run.choice
-    if c is None:
-        return "no answer yet: a baseline answers at its end"
-    what = "particle" if run.smc else "sample"
-    return clip(f"the answer: {what} {c.index} ({c.rule})", 200)

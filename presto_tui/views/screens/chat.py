@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -30,11 +30,12 @@ from presto_tui.runtime.session.events import (
     SessionStart,
 )
 from presto_tui.safetext import visible
-from presto_tui.views import baseline_view as bv
-from presto_tui.views.round_screen import RoundScreen
-from presto_tui.views.screens import SettingsScreen
-from presto_tui.views.state import SessionView
-from presto_tui.views.widgets import StatsPanel
+from presto_tui.views.dialogs.settings import SettingsScreen
+from presto_tui.views.screens.round import RoundScreen
+from presto_tui.views.state import baseline_text as bt
+from presto_tui.views.state.reducer import SessionView
+from presto_tui.views.widgets.inputs import PromptInput
+from presto_tui.views.widgets.stats import StatsPanel
 
 
 class ChatWorker(Protocol):
@@ -58,33 +59,6 @@ class ChatWorker(Protocol):
 
 class FromWorker(Message):
     """The chat session emitted something on the worker thread: drain the inbox."""
-
-
-NEWLINE = "⏎"  # how a pasted line break shows in the one-line prompt; sent as a line break
-
-
-class PromptInput(Input):
-    """The prompt: one line on screen, but a pasted text keeps its line breaks (shown as ⏎).
-
-    Textual's Input keeps only a paste's first line, silently; a prompt pasted from an
-    editor would lose everything after it."""
-
-    def _on_paste(self, event: events.Paste) -> None:
-        lines = event.text.splitlines()
-        if len(lines) <= 1:
-            return  # Input's own handler (Textual calls every class's handler in the MRO)
-        event.prevent_default()  # not Input's handler too: it would paste the first line again
-        event.stop()
-        joined = NEWLINE.join(lines)
-        if self.selection.is_empty:
-            self.insert_text_at_cursor(joined)
-        else:
-            self.replace(joined, *self.selection)
-        self.notify(f"pasted {len(lines)} lines: line breaks show as {NEWLINE} and are kept", timeout=4)
-
-    @property
-    def prompt(self) -> str:
-        return self.value.replace(NEWLINE, "\n").strip()
 
 
 # fits an 80-column terminal; F1, not ?: a ? typed here is part of the prompt
@@ -248,7 +222,7 @@ class ChatScreen(RoundScreen):
         m = cur.summary
         status = "paused" if self.paused else m.status
         if cur.baseline is not None:
-            return f"live: session {len(self.state.sessions)}, {bv.progress(cur)}, {status}"
+            return f"live: session {len(self.state.sessions)}, {bt.progress(cur)}, {status}"
         return (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
                 f"{m.transitions}/{cur.total_steps} transitions, {status}")
 

@@ -23,28 +23,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.prefetch.tree import (
-    ABORTED,
-    DEFERRED,
-    EXPANDED,
-    LEAF,
-    LIVE,
-    UNREACHABLE,
-    NodeView,
-    RoundTree,
-)
+from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree
 
-SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", DEFERRED: "⏸", LEAF: "○", UNREACHABLE: "·", LIVE: "◌",
-           ABORTED: "⊘"}
+SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", NodeStatus.DEFERRED: "⏸", NodeStatus.LEAF: "○",
+           NodeStatus.UNREACHABLE: "·", NodeStatus.LIVE: "◌", NodeStatus.ABORTED: "⊘"}
 # (kind, short name): the one-line legend under the tree's title
-LEGEND = ((ACCEPT, "accept"), (REJECT, "reject"), (UNCERTAIN, "uncertain"), (DEFERRED, "deferred"), (LEAF, "leaf"),
-          ("path", "path"), (UNREACHABLE, "unreachable"), (LIVE, "decoding"), (ABORTED, "aborted"))
+LEGEND = ((ACCEPT, "accept"), (REJECT, "reject"), (UNCERTAIN, "uncertain"), (NodeStatus.DEFERRED, "deferred"),
+          (NodeStatus.LEAF, "leaf"), ("path", "path"), (NodeStatus.UNREACHABLE, "unreachable"),
+          (NodeStatus.LIVE, "decoding"), (NodeStatus.ABORTED, "aborted"))
 # (kind, symbol, meaning): the help screen's legend
 MEANINGS = (
     (ACCEPT, "certain accept (A >= 1 - eps)"), (REJECT, "certain reject (A <= eps)"),
-    (UNCERTAIN, "uncertain (eps < A < 1 - eps)"), (DEFERRED, "deferred: request infeasible this round"),
-    (LEAF, "leaf: not expanded this round"), (UNREACHABLE, "issued but unreachable"),
-    (LIVE, "decoding (streaming)"), (ABORTED, "aborted (streaming)"),
+    (UNCERTAIN, "uncertain (eps < A < 1 - eps)"), (NodeStatus.DEFERRED, "deferred: request infeasible this round"),
+    (NodeStatus.LEAF, "leaf: not expanded this round"), (NodeStatus.UNREACHABLE, "issued but unreachable"),
+    (NodeStatus.LIVE, "decoding (streaming)"), (NodeStatus.ABORTED, "aborted (streaming)"),
 )
 MAX_ROWS = 4000
 # `+` stops here.  Below a certain reject (A = 1 exactly) or a deferred node the reach is exactly
@@ -73,7 +65,7 @@ class Layout:
 
 
 def node_kind(v: NodeView) -> str:
-    return v.score.eps_class if v.status == EXPANDED and v.score is not None else v.status
+    return v.score.eps_class if v.status == NodeStatus.EXPANDED and v.score is not None else v.status
 
 
 def label(tree: RoundTree, v: NodeView) -> str:
@@ -81,12 +73,12 @@ def label(tree: RoundTree, v: NodeView) -> str:
     parts = [f"#{v.id}"]
     if d is not None:
         parts.append(f"k{d.index} c={d.cut}")
-    if v.score is not None and v.status == EXPANDED:
+    if v.score is not None and v.status == NodeStatus.EXPANDED:
         parts.append(f"A={v.score.accept_prob:.2f}")
-    elif v.status in (LIVE, ABORTED) and d is not None and d.request is not None:
+    elif v.status in (NodeStatus.LIVE, NodeStatus.ABORTED) and d is not None and d.request is not None:
         done = tree.requests[d.request].done or 0
-        parts.append(f"{'decoding' if v.status == LIVE else 'aborted at'} {done}/{tree.T - d.cut}")
-    elif v.status != EXPANDED:
+        parts.append(f"{'decoding' if v.status == NodeStatus.LIVE else 'aborted at'} {done}/{tree.T - d.cut}")
+    elif v.status != NodeStatus.EXPANDED:
         parts.append(v.status)
     return " ".join(parts)
 

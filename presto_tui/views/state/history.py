@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.session.events import Transition
 from presto_tui.runtime.session.metrics import first_difference
-from presto_tui.views.state import SessionView
+from presto_tui.views.state.reducer import SessionView
 
 
 @dataclass(frozen=True)

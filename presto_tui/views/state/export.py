@@ -6,7 +6,7 @@
   `logs.schema.decode` reads it back), with the session's prompt and parameters and the
   text of every token the round mentions;
 - the answer: the state's text up to its first EOS;
-- a session's chain history (views/history.py): JSON with every transition and every distinct
+- a session's chain history (history.py): JSON with every transition and every distinct
   state (its text too), or CSV, one file of transitions and one of states.  Numbers that are not
   finite are written as the trace writes them ("-inf"), so the JSON stays JSON.
 
@@ -29,9 +29,9 @@ from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.events import RoundDone
 from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.safetext import visible
-from presto_tui.views.history import ChainHistory
-from presto_tui.views.layout import Layout, tree_text
-from presto_tui.views.state import AppState, SessionView
+from presto_tui.views.state.history import ChainHistory
+from presto_tui.views.state.layout import Layout, tree_text
+from presto_tui.views.state.reducer import AppState, SessionView
 
 
 class ExportError(OutputError):
@@ -39,7 +39,7 @@ class ExportError(OutputError):
 
 
 def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str) -> str:
-    """`presto-<time>-s<session><r|e><round or epoch>-<kind>.<ext>` (`unit`: the session's, state.unit_name)."""
+    """`presto-<time>-s<session><r|e><round or epoch>-<kind>.<ext>` (`unit`: the session's, reducer.unit_name)."""
     where = f"-s{cursor[0] + 1}{unit[0]}{cursor[1] + 1}" if cursor else ""
     return f"presto-{time.strftime('%Y%m%d-%H%M%S')}{where}-{kind}.{ext}"
 

@@ -1,20 +1,24 @@
 """The round view both screens share: tree, stats, inspector and the chain's text.
 
-`RoundScreen` holds an `AppState` and a cursor (session, round) and draws the
-round under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
-trace's.  Drawing is one batched screen update per change.  Keys every round
-view has: rounds (`[` `]` Home End `g`), the tree's view (`f` `+` `-`), the
-session overview (`o`), the prompt's chains (`m`), search (`/` `n` `N`), export (`e`), and
-a researcher's screens (views/research.py: `c` compares two sessions, `t` splits a node's ratio
-by token, `H` shows the chain's history).
+`RoundScreen` holds an `AppState` and a cursor (session, round) and draws what
+is under the cursor; `ChatScreen` feeds it live events, `ReplayScreen` a
+trace's.  Drawing is one batched screen update per change.  What the tree pane
+shows is one of two parts the screen holds: the tree mode (`tree_mode.py`: a
+round's tree, its title, the selected node in the inspector) or, where the
+cursor is on a baseline session (no rounds, no tree: one place on the
+timeline), the baseline mode (`baseline_mode.py`: its samples or particles).
 
-A baseline session (no rounds, no tree) takes one place on the timeline; there
-the tree pane shows its samples or particles instead (`baseline_view`), and the
-stats, inspector and answer panes speak of them.
+Keys every round view has: rounds (`[` `]` Home End `g`), the tree's view (`f`
+`+` `-`), the session overview (`o`), the prompt's chains (`m`), search (`/`
+`n` `N`), export (`e`), and a researcher's screens, each opened with the data
+it shows: `c` compares two sessions (`compare.py`), `t` splits the selected
+node's ratio by token (`tokens.py`), `H` shows the session's chain history
+(`history.py`).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from rich.text import Text
@@ -22,38 +26,58 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.keys import format_key, key_to_character
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.prefetch.tree import RoundTree
 from presto_tui.runtime.session.events import RoundDone
-from presto_tui.views import baseline_view as bv
-from presto_tui.views import export, research
-from presto_tui.views.baseline_state import NO_ROUNDS
-from presto_tui.views.baseline_view import BaselineTable, PaneTitle, ParticleGrid, SampleTable
-from presto_tui.views.chains import ChainsScreen
-from presto_tui.views.evolution import DiffStyles, clip, evolution_text, span_note
-from presto_tui.views.layout import REACH_FLOOR, layout
-from presto_tui.views.overview import OverviewScreen
-from presto_tui.views.screens import ExportScreen, GoToScreen
-from presto_tui.views.search import QueryError, Search, parse
-from presto_tui.views.state import AppState, SessionView
-from presto_tui.views.widgets import Inspector, Legend, RoundTreeView, StatsPanel, TreeTitle
+from presto_tui.views.dialogs.export import ExportScreen
+from presto_tui.views.dialogs.goto import GoToScreen
+from presto_tui.views.screens.baseline_mode import BaselineMode
+from presto_tui.views.screens.chains import ChainsScreen
+from presto_tui.views.screens.compare import CompareScreen
+from presto_tui.views.screens.history import HistoryScreen
+from presto_tui.views.screens.overview import OverviewScreen
+from presto_tui.views.screens.tokens import TokenScreen
+from presto_tui.views.screens.tree_mode import TreeMode
+from presto_tui.views.state import baseline_text as bt
+from presto_tui.views.state import export
+from presto_tui.views.state.baseline import NO_ROUNDS
+from presto_tui.views.state.evolution import clip
+from presto_tui.views.state.reducer import AppState, SessionView
+from presto_tui.views.state.search import QueryError, Search, parse
+from presto_tui.views.state.tokens import token_split
+from presto_tui.views.widgets.baseline import BaselineTable
+from presto_tui.views.widgets.chain_text import ChainText
+from presto_tui.views.widgets.inputs import SearchBar
+from presto_tui.views.widgets.inspector import Inspector
+from presto_tui.views.widgets.stats import StatsPanel
+from presto_tui.views.widgets.titles import PaneTitle, TreeTitle
+from presto_tui.views.widgets.tree import RoundTreeView
 
 EXPORT_DIR = Path("exports")
 LEGEND_MIN_HEIGHT = 30  # below this many rows the legend gives its line to the tree (it is in the help)
 TITLE_3_LINES_MIN_HEIGHT = 24  # the tree's title folds to 3 lines at 80x24 (48 columns), to 2 below
 
 
-class SearchBar(Input):
-    """The search query; Enter searches, Escape closes (before the screen's Escape, which cancels)."""
+def typed(key: str) -> bool:
+    """Whether a key types a character into a text field (a printable key, no modifier but shift)."""
+    char = key_to_character(key) or format_key(key)  # ("plus" has no character, but shows as "+")
+    return len(char) == 1 and char.isascii() and char.isprintable()
 
-    BINDINGS = [Binding("escape", "close", "close search", show=False)]
 
-    def action_close(self) -> None:
-        self.screen.query_one("#search-row").display = False
-        self.screen.main_view.focus()  # type: ignore[attr-defined]
+@cache
+def typed_actions(screen: type[Screen]) -> frozenset[str]:
+    """The actions a screen binds to printable keys (its own and those it inherits): a focused text
+    field types those keys instead, so the actions are off (and out of the footer) meanwhile."""
+    out = set()
+    for klass in screen.__mro__:
+        for b in klass.__dict__.get("BINDINGS", ()):
+            keys, action = (b.key, b.action) if isinstance(b, Binding) else (b[0], b[1])
+            if any(typed(k.strip()) for k in keys.split(",")):
+                out.add(action.partition("(")[0])
+    return frozenset(out)
 
 
 class RoundScreen(Screen):
@@ -74,49 +98,31 @@ class RoundScreen(Screen):
         Binding("plus,equals_sign", "reach(0.1)", "more", show=False),
         Binding("minus", "reach(10)", "fewer", show=False),
     ]
-    # actions of printable keys, which a focused text field types instead: hidden from the footer then
-    LETTER_ACTIONS = {"overview", "chains", "search", "search_step", "goto", "export", "toggle_view", "reach",
-                      "round", "play", "speed", "pause", "focus_prompt", "compare", "tokens", "history"}
-    DEFAULT_CSS = """
-    RoundScreen > .output--removed { color: $mh-reject; text-style: strike; }
-    RoundScreen > .output--added { color: $mh-accept; text-style: bold underline; }
-    """
-    COMPONENT_CLASSES = {"output--removed", "output--added"}
 
     def __init__(self, state: AppState | None = None) -> None:
         super().__init__()
         self.state = state or AppState()
         self.cursor: tuple[int, int] | None = None  # (session, round) on screen
         self.follow = True  # jump to each new round as it arrives (chat)
-        self._inspected: tuple | None = None  # (round, node) the inspector shows
+        self.tree_mode = TreeMode()  # what the tree pane shows of a round
+        self.baseline_mode = BaselineMode()  # ... or of a baseline session, in the tree's place
         self.search: Search | None = None
         self.search_status = ""
         self.export_dir = EXPORT_DIR
         self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
-    def compose_round_view(self) -> ComposeResult:
+    def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield PaneTitle(id="tree-title")
                 yield Static(id="search-status")  # shown while a search is active
-                yield Legend(id="legend")
-                yield RoundTreeView(id="tree")
-                # a baseline session's view, in the tree's place (`show_baseline`)
-                for table in (SampleTable(id="samples"), ParticleGrid(id="particles")):
-                    table.display = False
-                    yield table
+                yield from self.tree_mode.compose()
+                yield from self.baseline_mode.compose()
             with VerticalScroll(id="right"):
                 yield StatsPanel(id="stats")
                 yield Inspector(id="inspector")
-        with VerticalScroll(id="output"):
-            yield Static(id="output-text")
-
-    def compose_bottom(self) -> ComposeResult:
-        yield from ()
-
-    def compose(self) -> ComposeResult:
-        yield from self.compose_round_view()
+        yield ChainText(id="output")
         yield from self.compose_bottom()
         with Horizontal(id="search-row") as row:
             row.display = False
@@ -125,8 +131,12 @@ class RoundScreen(Screen):
                                         "n/N step, escape closes, empty ends the search)", id="search", compact=True)
         yield Footer()
 
+    def compose_bottom(self) -> ComposeResult:
+        """What a screen puts under the chain's text: the chat's prompt, the replay's timeline."""
+        yield from ()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self.LETTER_ACTIONS and isinstance(self.focused, Input):
+        if isinstance(self.focused, Input) and action in typed_actions(type(self)):
             return False
         if action == "search_step":
             return self.search is not None  # n/N appear in the footer while a search is active
@@ -140,21 +150,18 @@ class RoundScreen(Screen):
             self.query_one("#tree-title").remove_class("-focus")
 
     def on_resize(self) -> None:
-        self.query_one("#legend").display = self.size.height >= LEGEND_MIN_HEIGHT and self.shown_baseline() is None
+        self.tree_mode.legend.display = self.size.height >= LEGEND_MIN_HEIGHT and self.shown_baseline() is None
         self.query_one("#tree-title", TreeTitle).max_lines = 3 if self.size.height >= TITLE_3_LINES_MIN_HEIGHT else 2
 
     # -- what is on screen -------------------------------------------------------
     @property
     def tree_view(self) -> RoundTreeView:
-        return self.query_one("#tree", RoundTreeView)
+        return self.tree_mode.view
 
     @property
     def main_view(self) -> RoundTreeView | BaselineTable:
         """The pane in the tree's place: the tree, or a baseline session's samples or particles."""
-        for table in self.query(BaselineTable):
-            if table.display:
-                return table
-        return self.tree_view
+        return self.baseline_mode.main or self.tree_mode.view
 
     def current_round(self) -> RoundDone | None:
         return self.state.round_at(self.cursor)
@@ -176,70 +183,65 @@ class RoundScreen(Screen):
             return self.state.current
         return self.state.sessions[self.cursor[0]]
 
+    def shown_tokens(self, session: SessionView) -> list[int]:
+        """The tokens the chain's text shows of `session`."""
+        return list(session.summary.tokens)
+
     def stats_upto(self) -> int | None:
         """Stats as of the round on screen (None: as of now)."""
         return None
 
+    def unit_at(self, cursor: tuple[int, int] | None) -> str:
+        return self.state.sessions[cursor[0]].unit if cursor else "round"
+
+    # -- drawing -----------------------------------------------------------------
     def draw_stats(self, session: SessionView | None) -> None:
         self.query_one("#stats", StatsPanel).show(session, self.stats_upto())
 
     def draw_baseline_stats(self, session: SessionView, **kwargs) -> None:
-        panel = self.query_one("#stats", StatsPanel)
-        panel.update(bv.stats_text(session, paused_style=panel.get_component_rich_style("stats--paused"),
-                                   heading_style=panel.get_component_rich_style("stats--heading"), **kwargs))
+        self.baseline_mode.draw_stats(self.query_one("#stats", StatsPanel), session, **kwargs)
 
     def redraw(self, keep_selection: bool = False) -> None:
         with self.app.batch_update():  # one screen update for the tree and every panel
-            if self.show_baseline():
+            baseline = self.shown_baseline()
+            self._show_mode(baseline)
+            if baseline is not None:
+                self.baseline_mode.draw(baseline, self.state.pieces)
                 self.draw_panels()
                 return
-            tv = self.tree_view
             tree, rd = self.shown_tree(), self.current_round()
             # search matches belong to the round under the cursor (not to a live epoch drawn instead)
             search, cursor = self.search, self.cursor
-            tv.marks = frozenset(search.matches(cursor)) if (
+            marks = frozenset(search.matches(cursor)) if (
                 search is not None and cursor is not None and rd is not None and tree is rd.tree) else frozenset()
-            tv.show(tree, keep_selection=keep_selection)
+            self.tree_mode.draw(tree, marks, keep_selection)
             self.draw_panels()
             self._draw_inspector()
 
-    def show_baseline(self) -> bool:
-        """Put the baseline view or the tree in the tree's place, whichever the cursor's session
-        needs; draw the baseline view.  True if it is a baseline's."""
-        session = self.shown_baseline()
-        run = session.baseline if session is not None else None
+    def _show_mode(self, baseline: SessionView | None) -> None:
+        """Put the baseline mode or the tree mode in the tree's place, whichever the cursor's session
+        needs; the focus stays in that place."""
         had_focus = isinstance(self.focused, (RoundTreeView, BaselineTable))
-        samples, particles = self.query_one("#samples", SampleTable), self.query_one("#particles", ParticleGrid)
-        for widget, shown in ((samples, run is not None and not run.smc), (particles, run is not None and run.smc),
-                              (self.tree_view, run is None),
-                              (self.query_one("#legend"), run is None and self.size.height >= LEGEND_MIN_HEIGHT)):
-            if widget.display != shown:  # (setting it at all lays the screen out again, at every frame)
-                widget.display = shown
+        self.baseline_mode.set_shown(baseline.baseline if baseline is not None else None)
+        self.tree_mode.set_shown(baseline is None, legend=self.size.height >= LEGEND_MIN_HEIGHT)
         if had_focus and self.focused is not self.main_view:
             self.main_view.focus()
-        if session is None or run is None:
-            return False
-        self._inspected = None  # the inspector shows the baseline's selection: a tree drawn next is new
-        table = particles if run.smc else samples
-        table.show(run, self.state.pieces, session.start.backend_info.get("eos_id"))
-        return True
 
     def draw_panels(self) -> None:
         session = self.shown_session()
         baseline = self.shown_baseline()
-        pane_title = self.query_one("#tree-title", PaneTitle)
+        title = self.query_one("#tree-title", PaneTitle)
         if baseline is not None:
             self.draw_baseline_stats(baseline)
-            pane_title.show_parts(self._where(), bv.legend(baseline), steady=self.title_steady())
+            self.baseline_mode.draw_title(title, self._where(), baseline, steady=self.title_steady())
         else:
             self.draw_stats(session)
-            pane_title.show(self._where(), self.tree_view, steady=self.title_steady())
+            self.tree_mode.draw_title(title, self._where(), steady=self.title_steady())
         status = self.query_one("#search-status", Static)
         status.display = bool(self.search_status)
         status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
-        text, title = self._output_text(session)
-        self.query_one("#output-text", Static).update(text)
-        self.query_one("#output").border_title = title  # what the marks mean, at no cost of a line
+        tokens = self.shown_tokens(session) if session is not None else []
+        self.query_one("#output", ChainText).show(session, tokens, self.current_round(), self.state.pieces)
 
     def title_steady(self) -> bool:
         """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
@@ -248,7 +250,7 @@ class RoundScreen(Screen):
     def _where(self) -> str:
         baseline = self.shown_baseline()
         if baseline is not None and self.cursor is not None:
-            return bv.where(baseline, self.cursor[0], len(self.state.sessions))
+            return bt.where(baseline, self.cursor[0], len(self.state.sessions))
         rd = self.current_round()
         if self.cursor is None or rd is None:
             return "no rounds yet"
@@ -260,37 +262,6 @@ class RoundScreen(Screen):
                 f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
 
-    def unit_at(self, cursor: tuple[int, int] | None) -> str:
-        return self.state.sessions[cursor[0]].unit if cursor else "round"
-
-    def shown_tokens(self, session: SessionView) -> list[int]:
-        return list(session.summary.tokens)
-
-    def _output_text(self, session: SessionView | None) -> tuple[Text, str]:
-        """The prompt and the chain's text, marking what the round on screen changed; and a title."""
-        if session is None:
-            return Text("the chain's current state appears here", style="dim"), ""
-        t = Text()
-        t.append("> " + clip(session.start.prompt.replace("\n", " ⏎ "), 300) + "\n", style="bold")
-        after = self.shown_tokens(session)
-        if session.baseline is not None:  # a sample stops at its EOS: no state beyond it to speak of
-            after = list(cut_at_eos(after, session.start.backend_info.get("eos_id")))
-        rd = self.current_round()
-        # mark what the round on screen changed, when the text shown is that round's result
-        before = rd.tree.root.tokens if rd is not None and tuple(after) == rd.tree.final_state.tokens else None
-        styles = DiffStyles(removed=self.get_component_rich_style("output--removed"),
-                            added=self.get_component_rich_style("output--added"))
-        t.append_text(evolution_text(before, after, self.state.pieces,
-                                     eos_id=session.start.backend_info.get("eos_id"), styles=styles))
-        if session.baseline is not None:
-            return t, bv.answer_title(session)
-        title = "the chain's current text"
-        if before is not None and rd is not None:
-            title = f"{session.unit} {rd.round + 1}: {span_note(before, after)}"
-            if tuple(before) != tuple(after):
-                title += " · struck: before it, underlined: after it"
-        return t, title
-
     def on_round_tree_view_node_selected(self, message: RoundTreeView.NodeSelected) -> None:
         self._draw_inspector()
 
@@ -298,35 +269,12 @@ class RoundScreen(Screen):
         self._draw_inspector()
 
     def _draw_inspector(self) -> None:
-        session = self.shown_baseline()
-        if session is not None:
-            self._draw_baseline_inspector(session)
-            return
-        tv = self.tree_view
-        tree = self.shown_tree()
-        shown = (id(tree), tv.selected)
-        if self._inspected == shown:
-            return  # already drawn (redraw draws at once; the message arrives after)
-        self._inspected = shown
-        node = tree.node(tv.selected) if tree else None
-        self.query_one("#inspector", Inspector).show(tree, node, self.state.pieces)
-
-    def _draw_baseline_inspector(self, session: SessionView) -> None:
         inspector = self.query_one("#inspector", Inspector)
-        run = session.baseline
-        assert run is not None
-        styles = DiffStyles(inspector.get_component_rich_style("inspector--removed"),
-                            inspector.get_component_rich_style("inspector--added"))
-        eos = session.start.backend_info.get("eos_id")
-        if run.smc:
-            grid = self.query_one("#particles", ParticleGrid)
-            text = (bv.cell_text(run, grid.col, grid.row, self.state.pieces, eos, styles) if run.steps
-                    else Text("no block finished yet", style="dim"))
+        baseline = self.shown_baseline()
+        if baseline is not None:
+            self.baseline_mode.inspect(inspector, baseline, self.state.pieces)
         else:
-            picked = self.query_one("#samples", SampleTable).selected_sample()
-            text = (bv.sample_text(run, *picked, self.state.pieces, eos, styles) if picked is not None
-                    else Text("no sample finished yet", style="dim"))
-        inspector.update(text)
+            self.tree_mode.inspect(inspector, self.shown_tree(), self.state.pieces)
 
     # -- navigation ----------------------------------------------------------------
     def action_round(self, step: int) -> None:
@@ -349,19 +297,14 @@ class RoundScreen(Screen):
             self.tree_view.select(node)
 
     def action_toggle_view(self) -> None:
-        tv = self.tree_view
-        tv.mode = "rounded" if tv.mode == "full" else "full"
-        tv.relayout()
+        self.tree_mode.toggle()
         self.draw_panels()
 
     def action_reach(self, factor: float) -> None:
-        """Show more (factor < 1) or fewer low-probability nodes; the title says the threshold."""
-        tv = self.tree_view
-        tv.min_reach = min(1.0, max(REACH_FLOOR, tv.min_reach * factor))
-        tv.relayout()
+        self.tree_mode.reach(factor)
         self.draw_panels()
 
-    # -- overview and go-to ------------------------------------------------------------
+    # -- the screens a round view opens: each gets the data it shows -----------------------
     def action_overview(self) -> None:
         if self.cursor is None:
             self.notify("no rounds yet: the overview needs a round", timeout=3)
@@ -408,15 +351,48 @@ class RoundScreen(Screen):
                                         [s.unit if s.baseline is None else "result" for s in self.state.sessions]),
                              done)
 
-    # -- a researcher's screens (views/research.py) -------------------------------------------
     def action_compare(self) -> None:
-        research.mark_or_compare(self)
+        """`c`: mark the session on screen; on another session, open the two side by side."""
+        session = self.shown_session()
+        if session is None:
+            self.notify("no session yet: c marks a session for comparison", timeout=3)
+            return
+        s, mark = self.state.index_of(session), self.compare_mark
+        if mark == s:
+            self.compare_mark = None
+            self.notify(f"session {s + 1} is no longer marked for comparison", timeout=3)
+        elif mark is None:
+            self.compare_mark = s
+            self.notify(f"session {s + 1} marked: press c on another session to compare them "
+                        "(g S:N goes to session S; c here again unmarks)", timeout=6)
+        else:
+            self.compare_mark = None
+            self.app.push_screen(CompareScreen(self.state, mark, s))
 
     def action_tokens(self) -> None:
-        research.open_tokens(self)
+        """`t`: the selected node's ratio per token."""
+        tree, session = self.shown_tree(), self.shown_session()
+        v = self.tree_mode.selected(tree)
+        split = token_split(tree, v, float(session.params["alpha"])) if (
+            tree is not None and v is not None and session is not None) else None
+        if split is None:
+            what = f"node #{v.id} is {v.status}" if v is not None else "no node is selected"
+            self.notify(f"t: the per-token view needs a scored node with its proposal ({what})", timeout=4)
+            return
+        where = ""
+        rd = self.current_round()
+        if self.cursor is not None and rd is not None and rd.tree is tree:  # not a live epoch still growing
+            s, r = self.cursor
+            where = f"session {s + 1} · {self.state.sessions[s].unit} {r + 1} · "
+        self.app.push_screen(TokenScreen(split, self.state.pieces, where))
 
     def action_history(self) -> None:
-        research.open_history(self)
+        """`H`: the whole chain of the session on screen."""
+        session = self.shown_session()
+        if session is None or not session.rounds:
+            self.notify("H: the chain's history needs a session with transitions", timeout=3)
+            return
+        self.app.push_screen(HistoryScreen(self.state, self.state.index_of(session), self.export_dir))
 
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
@@ -427,6 +403,11 @@ class RoundScreen(Screen):
         bar.value = ""
         self.query_one("#search-row").display = True
         bar.focus()
+
+    def action_close_search(self) -> None:
+        """Escape in the search bar: hide it, give the focus back to the pane in the tree's place."""
+        self.query_one("#search-row").display = False
+        self.main_view.focus()
 
     @on(Input.Submitted, "#search")
     def search_submitted(self, event: Input.Submitted) -> None:
@@ -491,9 +472,7 @@ class RoundScreen(Screen):
                     return
                 session = self.state.sessions[cursor[0]]
                 if kind == "text":
-                    tv = self.tree_view
-                    content = export.tree_as_text(session, cursor[0], rd,
-                                                  layout(rd.tree, tv.mode, tv.min_reach, tv.pinned))
+                    content = export.tree_as_text(session, cursor[0], rd, self.tree_mode.layout(rd.tree))
                     path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit), content)
                 else:
                     path = export.write(folder, export.file_name("tree", cursor, "json", session.unit),

@@ -84,7 +84,7 @@ class TokenSplit:
 
 
 def sampler_of(sc: Score) -> str:
-    """Which sampler's ratio a score holds (the inspector's own reading, widgets.ratio_terms)."""
+    """Which sampler's ratio a score holds (the inspector's own reading, state/ratio.py, ratio_terms)."""
     if sc.candidates:
         return "multitry"
     return "entropycut" if sc.log_cut_x or sc.log_cut_y else "powermh"

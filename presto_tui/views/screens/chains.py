@@ -29,8 +29,9 @@ from presto_tui.logs.chains import report_renderable
 from presto_tui.runtime.core.params import budget_text
 from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report
-from presto_tui.views.evolution import clip
-from presto_tui.views.state import AppState, SessionView
+from presto_tui.views.screens.drawing import thinned
+from presto_tui.views.state.evolution import clip
+from presto_tui.views.state.reducer import AppState, SessionView
 
 POLL_S = 0.25
 # Okabe and Ito's palette: hues that stay apart under red-green colour blindness
@@ -57,15 +58,6 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         Binding("enter", "open", "open its tree"),
         Binding("escape,m", "close", "back"),
     ]
-    DEFAULT_CSS = """
-    ChainsScreen { layout: vertical; overflow: hidden; }
-    #ch-info { height: 1; color: $text-muted; }
-    #ch-legend { height: 1; }
-    #ch-main { height: 2fr; min-height: 10; }
-    #ch-plot { width: 3fr; }
-    #ch-side { width: 2fr; min-width: 44; border-left: solid $primary 40%; padding: 0 1; }
-    #ch-text { height: 1fr; min-height: 3; max-height: 10; border-top: solid $primary 40%; padding: 0 1; }
-    """
 
     def __init__(self, state: AppState, session: int) -> None:
         super().__init__()
@@ -164,11 +156,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             if not xs:
                 continue
             longest = max(longest, len(xs))
-            # at most two points per column (braille resolution): the cost follows the plot's width
-            stride = max(1, -(-len(xs) // max(1, 2 * plot.size.width)))
-            keep = list(range(0, len(xs), stride))
-            if keep[-1] != len(xs) - 1:
-                keep.append(len(xs) - 1)
+            keep = thinned(len(xs), plot.size.width)  # the cost follows the plot's width
             plt.plot([xs[j] for j in keep], [ys[j] for j in keep], marker="braille",
                      color=colour_of(views[i].start.chain))
         plt.xlim(0.5, longest + 0.5)

@@ -6,10 +6,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
 
-from presto_tui.views.research import CompareScreen
-from presto_tui.views.round_screen import RoundScreen
-from presto_tui.views.state import AppState, SessionView
-from presto_tui.views.timeline import Timeline
+from presto_tui.views.screens.compare import CompareScreen
+from presto_tui.views.screens.round import RoundScreen
+from presto_tui.views.state.reducer import AppState, SessionView
+from presto_tui.views.widgets.timeline import Timeline
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)  # replay rounds per second
 FRAME_HZ = 10.0  # at most ten screen updates a second: faster speeds step several rounds per frame

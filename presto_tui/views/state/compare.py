@@ -17,8 +17,8 @@ from rich.text import Text
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.vocab import Pieces
-from presto_tui.views.evolution import PLAIN_DIFF, TEXT_BUDGET, DiffStyles, Writer, clip
-from presto_tui.views.state import SessionView
+from presto_tui.views.state.evolution import PLAIN_DIFF, TEXT_BUDGET, DiffStyles, Writer, clip
+from presto_tui.views.state.reducer import SessionView
 
 # the parameters in the order the settings list them, then anything else a trace holds
 PARAM_ORDER = tuple(f.name for f in fields(SamplerParams))

@@ -6,7 +6,7 @@ Live sessions (the chat worker) and replays (a trace) feed the same
 draw the same screens from the same data.
 
 The timeline runs over positions: an MH session has one per round (epoch), a
-baseline session (no rounds: its samples or particles, `baseline_state`) one
+baseline session (no rounds: its samples or particles, `baseline.py`) one
 for the whole session, so that replay and chat reach it like a round.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from presto_tui.runtime.prefetch.tree import ABORTED, LIVE, TableTree
+from presto_tui.runtime.prefetch.tree import NodeStatus, TableTree
 from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
-from presto_tui.views.baseline_state import BaselineRun
+from presto_tui.views.state.baseline import BaselineRun
 
 
 def unit_name(params: dict) -> str:
@@ -119,6 +119,10 @@ class AppState:
     def current_index(self) -> int:
         return self._current
 
+    def index_of(self, session: SessionView) -> int:
+        """The index of `session` (this very one: two sessions may hold equal events)."""
+        return next(i for i, s in enumerate(self.sessions) if s is session)
+
     def chains_of(self, index: int) -> list[int]:
         """The session indices of session `index`'s prompt's chains, in chain order (itself alone
         for a single chain)."""
@@ -177,7 +181,8 @@ def ended(rd: RoundDone) -> RoundDone:
     aborted, with what they had decoded ("aborted at 77/92"), not as "decoding 77/92" for ever.
     Earlier epochs stay as recorded: what was live in them went on after they closed."""
     tree = rd.tree
-    if not isinstance(tree, TableTree) or all(rec.status != LIVE for rec in tree.table.values()):
+    if not isinstance(tree, TableTree) or all(rec.status != NodeStatus.LIVE for rec in tree.table.values()):
         return rd
-    table = {i: replace(rec, status=ABORTED) if rec.status == LIVE else rec for i, rec in tree.table.items()}
+    table = {i: replace(rec, status=NodeStatus.ABORTED) if rec.status == NodeStatus.LIVE else rec
+             for i, rec in tree.table.items()}
     return replace(rd, tree=replace(tree, table=table))

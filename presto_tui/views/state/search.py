@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.prefetch.tree import NodeView, RoundTree, TableTree
 from presto_tui.runtime.session.vocab import Pieces
-from presto_tui.views.layout import MEANINGS, layout, node_kind
-from presto_tui.views.state import AppState
+from presto_tui.views.state.layout import MEANINGS, layout, node_kind
+from presto_tui.views.state.reducer import AppState
 
 KINDS = tuple(kind for kind, _ in MEANINGS)
 TEXT_LIMIT = 4096  # characters of a proposal searched (a hostile piece can be huge)

@@ -1,0 +1,137 @@
+"""The help: every key, in one place, and what the tree's symbols and colours mean."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Button, Static
+
+from presto_tui.views.dialogs.base import Dialog
+from presto_tui.views.state.layout import MEANINGS, symbol
+
+# (section, ((keys, what it does), ...)): the help screen, and the one place every key is taught
+KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Where keys go", (
+        ("tab", "next pane: prompt, tree, stats and inspector, the chain's text (shift+tab: back); the "
+                "focused pane is marked (the tree: its title turns into a band)"),
+        ("letters", "single-letter keys (o e / n g f p q [ ] + - ...) act on the tree and the other panes, "
+                    "never in a text field: in the prompt or the search they are typed"),
+        ("ctrl F1 esc", "work everywhere, the prompt included"),
+    )),
+    ("Tree (focus it with Tab or a click)", (
+        ("← / h", "parent"),
+        ("↑ / k", "accept child (drawn above)"),
+        ("↓ / j", "reject child (drawn below)"),
+        ("→ / l", "the child on the realized path"),
+        ("click", "select a node"),
+        ("f", "full prefetched tree / epsilon-rounded subtree"),
+        ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
+                  "(below a certain reject or a deferred node) show once the arrows reach them"),
+    )),
+    ("Baseline sessions (low temperature, best-of-N, PowerSMC: no rounds, no tree)", (
+        ("↑ ↓ / k j", "best-of-N: the next sample down or up the ranking; PowerSMC: the next particle"),
+        ("← → / h l", "PowerSMC: the block before or after (the inspector: that particle's text up to it)"),
+        ("pgup pgdn", "a page of samples or particles"),
+        ("[ / ]", "a baseline session is one place among the rounds: [ ] reach it and leave it"),
+    )),
+    ("Rounds (epochs in a streaming session)", (
+        ("[ / ]", "previous / next round"),
+        ("home / end", "first / latest round (end follows new rounds)"),
+        ("g", "go to round N of this session, or S:N (round N of session S)"),
+        ("o", "session overview: the whole chain, one column per round (or epoch)"),
+        ("m", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
+              "transitions, split R-hat, ESS and MCSE, and the answer they agree on"),
+    )),
+    ("Search", (
+        ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
+              "terms combine; an empty search ends it"),
+        ("n / N", "next / previous match (• marks matches in the tree)"),
+    )),
+    ("Export", (
+        ("e", "the screen as SVG, this round's tree as text or JSON, the answer to the clipboard "
+              "or to a file"),
+    )),
+    ("Compare, per token, history", (
+        ("c", "mark the session on screen; c on another session opens the two side by side: parameters "
+              "(≠ where they differ), acceptance curves, both answers and a diff of them (x swaps A and B)"),
+        ("t", "the selected node's ratio per token: the proposal's and the replaced state's tokens with log p0 "
+              "and log q, the running target and proposal terms, each position's share of log r (s sorts)"),
+        ("H", "the session's whole chain: log-target and log-likelihood over transitions, accepted ones "
+              "marked, the distinct states visited (e exports JSON or CSV)"),
+    )),
+    ("Chat", (
+        ("i", "back to the prompt (enter runs it; pasted line breaks show as ⏎ and are kept); the "
+              "prompt keeps the focus while its run goes on"),
+        ("p", "pause / resume"),
+        ("escape", "cancel (within one round), from the prompt too"),
+        ("ctrl+s", "sampler settings for the next prompt"),
+        ("ctrl+p", "command palette"),
+    )),
+    ("Replay", (
+        ("space", "play / pause"),
+        ("< / >", "slower / faster (up to 256 rounds or epochs a second)"),
+        ("timeline", "click or drag on it to seek"),
+    )),
+    ("Chains", (
+        ("← / →", "previous / next chain (the selected one is drawn on top)"),
+        ("enter", "open the selected chain's latest round"),
+        ("escape / m", "back to the tree"),
+    )),
+    ("Overview", (
+        ("← / →", "previous / next round or epoch; or click its column"),
+        ("enter", "open its tree (or click its column again)"),
+        ("[ / ]", "previous / next session"),
+        ("escape / o", "back to the tree"),
+    )),
+    ("Everywhere", (
+        ("? / F1", "this help"),
+        ("q / ctrl+q", "quit; with a prompt running, asks first (y quits and ends its session as cancelled); "
+                       "q types a q in a text field"),
+    )),
+)
+
+
+def help_text(styles: dict[str, Style]) -> Group:
+    """Keys as a two-column grid: a description wraps inside its own column, never mid-row."""
+    parts: list = []
+    for section, rows in KEYS:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, min_width=12, style="bold")
+        grid.add_column(ratio=1, overflow="fold")
+        for keys, what in rows:
+            grid.add_row(keys, what)
+        parts += [Text(section, style="bold underline"), grid, Text("")]
+    legend = Table.grid(padding=(0, 2))
+    legend.add_column(no_wrap=True, min_width=12)
+    legend.add_column(ratio=1, overflow="fold")
+    for kind, meaning in MEANINGS:
+        legend.add_row(Text(symbol(kind), style=styles.get(kind, Style())), meaning)
+    legend.add_row(Text("▶ band", style=styles.get("path", Style())), "the realized path (the walk of the round)")
+    legend.add_row("❯ bold", "the selected node")
+    parts += [Text("Symbols", style="bold underline"), legend,
+              Text("Colours: accept blue, reject vermillion, uncertain yellow, deferred purple (chosen to "
+                   "stay apart for red-green colour blindness; the symbols say the same).", style="dim")]
+    return Group(*parts)
+
+
+class HelpScreen(Dialog[None]):
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close")]
+    COMPONENT_CLASSES = {"help--accept", "help--reject", "help--uncertain", "help--deferred", "help--path"}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="help"):
+            with VerticalScroll(id="help-body"):
+                yield Static(id="help-text")
+            yield Button("Close", id="close", compact=True)
+
+    def on_mount(self) -> None:
+        styles = {c.split("--")[1]: self.get_component_rich_style(c) for c in self.COMPONENT_CLASSES}
+        self.query_one("#help-text", Static).update(help_text(styles))
+
+    def on_button_pressed(self, _event: Button.Pressed) -> None:
+        self.dismiss()
