@@ -45,7 +45,7 @@ EXPORTS = {
     "Session": "presto_tui.api.sampling",
     "Result": "presto_tui.api.sampling",
     "ChainResult": "presto_tui.api.sampling",
-    "ChainEvent": "presto_tui.api.sampling",
+    "SessionEvent": "presto_tui.api.sampling",
     "read_trace": "presto_tui.api.traces",
     "TraceData": "presto_tui.api.traces",
     "PrestoError": "presto_tui.errors",
@@ -57,10 +57,10 @@ EXPORTS = {
 SUBMODULES = ("engine", "params", "events", "sampling", "traces", "sessions", "diagnostics")
 
 __all__ = [
-    "API_VERSION", "BackendName", "ChainEvent", "ChainResult", "Engine", "EngineError", "EngineOptions", "Group",
-    "InputError", "InputMode", "OutputError", "Param", "ParamError", "Params", "PrefetchRule", "PrestoError",
-    "Result", "SPEC", "SamplerName", "Session", "TraceData", "TraceError", "diagnostics", "engine", "events",
-    "params", "read_trace", "sample", "sampling", "sessions", "stream", "traces",
+    "API_VERSION", "BackendName", "ChainResult", "Engine", "EngineError", "EngineOptions", "Group", "InputError",
+    "InputMode", "OutputError", "Param", "ParamError", "Params", "PrefetchRule", "PrestoError", "Result", "SPEC",
+    "SamplerName", "Session", "SessionEvent", "TraceData", "TraceError", "diagnostics", "engine", "events", "params",
+    "read_trace", "sample", "sampling", "sessions", "stream", "traces",
 ]
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         PrefetchRule,
         SamplerName,
     )
-    from presto_tui.api.sampling import ChainEvent, ChainResult, Result, Session, sample, stream
+    from presto_tui.api.sampling import ChainResult, Result, Session, SessionEvent, sample, stream
     from presto_tui.api.traces import TraceData, read_trace
     from presto_tui.errors import EngineError, InputError, OutputError, PrestoError, TraceError
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from presto_tui.runtime.core.mh import ACCEPT, EPS_CLASSES, REJECT, UNCERTAIN, Score
 from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eos, cut_at_stop
-from presto_tui.runtime.prefetch.tree import NodeView, RoundTree, TableTree
+from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree, TableTree
+from presto_tui.runtime.samplers.multitry import log_ratio_terms
+from presto_tui.runtime.session.baselines import normalised
 from presto_tui.runtime.session.events import (
     TRANSIENT,
     BlockStart,
@@ -23,6 +25,7 @@ from presto_tui.runtime.session.events import (
     LiveTree,
     ModelCall,
     RequestEvent,
+    RequestKind,
     RoundDone,
     Sample,
     SessionEnd,
@@ -37,9 +40,10 @@ from presto_tui.runtime.session.summary import SessionSummary, is_baseline, summ
 from presto_tui.runtime.session.vocab import Pieces, Vocab, event_token_ids
 
 __all__ = [
-    "ACCEPT", "EPS_CLASSES", "REJECT", "TRANSIENT", "UNCERTAIN", "BlockStart", "Choice", "DecisionWalked",
-    "EngineCost", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeView", "Pieces", "Proposal",
-    "Request", "RequestEvent", "RoundDone", "RoundTree", "Sample", "Score", "SeqState", "SessionEnd", "SessionError",
-    "SessionStart", "SessionSummary", "SmcStep", "TableTree", "Transition", "Vocab", "cut_at_eos", "cut_at_stop",
-    "event_token_ids", "first_difference", "is_baseline", "limits", "summarize",
+    "ACCEPT", "BlockStart", "Choice", "DecisionWalked", "EPS_CLASSES", "EngineCost", "Event", "InFlight", "Limits",
+    "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces", "Proposal", "REJECT", "Request", "RequestEvent",
+    "RequestKind", "RoundDone", "RoundTree", "Sample", "Score", "SeqState", "SessionEnd", "SessionError",
+    "SessionStart", "SessionSummary", "SmcStep", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab",
+    "cut_at_eos", "cut_at_stop", "event_token_ids", "first_difference", "is_baseline", "limits", "log_ratio_terms",
+    "normalised", "summarize",
 ]

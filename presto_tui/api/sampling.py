@@ -39,12 +39,12 @@ from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, S
 from presto_tui.runtime.session.loop import default_concurrency, display_text, run_chains
 from presto_tui.runtime.session.summary import SessionSummary
 
-__all__ = ["CONCURRENCY", "ChainEvent", "ChainResult", "Result", "Session", "sample", "stream"]
+__all__ = ["CONCURRENCY", "SessionEvent", "ChainResult", "Result", "Session", "sample", "stream"]
 
 CONCURRENCY = Limit(1, 256, integer=True)  # sessions at once on one engine
 
 
-class ChainEvent(NamedTuple):
+class SessionEvent(NamedTuple):
     """An event of session number `session` (from 0 in the run: prompt session // chains, chain
     session % chains)."""
 
@@ -172,7 +172,7 @@ def _open(trace: str | Path | bool | None, engine, params: SamplerParams, comman
 def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | dict | None = None, *,
            chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
            trace: Any = None, cancel: Callable[[], bool] | None = None,
-           transient: bool = False, command: str = "api") -> Iterator[ChainEvent]:
+           transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
     """Every (session index, event) of the prompts' sessions as they happen, in the order the engine
     loop emits them (a session's own events in order, sessions interleaved); session i is chain
     i % chains of prompt i // chains.  `trace`: a path, True for the default one, or an open
@@ -200,7 +200,7 @@ def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
         try:
             for i, ev in recorded(run_chains(runtime, drivers(), concurrency=at_once, cancel=cancel,
                                              transient=transient), writer):
-                yield ChainEvent(i, ev)
+                yield SessionEvent(i, ev)
         except (KeyboardInterrupt, GeneratorExit):
             if writer is not None:  # the trace keeps every finished session and round
                 writer.end_open_session("cancelled", lambda ids: display_text(runtime, ids))
@@ -312,10 +312,10 @@ class Session:
         self._thread = threading.Thread(target=work, name="presto-session", daemon=True)
         self._thread.start()
 
-    def __aiter__(self) -> AsyncIterator[ChainEvent]:
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
         return self._events()
 
-    async def _events(self) -> AsyncIterator[ChainEvent]:
+    async def _events(self) -> AsyncIterator[SessionEvent]:
         if self._exhausted:
             return
         self._start()
@@ -325,7 +325,7 @@ class Session:
             if item is _DONE:
                 self._exhausted = True
                 break
-            assert isinstance(item, ChainEvent)
+            assert isinstance(item, SessionEvent)
             self._collector.add(item.session, item.event)
             yield item
         if self._error is not None:

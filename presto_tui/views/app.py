@@ -12,9 +12,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
+from presto_tui.api.params import SamplerParams
 from presto_tui.errors import InputError
 from presto_tui.logs.reader import Trace
-from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.safetext import visible
 from presto_tui.views.dialogs.help import HelpScreen
 from presto_tui.views.dialogs.quit import ConfirmQuitScreen

@@ -147,6 +147,7 @@ def draw(weights: list[float], u: float) -> int:
 
 
 def normalised(log_w: list[float]) -> list[float]:
+    """Weights from their logs, summing to 1 (the largest taken out first, so none overflows)."""
     m = max(log_w)
     w = [math.exp(x - m) for x in log_w]
     s = math.fsum(w)

@@ -8,62 +8,38 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 
-from presto_tui.runtime.core.names import PrefetchRule, SamplerName
-from presto_tui.runtime.core.params import BON_RANKS, INPUT_MODES, PREFETCH_RULES, SAMPLERS, ParamError, SamplerParams
-from presto_tui.runtime.session.chains import CHAINS
+from presto_tui.api.params import (
+    SAMPLER_PARAMS,
+    BackendName,
+    Param,
+    ParamError,
+    PrefetchRule,
+    SamplerName,
+    SamplerParams,
+    budget_text,
+)
+from presto_tui.api.sessions import CHAINS
 from presto_tui.safetext import visible
 from presto_tui.views.dialogs.base import Dialog
 
-# (field, label): every SamplerParams field a person sets; an empty tau or block size takes its default
-FIELDS = [
-    ("sampler", "sampler (the choices: above)"),  # all six do not fit a label
-    ("prefetch", f"rule ({'/'.join(PREFETCH_RULES)})"),
-    ("inputs", f"inputs ({'/'.join(INPUT_MODES)})"),
-    ("alpha", "alpha"),
-    ("tau", "tau (empty: 1/alpha)"),
-    ("max_new_tokens", "new tokens n"),
-    ("block_size", "block size B (empty: n)"),
-    ("steps", "steps K per block"),
-    ("budget", "budget N"),
-    ("epsilon", "epsilon"),
-    ("seed", "seed"),
-    ("beta", "beta (EntropyCut)"),
-    ("cut_mix", "cut_mix (EntropyCut)"),
-    ("tries", "tries (MultiTryMH)"),
-    ("samples", "samples N (best-of-N)"),
-    ("bon_rank", f"rank by ({'/'.join(BON_RANKS)}) (best-of-N)"),
-    ("particles", "particles P (PowerSMC)"),
-    ("smc_block", "tokens per block (PowerSMC)"),
-    ("smc_ramp", "ramp: tokens to reach alpha (PowerSMC)"),
-]
-NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": int, "steps": int, "budget": int,
-           "epsilon": float, "seed": int, "beta": float, "cut_mix": float, "tries": int, "samples": int,
-           "particles": int, "smc_block": int, "smc_ramp": int}
-OPTIONAL = {"tau", "block_size"}
-# what applies to which sampler: an MH chain's own fields mean nothing to a baseline (no rounds, no
-# transitions), a baseline's own fields only to it; the rest (alpha, tau, n, seed) to every sampler
-CHAIN_ONLY = {"prefetch", "inputs", "block_size", "steps", "budget", "epsilon", "beta", "cut_mix", "tries"}
-BASELINE_OWN = {SamplerName.BESTOFN.value: {"samples", "bon_rank"},
-                SamplerName.POWERSMC.value: {"particles", "smc_block", "smc_ramp"}}
+# every sampler parameter a person sets, in the specification's order, labelled as it says
+FIELDS: tuple[Param, ...] = tuple(p for p in SAMPLER_PARAMS if p.settings)
 
 
-def applies(name: str, sampler: str) -> bool:
-    """Whether settings field `name` means anything to `sampler` (a known sampler's name)."""
-    baseline = not SamplerName.of(sampler).chain
-    if name in CHAIN_ONLY:
-        return not baseline
-    if any(name in own for own in BASELINE_OWN.values()):
-        return name in BASELINE_OWN.get(sampler, set())
-    return True
+def applies(p: Param, sampler: str, rule: str) -> bool:
+    """Whether field `p` means anything to a session of `sampler` under `rule` (the spec says)."""
+    chain = SamplerName.of(sampler).chain
+    return p.applies({"sampler": sampler, "prefetch": rule if chain else PrefetchRule.NONE.value})
 
 
 class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
     """Sampler settings, chains per prompt (and model) for the next prompt; validated before closing.
 
-    Only the fields that apply to the sampler typed show (`applies`): a baseline hides
-    the MH chain's (its prefetch rule, budget, K...) and shows its own; a field out of view
-    keeps its value, and a baseline is saved without a prefetch rule.  The fields scroll;
-    Save and Cancel stay at the bottom of the dialog, always in view."""
+    Every field is a sampler parameter of the specification (its label, its one validation path,
+    the message the command line gives).  Only the fields that apply to the sampler and rule typed
+    show (`applies`): a baseline hides the MH chain's (its prefetch rule, budget, K...) and shows
+    its own; a field out of view keeps its value, and a baseline is saved without a prefetch rule.
+    The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
@@ -77,30 +53,31 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
     def _shown(self, name: str) -> str:
         if name == "prefetch" and not SamplerName.of(self.params.sampler).chain:
             return SamplerParams().prefetch  # a baseline's "none" is forced, not chosen: a chain starts anew
-        if name == "tau":
-            return "" if self.params.tau is None else f"{self.params.tau:g}"
-        if name == "block_size":
-            return "" if self.params.block_size is None else str(self.params.block_size)
-        return str(getattr(self.params, name))
+        if name == "budget":
+            return budget_text(self.params.to_dict())  # as -N writes it: auto, a cap, fill:N
+        value = getattr(self.params, name)
+        if value is None:
+            return ""  # an optional one (tau, B): empty takes its default
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="settings"):
             yield Static(Text("Settings for the next prompt", style="bold"))
             yield Static("", id="settings-note")
             with VerticalScroll(id="settings-fields"):
-                for name, title in FIELDS:
-                    with Horizontal(classes="field", id=f"row-{name}") as row:
-                        row.display = applies(name, self.params.sampler)
-                        yield Label(title)
-                        yield Input(self._shown(name), id=f"f-{name}", compact=True)
+                for p in FIELDS:
+                    with Horizontal(classes="field", id=f"row-{p.name}") as row:
+                        row.display = applies(p, self.params.sampler, self.params.prefetch)
+                        yield Label(p.label)
+                        yield Input(self._shown(p.name), id=f"f-{p.name}", compact=True)
                 with Horizontal(classes="field"):
                     yield Label("chains M per prompt (at once)")
                     yield Input(str(self.chains), id="f-chains", compact=True)
                 with Horizontal(classes="field"):
                     yield Label("model (restarts the engine)")
-                    if self.backend == "synthetic":  # the synthetic backend is its own tiny model
-                        yield Input("", placeholder="none: the synthetic backend's own model", id="f-model",
-                                    compact=True, disabled=True)
+                    if self.builtin_model:  # the synthetic backend is its own tiny model
+                        yield Input("", placeholder=f"{self.backend}'s own", id="f-model", compact=True,
+                                    disabled=True)
                     else:
                         yield Input(self.model or "", placeholder="smollm2-135m (embedded)", id="f-model",
                                     compact=True)
@@ -109,16 +86,20 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
                 yield Button("Save", variant="primary", id="save", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
+    @property
+    def builtin_model(self) -> bool:
+        return self.backend in BackendName.names() and BackendName.of(self.backend).builtin_model
+
     def on_mount(self) -> None:
-        self.query_one(f"#f-{FIELDS[0][0]}", Input).focus()  # ctrl+s, then type: it goes into a field
+        self.query_one(f"#f-{FIELDS[0].name}", Input).focus()  # ctrl+s, then type: it goes into a field
         self._note(self.params.sampler)
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        sampler = event.value.strip()
-        if event.input.id != "f-sampler" or sampler not in SAMPLERS:
-            return  # a name half typed changes nothing yet
-        for name, _ in FIELDS:
-            self.query_one(f"#row-{name}").display = applies(name, sampler)
+        if event.input.id not in ("f-sampler", "f-prefetch"):
+            return
+        sampler, rule = self.sampler(), self.rule()
+        for p in FIELDS:
+            self.query_one(f"#row-{p.name}").display = applies(p, sampler, rule)
         self._note(sampler)
 
     def _note(self, sampler: str) -> None:
@@ -133,7 +114,12 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
     def sampler(self) -> str:
         """The sampler the dialog stands at (the one given, while the field names none)."""
         typed = self.query_one("#f-sampler", Input).value.strip()
-        return typed if typed in SAMPLERS else self.params.sampler
+        return typed if typed in SamplerName.names() else self.params.sampler
+
+    def rule(self) -> str:
+        """The rule the dialog stands at (the one given, while the field names none)."""
+        typed = self.query_one("#f-prefetch", Input).value.strip()
+        return typed if typed in PrefetchRule.names() else self.params.prefetch
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -149,27 +135,16 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
         self.save()
 
     def save(self) -> None:
-        changes: dict[str, object] = {}
-        sampler = self.sampler()
+        values: dict[str, object] = {}
+        sampler, rule = self.sampler(), self.rule()
         try:
-            for name, title in FIELDS:
-                if not applies(name, sampler):
+            for p in FIELDS:
+                if not applies(p, sampler, rule):
                     continue  # out of view: it keeps its value
-                raw = self.query_one(f"#f-{name}", Input).value.strip()
-                kind = NUMBERS.get(name)
-                if kind is None:
-                    changes[name] = raw
-                elif raw == "" and name in OPTIONAL:
-                    changes[name] = None
-                else:
-                    try:
-                        changes[name] = kind(raw)
-                    except ValueError:
-                        raise ParamError(f"{title.split(' (')[0]}: not {'an integer' if kind is int else 'a number'}: "
-                                         f"{visible(raw[:40], keep_newlines=False)!r}") from None
+                values.update(p.read(self.query_one(f"#f-{p.name}", Input).value))  # the one validation path
             if not SamplerName.of(sampler).chain:
-                changes["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule
-            params = self.params.with_(**changes).validate()
+                values["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule
+            params = self.params.with_(**values).validate()
             raw = self.query_one("#f-chains", Input).value.strip()
             try:
                 chains = int(raw)
@@ -180,4 +155,4 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
             self.query_one("#settings-error", Static).update(Text(str(e)))
             return
         model = self.query_one("#f-model", Input).value.strip() or None
-        self.dismiss((params, model if self.backend != "synthetic" else self.model, chains))
+        self.dismiss((params, self.model if self.builtin_model else model, chains))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces
 from presto_tui.views.state import baseline_text as bt
 from presto_tui.views.state.baseline import BaselineRun
 from presto_tui.views.state.evolution import DiffStyles

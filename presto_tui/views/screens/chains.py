@@ -25,10 +25,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual_plotext import PlotextPlot
 
+from presto_tui.api.diagnostics import ChainsReport, chains_report
+from presto_tui.api.events import cut_at_eos
+from presto_tui.api.params import budget_text
 from presto_tui.logs.chains import report_renderable
-from presto_tui.runtime.core.params import budget_text
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report
 from presto_tui.views.screens.drawing import thinned
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import AppState, SessionView

@@ -19,16 +19,9 @@ from textual.message import Message
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from presto_tui.runtime.core.params import PREFETCH_RULES, SamplerParams, budget_text
-from presto_tui.runtime.session.chat import ChainEvent, EngineReady, Notice, VocabUpdate
-from presto_tui.runtime.session.events import (
-    InFlight,
-    LiveTree,
-    RoundDone,
-    SessionEnd,
-    SessionError,
-    SessionStart,
-)
+from presto_tui.api.events import InFlight, LiveTree, RoundDone, SessionEnd, SessionError, SessionStart
+from presto_tui.api.params import BackendName, PrefetchRule, SamplerParams, budget_text
+from presto_tui.api.sessions import ChainEvent, EngineReady, Notice, VocabUpdate
 from presto_tui.safetext import visible
 from presto_tui.views.dialogs.settings import SettingsScreen
 from presto_tui.views.screens.round import RoundScreen
@@ -69,8 +62,8 @@ FRAME_S = 0.1  # at most ten screen updates a second, however fast events arrive
 def engine_title(backend: str, model: str | None) -> str:
     """The header's subtitle: the backend and the model it runs (the synthetic backend is its own model)."""
     shown = lambda s: visible(s, keep_newlines=False)
-    if backend == "synthetic":
-        return f"synthetic backend · {'model ' + shown(model) if model else 'its own tiny model'}"
+    if backend in BackendName.names() and BackendName.of(backend).builtin_model:
+        return f"{backend} backend · {'model ' + shown(model) if model else 'its own tiny model'}"
     return f"{shown(backend)} backend · model {shown(model or 'smollm2-135m')}"
 
 
@@ -319,7 +312,7 @@ class ChatScreen(RoundScreen):
 
     def system_commands(self):
         yield SystemCommand("Settings", "Sampler settings for the next prompt", self.action_settings)
-        for rule in PREFETCH_RULES:
+        for rule in PrefetchRule.names():
             yield SystemCommand(f"Prefetch rule: {rule}", "Use this rule from the next prompt",
                                 lambda r=rule: self.set_params(prefetch=r))
         for n in (8, 12, 20, 64):

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from presto_tui.runtime.core.types import cut_at_eos
+from presto_tui.api.events import cut_at_eos
 from presto_tui.views.dialogs.export import HistoryExportScreen
 from presto_tui.views.screens.drawing import number_cell, theme_colour, thinned
 from presto_tui.views.state import export

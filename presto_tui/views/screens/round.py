@@ -30,8 +30,7 @@ from textual.keys import format_key, key_to_character
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from presto_tui.runtime.prefetch.tree import RoundTree
-from presto_tui.runtime.session.events import RoundDone
+from presto_tui.api.events import RoundDone, RoundTree
 from presto_tui.views.dialogs.export import ExportScreen
 from presto_tui.views.dialogs.goto import GoToScreen
 from presto_tui.views.screens.baseline_mode import BaselineMode

@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces
 from presto_tui.safetext import visible
 from presto_tui.views.screens.drawing import number_cell
 from presto_tui.views.state.evolution import clip

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 
-from presto_tui.runtime.prefetch.tree import NodeView, RoundTree
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import NodeView, Pieces, RoundTree
 from presto_tui.views.state.layout import REACH_FLOOR, Layout, layout
 from presto_tui.views.widgets.inspector import Inspector
 from presto_tui.views.widgets.titles import Legend, PaneTitle

@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from presto_tui.runtime.core.names import SamplerName
-from presto_tui.runtime.session.baselines import normalised
-from presto_tui.runtime.session.events import Choice, Event, Sample, SmcStep
+from presto_tui.api.events import Choice, Event, Sample, SmcStep, normalised
+from presto_tui.api.params import SamplerName
 
 NO_ROUNDS = "no rounds: a baseline session"  # what the overview and search say of one
 

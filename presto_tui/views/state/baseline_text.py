@@ -6,9 +6,7 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.events import Sample
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces, Sample, cut_at_eos
 from presto_tui.views.state.baseline import BaselineRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 from presto_tui.views.state.reducer import SessionView

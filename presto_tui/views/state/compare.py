@@ -9,19 +9,18 @@ shared run once; the text is written with the answer-evolution's own writer
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 
-from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces, cut_at_eos
+from presto_tui.api.params import PARAMS, SAMPLER_PARAMS
 from presto_tui.views.state.evolution import PLAIN_DIFF, TEXT_BUDGET, DiffStyles, Writer, clip
 from presto_tui.views.state.reducer import SessionView
 
-# the parameters in the order the settings list them, then anything else a trace holds
-PARAM_ORDER = tuple(f.name for f in fields(SamplerParams))
+# the parameters in the specification's order, then anything else a trace holds
+PARAM_ORDER = tuple(p.name for p in SAMPLER_PARAMS)
 
 
 @dataclass(frozen=True)
@@ -41,22 +40,13 @@ def _shown(v: object) -> str:
     return f"{v:g}" if isinstance(v, float) else clip(str(v), 60)
 
 
-# parameters that only one sampler or rule reads (`--beta` changes nothing in a PowerMH chain)
-APPLIES: dict[str, Callable[[dict], bool]] = {
-    **dict.fromkeys(("beta", "cut_mix"), lambda p: p.get("sampler") == "entropycut"),
-    "tries": lambda p: p.get("sampler") == "multitry",
-    **dict.fromkeys(("samples", "bon_rank"), lambda p: p.get("sampler") == "bestofn"),
-    **dict.fromkeys(("particles", "smc_block", "smc_ramp"), lambda p: p.get("sampler") == "powersmc"),
-    **dict.fromkeys(("budget_policy", "speculate"), lambda p: p.get("prefetch") == "stream"),
-}
-
-
 def param_rows(a: SessionView, b: SessionView) -> list[ParamRow]:
     """Every parameter that either session's sampler and rule read (a missing one shows as -), then
     the backend, model and prompt."""
     keys = [k for k in PARAM_ORDER if k in a.params or k in b.params]
     keys += sorted((set(a.params) | set(b.params)) - set(keys))
-    keys = [k for k in keys if k not in APPLIES or APPLIES[k](a.params) or APPLIES[k](b.params)]
+    # only what either session's sampler and rule read (`--beta` changes nothing in a PowerMH chain)
+    keys = [k for k in keys if k not in PARAMS or PARAMS[k].applies(a.params) or PARAMS[k].applies(b.params)]
     rows = [ParamRow(k, _shown(a.params.get(k)), _shown(b.params.get(k))) for k in keys]
     for name, get in (("backend", lambda s: s.start.backend), ("model", lambda s: s.start.model),
                       ("prompt", lambda s: s.start.prompt.replace("\n", " ⏎ "))):

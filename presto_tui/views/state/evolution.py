@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces, cut_at_eos
 from presto_tui.safetext import visible
 
 TEXT_BUDGET = 4000  # characters of token text per pane: many screens' worth, cheap to lay out

@@ -23,11 +23,9 @@ import math
 import time
 from pathlib import Path
 
+from presto_tui.api.events import RoundDone, cut_at_eos, event_token_ids
 from presto_tui.errors import OutputError
 from presto_tui.logs.schema import encode
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.events import RoundDone
-from presto_tui.runtime.session.vocab import event_token_ids
 from presto_tui.safetext import visible
 from presto_tui.views.state.history import ChainHistory
 from presto_tui.views.state.layout import Layout, tree_text

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presto_tui.runtime.core.types import SeqState
-from presto_tui.runtime.session.events import Transition
-from presto_tui.runtime.session.metrics import first_difference
+from presto_tui.api.events import SeqState, Transition, first_difference
 from presto_tui.views.state.reducer import SessionView
 
 

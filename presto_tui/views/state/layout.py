@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree
+from presto_tui.api.events import ACCEPT, REJECT, UNCERTAIN, NodeStatus, NodeView, RoundTree
 
 SYMBOLS = {ACCEPT: "✓", REJECT: "✗", UNCERTAIN: "?", NodeStatus.DEFERRED: "⏸", NodeStatus.LEAF: "○",
            NodeStatus.UNREACHABLE: "·", NodeStatus.LIVE: "◌", NodeStatus.ABORTED: "⊘"}

@@ -7,8 +7,7 @@ import math
 
 from rich.text import Text
 
-from presto_tui.runtime.core.mh import Score
-from presto_tui.runtime.samplers.multitry import log_ratio_terms
+from presto_tui.api.events import Score, log_ratio_terms
 
 
 def ratio_terms(sc: Score) -> tuple[tuple[str, str, float], ...]:

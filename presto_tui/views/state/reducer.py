@@ -15,9 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from presto_tui.runtime.prefetch.tree import NodeStatus, TableTree
-from presto_tui.runtime.session.events import Event, ModelCall, RoundDone, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.api.events import (
+    Event,
+    ModelCall,
+    NodeStatus,
+    RoundDone,
+    SessionEnd,
+    SessionError,
+    SessionStart,
+    SessionSummary,
+    TableTree,
+)
 from presto_tui.views.state.baseline import BaselineRun
 
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.prefetch.tree import NodeView, RoundTree, TableTree
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import ACCEPT, REJECT, UNCERTAIN, NodeView, Pieces, RoundTree, TableTree
 from presto_tui.views.state.layout import MEANINGS, layout, node_kind
 from presto_tui.views.state.reducer import AppState
 

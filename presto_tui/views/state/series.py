@@ -24,8 +24,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from presto_tui.runtime.session.events import DecisionWalked, ModelCall, RoundDone
-from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.api.events import DecisionWalked, ModelCall, RoundDone, SessionSummary
 from presto_tui.views.state.reducer import SessionView
 
 WINDOWS = 10  # an epoch rate's window: about this fraction of the session's engine time, on a 1-2-5 scale

@@ -23,9 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from presto_tui.api.events import NodeView, RoundTree, Score
 from presto_tui.logs.schema import PER_TOKEN_DECIMALS
-from presto_tui.runtime.core.mh import Score
-from presto_tui.runtime.prefetch.tree import NodeView, RoundTree
 
 NOT_RECORDED = "per-token values not recorded in this trace"
 ROUNDING = 0.5 * 10.0 ** -PER_TOKEN_DECIMALS  # the most a recorded value is off from the engine's

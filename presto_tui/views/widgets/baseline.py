@@ -33,9 +33,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.events import Sample
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces, Sample, cut_at_eos
 from presto_tui.views.state.baseline import BaselineRun
 from presto_tui.views.state.evolution import clip
 

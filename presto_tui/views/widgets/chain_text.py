@@ -9,9 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from presto_tui.runtime.core.types import cut_at_eos
-from presto_tui.runtime.session.events import RoundDone
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import Pieces, RoundDone, cut_at_eos
 from presto_tui.views.state import baseline_text as bt
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text, span_note
 from presto_tui.views.state.reducer import SessionView

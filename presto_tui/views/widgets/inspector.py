@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree
-from presto_tui.runtime.session.vocab import Pieces
+from presto_tui.api.events import NodeStatus, NodeView, Pieces, RoundTree
 from presto_tui.views.state.evolution import PLAIN_DIFF, DiffStyles, Writer
 from presto_tui.views.state.layout import symbol
 from presto_tui.views.state.ratio import ratio_text

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.core.names import SamplerName
-from presto_tui.runtime.session.summary import SessionSummary
+from presto_tui.api.events import ACCEPT, REJECT, UNCERTAIN, SessionSummary
+from presto_tui.api.params import SamplerName
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import SessionView
 

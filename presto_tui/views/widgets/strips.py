@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
+from presto_tui.api.events import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.views.state.layout import symbol
 from presto_tui.views.state.series import ChainSeries, Column
 

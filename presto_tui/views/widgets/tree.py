@@ -16,10 +16,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from presto_tui.runtime.prefetch.tree import (
-    NodeView,
-    RoundTree,
-)
+from presto_tui.api.events import NodeView, RoundTree
 from presto_tui.views.state.layout import Layout, label, layout, symbol
 
 
