@@ -32,6 +32,8 @@ def chat(
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
+    sps_top_k: o.SpsTopK = None, sps_draws: o.SpsDraws = None, sps_rollouts: o.SpsRollouts = None,
+    sps_horizon: o.SpsHorizon = None, sps_chunk: o.SpsChunk = None, sps_jackknife: o.SpsJackknife = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,

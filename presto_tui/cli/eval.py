@@ -31,7 +31,8 @@ def eval_(
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
         help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
-        "SAMPLER (powermh, entropycut or multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
+        "sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, entropycut or "
+        "multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
         "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). Every other parameter comes "
         "from the flags below.")] = DEFAULT_METHODS,
     limit: Annotated[int | None, typer.Option(
@@ -57,7 +58,10 @@ def eval_(
     block_size: o.BlockSize = None, steps: o.BenchSteps = None, budget: o.Budget = None, epsilon: o.Epsilon = None,
     seed: o.Seed = None, beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
-    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None, classifier: o.Classifier = None,
+    smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
+    sps_top_k: o.SpsTopK = None, sps_draws: o.SpsDraws = None, sps_rollouts: o.SpsRollouts = None,
+    sps_horizon: o.SpsHorizon = None, sps_chunk: o.SpsChunk = None, sps_jackknife: o.SpsJackknife = None,
+    classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,

@@ -148,6 +148,26 @@ SmcBlock = Annotated[int | None, typer.Option(
 SmcRamp = Annotated[int | None, typer.Option(
     "--smc-ramp", rich_help_panel=SAMPLER, show_default=False,
     help=number_help("smc_ramp", "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)"))]
+SpsTopK = Annotated[int | None, typer.Option(
+    "--sps-top-k", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("sps_top_k", "SPS: candidate chunks per step K, the most likely distinct ones among the draws"))]
+SpsDraws = Annotated[int | None, typer.Option(
+    "--sps-draws", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("sps_draws", "SPS: chunks drawn from q_tau per step L, the candidates' pool",
+                     default="--sps-top-k"))]
+SpsRollouts = Annotated[int | None, typer.Option(
+    "--sps-rollouts", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("sps_rollouts", "SPS: rollouts per candidate M, its future's weight estimated from them"))]
+SpsHorizon = Annotated[int | None, typer.Option(
+    "--sps-horizon", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("sps_horizon", "SPS: tokens per rollout H; 0 rolls out to the end of the response"))]
+SpsChunk = Annotated[int | None, typer.Option(
+    "--sps-chunk", rich_help_panel=SAMPLER, show_default=False,
+    help=number_help("sps_chunk", "SPS: tokens per step B (1: token by token)"))]
+SpsJackknife = Annotated[bool | None, typer.Option(
+    "--sps-jackknife/--no-sps-jackknife", rich_help_panel=SAMPLER, show_default=False,
+    help="SPS: estimate each step's conditional with the jackknife (bias O(1/M^2)), or plug the rollouts' mean in "
+    "(bias O(1/M)) [default: the jackknife].")]
 # bench's sizes default to BENCH_SIZES
 BenchNewTokens = Annotated[int | None, typer.Option(
     "--max-new-tokens", "-n", rich_help_panel=SAMPLER, show_default=False,
@@ -224,7 +244,7 @@ JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="P
 
 SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
                  "epsilon", "seed", "beta", "cut_mix", "tries", "speculate", "samples", "particles", "smc_block",
-                 "smc_ramp")
+                 "smc_ramp", "sps_top_k", "sps_draws", "sps_rollouts", "sps_horizon", "sps_chunk", "sps_jackknife")
 ENGINE_FLAGS = ("model", "chat_template", "dtype", "max_model_len", "gpu_memory_utilization",
                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "enforce_eager",
                 "threads", "kv_cache_gib", "synthetic_cost")
@@ -240,8 +260,8 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
         if flags.get("max_new_tokens") is not None and flags.get("block_size") is None:
             values["block_size"] = None  # one block of the n the person chose
     # a name from the registry (an Enum member) is kept as its plain name
-    values.update({k: v.value if isinstance(v, Choice) else v for k in SAMPLER_FLAGS
-                   if (v := flags.get(k)) is not None})
+    values.update({k: v.value if isinstance(v, Choice) else int(v) if isinstance(v, bool) else v
+                   for k in SAMPLER_FLAGS if (v := flags.get(k)) is not None})  # (a switch is kept as 0 or 1)
     if flags.get("rank") is not None:
         values["bon_rank"] = flags["rank"]
     sampler = values.get("sampler")

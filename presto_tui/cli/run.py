@@ -29,6 +29,8 @@ def run(
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
+    sps_top_k: o.SpsTopK = None, sps_draws: o.SpsDraws = None, sps_rollouts: o.SpsRollouts = None,
+    sps_horizon: o.SpsHorizon = None, sps_chunk: o.SpsChunk = None, sps_jackknife: o.SpsJackknife = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     backend: o.Backend = None, model: o.Model = None, chat_template: o.ChatTemplate = True, dtype: o.Dtype = None,
     max_model_len: o.MaxModelLen = None, gpu_memory_utilization: o.GpuMem = None,
@@ -255,6 +257,8 @@ def print_summary(out, s, params, label: str = "") -> None:
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
         if s.smc_steps:
             rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
+        if s.sps_steps:
+            rows.append(("steps / rollouts", f"{s.sps_steps} / {s.rollouts}"))
         rows += [("chosen", s.choice)] + quality
     else:
         rows = mh_rows(s) + quality
@@ -271,6 +275,9 @@ def setting(params) -> str:
         return SamplerName.of(params.sampler).display + {
             "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
             "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
+            "sps": f", K={params.sps_top_k} of {params.draws} draws, M={params.sps_rollouts} rollouts"
+                   f"{f' of {params.sps_horizon}' if params.sps_horizon else ''}, chunks of {params.sps_chunk}"
+                   f"{'' if params.sps_jackknife else ', no jackknife'}",
         }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
     from presto_tui.runtime.core.params import budget_text

@@ -1,6 +1,6 @@
 """The methods `presto-tui lm-eval --methods` runs: `eval`'s method language, one parser for both.
 
-    METHOD := lowtemp | bon[:N] | smc[:P] | SAMPLER | SAMPLER+RULE[/INPUTS][:N]
+    METHOD := lowtemp | bon[:N] | smc[:P] | sps[:M] | SAMPLER | SAMPLER+RULE[/INPUTS][:N]
 
 (see `presto_tui.eval.methods`): a method is a SamplerParams over the command's own flags.
 """

@@ -51,7 +51,8 @@ SHARED = ("sampler", "alpha", "tau", "epsilon", "max_new_tokens", "block_size", 
           "budget")
 CHAIN_ONLY = ("epsilon", "block_size", "steps", "prefetch", "inputs", "budget")
 OWN = {"entropycut": ("beta", "cut_mix"), "multitry": ("tries",), "bestofn": ("samples", "bon_rank"),
-       "powersmc": ("particles", "smc_block", "smc_ramp")}
+       "powersmc": ("particles", "smc_block", "smc_ramp"),
+       "sps": ("sps_top_k", "sps_draws", "sps_rollouts", "sps_horizon", "sps_chunk", "sps_jackknife")}
 
 
 def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, Trace | None]]:
@@ -231,6 +232,9 @@ def _sampler(p: dict) -> str:
         return f"{name} N={p.get('samples')} {p.get('bon_rank')}"
     if name == "powersmc":
         return f"{name} P={p.get('particles')} B={p.get('smc_block')} R={p.get('smc_ramp')}"
+    if name == "sps":
+        return (f"{name} K={p.get('sps_top_k')} M={p.get('sps_rollouts')} H={p.get('sps_horizon') or 'end'} "
+                f"B={p.get('sps_chunk')}{'' if p.get('sps_jackknife', 1) else ' plain'}")
     return name
 
 
@@ -283,9 +287,11 @@ RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
 
 
 def _drawn(r: dict) -> str:
-    """Samples finished, or particles x blocks grown."""
+    """Samples finished, particles x blocks grown, or SPS's rollouts over its steps."""
     if r.get("smc_steps"):
         return f"{r['params'].get('particles')}x{r['smc_steps']}"
+    if r.get("sps_steps"):
+        return f"{r.get('rollouts', 0)}/{r['sps_steps']}"
     return str(r.get("samples", 0))
 
 

@@ -38,7 +38,8 @@ Emit = Callable[[object], None]
 CONNECT_S, READ_S = 10.0, 60.0  # the event stream sends a keep-alive line every 15 s: 60 s of silence is a loss
 # the sampler's fields a prompt sends: SamplerParams' own names, as the CLI's flags name them
 SENT = ("sampler", "prefetch", "inputs", "alpha", "tau", "block_size", "steps", "epsilon", "seed", "beta", "cut_mix",
-        "tries", "speculate", "samples", "particles", "smc_block", "smc_ramp")
+        "tries", "speculate", "samples", "particles", "smc_block", "smc_ramp", "sps_top_k", "sps_draws", "sps_rollouts",
+        "sps_horizon", "sps_chunk", "sps_jackknife")
 
 def check_url(url: str) -> str:
     """The server's base URL (scheme, host, port), or one line saying what is wrong with it."""

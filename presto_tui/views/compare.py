@@ -47,6 +47,8 @@ APPLIES: dict[str, Callable[[dict], bool]] = {
     "tries": lambda p: p.get("sampler") == "multitry",
     **dict.fromkeys(("samples", "bon_rank"), lambda p: p.get("sampler") == "bestofn"),
     **dict.fromkeys(("particles", "smc_block", "smc_ramp"), lambda p: p.get("sampler") == "powersmc"),
+    **dict.fromkeys(("sps_top_k", "sps_draws", "sps_rollouts", "sps_horizon", "sps_chunk", "sps_jackknife"),
+                    lambda p: p.get("sampler") == "sps"),
     **dict.fromkeys(("budget_policy", "speculate"), lambda p: p.get("prefetch") == "stream"),
 }
 

@@ -182,16 +182,25 @@ FIELDS = [
     ("particles", "particles P (PowerSMC)"),
     ("smc_block", "tokens per block (PowerSMC)"),
     ("smc_ramp", "ramp: tokens to reach alpha (PowerSMC)"),
+    ("sps_top_k", "candidates K per step (SPS)"),
+    ("sps_draws", "draws L per step (SPS; empty: K)"),
+    ("sps_rollouts", "rollouts M per candidate (SPS)"),
+    ("sps_horizon", "rollout horizon H (SPS; 0: to the end)"),
+    ("sps_chunk", "tokens per step (SPS)"),
+    ("sps_jackknife", "jackknife 1 or plain 0 (SPS)"),
 ]
 NUMBERS = {"alpha": float, "tau": float, "max_new_tokens": int, "block_size": int, "steps": int, "budget": int,
            "epsilon": float, "seed": int, "beta": float, "cut_mix": float, "tries": int, "samples": int,
-           "particles": int, "smc_block": int, "smc_ramp": int}
-OPTIONAL = {"tau", "block_size"}
+           "particles": int, "smc_block": int, "smc_ramp": int, "sps_top_k": int, "sps_draws": int,
+           "sps_rollouts": int, "sps_horizon": int, "sps_chunk": int, "sps_jackknife": int}
+OPTIONAL = {"tau", "block_size", "sps_draws"}
 # what applies to which sampler: an MH chain's own fields mean nothing to a baseline (no rounds, no
 # transitions), a baseline's own fields only to it; the rest (alpha, tau, n, seed) to every sampler
 CHAIN_ONLY = {"prefetch", "inputs", "block_size", "steps", "budget", "epsilon", "beta", "cut_mix", "tries"}
 BASELINE_OWN = {SamplerName.BESTOFN.value: {"samples", "bon_rank"},
-                SamplerName.POWERSMC.value: {"particles", "smc_block", "smc_ramp"}}
+                SamplerName.POWERSMC.value: {"particles", "smc_block", "smc_ramp"},
+                SamplerName.SPS.value: {"sps_top_k", "sps_draws", "sps_rollouts", "sps_horizon", "sps_chunk",
+                                        "sps_jackknife"}}
 
 
 def applies(name: str, sampler: str) -> bool:
@@ -226,8 +235,9 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
             return SamplerParams().prefetch  # a baseline's "none" is forced, not chosen: a chain starts anew
         if name == "tau":
             return "" if self.params.tau is None else f"{self.params.tau:g}"
-        if name == "block_size":
-            return "" if self.params.block_size is None else str(self.params.block_size)
+        if name in ("block_size", "sps_draws"):
+            value = getattr(self.params, name)
+            return "" if value is None else str(value)
         return str(getattr(self.params, name))
 
     def compose(self) -> ComposeResult:

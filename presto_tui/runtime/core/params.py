@@ -126,6 +126,12 @@ LIMITS: dict[str, Limit] = {
     "particles": Limit(1, 4096, integer=True),
     "smc_block": Limit(1, 65536, integer=True),
     "smc_ramp": Limit(0, 65536, integer=True),
+    "sps_top_k": Limit(1, 256, integer=True),
+    "sps_draws": Limit(1, 4096, integer=True),
+    "sps_rollouts": Limit(1, 4096, integer=True),
+    "sps_horizon": Limit(0, 65536, integer=True),
+    "sps_chunk": Limit(1, 65536, integer=True),
+    "sps_jackknife": Limit(0, 1, integer=True),
 }
 BON_RANKS = ("logq", "logp")  # best-of-N keeps the highest sum of log q_tau (the paper's) or of log p0
 
@@ -165,6 +171,14 @@ class SamplerParams:
     particles: int = 8  # PowerSMC's P
     smc_block: int = 128  # PowerSMC: tokens per block between resampling steps (the paper's 128)
     smc_ramp: int = 400  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
+    # Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py).  The paper ran K = M = 8 with chunks
+    # of B = 192 of 3072 tokens (its table 4); these are sized for a CPU and n = 96.
+    sps_top_k: int = 4  # K_t: candidate chunks per step, the most likely distinct ones among the draws
+    sps_draws: int | None = None  # L_t: chunks drawn from q_tau per step to choose them from; None: K_t
+    sps_rollouts: int = 4  # M_t: rollouts per candidate
+    sps_horizon: int = 0  # H_t: a rollout's tokens; 0: to the end of the response (zeta of theorem 3.1)
+    sps_chunk: int = 16  # B: tokens per step (1: algorithm 1, token by token)
+    sps_jackknife: int = 1  # 1: the jackknife estimate (eq. 5), 0: the plain plug-in (eq. 4)
 
     @property
     def proposal_tau(self) -> float:
@@ -173,6 +187,11 @@ class SamplerParams:
     @property
     def block(self) -> int:
         return self.block_size if self.block_size is not None else self.max_new_tokens
+
+    @property
+    def draws(self) -> int:
+        """SPS's L_t: the chunks drawn per step (--sps-draws, else --sps-top-k)."""
+        return self.sps_draws if self.sps_draws is not None else self.sps_top_k
 
     @property
     def n_blocks(self) -> int:
@@ -206,6 +225,9 @@ class SamplerParams:
             raise ParamError(f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}")
         if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
             raise ParamError("--sampler entropycut needs --block-size >= 2 (it cuts between tokens)")
+        if self.sampler == SamplerName.SPS and self.sps_jackknife and self.sps_rollouts < 2:
+            raise ParamError(f"--sps-jackknife needs --sps-rollouts >= 2 (each leave-one-out estimate drops one "
+                             f"rollout), got {self.sps_rollouts}; or use --no-sps-jackknife")
         if self.sampler == SamplerName.MULTITRY and rule.presto and self.budget < self.tries:
             raise ParamError(f"--budget {self.budget} is below --tries {self.tries}: a MultiTryMH "
                              "decision needs all its candidates in one call")
@@ -215,6 +237,7 @@ class SamplerParams:
         d = asdict(self)
         d["tau"] = self.proposal_tau
         d["block_size"] = self.block
+        d["sps_draws"] = self.draws
         return d
 
     def with_(self, **changes) -> SamplerParams:
