@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from presto_tui.runtime.core.names import SamplerName
 from presto_tui.runtime.session.baselines import normalised
 from presto_tui.runtime.session.events import Choice, Event, Sample, SmcStep
+from presto_tui.views.sps_state import SpsRun, is_sps
 
 NO_ROUNDS = "no rounds: a baseline session"  # what the overview and search say of one
 
@@ -52,12 +53,14 @@ class BaselineRun:
     samples: dict[int, Sample] = field(default_factory=dict)  # by sample index
     steps: list[SmcStep] = field(default_factory=list)
     choice: Choice | None = None
+    sps: SpsRun | None = None  # Scalable Power Sampling: its steps (views/sps_state.py)
 
     @classmethod
     def of(cls, params: dict) -> BaselineRun | None:
         if not is_baseline(params):
             return None
-        return cls(str(params.get("sampler")), "logp" if params.get("bon_rank") == "logp" else "logq")
+        return cls(str(params.get("sampler")), "logp" if params.get("bon_rank") == "logp" else "logq",
+                   sps=SpsRun() if is_sps(params) else None)
 
     @property
     def smc(self) -> bool:
@@ -68,6 +71,8 @@ class BaselineRun:
         return SamplerName.of(self.sampler).display
 
     def apply(self, ev: Event) -> None:
+        if self.sps is not None:
+            self.sps.apply(ev)
         if isinstance(ev, Sample):
             self.samples[ev.index] = ev
         elif isinstance(ev, SmcStep):

@@ -38,6 +38,8 @@ from presto_tui.views.layout import REACH_FLOOR, layout
 from presto_tui.views.overview import OverviewScreen
 from presto_tui.views.screens import ExportScreen, GoToScreen
 from presto_tui.views.search import QueryError, Search, parse
+from presto_tui.views.sps_state import cell_text as sps_cell_text
+from presto_tui.views.sps_view import SpsGrid
 from presto_tui.views.state import AppState, SessionView
 from presto_tui.views.widgets import Inspector, Legend, RoundTreeView, StatsPanel, TreeTitle
 
@@ -103,7 +105,7 @@ class RoundScreen(Screen):
                 yield Legend(id="legend")
                 yield RoundTreeView(id="tree")
                 # a baseline session's view, in the tree's place (`show_baseline`)
-                for table in (SampleTable(id="samples"), ParticleGrid(id="particles")):
+                for table in (SampleTable(id="samples"), ParticleGrid(id="particles"), SpsGrid(id="sps")):
                     table.display = False
                     yield table
             with VerticalScroll(id="right"):
@@ -210,7 +212,10 @@ class RoundScreen(Screen):
         run = session.baseline if session is not None else None
         had_focus = isinstance(self.focused, (RoundTreeView, BaselineTable))
         samples, particles = self.query_one("#samples", SampleTable), self.query_one("#particles", ParticleGrid)
-        for widget, shown in ((samples, run is not None and not run.smc), (particles, run is not None and run.smc),
+        steps = self.query_one("#sps", SpsGrid)
+        for widget, shown in ((samples, run is not None and not run.smc and run.sps is None),
+                              (particles, run is not None and run.smc),
+                              (steps, run is not None and run.sps is not None),
                               (self.tree_view, run is None),
                               (self.query_one("#legend"), run is None and self.size.height >= LEGEND_MIN_HEIGHT)):
             if widget.display != shown:  # (setting it at all lays the screen out again, at every frame)
@@ -220,7 +225,7 @@ class RoundScreen(Screen):
         if session is None or run is None:
             return False
         self._inspected = None  # the inspector shows the baseline's selection: a tree drawn next is new
-        table = particles if run.smc else samples
+        table: BaselineTable = particles if run.smc else steps if run.sps is not None else samples
         table.show(run, self.state.pieces, session.start.backend_info.get("eos_id"))
         return True
 
@@ -318,7 +323,11 @@ class RoundScreen(Screen):
         styles = DiffStyles(inspector.get_component_rich_style("inspector--removed"),
                             inspector.get_component_rich_style("inspector--added"))
         eos = session.start.backend_info.get("eos_id")
-        if run.smc:
+        if run.sps is not None:
+            at = self.query_one("#sps", SpsGrid)
+            text = (sps_cell_text(run.sps, at.row, at.col, self.state.pieces, eos, styles) if run.sps.steps
+                    else Text("no step finished yet", style="dim"))
+        elif run.smc:
             grid = self.query_one("#particles", ParticleGrid)
             text = (bv.cell_text(run, grid.col, grid.row, self.state.pieces, eos, styles) if run.steps
                     else Text("no block finished yet", style="dim"))
