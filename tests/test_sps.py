@@ -377,3 +377,29 @@ def test_output_law_approaches_pi_alpha_as_the_rollouts_grow(capsys):
     assert (two > 3 * last).all() and (two > 1.5 * four).all()  # the bias falls as the rollouts grow
     assert (last < 0.03).all()  # at M = 16 both are within a few times their noise of pi_alpha
     assert (table[:2, 1] < 0.7 * table[:2, 0]).all()  # at M = 2, 4 the jackknife removes most of the bias
+
+
+# -- the trace gate -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("damage", "field"), [
+    (lambda d: d["plain"].pop(), "plain"),
+    (lambda d: d["log_weights"].append([]), "log_weights"),
+    (lambda d: d.update(chosen=len(d["candidates"])), "chosen"),
+    (lambda d: d.update(probs=[1.5] * len(d["probs"])), "probs"),
+    (lambda d: d.update(jackknife=[0.5]), "jackknife"),
+    (lambda d: d.update(candidates=[[]] * len(d["candidates"])), "candidates"),
+    (lambda d: d.update(reused=d["draws"] + 1), "reused"),
+    (lambda d: d.pop("u"), "u"),
+])
+def test_the_gate_reads_a_step_back_equal_and_names_what_is_wrong(damage, field):
+    from presto_tui.logs.schema import SchemaError, decode, encode
+
+    engine = Recording(SyntheticLM(vocab_size=5, order=2, seed=9, sharpness=1.0, eos_id=None))
+    steps = [e for e in run_session(engine, params(max_new_tokens=6, sps_chunk=2, sps_top_k=3, sps_draws=6,
+                                                   seed=1), list(PROMPT)) if isinstance(e, SpsStep)]
+    step = next(s for s in steps if any(s.log_weights))
+    d = encode(step)
+    assert decode(d) == step
+    damage(d)
+    with pytest.raises(SchemaError, match=f"'{field}'"):
+        decode(d)
