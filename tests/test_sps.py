@@ -403,3 +403,12 @@ def test_the_gate_reads_a_step_back_equal_and_names_what_is_wrong(damage, field)
     damage(d)
     with pytest.raises(SchemaError, match=f"'{field}'"):
         decode(d)
+
+
+def test_steps_that_need_no_engine_call_run_in_a_loop_not_a_recursion():
+    """With one candidate a step, a token at a time, every step after the first takes the next token of
+    the draw it kept: no call, so thousands of steps follow one another inside one engine step."""
+    engine = SyntheticEngine(SyntheticLM(vocab_size=5, order=2, seed=3, sharpness=1.0, eos_id=None))
+    events = list(run_session(engine, params(max_new_tokens=3000, sps_top_k=1, sps_chunk=1), list(PROMPT)))
+    assert sum(isinstance(e, SpsStep) for e in events) == 3000
+    assert isinstance(events[-1], SessionEnd) and len(events[-1].tokens) == 3000

@@ -65,8 +65,7 @@ class SpsDriver(SessionDriver):
         self._requests: list[Request] = []
         self._phase = DRAWS
         self._call_t0 = self._step_t0 = 0.0
-        self._step_tokens = 0
-        self._begin_step()
+        self._steps()
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -114,24 +113,33 @@ class SpsDriver(SessionDriver):
         return InFlight(len(self._requests), decoded, sum(r.n_new for r in self._requests))
 
     def _call_done(self) -> list[Proposal] | None:
-        if any(p is None for p in self._pending):
+        """The call in flight's proposals once all are back (None: it is still decoding)."""
+        if not self._pending or any(p is None for p in self._pending):
             return None
         props: list[Proposal] = self._pending  # type: ignore[assignment]
         tokens = sum(len(p.tokens) for p in props)
-        self._step_tokens += tokens
         self._out.append(ModelCall(self.step, self._phase, "propose", len(props), tokens,
                                    self.clock() - self._call_t0))
         self._pending, self._requests = [], []
         return props
 
     # -- a step ------------------------------------------------------------------------------
-    def _begin_step(self) -> None:
+    def _steps(self) -> None:
+        """Take steps until one waits for the engine or the response ends.  A step that needs no
+        call (its draws kept from the step before and one candidate, or only candidates that end
+        the response) is decided at once, so many can follow one another here: a loop, not a
+        recursion."""
+        while True:
+            self._step_t0 = self.clock()
+            if len(self.pool) < self.params.draws:
+                self._draw()
+                return
+            if self._choose_candidates() or self._decide([]):
+                return
+
+    def _draw(self) -> None:
         """Top the draws up to L_t (the continuations kept from the last step come first)."""
-        self._step_t0 = self.clock()
         p, L = self.params, self.params.draws
-        if len(self.pool) >= L:
-            self._choose_candidates()
-            return
         prefix = self.state.prefix(self.state.T)
         n_new = self.remaining if p.sps_horizon == 0 else min(self.remaining, p.sps_chunk + p.sps_horizon)
         self._submit_all([Request(prefix, n_new, sample_seed(p.seed, self.step, i), p.proposal_tau, stop_eos=True)
@@ -143,18 +151,20 @@ class SpsDriver(SessionDriver):
             return
         if self._phase == DRAWS:
             self.pool.extend(props)
-            self._choose_candidates()
-        else:
-            self._decide(props)
+            if self._choose_candidates() or self._decide([]):
+                return
+        elif self._decide(props):
+            return
+        self._steps()
 
-    def _choose_candidates(self) -> None:
+    def _choose_candidates(self) -> bool:
+        """The step's candidates; their rollouts submitted (True) unless none needs any."""
         p = self.params
         chunks = [part(d, 0, self.chunk_len(d.tokens)) for d in self.pool]
         top = sps.top_candidates([(c.tokens, math.fsum(c.logp)) for c in chunks], p.sps_top_k)
         self.candidates = [chunks[i] for i in top]
         if len(self.candidates) == 1:
-            self._decide([])
-            return
+            return False
         requests = []
         prefix = self.state.prefix(self.state.T)
         for k, c in enumerate(self.candidates):
@@ -164,11 +174,12 @@ class SpsDriver(SessionDriver):
             requests += [Request(prefix + c.tokens, self.horizon(left), rollout_seed(p.seed, self.step, k, r),
                                  p.proposal_tau, stop_eos=True) for r in range(p.sps_rollouts)]
         if not requests:  # the last chunk: every candidate ends the response (eq. 16)
-            self._decide([])
-            return
+            return False
         self._submit_all(requests, ROLLOUTS)
+        return True
 
-    def _decide(self, rollouts: list[Proposal]) -> None:
+    def _decide(self, rollouts: list[Proposal]) -> bool:
+        """Estimate, draw the chunk and append it; True if the response ended with it."""
         p = self.params
         M = p.sps_rollouts
         log_w: list[tuple[float, ...]] = []
@@ -191,14 +202,14 @@ class SpsDriver(SessionDriver):
         self.t += len(chunk.tokens)
         if done:
             self._finish()
-            return
+            return True
         # the draws that began with this chunk go on after it: draws for the next step
         n = len(chunk.tokens)
         kept = [part(d, n) for d in self.pool if d.tokens[:n] == chunk.tokens]
         self.pool = [d for d in kept if self.complete(d.tokens)][:p.draws]
         self.reused = len(self.pool)
         self.step += 1
-        self._begin_step()
+        return False
 
     def _finish(self) -> None:
         s = self.state
