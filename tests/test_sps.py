@@ -305,6 +305,7 @@ def group_means(alpha: float, log_p0, rows, M: int) -> np.ndarray:
     return np.stack([plain.mean(axis=1), jk.mean(axis=1)])
 
 
+@pytest.mark.slow
 def test_output_law_approaches_pi_alpha_as_the_rollouts_grow(capsys):
     """3 tokens, n = 3 with EOS (15 responses), alpha 4, token by token with all 3 candidates and rollouts
     from p0 (eq. 3 as the paper writes it).  One run of sessions with 16 rollouts per candidate gives

@@ -42,13 +42,17 @@ class SpsGrid(BaselineTable):
         return len(self.sps.steps) - 1, self.sps.steps[-1].chosen
 
     @property
-    def digits(self) -> int:
-        return len(str(max(1, self.rows)))
+    def step_width(self) -> int:
+        return max(len("step"), 1 + len(str(max(1, self.rows))))
+
+    @property
+    def at_width(self) -> int:
+        pos = max((st.position for st in self.sps.steps), default=0) if self.sps else 0
+        return max(len("at"), len(str(pos)))
 
     @property
     def label_width(self) -> int:
-        pos = max((st.position for st in self.sps.steps), default=0) if self.sps else 0
-        return 2 + 1 + self.digits + 1 + len(str(pos)) + 1  # cursor, star; "s", the step; the position
+        return 2 + self.step_width + 1 + self.at_width + 1  # cursor and a space; "s" and the step; the position
 
     @property
     def cell_width(self) -> int:
@@ -65,8 +69,7 @@ class SpsGrid(BaselineTable):
         return range(self.left, min(self.columns, self.left + self.shown_columns()))
 
     def header_line(self, y: int) -> list[Segment]:
-        pos = max((st.position for st in self.sps.steps), default=0) if self.sps else 0
-        segs = [Segment(f"  {'step':<{self.digits + 1}} {'at':>{len(str(pos))}} ", self.s("header"))]
+        segs = [Segment(f"  {'step':<{self.step_width}} {'at':>{self.at_width}} ", self.s("header"))]
         for k in self._candidates():
             head = f"c{k + 1}"
             style = self.s("header") + Style(underline=True) if k == self.col else self.s("header")
@@ -80,9 +83,8 @@ class SpsGrid(BaselineTable):
             return []
         st = sps.steps[row]
         selected_row = row == self.row
-        pos = max((s.position for s in sps.steps), default=0)
         segs = [Segment("❯" if selected_row else " ", self.s("cursor")), Segment(" ", None),
-                Segment(f"s{row + 1:<{self.digits}} {st.position:>{len(str(pos))}} ", self.s("muted"))]
+                Segment(f"{'s' + str(row + 1):<{self.step_width}} {st.position:>{self.at_width}} ", self.s("muted"))]
         band = Style(bgcolor=self.s("path").bgcolor)
         for k in self._candidates():
             if k >= len(st.candidates):

@@ -120,11 +120,6 @@ class Estimate:
     jackknife: tuple[float, ...]  # eq. 5 / 15, raw (may leave [0, 1]); () when it is not used
     probs: tuple[float, ...]  # what the chunk is drawn from
 
-    @property
-    def exact(self) -> bool:
-        """No candidate needed a rollout: eq. 2 itself (or eq. 16), nothing estimated."""
-        return all(z == 0.0 for z in self.log_zeta) and not self.jackknife
-
 
 def estimate(alpha: float, log_p0: Sequence[float], log_w: Sequence[Sequence[float]], use_jackknife: bool) -> Estimate:
     """The step's estimate from each candidate's log p0 (of its chunk) and its rollouts' log weights."""
