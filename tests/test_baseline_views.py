@@ -327,7 +327,7 @@ async def test_settings_offer_the_baselines_and_hide_what_does_not_apply():
         await pilot.press("ctrl+s")
         await pilot.pause()
         dialog = app.screen
-        assert "baselines lowtemp bestofn powersmc" in text_of(app, "#settings-note")
+        assert "baselines lowtemp bestofn powersmc sps" in text_of(app, "#settings-note")
         assert dialog.query_one("#row-budget").display and not dialog.query_one("#row-samples").display
         dialog.query_one("#f-sampler").value = "bestofn"
         await pilot.pause()

@@ -64,7 +64,7 @@ def error_line(*args: str) -> str:
     (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number in (0, 1e+06], got 'lots'"),
     # choices, listed from the registry
     (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
-     "lowtemp, bestofn, powersmc"),
+     "lowtemp, bestofn, powersmc, sps"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
     # unknown options, with the closest one
@@ -76,7 +76,7 @@ def error_line(*args: str) -> str:
     # missing values and arguments
     (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
     (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, "
-     "powersmc"),
+     "powersmc, sps"),
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
@@ -105,7 +105,7 @@ def error_line(*args: str) -> str:
     (["bench", "--rules", "none"],
      "--rules lists PreSTO rules; each sampler's sequential run is always the reference"),
     (["bench", "--samplers", "powermh,foo"],
-     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc"),
+     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc, sps"),
     (["bench", "--throughput-rule", "dfs"],
      "unknown --throughput-rule 'dfs'; choose one of none, bfs, predictive, spine, stream"),
 ])

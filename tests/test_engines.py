@@ -155,8 +155,9 @@ def test_spine_on_vllm_keeps_what_the_sequential_chain_holds(vllm):
 
 def test_baselines_stop_at_eos_on_vllm(vllm):
     """Low temperature and best-of-N on vLLM: samples stop at the model's EOS (or run to n), best-of-N's
-    sample 0 is low temperature's, and PowerSMC's particles grow in blocks to an answer."""
-    from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep
+    sample 0 is low temperature's, PowerSMC's particles grow in blocks to an answer, and SPS steps to one
+    (with one candidate a step, low temperature's tokens)."""
+    from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep, SpsStep
     from presto_tui.runtime.session.runner import run_session
 
     ids = vllm.encode_prompt("Say yes.")
@@ -164,13 +165,19 @@ def test_baselines_stop_at_eos_on_vllm(vllm):
     lt = list(run_session(vllm, SamplerParams(sampler="lowtemp", **common), ids))
     bon = list(run_session(vllm, SamplerParams(sampler="bestofn", samples=3, **common), ids))
     smc = list(run_session(vllm, SamplerParams(sampler="powersmc", particles=3, smc_block=8, **common), ids))
+    sps = list(run_session(vllm, SamplerParams(sampler="sps", sps_top_k=3, sps_draws=4, sps_rollouts=2, sps_chunk=8,
+                                               **common), ids))
+    sps_one = list(run_session(vllm, SamplerParams(sampler="sps", sps_top_k=1, sps_chunk=4, **common), ids))
     (one,) = [e for e in lt if isinstance(e, Sample)]
     samples = sorted((e for e in bon if isinstance(e, Sample)), key=lambda e: e.index)
     assert samples[0].tokens == one.tokens
     for s in samples:
         assert len(s.tokens) == 32 or len(s.tokens) < 32 and s.tokens[-1] == vllm.eos_id
     assert [e for e in smc if isinstance(e, SmcStep)] and [e for e in smc if isinstance(e, Choice)]
-    assert all(isinstance(evs[-1], SessionEnd) and evs[-1].reason == "done" for evs in (lt, bon, smc))
+    steps = [e for e in sps if isinstance(e, SpsStep)]
+    assert steps and sum(st.position == 0 for st in steps) == 1 and any(any(st.log_weights) for st in steps)
+    assert sps_one[-1].tokens == one.tokens  # one candidate a step: low temperature's own request
+    assert all(isinstance(evs[-1], SessionEnd) and evs[-1].reason == "done" for evs in (lt, bon, smc, sps, sps_one))
 
 
 def test_context_overflow_is_one_line_error(vllm):

@@ -94,14 +94,15 @@ def test_each_item_has_its_own_seed_and_every_method_of_an_item_shares_it(tmp_pa
 
 def test_the_answers_likelihood_and_confidence_are_eqs_21_and_22_under_p0(tmp_path):
     """Rescored here from the synthetic model's own next-token distributions, token by token, for the
-    MH chains (their terminal state) and the baselines (their chosen sample or particle, up to EOS)."""
+    MH chains (their terminal state), the baselines (their chosen sample or particle, up to EOS) and SPS
+    (its path)."""
     import numpy as np
 
     from presto_tui.runtime.engines.synthetic import SyntheticLM
 
     res = runner.invoke(app, ["eval", str(task_file(tmp_path)), "--methods",
-                              "lowtemp,bon:4,smc:4,powermh,powermh+stream", "-n", "12", "-K", "4", "--smc-block", "4",
-                              "--limit", "3", "-o", "res.json", "--trace", "t.jsonl"])
+                              "lowtemp,bon:4,smc:4,sps:2,powermh,powermh+stream", "-n", "12", "-K", "4", "--smc-block",
+                              "4", "--sps-chunk", "4", "--limit", "3", "-o", "res.json", "--trace", "t.jsonl"])
     assert res.exit_code == 0, res.output
     lm = SyntheticLM()
     out = json.loads(Path("res.json").read_text())

@@ -118,6 +118,19 @@ def test_lm_eval_grades_a_local_task_answered_by_each_method(tmp_path):
     assert stream["results"]["config"]["presto_tui"]["params"]["prefetch"] == "stream"
 
 
+def test_lm_eval_runs_scalable_power_sampling_with_the_rollouts_its_method_names(tmp_path):
+    sps = SamplerParams(sampler="sps", prefetch="none", max_new_tokens=N_TOKENS, sps_chunk=3, sps_rollouts=2)
+    folder, expected = graded_task(tmp_path / "tasks", sps)
+    res = lm_eval_cli("--tasks", "words", "--include-path", str(folder), "--methods", "sps:2", "--sps-chunk", "3",
+                      "--trace", "t.jsonl", "--output", "results.json")
+    assert res.exit_code == 0, res.output
+    (run,) = json.loads((tmp_path / "results.json").read_text())["methods"]
+    assert run["results"]["results"]["words"]["exact_match,none"] == pytest.approx(0.5)
+    answers = {s["doc"]["text"]: s["resps"][0][0] for s in run["results"]["samples"]["words"]}
+    assert answers == dict(zip(CONTEXTS, expected))
+    assert run["results"]["config"]["presto_tui"]["params"]["sps_rollouts"] == 2
+
+
 def test_every_request_is_a_concurrent_session_in_one_trace(tmp_path):
     from presto_tui.logs.reader import read_trace
 

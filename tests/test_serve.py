@@ -467,7 +467,9 @@ def test_baselines_and_budget_policies_in_the_body_answer_as_run_does():
     cases = [({"sampler": "bestofn", "samples": 3}, ["--sampler", "bestofn", "--samples", "3"]),
              ({"prefetch": "stream", "budget": "fill:4"}, ["--prefetch", "stream", "-N", "fill:4"]),
              ({"sampler": "entropycut", "beta": 2, "cut_mix": 0.5}, ["--sampler", "entropycut", "--beta", "2",
-                                                                     "--cut-mix", "0.5"])]
+                                                                     "--cut-mix", "0.5"]),
+             ({"sampler": "sps", "sps_rollouts": 2, "sps_chunk": 4, "sps_jackknife": False},
+              ["--sampler", "sps", "--sps-rollouts", "2", "--sps-chunk", "4", "--no-sps-jackknife"])]
     with serving() as (url, _):
         for body, flags in cases:
             r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": 9, **BODY, **body}).json()

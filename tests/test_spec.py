@@ -197,7 +197,10 @@ def test_a_samplers_own_parameters_show_beside_its_name_in_stats():
             assert p.name in comparable_names(d)
             shown = own_text(d)
             value = d[p.name]
-            assert (f"{p.symbol}=" if p.symbol else str(value)) in shown, (p.name, shown)
+            if isinstance(value, bool):  # a switch: its name, or no- its name
+                assert (p.symbol if value else f"no-{p.symbol}") in shown.split(), (p.name, shown)
+            else:
+                assert (f"{p.symbol}=" if p.symbol else str(value)) in shown, (p.name, shown)
 
 
 def test_a_range_reads_the_same_from_a_flag_a_field_and_the_settings_dialog():

@@ -42,7 +42,7 @@ def record(path, params_list, prompts=((1, 2),), backend=None):
 def trace_file(tmp_path):
     path = tmp_path / "t.jsonl"
     events = record(path, [SamplerParams(sampler=smp, prefetch=r, inputs=i, budget=8, max_new_tokens=12,
-                                         block_size=6, steps=8, seed=3)
+                                         block_size=6, steps=8, seed=3, sps_chunk=4)
                            for smp, r, i in (("powermh", "spine", "decision"), ("powermh", "bfs", "node"),
                                              ("powermh", "predictive", "node"), ("powermh", "none", "decision"),
                                              ("powermh", "bfs", "decision"), ("entropycut", "bfs", "node"),
@@ -51,9 +51,9 @@ def trace_file(tmp_path):
                                              # streaming (request, walked lines; epochs), every sampler
                                              ("powermh", "stream", "decision"), ("entropycut", "stream", "decision"),
                                              ("multitry", "stream", "decision"),
-                                             # the baselines (sample, smc_step, choice lines)
+                                             # the baselines (sample, smc_step, choice lines) and SPS (sps_step)
                                              ("lowtemp", "none", "decision"), ("bestofn", "none", "decision"),
-                                             ("powersmc", "none", "decision"))])
+                                             ("powersmc", "none", "decision"), ("sps", "none", "decision"))])
     return path, events
 
 

@@ -32,6 +32,7 @@ from presto_tui.runtime.session.events import (
     SessionError,
     SessionStart,
     SmcStep,
+    SpsStep,
     Transition,
 )
 from presto_tui.runtime.session.limit import Limits, limits
@@ -43,7 +44,7 @@ __all__ = [
     "ACCEPT", "BlockStart", "Choice", "DecisionWalked", "EPS_CLASSES", "EngineCost", "Event", "InFlight", "Limits",
     "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces", "Proposal", "REJECT", "Request", "RequestEvent",
     "RequestKind", "RoundDone", "RoundTree", "Sample", "Score", "SeqState", "SessionEnd", "SessionError",
-    "SessionStart", "SessionSummary", "SmcStep", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab",
-    "cut_at_eos", "cut_at_stop", "event_token_ids", "first_difference", "is_baseline", "limits", "log_ratio_terms",
-    "normalised", "summarize",
+    "SessionStart", "SessionSummary", "SmcStep", "SpsStep", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN",
+    "Vocab", "cut_at_eos", "cut_at_stop", "event_token_ids", "first_difference", "is_baseline", "limits",
+    "log_ratio_terms", "normalised", "summarize",
 ]

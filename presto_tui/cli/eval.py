@@ -36,7 +36,8 @@ def eval_(
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
         help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
-        "SAMPLER (powermh, entropycut or multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
+        "sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, entropycut or "
+        "multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
         "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). Every other parameter comes "
         "from the flags below.")] = DEFAULT_METHODS,
     limit: Annotated[int | None, typer.Option(

@@ -37,7 +37,8 @@ def lm_eval_(
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
         help="Comma-separated methods, each run over every task: lowtemp, bon:N (best-of-N), smc:P (PowerSMC with "
-        "P particles), SAMPLER (powermh, entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
+        "P particles), sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, "
+        "entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
         "rule: bfs, predictive, spine or stream; N its budget). Every other parameter comes from the flags "
         "below.")] = DEFAULT_METHODS,
     include_path: Annotated[Path | None, typer.Option(

@@ -246,6 +246,8 @@ def print_summary(out, s, params, label: str = "") -> None:
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
         if s.smc_steps:
             rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
+        if s.sps_steps:
+            rows.append(("steps / rollouts", f"{s.sps_steps} / {s.rollouts}"))
         rows += [("chosen", s.choice)] + quality
     else:
         rows = mh_rows(s) + quality
@@ -262,6 +264,9 @@ def setting(params) -> str:
         return SamplerName.of(params.sampler).display + {
             "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
             "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
+            "sps": f", K={params.sps_top_k} of {params.draws} draws, M={params.sps_rollouts} rollouts"
+                   f"{f' of {params.sps_horizon}' if params.sps_horizon else ''}, chunks of {params.sps_chunk}"
+                   f"{'' if params.sps_jackknife else ', no jackknife'}",
         }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
     rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
     from presto_tui.api.params import budget_text

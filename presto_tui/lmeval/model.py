@@ -8,7 +8,7 @@ Importing this module registers the model as "presto-tui" with lm-eval:
     lm_eval.simple_evaluate(model="presto-tui", model_args="method=powermh+stream,steps=8", tasks=[...])
 
 model_args are presto-tui's flags with underscores: `method` (a method spec as in
-`presto-tui lm-eval --methods`: lowtemp, bon:N, smc:P, SAMPLER or SAMPLER+RULE[:N]),
+`presto-tui lm-eval --methods`: lowtemp, bon:N, smc:P, sps:M, SAMPLER or SAMPLER+RULE[:N]),
 every sampler flag (alpha, tau, max_new_tokens, block_size, steps, budget, seed, ...),
 every engine flag (backend, model, chat_template, dtype, threads, ...), `concurrency`,
 `classifier`, `trace` (a path) and `no_trace`.

@@ -6,7 +6,11 @@ id -> piece), written before the first line that uses those ids, so replay
 needs neither model nor tokenizer.  Every number a view or statistic needs
 (each node's terms, A, the uniform, the class) is stored with its score.
 
-Schema 1.2 (read: 1.0 to 1.2) numbers tree nodes compactly: a table row names its
+Schema 1.3 (read: 1.0 to 1.3) adds `sps_step`, a step of Scalable Power Sampling (its
+candidate chunks, their log p0, the rollouts' log weights, zeta and the estimates, and the
+chunk drawn).
+
+Schema 1.2 numbers tree nodes compactly: a table row names its
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
 stay small however deep a tree grows (1.0 and 1.1 wrote ids as 2i+1 / 2i+2, which
 grow as 2^depth; reading converts them).  It also adds the epoch stop reason
@@ -46,7 +50,9 @@ from typing import Any
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
-from presto_tui.runtime.core.params import INPUT_MODES, PREFETCH_RULES, SamplerParams
+from presto_tui.runtime.core.names import InputMode, PrefetchRule
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.spec import PARAMS
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
     ROOT,
@@ -74,10 +80,11 @@ from presto_tui.runtime.session.events import (
     SessionError,
     SessionStart,
     SmcStep,
+    SpsStep,
     Transition,
 )
 
-SCHEMA_VERSION = "1.2"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.3"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
 REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
@@ -176,8 +183,11 @@ def params_of(d: Any, where: str = "params") -> dict:
     known = {k: v for k, v in d.items() if k in SamplerParams.__dataclass_fields__}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
     for k, v in known.items():
-        _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
-               "should be a number or a name")
+        if PARAMS[k].kind is bool:  # a switch (the spec says which)
+            _check(v is None or isinstance(v, bool), f"{where}.{k}", "should be true or false")
+        else:
+            _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
+                   "should be a number or a name")
     try:
         return SamplerParams(**known).validate().to_dict()
     except InputError as e:
@@ -262,6 +272,13 @@ def encode(ev: Event) -> dict:
         return {"type": "smc_step", "step": ev.step, "t": ev.t, "exponent": ev.exponent,
                 "tokens": [list(t) for t in ev.tokens], "log_weights": [_num(w) for w in ev.log_weights],
                 "ess": ev.ess, "resampled": ev.resampled, "parents": list(ev.parents), "wall_s": ev.wall_s}
+    if isinstance(ev, SpsStep):
+        return {"type": "sps_step", "step": ev.step, "position": ev.position,
+                "candidates": [list(c) for c in ev.candidates], "log_p0": [_num(x) for x in ev.log_p0],
+                "log_weights": [[_num(w) for w in row] for row in ev.log_weights],
+                "log_zeta": [_num(x) for x in ev.log_zeta], "plain": list(ev.plain),
+                "jackknife": [_num(x) for x in ev.jackknife], "probs": list(ev.probs), "chosen": ev.chosen,
+                "u": ev.u, "draws": ev.draws, "reused": ev.reused, "wall_s": ev.wall_s}
     if isinstance(ev, Choice):
         return {"type": "choice", "index": ev.index, "rule": ev.rule, "scores": [_num(x) for x in ev.scores],
                 "loglik": _num(ev.loglik), "confidence": _num(ev.confidence)}
@@ -327,6 +344,8 @@ def decode(d: Any) -> Event:
         return SmcStep(_int(g("step"), "step"), _int(g("t"), "t"), _finite(g("exponent"), "exponent"), toks, weights,
                        _finite(g("ess"), "ess", 0.0), _bool(g("resampled"), "resampled"), parents,
                        _finite(g("wall_s"), "wall_s", 0.0))
+    if kind == "sps_step":
+        return _sps_step(d)
     if kind == "choice":
         scores = tuple(_float(x, "scores") for x in _list(g("scores"), "scores"))
         return Choice(_int(g("index"), "index", 0, max(0, len(scores) - 1)), _str(g("rule"), "rule", 200), scores,
@@ -379,6 +398,30 @@ def decode(d: Any) -> Event:
     if kind == "error":
         return SessionError(_str(g("message"), "message", 10_000), _str(g("kind"), "kind", 40))
     raise SchemaError(f"unknown event type {kind[:40]!r}")
+
+
+def _sps_step(d: dict) -> SpsStep:
+    """A step of Scalable Power Sampling: one entry per candidate in every per-candidate field,
+    probabilities in [0, 1] (the jackknife's raw values may leave it), the chosen one among them."""
+    g = lambda key: _get(d, key)
+    cands = tuple(_tokens(c, "candidates") for c in _list(g("candidates"), "candidates"))
+    k = len(cands)
+    _check(k >= 1 and all(cands), "candidates", "should hold at least one chunk of at least one token")
+    per = lambda key, read: tuple(read(x, key) for x in _list(g(key), key))
+    log_p0, log_zeta = per("log_p0", _float), per("log_zeta", _float)
+    share = lambda x, where: _finite(x, where, 0.0, 1.0)
+    plain, probs = per("plain", share), per("probs", share)
+    jk = per("jackknife", _finite)
+    weights = tuple(tuple(_float(w, "log_weights") for w in _list(row, "log_weights"))
+                    for row in _list(g("log_weights"), "log_weights"))
+    for key, values in (("log_p0", log_p0), ("log_weights", weights), ("log_zeta", log_zeta), ("plain", plain),
+                        ("probs", probs)):
+        _check(len(values) == k, key, "should hold one entry per candidate")
+    _check(len(jk) in (0, k), "jackknife", "should hold one entry per candidate, or none")
+    draws = _int(g("draws"), "draws", 1)
+    return SpsStep(_int(g("step"), "step"), _int(g("position"), "position"), cands, log_p0, weights, log_zeta,
+                   plain, jk, probs, _int(g("chosen"), "chosen", 0, k - 1), _finite(g("u"), "u", 0.0, 1.0), draws,
+                   _int(g("reused"), "reused", 0, draws), _finite(g("wall_s"), "wall_s", 0.0))
 
 
 # -- round trees --------------------------------------------------------------
@@ -528,7 +571,8 @@ def decode_tree(d: dict) -> RoundTree:
         stop_node = len(steps)
     root, requests = _decode_per_token(d, SeqState.tokens_only(prompt, root_tokens), requests)
     common: dict[str, Any] = dict(
-        rule=_choice(g("rule"), "tree.rule", PREFETCH_RULES), inputs=_choice(g("inputs"), "tree.inputs", INPUT_MODES),
+        rule=_choice(g("rule"), "tree.rule", PrefetchRule.names()),
+        inputs=_choice(g("inputs"), "tree.inputs", InputMode.names()),
         T=T, k0=k0, depth_cap=_int(g("depth_cap"), "tree.depth_cap", 0), root=root,
         decisions=tuple(decisions), requests=tuple(requests), scores=scores, steps=tuple(steps),
         stop_node=stop_node,

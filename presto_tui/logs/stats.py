@@ -264,9 +264,11 @@ RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
 
 
 def _drawn(r: dict) -> str:
-    """Samples finished, or particles x blocks grown."""
+    """Samples finished, particles x blocks grown, or SPS's rollouts over its steps."""
     if r.get("smc_steps"):
         return f"{r['params'].get('particles')}x{r['smc_steps']}"
+    if r.get("sps_steps"):
+        return f"{r.get('rollouts', 0)}/{r['sps_steps']}"
     return str(r.get("samples", 0))
 
 

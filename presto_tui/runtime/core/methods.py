@@ -1,11 +1,12 @@
 """The method language of `eval --methods`, `lm-eval --methods` and `stats --compare PATH@METHOD`: a
 method is a SamplerParams.
 
-    METHOD := lowtemp | bon[:N] | smc[:P] | SAMPLER | SAMPLER+RULE[/INPUTS][:N]
+    METHOD := lowtemp | bon[:N] | smc[:P] | sps[:M] | SAMPLER | SAMPLER+RULE[/INPUTS][:N]
 
 - `lowtemp`: one sample at temperature 1/alpha;
 - `bon:N` (or `bestofn:N`): best-of-N, N samples; `smc:P` (or `powersmc:P`): PowerSMC
-  with P particles (without `:N`, `--samples` and `--particles` or their defaults);
+  with P particles; `sps:M`: Scalable Power Sampling with M rollouts per candidate (without
+  `:N`, `--samples`, `--particles` and `--sps-rollouts` or their defaults);
 - `SAMPLER` alone (`powermh`, `entropycut`, `multitry`): the sequential sampler;
 - `SAMPLER+RULE`: with a PreSTO rule (`bfs`, `predictive`, `spine`, `stream`); `:N` sets
   its budget (else `-N`), `/node` or `/decision` its random inputs (else `--inputs`
@@ -28,8 +29,9 @@ from presto_tui.runtime.core.spec import ParamError, budget_text
 
 ALIASES = {"bon": SamplerName.BESTOFN.value, "smc": SamplerName.POWERSMC.value}
 # what `:N` sets for each baseline that takes a count
-COUNT_OF = {SamplerName.BESTOFN.value: "samples", SamplerName.POWERSMC.value: "particles"}
-GRAMMAR = "lowtemp, bon:N, smc:P, SAMPLER or SAMPLER+RULE[/INPUTS][:N]"
+COUNT_OF = {SamplerName.BESTOFN.value: "samples", SamplerName.POWERSMC.value: "particles",
+            SamplerName.SPS.value: "sps_rollouts"}
+GRAMMAR = "lowtemp, bon:N, smc:P, sps:M, SAMPLER or SAMPLER+RULE[/INPUTS][:N]"
 _SPEC = re.compile(r"^(?P<sampler>[a-z]+)(?:\+(?P<rule>[a-z]+)(?:/(?P<inputs>[a-z]+))?)?(?::(?P<n>[0-9]+))?$")
 
 
@@ -60,7 +62,7 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
         raise InputError(f"{flag}: cannot read {spec.strip()!r}; a method is {GRAMMAR}")
     name = ALIASES.get(m["sampler"], m["sampler"])
     if name not in SamplerName.names():
-        raise InputError(f"{flag}: " + unknown_choice("method", m["sampler"], ("lowtemp", "bon", "smc",
+        raise InputError(f"{flag}: " + unknown_choice("method", m["sampler"], ("lowtemp", "bon", "smc", "sps",
                                                                                 *SamplerName.names())))
     sampler = SamplerName.of(name)
     n = int(m["n"]) if m["n"] is not None else None
@@ -130,6 +132,8 @@ def describe(params: SamplerParams | dict) -> str:
         return f"best-of-{p.get('samples')}"
     if name == SamplerName.POWERSMC:
         return f"{sampler.display} P={p.get('particles')}"
+    if name == SamplerName.SPS:
+        return f"{sampler.display} K={p.get('sps_top_k')} M={p.get('sps_rollouts')}"
     if not sampler.chain:
         return sampler.display
     if p.get("prefetch") == PrefetchRule.NONE:

@@ -43,8 +43,8 @@ def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str
 class SamplerKind(Enum):
     """What a sampler is.  CHAIN: a Metropolis-Hastings chain targeting pi_alpha; it runs
     sequentially (`--prefetch none`) or with PreSTO under every prefetch rule.  BASELINE: one of
-    the paper's test-time baselines (appendix E.8): no MH decisions, no prefetch rule; its
-    samples stop at EOS."""
+    the paper's test-time baselines (appendix E.8), or Scalable Power Sampling beside them: no MH
+    decisions, no prefetch rule; its samples stop at EOS."""
 
     CHAIN = "chain"
     BASELINE = "baseline"
@@ -67,6 +67,8 @@ class SamplerName(Choice):
                SamplerKind.BASELINE)
     POWERSMC = ("powersmc", "PowerSMC", "--particles particles grown in blocks, reweighted towards p0^alpha and "
                 "resampled", SamplerKind.BASELINE)
+    SPS = ("sps", "Scalable Power Sampling", "chunk by chunk from the top --sps-top-k candidates, each weighted by "
+           "--sps-rollouts rollouts of its future", SamplerKind.BASELINE)
 
     @property
     def chain(self) -> bool:

@@ -93,6 +93,14 @@ class SamplerParams:
     particles: int = default("particles")  # PowerSMC's P
     smc_block: int = default("smc_block")  # PowerSMC: tokens per block between resampling steps (the paper's 128)
     smc_ramp: int = default("smc_ramp")  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
+    # Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py).  The paper ran K = M = 8 with chunks
+    # of B = 192 of 3072 tokens (its table 4); the defaults are sized for a CPU and n = 96.
+    sps_top_k: int = default("sps_top_k")  # K_t: candidate chunks per step, the most likely distinct ones drawn
+    sps_draws: int | None = default("sps_draws")  # L_t: chunks drawn from q_tau per step; None: K_t
+    sps_rollouts: int = default("sps_rollouts")  # M_t: rollouts per candidate
+    sps_horizon: int = default("sps_horizon")  # H_t: a rollout's tokens; 0: to the end (zeta of theorem 3.1)
+    sps_chunk: int = default("sps_chunk")  # B: tokens per step (1: algorithm 1, token by token)
+    sps_jackknife: bool = default("sps_jackknife")  # the jackknife estimate (eq. 5), else the plug-in (eq. 4)
 
     def __post_init__(self) -> None:
         if self.prefetch is None or self.budget is None:
@@ -106,6 +114,11 @@ class SamplerParams:
     @property
     def block(self) -> int:
         return self.block_size if self.block_size is not None else self.max_new_tokens
+
+    @property
+    def draws(self) -> int:
+        """SPS's L_t: the chunks drawn per step (--sps-draws, else --sps-top-k)."""
+        return self.sps_draws if self.sps_draws is not None else self.sps_top_k
 
     @property
     def n_blocks(self) -> int:
@@ -138,6 +151,9 @@ class SamplerParams:
         if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
             raise about("block_size", "{sampler} entropycut needs {block_size} >= 2 (it cuts between tokens)",
                         naming=naming)
+        if self.sampler == SamplerName.SPS and self.sps_jackknife and self.sps_rollouts < 2:
+            raise about("sps_rollouts", "{sps_jackknife} needs {sps_rollouts} >= 2 (each leave-one-out estimate "
+                        "drops one rollout), got {0}; or turn {sps_jackknife} off", self.sps_rollouts, naming=naming)
         if self.sampler == SamplerName.MULTITRY and rule.presto and self.budget < self.tries:
             raise about("budget", "{budget} {0} is below {tries} {1}: a MultiTryMH decision needs all its "
                         "candidates in one call", self.budget, self.tries, naming=naming)
@@ -147,6 +163,7 @@ class SamplerParams:
         d = asdict(self)
         d["tau"] = self.proposal_tau
         d["block_size"] = self.block
+        d["sps_draws"] = self.draws
         return d
 
     def with_(self, **changes) -> SamplerParams:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE, _RESAMPLE = 1, 2, 3, 4, 5, 6
+_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE, _RESAMPLE, _ROLLOUT, _PICK = 1, 2, 3, 4, 5, 6, 7, 8
 SEED_LIMIT = 2**31 - 1  # engines take per-request seeds as signed 32-bit ints
 
 
@@ -58,8 +58,8 @@ def chain_seed(seed: int, chain: int) -> int:
 
 
 def sample_seed(seed: int, block: int, index: int) -> int:
-    """Seed of a baseline's request: sample `index` (best-of-N) or particle `index` of block `block`
-    (PowerSMC; low temperature is sample 0 of block 0)."""
+    """Seed of a baseline's request: sample `index` (best-of-N), particle `index` of block `block`
+    (PowerSMC) or draw `index` of step `block` (SPS); low temperature is sample 0 of block 0."""
     return _draw(seed, (_SAMPLE, block, index)).seed
 
 
@@ -67,3 +67,13 @@ def resample_uniform(seed: int, step: int) -> float:
     """PowerSMC's uniform for systematic resampling after block `step`; the final draw of the
     answer uses step = -1 (keyed apart from every block)."""
     return _draw(seed, (_RESAMPLE, step + 1)).cut_u
+
+
+def rollout_seed(seed: int, step: int, candidate: int, rollout: int) -> int:
+    """Seed of SPS's rollout `rollout` of candidate `candidate` (in the step's order) at step `step`."""
+    return _draw(seed, (_ROLLOUT, step, candidate, rollout)).seed
+
+
+def pick_uniform(seed: int, step: int) -> float:
+    """SPS's uniform for drawing step `step`'s chunk from its estimated conditional."""
+    return _draw(seed, (_PICK, step)).cut_u

@@ -492,6 +492,25 @@ SPEC: tuple[Param, ...] = (
     Param("smc_ramp", int, 400, "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)",
           Group.OWN, "ramp: tokens to reach alpha (PowerSMC)", limit=Limit(0, 65536, integer=True),
           samplers=_only(SamplerName.POWERSMC), symbol="R"),
+    # Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py): the paper ran K = M = 8 with chunks of
+    # B = 192 of 3072 tokens (its table 4); these defaults are sized for a CPU and n = 96
+    Param("sps_top_k", int, 4, "SPS: candidate chunks per step K, the most likely distinct ones among the draws",
+          Group.OWN, "candidates K (SPS)", limit=Limit(1, 256, integer=True), samplers=_only(SamplerName.SPS),
+          symbol="K"),
+    Param("sps_draws", int, None, "SPS: chunks drawn from q_tau per step L, the candidates' pool", Group.OWN,
+          "draws L (SPS; empty: K)", limit=Limit(1, 4096, integer=True), samplers=_only(SamplerName.SPS),
+          optional=True, default_text="--sps-top-k", symbol="L"),
+    Param("sps_rollouts", int, 4, "SPS: rollouts per candidate M, its future's weight estimated from them",
+          Group.OWN, "rollouts M (SPS)", limit=Limit(1, 4096, integer=True), samplers=_only(SamplerName.SPS),
+          symbol="M"),
+    Param("sps_horizon", int, 0, "SPS: tokens per rollout H; 0 rolls out to the end of the response", Group.OWN,
+          "rollout tokens H (SPS; 0: to the end)", limit=Limit(0, 65536, integer=True),
+          samplers=_only(SamplerName.SPS), symbol="H", extra={"shown": {0: "end"}}),
+    Param("sps_chunk", int, 16, "SPS: tokens per step B (1: token by token)", Group.OWN, "chunk B (SPS)",
+          limit=Limit(1, 65536, integer=True), samplers=_only(SamplerName.SPS), symbol="B"),
+    Param("sps_jackknife", bool, True, "SPS: estimate each step's conditional with the jackknife (bias O(1/M^2)), "
+          "or plug the rollouts' mean in (bias O(1/M))", Group.OWN, "jackknife (SPS: true/false)",
+          samplers=_only(SamplerName.SPS), negative="--no-sps-jackknife", symbol="jackknife"),
     # -- the engine --------------------------------------------------------------------------
     Param("backend", str, None, "Engine", Group.ENGINE, "backend", choices=BackendName, metavar="NAME",
           default_text="vllm where installed, else transformers", settings=False, envvar="PRESTO_TUI_BACKEND"),
@@ -585,7 +604,12 @@ def own_text(params: Mapping[str, Any]) -> str:
     for p in SPEC:
         if p.group is Group.OWN and p.applies(params) and params.get(p.name) is not None:
             value = params[p.name]
-            shown = number_text(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+            if isinstance(value, bool):  # a switch reads as its name, or no- its name
+                items.append((p.symbol or p.name) if value else f"no-{p.symbol or p.name}")
+                continue
+            shown = p.extra.get("shown", {}).get(value)
+            if shown is None:
+                shown = number_text(value) if isinstance(value, (int, float)) else value
             items.append(f"{p.symbol}={shown}" if p.symbol else str(shown))
     return " ".join(items)
 

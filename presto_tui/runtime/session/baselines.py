@@ -37,6 +37,7 @@ from presto_tui.runtime.core.randomness import resample_uniform, sample_seed
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
 from presto_tui.runtime.session.events import Choice, Event, InFlight, ModelCall, Sample, SmcStep
+from presto_tui.runtime.session.sps import SpsDriver
 
 
 def sample_event(index: int, p: Proposal, clock: float) -> Sample:
@@ -249,4 +250,5 @@ BASELINES: dict[str, type[SessionDriver]] = {
     SamplerName.LOWTEMP.value: SamplesDriver,
     SamplerName.BESTOFN.value: SamplesDriver,
     SamplerName.POWERSMC.value: PowerSMCDriver,
+    SamplerName.SPS.value: SpsDriver,  # Scalable Power Sampling (Ji et al. 2026), beside the paper's baselines
 }

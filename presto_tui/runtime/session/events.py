@@ -117,6 +117,28 @@ class SmcStep:
 
 
 @dataclass(frozen=True)
+class SpsStep:
+    """One step of Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py): the candidate
+    chunks, the numbers their conditional was estimated from, and the chunk drawn.  Per candidate, in
+    the step's order (by log p0, most likely first)."""
+
+    step: int
+    position: int  # tokens generated before this step
+    candidates: tuple[tuple[int, ...], ...]  # each candidate chunk's tokens
+    log_p0: tuple[float, ...]  # log p0 of each chunk given the prefix
+    log_weights: tuple[tuple[float, ...], ...]  # its rollouts' log p0^alpha(y) - log q(y); () if it has no future
+    log_zeta: tuple[float, ...]  # log zeta_hat (eq. 3; 0.0: no future, zeta = 1 exactly)
+    plain: tuple[float, ...]  # the plug-in estimate (eq. 4)
+    jackknife: tuple[float, ...]  # the jackknife estimate (eq. 5), before clipping; () when not used
+    probs: tuple[float, ...]  # what the chunk was drawn from
+    chosen: int
+    u: float  # the uniform it was drawn with (inverse CDF over `probs`)
+    draws: int  # chunks drawn from q_tau that the candidates were chosen from
+    reused: int  # of those, continuations of draws that began with the previous step's chunk
+    wall_s: float  # the step's engine time (its draws and its rollouts)
+
+
+@dataclass(frozen=True)
 class Choice:
     """The sample or particle a baseline answers with."""
 
@@ -213,5 +235,5 @@ class SessionError:
 
 
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | SmcStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree)
+         | SmcStep | SpsStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree)
 TRANSIENT = (InFlight, LiveTree)

@@ -175,6 +175,8 @@ def live_per_chain(params: SamplerParams) -> int:
         return params.samples
     if params.sampler == SamplerName.POWERSMC:
         return params.particles
+    if params.sampler == SamplerName.SPS:
+        return params.sps_top_k * params.sps_rollouts
     if not PrefetchRule.of(params.prefetch).presto:
         return 1
     if params.prefetch == PrefetchRule.STREAM and params.budget_policy == "cost":

@@ -55,6 +55,7 @@ from presto_tui.runtime.session.events import (
     SessionError,
     SessionStart,
     SmcStep,
+    SpsStep,
     Transition,
 )
 from presto_tui.runtime.session.limit import BlockPath, Limits, limits
@@ -104,6 +105,8 @@ class SessionSummary:
     smc_steps: int = 0  # PowerSMC: blocks grown, resampling steps, the last block's ESS
     resamplings: int = 0
     last_ess: float | None = None
+    sps_steps: int = 0  # Scalable Power Sampling: steps (chunks drawn), rollouts issued
+    rollouts: int = 0
     choice: str = ""  # a baseline: how its answer was chosen
     status: str = "running"  # running, done, cancelled, error
     error: str = ""
@@ -164,6 +167,9 @@ class SessionSummary:
             self.smc_steps += 1
             self.resamplings += ev.resampled
             self.last_ess = ev.ess
+        elif isinstance(ev, SpsStep):
+            self.sps_steps += 1
+            self.rollouts += sum(len(row) for row in ev.log_weights)
         elif isinstance(ev, Choice):
             self.choice = ev.rule
             self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
@@ -326,6 +332,7 @@ class SessionSummary:
             **({"samples": self.samples} if self.samples else {}),
             **({"smc_steps": self.smc_steps, "resamplings": self.resamplings, "last_ess": self.last_ess}
                if self.smc_steps else {}),
+            **({"sps_steps": self.sps_steps, "rollouts": self.rollouts} if self.sps_steps else {}),
             **({"choice": self.choice} if self.choice else {}),
             "rounds": self.rounds,
             "elapsed_s": self.elapsed_s,

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from presto_tui.runtime.session.events import BlockStart, Event, RoundDone, Sample, SessionEnd, SessionStart, SmcStep
+from presto_tui.runtime.session.events import (
+    BlockStart,
+    Event,
+    RoundDone,
+    Sample,
+    SessionEnd,
+    SessionStart,
+    SmcStep,
+    SpsStep,
+)
 
 Pieces = Callable[[Sequence[int]], list[str]]
 
@@ -31,6 +40,8 @@ def event_token_ids(ev: Event) -> list[int]:
         return list(ev.tokens)
     if isinstance(ev, SmcStep):
         return [t for grown in ev.tokens for t in grown]
+    if isinstance(ev, SpsStep):
+        return [t for chunk in ev.candidates for t in chunk]
     return []
 
 

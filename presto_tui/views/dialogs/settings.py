@@ -58,6 +58,8 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
         value = getattr(self.params, name)
         if value is None:
             return ""  # an optional one (tau, B): empty takes its default
+        if isinstance(value, bool):
+            return "true" if value else "false"
         return f"{value:g}" if isinstance(value, float) else str(value)
 
     def compose(self) -> ComposeResult:

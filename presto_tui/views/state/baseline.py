@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from presto_tui.api.events import Choice, Event, Sample, SmcStep, normalised
 from presto_tui.api.params import SamplerName
+from presto_tui.views.state.sps import SpsRun, is_sps
 
 NO_ROUNDS = "no rounds: a baseline session"  # what the overview and search say of one
 
@@ -51,12 +52,14 @@ class BaselineRun:
     samples: dict[int, Sample] = field(default_factory=dict)  # by sample index
     steps: list[SmcStep] = field(default_factory=list)
     choice: Choice | None = None
+    sps: SpsRun | None = None  # Scalable Power Sampling: its steps (state/sps.py)
 
     @classmethod
     def of(cls, params: dict) -> BaselineRun | None:
         if not is_baseline(params):
             return None
-        return cls(str(params.get("sampler")), "logp" if params.get("bon_rank") == "logp" else "logq")
+        return cls(str(params.get("sampler")), "logp" if params.get("bon_rank") == "logp" else "logq",
+                   sps=SpsRun() if is_sps(params) else None)
 
     @property
     def smc(self) -> bool:
@@ -67,6 +70,8 @@ class BaselineRun:
         return SamplerName.of(self.sampler).display
 
     def apply(self, ev: Event) -> None:
+        if self.sps is not None:
+            self.sps.apply(ev)
         if isinstance(ev, Sample):
             self.samples[ev.index] = ev
         elif isinstance(ev, SmcStep):

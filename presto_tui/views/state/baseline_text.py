@@ -7,6 +7,7 @@ from rich.style import Style
 from rich.text import Text
 
 from presto_tui.api.events import Pieces, Sample, cut_at_eos
+from presto_tui.views.state import sps as sps_state
 from presto_tui.views.state.baseline import BaselineRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 from presto_tui.views.state.reducer import SessionView
@@ -20,6 +21,8 @@ def describe(session: SessionView) -> list[str]:
     """The baseline with its own parameters, in parts, as the title and the stats panel name it."""
     run = session.baseline
     assert run is not None
+    if run.sps is not None:
+        return sps_state.describe(session.params)
     tau = _p(session, "tau")
     tau_s = f"tau {tau:g}" if isinstance(tau, (int, float)) else "tau ?"
     if run.smc:
@@ -39,6 +42,8 @@ def progress(session: SessionView) -> str:
     """How far the session got: samples finished, or blocks grown."""
     run = session.baseline
     assert run is not None
+    if run.sps is not None:
+        return sps_state.progress(run.sps, session.params)
     if run.smc:
         most = total_blocks(session)
         particles = run.particles or _p(session, "particles")
@@ -63,6 +68,8 @@ def legend(session: SessionView) -> list[str]:
     """What the view's marks mean (the title's last line)."""
     run = session.baseline
     assert run is not None
+    if run.sps is not None:
+        return sps_state.legend()
     if run.smc:
         return ["bar: weight share", "⟳ resampled", "←j from particle j", "✗ dropped", "∎ EOS", "★ answer"]
     return ["★ answer", "best first", "end: EOS, or n reached"]
@@ -83,6 +90,13 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     else:
         t.append(m.status, style="bold")
     t.append(f"  {', '.join(describe(session))}")
+    if run.sps is not None:
+        t = sps_state.stats_text(run.sps, session.params, m, head=t)
+        if m.error:
+            t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
+        if live:
+            t.append("\n" + live, style="italic")
+        return t
     t.append(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
     if run.smc:
         t.append(f"\nparticles {run.particles or _p(session, 'particles')}  {progress(session).split(',')[0]}"
@@ -161,6 +175,8 @@ def answer_title(session: SessionView) -> str:
     """The answer pane's title."""
     run = session.baseline
     assert run is not None
+    if run.sps is not None:
+        return sps_state.answer_title(run.sps)
     c = run.choice
     if c is None:
         return "no answer yet: a baseline answers at its end"
