@@ -25,7 +25,7 @@ from typing import Any
 
 from presto_tui.cli.options import SAMPLER_FLAGS, limit_of, sampler_params
 from presto_tui.errors import InputError
-from presto_tui.runtime.core.params import Limit, SamplerParams
+from presto_tui.runtime.core.params import Limit, SamplerParams, shown
 from presto_tui.runtime.session.chains import CHAINS
 
 COMPLETION, CHAT = "completion", "chat"
@@ -87,7 +87,7 @@ class Ask:
 def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
     """Check a request body; InputError (one line) names the first thing wrong."""
     if not isinstance(body, dict):
-        raise InputError(f"the request body should be a JSON object, got {type(body).__name__}")
+        raise InputError(f"the request body should be a JSON object, got {json_kind(body)}")
     known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | set(IGNORED) | set(NOTHING_ASKED)
     for name in body:
         if name not in known:
@@ -123,6 +123,16 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
                tuple(name for name in IGNORED if body.get(name) is not None))
 
 
+def json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words (null, not NoneType)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
 def _sampler_value(key: str, value: Any) -> Any:
     """A body value as the CLI parser would have made it from text (strings are parsed as typed)."""
     flag = "--" + key.replace("_", "-")
@@ -130,11 +140,11 @@ def _sampler_value(key: str, value: Any) -> Any:
         return _flag("paper_settings", value)
     if key in NAMED:
         if not isinstance(value, str):
-            raise InputError(f"{flag} should be a name, got {value!r}")
+            raise InputError(f"{flag} should be a name, got {shown(value)}")
         return value
     if key == "budget":  # N, auto or fill:N: the CLI's own parser reads its text
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise InputError(f"--budget must be a whole number, auto or fill:N, got {value!r}")
+            raise InputError(f"--budget must be a whole number, auto or fill:N, got {shown(value)}")
         return str(value)
     limit = limit_of(key)
     assert limit is not None, key
@@ -175,7 +185,7 @@ def _flag(name: str, value: Any) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise InputError(f"{name} should be true or false, got {value!r}")
+        raise InputError(f"{name} should be true or false, got {shown(value)}")
     return value
 
 

@@ -99,13 +99,25 @@ class Limit:
 
     def unparsable(self, flag: str, raw: str) -> str:
         """The message for text that is not a number of this kind at all."""
-        return f"{flag} must be {self.kind} {self.where}, got {raw!r}"
+        return f"{flag} must be {self.kind} {self.where}, got {shown(raw)}"
+
+
+SHOWN_CHARS = 40  # a message repeats at most this much of a bad value (a request body may hold megabytes)
+
+
+def shown(value: object) -> str:
+    """A bad value as a message repeats it: its repr, cut to SHOWN_CHARS characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def number_text(value: float) -> str:
-    """A value as a person wrote it: -1 rather than -1.0, 1e+308 as Python writes it."""
+    """A value as a person wrote it: -1 rather than -1.0, 1e+308 as Python writes it; a whole
+    number of more than 20 digits by its length alone."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"a {len(str(abs(value)))}-digit number"
     return str(value)
 
 
@@ -202,6 +214,9 @@ class SamplerParams:
             value = getattr(self, name)
             if value is not None:
                 limit.check(flag(name), value)
+        if self.tau is None and not LIMITS["tau"].contains(self.proposal_tau):  # tau = 1/alpha, derived
+            raise ParamError(f"--alpha {number_text(self.alpha)} gives the proposal temperature tau = 1/alpha = "
+                             f"{self.proposal_tau:g}, outside --tau's range {LIMITS['tau']}; give --tau too")
         if self.max_new_tokens % self.block:
             raise ParamError(f"--block-size {self.block} does not divide --max-new-tokens {self.max_new_tokens}")
         if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
