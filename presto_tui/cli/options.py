@@ -46,6 +46,10 @@ CLI_LIMITS: dict[str, Limit] = {
     "max_queue": Limit(0, 100_000, integer=True),
     "request_timeout": Limit(0, 86_400),
     "max_body_bytes": Limit(1024, 1 << 30, integer=True),
+    "max_steps": LIMITS["steps"],
+    "max_tokens": LIMITS["max_new_tokens"],
+    "read_timeout": Limit(0.1, 3600),
+    "max_connections": Limit(1, 1 << 20, integer=True),
 }
 
 

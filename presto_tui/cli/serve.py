@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,10 +26,18 @@ def serve(
         help="Address to listen on; 0.0.0.0 listens on every interface (then set --api-key).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", rich_help_panel=SERVER, help="Port to listen on (0: any free one).")]
     = 8000,
-    api_key: Annotated[str | None, typer.Option(
-        "--api-key", metavar="KEY", envvar="PRESTO_TUI_API_KEY", rich_help_panel=SERVER, show_default=False,
-        help="Require the header Authorization: Bearer KEY on every route (also $PRESTO_TUI_API_KEY) "
-        "[default: none, fine on 127.0.0.1].")] = None,
+    api_key: Annotated[list[str] | None, typer.Option(
+        "--api-key", metavar="KEY|NAME=KEY", envvar="PRESTO_TUI_API_KEY", rich_help_panel=SERVER,
+        show_default=False,
+        help="Require the header Authorization: Bearer KEY on every route (also $PRESTO_TUI_API_KEY). Repeat "
+        "it for several tenants: NAME=KEY names the key's tenant (a bare KEY is tenant default); a key sees and "
+        "cancels only its own tenant's requests [default: none, fine on 127.0.0.1].")] = None,
+    admin_key: Annotated[list[str] | None, typer.Option(
+        "--admin-key", metavar="NAME=KEY", rich_help_panel=SERVER, show_default=False,
+        help="A key that also sees and cancels every tenant's requests (repeatable).")] = None,
+    api_keys: Annotated[Path | None, typer.Option(
+        "--api-keys", metavar="FILE", rich_help_panel=SERVER, show_default=False,
+        help="Keys from a file, one a line: NAME KEY, or NAME KEY admin ('#' starts a comment).")] = None,
     max_chains: Annotated[int | None, typer.Option(
         "--max-chains", "-C", rich_help_panel=SERVER, show_default=False,
         help=f"Chains on the engine at once, sharing its batch, {o.CLI_LIMITS['max_chains'].where}; a request "
@@ -44,6 +54,22 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(
         "--max-body-bytes", rich_help_panel=SERVER,
         help=f"Largest request body; a larger one gets 413, {o.CLI_LIMITS['max_body_bytes'].where}.")] = 1 << 20,
+    max_steps: Annotated[int, typer.Option(
+        "--max-steps", rich_help_panel=SERVER,
+        help="Most steps (K) a request may ask for; above, 400. With --max-tokens it bounds what one request "
+        f"holds in memory, {o.CLI_LIMITS['max_steps'].where}.")] = 1024,
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", rich_help_panel=SERVER,
+        help=f"Most new tokens (max_tokens) a request may ask for; above, 400, {o.CLI_LIMITS['max_tokens'].where}.")]
+    = 4096,
+    read_timeout: Annotated[float, typer.Option(
+        "--read-timeout", rich_help_panel=SERVER,
+        help="Seconds a client has to send a request's headers, then its body; a client that leaves the "
+        f"server's writes unread this long is cut too, {o.CLI_LIMITS['read_timeout'].where}.")] = 10.0,
+    max_connections: Annotated[int, typer.Option(
+        "--max-connections", rich_help_panel=SERVER,
+        help="Connections open at once; one more gets 503 and is closed, "
+        f"{o.CLI_LIMITS['max_connections'].where}.")] = 512,
     sampler: o.Sampler = None, prefetch: o.Prefetch = None, inputs: o.Inputs = None, alpha: o.Alpha = None,
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
@@ -90,12 +116,21 @@ def serve(
     """
     flags = ctx.params
     params = o.sampler_params(flags)
-    for name in ("port", "max_queue", "request_timeout", "max_body_bytes"):
+    for name in ("port", "max_queue", "request_timeout", "max_body_bytes", "max_steps", "max_tokens",
+                 "read_timeout", "max_connections"):
         o.CLI_LIMITS[name].check("--" + name.replace("_", "-"), flags[name])
     if max_chains is not None:
         o.CLI_LIMITS["max_chains"].check("--max-chains", max_chains)
-    if api_key is not None and not api_key.strip():
-        raise InputError("--api-key is empty (unset PRESTO_TUI_API_KEY, or give a key)")
+    from presto_tui.serve.tenants import key_table
+
+    if not api_key and os.environ.get("PRESTO_TUI_API_KEY", "x").strip() == "":  # (blank: no keys at all)
+        api_key = [""]
+    keys = key_table(api_key, admin_key, api_keys)
+    if params.steps > max_steps:
+        raise InputError(f"--steps {params.steps} is over --max-steps {max_steps} (what a request may ask for)")
+    if params.max_new_tokens > max_tokens:
+        raise InputError(f"--max-new-tokens {params.max_new_tokens} is over --max-tokens {max_tokens} (what a "
+                         "request may ask for)")
     from presto_tui.runtime.session.loop import default_concurrency
 
     chains = max_chains or default_concurrency(256, params)
@@ -116,7 +151,9 @@ def serve(
         defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings")
                     if flags.get(k) is not None and flags.get(k) is not False}  # 0 is a value
         config = ServeConfig(defaults=defaults, max_chains=chains, max_queue=max_queue,
-                             request_timeout=request_timeout or None, api_key=api_key, max_body=max_body_bytes)
+                             request_timeout=request_timeout or None, tenants=keys, max_body=max_body_bytes,
+                             max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout,
+                             max_connections=max_connections)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"])
         app = create_app(server)
         bound = sock.getsockname()
@@ -124,12 +161,12 @@ def serve(
         out = o.term()
         print(f"presto-tui: serving {visible(engine.model, keep_newlines=False)} ({engine.name}) at {where}/v1, "
               f"{chains} chains at once, {max_queue} more queued; Ctrl-C stops", file=out)
-        if host not in LOOPBACK and not api_key:
+        if host not in LOOPBACK and not keys:
             print(f"presto-tui: warning: listening on {visible(host)} without --api-key: anyone who reaches this "
                   "port can sample", file=out)
         uv = uvicorn_server(app)
         try:
-            uv.run(sockets=[sock])
+            uv.run(sockets=[sock])  # SIGINT comes back as KeyboardInterrupt (exit 130); SIGTERM returns (exit 0)
         finally:
             if writer is not None:
                 writer.close()

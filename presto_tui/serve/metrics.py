@@ -30,6 +30,14 @@ class ServerCollector(Collector):
         yield http
         yield GaugeMetricFamily("presto_requests_in_progress", "Completion requests admitted and not yet answered",
                                 value=hub.live_requests)
+        yield GaugeMetricFamily("presto_event_streams", "Event streams open (GET /v1/presto/events)",
+                                value=hub.listeners)
+        yield GaugeMetricFamily("presto_event_stream_backlog_bytes", "Bytes the event streams hold, not yet sent",
+                                value=hub.listener_backlog)
+        yield CounterMetricFamily("presto_event_streams_dropped", "Event streams dropped for falling too far behind",
+                                  value=hub.listeners_dropped)
+        yield GaugeMetricFamily("presto_kept_event_bytes", "Bytes of recorded events kept for late listeners",
+                                value=hub.kept_bytes)
         yield GaugeMetricFamily("presto_chains_live", "Chains running on the engine loop", value=host.chains_live)
         yield GaugeMetricFamily("presto_queue_length", "Chains admitted and waiting for a slot on the engine loop",
                                 value=host.chains_waiting)

@@ -18,6 +18,7 @@ from presto_tui.logs.schema import SchemaError, decode, decode_tree, encode, enc
 from presto_tui.runtime.session.events import Event, InFlight, LiveTree
 
 IN_FLIGHT, LIVE_TREE, VOCAB = "in_flight", "live_tree", "vocab"
+DROPPED = "dropped"  # an event stream's last object when the server dropped it (its `reason` says why)
 
 
 def encode_event(ev: Event) -> dict:
