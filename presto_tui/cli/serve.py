@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Annotated
@@ -82,6 +83,13 @@ def serve(
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-W", rich_help_panel=o.SCALE, show_default=False,
+        help="Serve from W engines, each a Ray worker (one GPU each where there are GPUs; the CPU cores split "
+        "between them otherwise): each request goes to the least loaded, a chat's turns to the one that served "
+        "it before; a worker that dies fails its requests (500) and the others serve on. Needs pip install "
+        "'presto-tui[ray]'.")] = None,
+    ray_address: o.RayAddress = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
 ) -> None:
     """Serve power sampling over OpenAI's HTTP API: every request is a chain on one engine.
@@ -99,7 +107,10 @@ def serve(
     n runs on the seed of chain j, as --chains does. temperature, top_p and penalties are
     ignored (alpha and tau set the law), the text is cut at a stop sequence after the chain
     ends, and a streamed answer's text comes in one chunk when its chain ends. A client that
-    disconnects cancels its chains. Every session goes to the trace, as with run.
+    disconnects cancels its chains. Every session goes to the trace, as with run. Keys may
+    name tenants (--api-key NAME=KEY): a key follows and cancels only its tenant's requests,
+    an --admin-key everyone's. --workers W serves from W engines (Ray workers). SIGTERM
+    stops it as Ctrl-C does.
 
     Examples:
 
@@ -108,6 +119,8 @@ def serve(
       presto-tui serve --backend synthetic --port 8001  # no model needed
 
       presto-tui serve --host 0.0.0.0 --api-key "$KEY" -C 16 --prefetch stream
+
+      presto-tui serve --host 0.0.0.0 --api-keys keys.txt --workers 2   # tenants, two engines
 
       curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\
         -d '{"prompt": "What is 7 * 8?", "max_tokens": 32, "steps": 8, "seed": 1}'
@@ -137,16 +150,31 @@ def serve(
     clf = o.load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "serve")
+    scaled = workers is not None or ray_address is not None
+    if scaled:
+        if workers is not None:
+            o.CLI_LIMITS["workers"].check("--workers", workers)
+        from presto_tui.runtime.session.cluster import _ray, check_address
+
+        _ray()  # one line if Ray is missing, before anything starts
+        if ray_address:
+            check_address(ray_address)
     from presto_tui.serve.net import listen, uvicorn_server
 
     sock = listen(host, port)  # a taken port is known before the engine starts
-    with sock:
+    pool = None
+    with sock, contextlib.ExitStack() as stack:
         try:
             from presto_tui.serve.app import ServeConfig, Server, create_app
         except ImportError as e:
             raise InputError(f"presto-tui serve needs its extra: pip install 'presto-tui[serve]' ({e.name} is "
                              "missing)") from None
-        engine = o.start_engine(name, engine_opts)
+        if scaled:
+            pool = start_pool(workers or 1, name, engine_opts, ray_address, chains, clf)
+            stack.callback(pool.stop, 60)  # (after the server has stopped it: nothing left to do)
+            engine = pool.engine
+        else:
+            engine = o.start_engine(name, engine_opts)
         writer = o.open_trace(path, "serve", engine, params)
         defaults = {k: flags[k] for k in (*o.SAMPLER_FLAGS, "budget", "rank", "paper_settings")
                     if flags.get(k) is not None and flags.get(k) is not False}  # 0 is a value
@@ -154,13 +182,15 @@ def serve(
                              request_timeout=request_timeout or None, tenants=keys, max_body=max_body_bytes,
                              max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout,
                              max_connections=max_connections)
-        server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"])
+        server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"], pool=pool)
         app = create_app(server)
         bound = sock.getsockname()
         where = f"http://{_host_text(bound[0])}:{bound[1]}"
         out = o.term()
-        print(f"presto-tui: serving {visible(engine.model, keep_newlines=False)} ({engine.name}) at {where}/v1, "
-              f"{chains} chains at once, {max_queue} more queued; Ctrl-C stops", file=out)
+        engines = f" on {len(pool.workers)} workers" if pool is not None else ""
+        print(f"presto-tui: serving {visible(engine.model, keep_newlines=False)} ({engine.name}{engines}) at "
+              f"{where}/v1, {chains} chains at once{' each' if engines else ''}, {max_queue} more queued; Ctrl-C "
+              "stops", file=out)
         if host not in LOOPBACK and not keys:
             print(f"presto-tui: warning: listening on {visible(host)} without --api-key: anyone who reaches this "
                   "port can sample", file=out)
@@ -172,6 +202,17 @@ def serve(
                 writer.close()
                 if not writer.broken:
                     print(f"presto-tui: trace written to {visible(str(writer.path), keep_newlines=False)}", file=out)
+
+
+def start_pool(workers: int, name: str, options, address: str | None, chains: int, classifier):
+    """The Ray workers, each an engine host, started with a spinner."""
+    from rich.console import Console
+
+    from presto_tui.serve.pool import Pool
+
+    o.divert_engine_output()
+    with Console(file=o.term()).status(f"starting {workers} Ray worker(s) with {name}..."):
+        return Pool(workers, name, options, max_chains=chains, address=address, classifier=classifier)
 
 
 def _host_text(host: str) -> str:

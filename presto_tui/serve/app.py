@@ -50,7 +50,6 @@ ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/co
 PROGRESS_EVERY_S = 1.0  # a streamed answer's keep-alive comment (transitions so far)
 KEEPALIVE_S = 15.0  # an idle event stream's comment line
 STOPPING = "the server stopped before the answer was ready; its chains were cancelled"
-ENGINE_STOPPED = "the engine thread has stopped; restart presto-tui serve"
 
 
 @dataclass
@@ -242,11 +241,12 @@ async def until(run: RequestRun, ready, deadline: float | None, watch: Watch | N
 class Server:
     """What the routes share: the engine (owned by the host's thread once it runs) and the settings."""
 
-    engine: Engine
+    engine: Engine  # (with `pool`: its PoolEngine, what the workers' engines are)
     config: ServeConfig
-    trace: Any = None  # logs.writer.TraceWriter, written by the engine thread only
+    trace: Any = None  # logs.writer.TraceWriter, written by the engine thread (or the pool's readers) only
     classifier: CertaintyClassifier | None = None
-    host: EngineHost | None = None
+    pool: Any = None  # serve --workers: pool.Pool, which stands for the host
+    host: Any = None  # EngineHost, or the pool
     hub: Hub | None = None
     started: int = field(default_factory=lambda: int(time.time()))
     debug: bool = False
@@ -262,10 +262,14 @@ class Server:
                 loop.call_soon_threadsafe(hub.take, batch)
 
         c = self.config
-        self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
-                               classifier=self.classifier)
+        if self.pool is not None:
+            self.host = self.pool.bind(deliver, self.trace)
+        else:
+            self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
+                                   classifier=self.classifier)
+        workers = len(self.pool.workers) if self.pool is not None else 1
         hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep,
-                             keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes)
+                             keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes, workers=workers)
         self.host.start()
 
     def stop(self) -> None:
@@ -330,10 +334,13 @@ def create_app(server: Server) -> FastAPI:
     async def health() -> JSONResponse:
         host = server.host
         ok = host is not None and host.alive
+        workers = host.worker_numbers() if host is not None else []
+        status = "failed" if not ok else "degraded" if any(w["status"] != "ok" for w in workers) else "ok"
         return JSONResponse({
-            "status": "ok" if ok else "failed", "backend": server.engine.name, "model": server.model_id,
+            "status": status, "backend": server.engine.name, "model": server.model_id,
             "chains_live": host.chains_live if host else 0, "queue": host.chains_waiting if host else 0,
             "engine_faults": host.faults if host else 0, "last_fault": host.last_fault if host else "",
+            **({"workers": workers} if workers else {}),
             # the file's name only: where the server keeps its files is no client's business
             "trace": server.trace.path.name if server.trace is not None else None,
             "trace_error": host.trace_error if host else ""}, 200 if ok else 503)
@@ -374,8 +381,8 @@ def create_app(server: Server) -> FastAPI:
             raise HttpError(404, f"model {ask.model!r} is not served here; this server serves {server.model_id!r}",
                             code="model_not_found")
         host = server.host
-        if host is None or not host.alive:  # (a bug stopped it: /health says so too)
-            raise HttpError(503, ENGINE_STOPPED, "server_error")
+        if host is None or not host.alive:  # (a bug stopped it, or every worker died: /health says so too)
+            raise HttpError(503, host.stopped_line if host is not None else STOPPING, "server_error")
         try:
             run = hub().reserve(ask, tenant_of(request))
         except InputError as e:
@@ -403,7 +410,7 @@ def create_app(server: Server) -> FastAPI:
             hub().cancel(run)
             raise HttpError(504, _timeout_line(config), "timeout", "request_timeout") from None
         except EngineStopped:
-            raise HttpError(503, ENGINE_STOPPED, "server_error") from None
+            raise HttpError(503, host.stopped_line, "server_error") from None
         except BaseException:
             hub().cancel(run)
             raise

@@ -107,6 +107,8 @@ Deliver = Callable[[list[tuple[str, object]], dict[int, str]], None]
 
 
 class EngineHost:
+    stopped_line = "the engine thread has stopped; restart presto-tui serve"
+
     def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace=None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
         self.engine = engine
@@ -156,6 +158,10 @@ class EngineHost:
 
     def transitions_per_s(self) -> float:
         return self._rate.per_s()
+
+    def worker_numbers(self) -> list[dict]:
+        """Per engine worker (serve --workers: pool.py); one engine in this thread has none."""
+        return []
 
     def numbers(self) -> dict[str, int | str | float]:
         """The numbers /metrics and /health show, as of the last pass."""

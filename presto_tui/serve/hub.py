@@ -223,9 +223,10 @@ class Listener:
 
 class Hub:
     def __init__(self, host, *, max_chains: int, max_queue: int, keep: int = 16, keep_bytes: int = KEEP_BYTES,
-                 listener_bytes: int = LISTENER_BYTES):
+                 listener_bytes: int = LISTENER_BYTES, workers: int = 1):
         self.host = host  # an EngineHost, or the pool of Ray workers (pool.py): add, cancel, pieces
-        self.max_chains, self.max_queue = max_chains, max_queue
+        # max_chains on each worker's engine at once (one engine: one worker), max_queue more waiting
+        self.max_chains, self.max_queue, self.workers = max_chains * workers, max_queue, workers
         self.runs: dict[tuple[str, str], RequestRun] = {}  # live and recently finished, by (tenant, id)
         self._finished: collections.deque[tuple[str, str]] = collections.deque()
         self._keep, self._keep_bytes, self.finished_bytes = keep, keep_bytes, 0
@@ -278,8 +279,10 @@ class Hub:
     def reserve(self, ask: Ask, tenant: Tenant = ANYONE) -> RequestRun:
         """Admit a request's chains (InputError if it can never fit or reuses an id, Busy if not now)."""
         if ask.chains > self.capacity:
+            running = f"--max-chains {self.max_chains // self.workers}" + (
+                f" x {self.workers} workers" if self.workers > 1 else "")
             raise InputError(f"this request asks for {ask.chains} chains (prompts x n); this server takes at most "
-                             f"{self.capacity} at once (--max-chains {self.max_chains} + --max-queue {self.max_queue})")
+                             f"{self.capacity} at once ({running} + --max-queue {self.max_queue})")
         if ask.request_id is not None and hash((tenant.name, ask.request_id)) in self._used:
             raise InputError(f"request_id {ask.request_id!r} was used before; a request id is never reused")
         if self.in_flight + ask.chains > self.capacity:
