@@ -104,6 +104,17 @@ def test_a_listener_that_falls_behind_is_dropped_with_a_last_event_that_says_why
     assert m["presto_event_streams"] == 0 and m["presto_event_stream_backlog_bytes"] == 0  # its backlog let go
 
 
+def test_a_request_listener_reads_the_requests_own_events_and_its_replay_is_not_capped():
+    """One request's listener copies nothing: a replay larger than a stream's buffer comes whole."""
+    with served(listener_bytes=8 << 10) as (url, server, _):
+        r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "request_id": "big", **BODY}).json()
+        assert server.hub.find("big", "").kept_bytes > 3 * (8 << 10)
+        with httpx.stream("GET", url + "/v1/presto/events?request=big", timeout=10) as late:
+            got = data_lines(late)
+    assert got[-1]["type"] == "session_end" and got[-1]["text"] == r["choices"][0]["text"]
+    assert not any(o["type"] == "dropped" for o in got)
+
+
 # -- 2. what one request may ask for and keep ------------------------------------------------------
 
 def test_steps_and_tokens_above_the_servers_caps_are_400_before_anything_runs():

@@ -5,12 +5,15 @@ Routes:
   (protocol.py says which fields mean what);
 - `GET /v1/presto/events[?request=ID]`: server-sent events, each a trace line's
   JSON object (wire.py): one request's from its first event until its chains end,
-  or, without `request`, every request's from now on;
-- `POST /v1/presto/requests/{ID}/cancel`: end a request's chains;
-- `GET /health`, `GET /metrics` (Prometheus text).
+  or, without `request`, every request's from now on (the key's tenant's only, but
+  for an admin key; `?tenant=NAME`: an admin's way to another tenant's request);
+- `POST /v1/presto/requests/{ID}/cancel`: end a request's chains (the tenant's own);
+- `GET /health`, `GET /metrics` (Prometheus text), and HEAD on them.
 
-Every route answers 401 without the API key when the server has one, and a body
-over the size limit gets 413, before any handler runs (`Guard`).  Every error is
+Every route answers 401 without a key when the server has keys (each names a
+tenant: tenants.py), and a body over the size limit gets 413, before any handler
+runs (`Guard`); a request asking for more steps or tokens than the server's caps
+gets 400.  Every error is
 OpenAI's error object with one line: a bad value the line `presto-tui run`
 prints for it (400), a full queue 429 with Retry-After, a request past its
 timeout 504; never a traceback.  A client that goes away cancels its chains.

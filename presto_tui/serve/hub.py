@@ -12,12 +12,14 @@ random bits; one a client gives is its tenant's, and is refused if the tenant
 used it before (the last `USED_IDS` ids are remembered).
 
 Memory is bounded everywhere: each event is encoded once, as the bytes every
-listener sends; a listener holds at most `listener_bytes` of them (one that falls
-further behind is dropped, with a last `dropped` event saying why, and its backlog
-released at once); a request keeps its recorded events for listeners that come
-late until it is among the last `keep` finished requests and their events fit in
-`keep_bytes` (what one live request records is bounded by the server's caps on
-steps and tokens, `--max-steps` and `--max-tokens`).
+listener sends.  A request keeps its recorded events (for listeners that come
+late) until it is among the last `keep` finished requests and their events fit in
+`keep_bytes`; what one live request records is bounded by the server's caps on
+steps and tokens (`--max-steps`, `--max-tokens`).  A listener to one request reads
+them where the request keeps them; a listener to every request holds at most
+`listener_bytes` not yet sent, and one that falls further behind is dropped, with
+a last `dropped` event saying why, its backlog released at once (as is a
+listener to a request whose events are let go before it has sent them).
 
 Admission is counted in chains: up to `max_chains` run on the engine at once
 and up to `max_queue` more wait for a slot; a request that would go beyond is
@@ -141,11 +143,16 @@ class RequestRun:
 
 
 class Listener:
-    """One event stream: the bytes still to send, at most `limit` of them; `tenant`: whose requests
-    it sees (None: everyone's)."""
+    """One event stream.  Every request's (`run` None): the bytes still to send, queued as events
+    come, at most `limit` of them; `tenant`: whose requests it sees (None: everyone's).  One
+    request's: it reads the request's recorded events where the request keeps them (`cursor`),
+    so that it copies nothing, and queues only the transient ones that come while it has read
+    everything else."""
 
-    def __init__(self, pieces: dict[int, str], limit: int = LISTENER_BYTES, tenant: str | None = None):
-        self.pieces, self.limit, self.tenant = pieces, limit, tenant
+    def __init__(self, pieces: dict[int, str], limit: int = LISTENER_BYTES, tenant: str | None = None,
+                 run: RequestRun | None = None):
+        self.pieces, self.limit, self.tenant, self.run = pieces, limit, tenant, run
+        self.cursor = 0  # run.lines sent so far
         self._queue: collections.deque[bytes] = collections.deque()
         self.size = 0  # bytes queued
         self.closed = False
@@ -153,24 +160,32 @@ class Listener:
         self._ready = asyncio.Event()
         self._seen = bytearray()  # a bit per token id whose text was sent (ids are below the vocabulary's size)
 
+    @property
+    def behind(self) -> bool:
+        """A request's listener has recorded events it has not sent yet."""
+        return self.run is not None and self.cursor < len(self.run.lines)
+
     def push(self, line: Line) -> None:
-        if self.closed:
-            return
+        if self.closed or (self.run is not None and (not line.transient or self.behind)):
+            return  # (a request's listener reads recorded events from the request; a transient one is stale now)
         if line.transient and self.size > self.limit // 4:
             return  # progress for a person: the next one will do
-        new = [i for i in line.ids if not self._has(i)]
-        head = b""
-        if new:
-            new = sorted(set(new))
-            head = sse(vocab_object({i: self.pieces.get(i, "") for i in new}))
-        if self.size + len(head) + len(line.data) > self.limit:
+        if self.size + len(line.data) > self.limit:
             self.drop()
             return
+        self._put(self._encoded(line))
+
+    def wake(self) -> None:
+        self._ready.set()
+
+    def _encoded(self, line: Line) -> bytes:
+        """The line, after the text of the token ids this stream has not described yet."""
+        new = sorted({i for i in line.ids if not self._has(i)})
+        if not new:
+            return line.data
         for i in new:
             self._mark(i)
-        if head:
-            self._put(head)
-        self._put(line.data)
+        return sse(vocab_object({i: self.pieces.get(i, "") for i in new})) + line.data
 
     def _has(self, i: int) -> bool:
         return (i >> 3) < len(self._seen) and bool(self._seen[i >> 3] & (1 << (i & 7)))
@@ -185,16 +200,17 @@ class Listener:
         self.size += len(data)
         self._ready.set()
 
-    def drop(self) -> None:
+    def drop(self, why: str | None = None) -> None:
         """The client reads slower than the chains run: its backlog goes, and its stream ends with
         one event that says so."""
         behind = self.size
         self._queue.clear()
         self.size = 0
         self.dropped = True
-        self._put(sse({"type": DROPPED, "reason": (
-            f"this event stream was dropped: its client fell {behind} bytes behind, and the server holds at most "
-            f"{self.limit} bytes for one stream; read faster, or follow one request (?request=ID)")}))
+        self.run = None
+        self._put(sse({"type": DROPPED, "reason": "this event stream was dropped: " + (why or (
+            f"its client fell {behind} bytes behind, and the server holds at most {self.limit} bytes for one "
+            "stream; read faster, or follow one request (?request=ID)"))}))
         self.close()
 
     def close(self) -> None:
@@ -204,7 +220,7 @@ class Listener:
     async def next(self, timeout: float) -> bytes | None:
         """What to send next (several events at once when they wait), b"" after `timeout` s without
         any, None once the stream is over."""
-        while not self._queue:
+        while not (self._queue or self.behind):
             if self.closed:
                 return None
             self._ready.clear()
@@ -212,12 +228,17 @@ class Listener:
                 await asyncio.wait_for(self._ready.wait(), timeout)
             except TimeoutError:
                 return b""
-        parts = [self._queue.popleft()]
-        n = len(parts[0])
+        parts: list[bytes] = []
+        n = 0
         while self._queue and n < SEND_AT_ONCE:
             parts.append(self._queue.popleft())
             n += len(parts[-1])
-        self.size -= n
+            self.size -= len(parts[-1])
+        run = self.run
+        while run is not None and self.cursor < len(run.lines) and n < SEND_AT_ONCE:
+            parts.append(self._encoded(run.lines[self.cursor]))
+            self.cursor += 1
+            n += len(parts[-1])
         return b"".join(parts)
 
 
@@ -325,6 +346,12 @@ class Hub:
                 self._chains.pop(c.key, None)
             if run.finished:
                 self.finished_bytes -= run.kept_bytes
+            for listener in list(run.listeners):  # one still reading it cannot read on: its events go
+                if listener.behind:
+                    listener.drop(f"its request's events were let go (the server keeps the last {self._keep} "
+                                  "finished requests' within its budget) before this stream had sent them")
+                    self.listeners_dropped += 1
+            run.listeners.clear()
             run.lines = []
 
     # -- from the engine thread --------------------------------------------------------------
@@ -346,15 +373,15 @@ class Hub:
             if isinstance(ev, SessionStart):
                 c.session_id = ev.session_id
             transient = isinstance(ev, TRANSIENT)
-            listeners = [*run.listeners, *(x for x in self._listeners if x.tenant in (None, run.tenant.name))]
-            if transient and not listeners:
+            listeners = [x for x in self._listeners if x.tenant in (None, run.tenant.name)]
+            if transient and not (listeners or run.listeners):
                 continue
             line = self._line(run, c, ev, transient)
             if not transient:
                 c.summary.update(ev)
                 run.lines.append(line)
                 run.kept_bytes += len(line.data)
-            for listener in listeners:
+            for listener in (*run.listeners, *listeners):
                 listener.push(line)
                 if listener.dropped:
                     self._dropped(listener)
@@ -362,10 +389,10 @@ class Hub:
                 self._ended(run, c, ev)
         for run in touched:
             run.changed.set()
-            if run.finished:
-                for listener in run.listeners:
-                    listener.close()
-                run.listeners.clear()
+            for listener in run.listeners:
+                listener.wake()
+                if run.finished:
+                    listener.close()  # (it sends what it has not read yet, then ends)
 
     @staticmethod
     def _line(run: RequestRun, chain: ChainRun, ev: Event, transient: bool) -> Line:
@@ -408,16 +435,10 @@ class Hub:
             self._listeners.add(listener)
             return listener
         run = self.runs[(of if tenant.admin and of is not None else tenant.name, rid)]
-        listener = Listener(self.host.pieces, self.listener_bytes)
-        for line in run.lines:
-            listener.push(line)
-            if listener.dropped:
-                self.listeners_dropped += 1
-                return listener
+        listener = Listener(self.host.pieces, self.listener_bytes, run=run)
+        run.listeners.add(listener)  # (until its stream ends: it may still be reading when the request ends)
         if run.finished:
             listener.close()
-        else:
-            run.listeners.add(listener)
         return listener
 
     def close_listeners(self) -> None:
