@@ -213,6 +213,20 @@ def test_a_tenant_sees_and_cancels_only_its_own_requests():
     assert {o.get("tenant") for o in ops_sees if "tenant" in o} == {"alice", "bob"}
 
 
+def test_chat_connect_runs_as_its_keys_tenant():
+    from presto_tui.runtime.session.chat import Notice
+    from presto_tui.runtime.session.events import SessionEnd
+    from presto_tui.serve.client import RemoteChatSession
+
+    items: list = []
+    with served(tenants=tenants()) as (url, server, _):
+        RemoteChatSession(url, api_key="key-b").run("the cat", SamplerParams(max_new_tokens=8, steps=4), None,
+                                                    items.append)
+        (run,) = server.hub.runs.values()
+    assert run.tenant.name == "bob" and not [x for x in items if isinstance(x, Notice)]
+    assert [x.reason for x in items if isinstance(x, SessionEnd)] == ["done"]
+
+
 def test_a_server_made_request_id_is_unguessable_and_keys_come_from_flags_or_a_file(tmp_path):
     from presto_tui.serve.tenants import Tenant, key_table
 
