@@ -11,6 +11,7 @@ Prints requests per minute one by one and at once, as measured.
 
 Run: python benchmarks/bench_serve.py --backend synthetic                       # 64 requests, 16 clients
      python benchmarks/bench_serve.py --backend vllm --requests 16 --clients 8 -n 32 -K 6
+     python benchmarks/bench_serve.py --backend synthetic --workers 2             # two engines (Ray workers)
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def main() -> None:
     ap.add_argument("-K", "--steps", type=int, default=10)
     ap.add_argument("-N", "--budget", type=int, default=8)
     ap.add_argument("--prefetch", default="spine")
-    ap.add_argument("-C", "--max-chains", type=int, default=None, help="server's --max-chains [default: clients]")
+    ap.add_argument("-C", "--max-chains", type=int, default=None,
+                    help="server's --max-chains (each worker's) [default: clients]")
+    ap.add_argument("-W", "--workers", type=int, default=None, help="server's --workers [default: one engine, no Ray]")
     args = ap.parse_args()
     prompts = prompts_for(args.backend, args.requests)
     sizes = ["-n", str(args.max_new_tokens), "-K", str(args.steps), "-N", str(args.budget),
@@ -82,15 +85,17 @@ def main() -> None:
     twins = [json.loads(ln)["tokens"] for ln in res.stdout.splitlines() if ln.strip()]
     print(f"twins: {time.perf_counter() - t0:.1f} s (engine start included)", flush=True)
 
+    scale = ["--workers", str(args.workers)] if args.workers else []
     server = subprocess.Popen([*exe, "serve", "--port", "0", "-C", str(args.max_chains or args.clients),
                                "--max-queue", str(args.requests + args.clients), "--trace",
-                               str(work / "serve.jsonl"), *sizes], env=env, stderr=subprocess.PIPE, text=True,
-                              cwd=work)
+                               str(work / "serve.jsonl"), *scale, *sizes], env=env, stderr=subprocess.PIPE,
+                              text=True, cwd=work)
     try:
-        line = server.stderr.readline()
-        found = re.search(r"at (http://\S+)/v1", line)
-        if not found:
-            sys.exit(f"serve did not start: {line.strip()} {server.stderr.read()[-2000:]}")
+        seen = []
+        while (line := server.stderr.readline()) and not (found := re.search(r"at (http://\S+)/v1", line)):
+            seen.append(line)  # (Ray may say something first)
+        if not line:
+            sys.exit(f"serve did not start: {''.join(seen)[-2000:]}")
         url = found.group(1)
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=3600)
         model = client.models.list().data[0].id
@@ -99,7 +104,8 @@ def main() -> None:
             r = client.completions.create(model=model, prompt=prompts[i], max_tokens=args.max_new_tokens)
             return r.model_extra["presto"]["choices"][0]["tokens"]
 
-        print(f"server: {model} ({args.backend}) at {url}, -C {args.max_chains or args.clients}", flush=True)
+        print(f"server: {model} ({args.backend}) at {url}, -C {args.max_chains or args.clients}"
+              + (f", {args.workers} workers" if args.workers else ""), flush=True)
         t0 = time.perf_counter()
         one_by_one = [ask(i) for i in range(len(prompts))]
         t_one = time.perf_counter() - t0

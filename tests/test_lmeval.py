@@ -286,7 +286,7 @@ def test_every_engine_flag_is_a_model_arg():
     ("alpha=much,backend=synthetic", "alpha must be a number in (0, 1000], got 'much'"),
     ("method=powermh:4,backend=synthetic", "method: powermh:4: a number after an MH sampler is its PreSTO rule's "
      "budget; write powermh+RULE:4 (powermh alone is the sequential sampler)"),
-    ("backend=synthetic,threads=2", "--threads does not apply to --backend synthetic"),
+    ("backend=synthetic,threads=2", "threads does not apply to backend synthetic"),
 ])
 def test_bad_model_args_raise_one_line(model_args, says):
     from lm_eval.api.registry import get_model

@@ -176,16 +176,31 @@ def test_token_id_prompts_and_stop_sequences_as_lm_eval_sends_them():
     ("budget", 0, "--budget"), ("sampler", "nope", "--sampler"), ("epsilon", 0.9, "--epsilon"),
 ])
 def test_a_bad_value_is_a_400_with_the_line_run_prints(field, value, flag):
-    expected = cli_error("run", "the cat", flag, str(value))
+    """The same line `run` prints, naming the request field the client sent (not a flag it never
+    typed), and OpenAI's error object names the field in `param`."""
+    expected = cli_error("run", "the cat", flag, str(value)).replace(flag, field)
     with serving() as (url, _), pytest.raises(openai.BadRequestError) as e:
         client(url).completions.create(model="synthetic-v26-o2-s0", prompt="the cat", extra_body={field: value})
     assert e.value.status_code == 400 and e.value.body["message"] == expected
+    assert e.value.body["param"] == field
+
+
+@pytest.mark.parametrize("body,message,param", [
+    ({"max_tokens": -1}, "max_tokens must lie in [1, 65536], got -1", "max_tokens"),
+    ({"seed": "1e3"}, "seed must be a whole number in [0, 2^63-1], got '1e3'", "seed"),
+    ({"rank": "best"}, "unknown rank 'best'; choose one of logq, logp", "rank"),
+    ({"n": 0}, "n must lie in [1, 256], got 0", "n"),
+])
+def test_a_bad_field_is_named_as_the_request_names_it(body, message, param):
+    with serving() as (url, _):
+        r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", **body})
+    assert r.status_code == 400 and r.json()["error"]["message"] == message and r.json()["error"]["param"] == param
 
 
 def test_bad_requests_get_one_line_each():
     cases = [
         ({"prompt": "the cat", "max_tokens": 16, "block_size": 5},
-         cli_error("run", "the cat", "-n", "16", "--block-size", "5")),
+         "block_size 5 does not divide max_tokens 16"),
         ({"prompt": "the cat", "alpah": 2}, "unknown field 'alpah'; did you mean 'alpha'?"),
         ({"prompt": "  "}, "the prompt is empty"),
         ({"prompt": "the cat", "logprobs": 5}, None),
@@ -477,7 +492,8 @@ def test_baselines_and_budget_policies_in_the_body_answer_as_run_does():
             assert r["presto"]["choices"][0]["tokens"] == twin["tokens"], body
             assert r["presto"]["choices"][0]["params"] == twin["params"], body
         r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "budget": "lots"})
-    assert r.status_code == 400 and r.json()["error"]["message"] == cli_error("run", "x", "-N", "lots")
+    assert r.status_code == 400 and r.json()["error"]["message"] == cli_error("run", "x", "-N", "lots").replace(
+        "--budget", "budget")
 
 
 def test_an_engine_failure_ends_the_chains_it_hit_with_a_500_and_the_server_serves_on():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers, chain_params, new_group
 from presto_tui.runtime.session.chat import ChainEvent, ChatSession, EngineReady, Notice, VocabUpdate, deliver
-from presto_tui.runtime.session.cluster import Cluster, WorkerLost, check_address, split_cores
+from presto_tui.runtime.session.cluster import Cluster, EngineWorker, WorkerLost, check_address, split_cores
 from presto_tui.runtime.session.cluster import _ray as require_ray
 from presto_tui.runtime.session.loop import (
     EngineLoop,
@@ -26,7 +26,9 @@ from presto_tui.runtime.session.loop import (
     run_chains,
 )
 
-__all__ = ["CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineLoop", "EngineReady", "InternalError", "Notice",
-           "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params", "check_address",
-           "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain", "make_driver",
-           "new_group", "require_ray", "run_chains", "split_cores"]
+__all__ = [
+    "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineLoop", "EngineReady", "EngineWorker", "InternalError",
+    "Notice", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params", "check_address",
+    "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain", "make_driver", "new_group",
+    "require_ray", "run_chains", "split_cores",
+]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from presto_tui import console
-from presto_tui.api.params import Limit
+from presto_tui.api.params import LIMITS, Limit
 from presto_tui.api.sessions import CHAINS
 from presto_tui.console import term
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, OutputError, PrestoError, describe
@@ -44,6 +44,10 @@ CLI_LIMITS: dict[str, Limit] = {
     "max_queue": Limit(0, 100_000, integer=True),
     "request_timeout": Limit(0, 86_400),
     "max_body_bytes": Limit(1024, 1 << 30, integer=True),
+    "max_steps": LIMITS["steps"],
+    "max_tokens": LIMITS["max_new_tokens"],
+    "read_timeout": Limit(0.1, 3600),
+    "max_connections": Limit(1, 1 << 20, integer=True),
 }
 
 

@@ -5,12 +5,15 @@ Routes:
   (protocol.py says which fields mean what);
 - `GET /v1/presto/events[?request=ID]`: server-sent events, each a trace line's
   JSON object (wire.py): one request's from its first event until its chains end,
-  or, without `request`, every request's from now on;
-- `POST /v1/presto/requests/{ID}/cancel`: end a request's chains;
-- `GET /health`, `GET /metrics` (Prometheus text).
+  or, without `request`, every request's from now on (the key's tenant's only, but
+  for an admin key; `?tenant=NAME`: an admin's way to another tenant's request);
+- `POST /v1/presto/requests/{ID}/cancel`: end a request's chains (the tenant's own);
+- `GET /health`, `GET /metrics` (Prometheus text), and HEAD on them.
 
-Every route answers 401 without the API key when the server has one, and a body
-over the size limit gets 413, before any handler runs (`Guard`).  Every error is
+Every route answers 401 without a key when the server has keys (each names a
+tenant: tenants.py), and a body over the size limit gets 413, before any handler
+runs (`Guard`); a request asking for more steps or tokens than the server's caps
+gets 400.  Every error is
 OpenAI's error object with one line: a bad value the line `presto-tui run`
 prints for it (400), a full queue 429 with Retry-After, a request past its
 timeout 504; never a traceback.  A client that goes away cancels its chains.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import hmac
+import hashlib
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -41,7 +44,7 @@ from presto_tui.errors import InputError, describe
 from presto_tui.safetext import visible
 from presto_tui.serve import metrics
 from presto_tui.serve.host import EngineHost
-from presto_tui.serve.hub import Busy, Hub, RequestRun
+from presto_tui.serve.hub import KEEP_BYTES, LISTENER_BYTES, Busy, Hub, RequestRun, sse
 from presto_tui.serve.protocol import (
     CHAT,
     COMPLETION,
@@ -52,13 +55,13 @@ from presto_tui.serve.protocol import (
     response,
     usage_chunk,
 )
+from presto_tui.serve.tenants import ANYONE, DEFAULT, Tenant
 
 ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/completions": "chat",
           "/v1/presto/events": "events", "/health": "health", "/metrics": "metrics"}
 PROGRESS_EVERY_S = 1.0  # a streamed answer's keep-alive comment (transitions so far)
 KEEPALIVE_S = 15.0  # an idle event stream's comment line
 STOPPING = "the server stopped before the answer was ready; its chains were cancelled"
-ENGINE_STOPPED = "the engine thread has stopped; restart presto-tui serve"
 
 
 @dataclass
@@ -69,14 +72,33 @@ class ServeConfig:
     max_chains: int = 16
     max_queue: int = 64
     request_timeout: float | None = 600.0
-    api_key: str | None = None
+    api_key: str | None = None  # one key, tenant "default" (as --api-key KEY)
+    tenants: dict[str, Tenant] = field(default_factory=dict)  # key -> the tenant it names
     max_body: int = 1 << 20
     keep: int = 16  # finished requests whose events stay available (each holds every round's tree)
+    keep_bytes: int = KEEP_BYTES  # ... and at most this many bytes of them
+    listener_bytes: int = LISTENER_BYTES  # an event stream that holds more unsent is dropped
+    max_steps: int = 1024  # a request may ask for at most this many steps (K) ...
+    max_tokens: int = 4096  # ... and new tokens (n): what one request records is bounded
+    read_timeout: float = 10.0  # headers, body, and a stalled reader: net.py
+    max_connections: int = 512
 
     def params(self) -> SamplerParams:
         from presto_tui.api.params import params_from
 
         return params_from(self.defaults, paper=bool(self.defaults.get("paper_settings")))
+
+    def keys(self) -> dict[bytes, Tenant]:
+        """Every key's tenant, by the key's SHA-256 (a lookup by digest takes no time that depends on
+        how much of a wrong key is right)."""
+        table = {_digest(k): t for k, t in self.tenants.items()}
+        if self.api_key:
+            table[_digest(self.api_key)] = Tenant(DEFAULT)
+        return table
+
+
+def _digest(key: str | bytes) -> bytes:
+    return hashlib.sha256(key.encode() if isinstance(key, str) else key).digest()
 
 
 class HttpError(Exception):
@@ -96,16 +118,24 @@ def error_response(status: int, message: str, kind: str = "invalid_request_error
                         headers=headers)
 
 
-def _authorized(header: bytes | None, key: str) -> bool:
-    expected = f"Bearer {key}".encode()
-    return header is not None and hmac.compare_digest(header, expected)
+TENANT = "presto.tenant"  # the scope's entry for the Tenant whose key a request carries
+
+
+def _tenant(header: bytes | None, keys: dict[bytes, Tenant]) -> Tenant | None:
+    if not keys:
+        return ANYONE
+    if header is None or not header.startswith(b"Bearer "):
+        return None
+    return keys.get(_digest(header[7:]))
 
 
 class Guard:
-    """Before any route: the API key (401) and the body's declared size (413); counts answers."""
+    """Before any route: the API key, naming the request's tenant (401 without one), and the body's
+    declared size (413); counts answers."""
 
     def __init__(self, app, *, config: ServeConfig, counts: collections.Counter[tuple[str, int]]):
         self.app, self.config, self.counts = app, config, counts
+        self.keys = config.keys()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -120,9 +150,10 @@ class Guard:
             await send(message)
 
         headers = dict(scope["headers"])
-        key, limit = self.config.api_key, self.config.max_body
+        limit = self.config.max_body
         try:
-            if key and not _authorized(headers.get(b"authorization"), key):
+            tenant = _tenant(headers.get(b"authorization"), self.keys)
+            if tenant is None:
                 await error_response(401, "missing or wrong API key: send the header Authorization: Bearer <key>",
                                      "authentication_error", "invalid_api_key",
                                      {"WWW-Authenticate": "Bearer"})(scope, receive, counted)
@@ -133,6 +164,7 @@ class Guard:
                 await error_response(413, f"the request body is over the server's limit of {limit} bytes "
                                      "(--max-body-bytes)", code="body_too_large")(scope, receive, counted)
                 return
+            scope[TENANT] = tenant
             await self.app(scope, receive, counted)
         finally:
             self.counts[(route, status["code"])] += 1
@@ -151,13 +183,18 @@ async def _drain(receive, limit: int) -> None:
             return
 
 
-async def read_json(request: Request, limit: int) -> Any:
+async def read_json(request: Request, limit: int, timeout: float | None = None) -> Any:
     data = bytearray()
-    async for part in request.stream():  # a body sent in chunks has no length to check up front
-        data += part
-        if len(data) > limit:
-            raise HttpError(413, f"the request body is over the server's limit of {limit} bytes (--max-body-bytes)",
-                            code="body_too_large")
+    try:
+        async with asyncio.timeout(timeout):  # a client that trickles its body holds a connection and a task
+            async for part in request.stream():  # a body sent in chunks has no length to check up front
+                data += part
+                if len(data) > limit:
+                    raise HttpError(413, f"the request body is over the server's limit of {limit} bytes "
+                                    "(--max-body-bytes)", code="body_too_large")
+    except TimeoutError:
+        raise HttpError(408, f"the request body did not arrive within {timeout:g} s (--read-timeout)",
+                        code="request_timeout", headers={"Connection": "close"}) from None
     try:
         return orjson.loads(bytes(data))
     except orjson.JSONDecodeError as e:
@@ -218,11 +255,12 @@ async def until(run: RequestRun, ready, deadline: float | None, watch: Watch | N
 class Server:
     """What the routes share: the engine (owned by the host's thread once it runs) and the settings."""
 
-    engine: Engine
+    engine: Engine  # (with `pool`: its PoolEngine, what the workers' engines are)
     config: ServeConfig
-    trace: Any = None  # logs.writer.TraceWriter, written by the engine thread only
+    trace: Any = None  # logs.writer.TraceWriter, written by the engine thread (or the pool's readers) only
     classifier: CertaintyClassifier | None = None
-    host: EngineHost | None = None
+    pool: Any = None  # serve --workers: pool.Pool, which stands for the host
+    host: Any = None  # EngineHost, or the pool
     hub: Hub | None = None
     started: int = field(default_factory=lambda: int(time.time()))
     debug: bool = False
@@ -233,14 +271,19 @@ class Server:
         return self.engine.model
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        def deliver(batch) -> None:
+        def deliver(batch, _pieces) -> None:  # (the token text is in the host's `pieces` already)
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
                 loop.call_soon_threadsafe(hub.take, batch)
 
         c = self.config
-        self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
-                               classifier=self.classifier)
-        hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep)
+        if self.pool is not None:
+            self.host = self.pool.bind(deliver, self.trace)
+        else:
+            self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
+                                   classifier=self.classifier)
+        workers = len(self.pool.workers) if self.pool is not None else 1
+        hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep,
+                             keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes, workers=workers)
         self.host.start()
 
     def stop(self) -> None:
@@ -273,8 +316,9 @@ def create_app(server: Server) -> FastAPI:
         finally:
             await asyncio.to_thread(server.stop)
 
+    # no slash redirects: Starlette builds their Location from the client's Host header
     app = FastAPI(title="presto-tui", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url="/openapi.json", version=API_VERSION)
+                  openapi_url="/openapi.json", version=API_VERSION, redirect_slashes=False)
     app.state.presto = server
     app.add_middleware(Guard, config=config, counts=counts)
 
@@ -287,7 +331,8 @@ def create_app(server: Server) -> FastAPI:
         if e.status_code == 404:
             return error_response(404, f"no route {request.method} {request.url.path} (see presto-tui serve --help)",
                                   code="not_found")
-        return error_response(e.status_code, f"{request.method} {request.url.path}: {e.detail}")
+        return error_response(e.status_code, f"{request.method} {request.url.path}: {e.detail}",
+                              headers=dict(e.headers or {}))  # a 405's Allow
 
     @app.exception_handler(Exception)
     async def _bug(_request: Request, e: Exception) -> JSONResponse:
@@ -299,22 +344,26 @@ def create_app(server: Server) -> FastAPI:
         assert server.hub is not None
         return server.hub
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> JSONResponse:
         host = server.host
         ok = host is not None and host.alive
+        workers = host.worker_numbers() if host is not None else []
+        status = "failed" if not ok else "degraded" if any(w["status"] != "ok" for w in workers) else "ok"
         return JSONResponse({
-            "status": "ok" if ok else "failed", "backend": server.engine.name, "model": server.model_id,
+            "status": status, "backend": server.engine.name, "model": server.model_id,
             "chains_live": host.chains_live if host else 0, "queue": host.chains_waiting if host else 0,
             "engine_faults": host.faults if host else 0, "last_fault": host.last_fault if host else "",
-            "trace": str(server.trace.path) if server.trace is not None else None,
+            **({"workers": workers} if workers else {}),
+            # the file's name only: where the server keeps its files is no client's business
+            "trace": server.trace.path.name if server.trace is not None else None,
             "trace_error": host.trace_error if host else ""}, 200 if ok else 503)
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(request.app.state.registry), media_type="text/plain; version=0.0.4")
 
-    @app.get("/v1/models")
+    @app.api_route("/v1/models", methods=["GET", "HEAD"])
     async def models() -> dict:
         e = server.engine
         return {"object": "list", "data": [{
@@ -334,21 +383,22 @@ def create_app(server: Server) -> FastAPI:
         if server.stopping:
             raise HttpError(503, STOPPING, "server_error", "server_stopping")
         try:
-            body = await read_json(request, config.max_body)
+            body = await read_json(request, config.max_body, config.read_timeout)
         except ClientDisconnect:  # gone in the middle of its upload: nobody to answer, and no bug
             return Response(status_code=499)
         try:
             ask = parse(body, kind, config.defaults)
+            within_caps(ask, config)
         except InputError as e:
             raise HttpError(400, e.line, param=getattr(e, "field", None)) from None
         if ask.model is not None and ask.model != server.model_id:
             raise HttpError(404, f"model {ask.model!r} is not served here; this server serves {server.model_id!r}",
                             code="model_not_found")
         host = server.host
-        if host is None or not host.alive:  # (a bug stopped it: /health says so too)
-            raise HttpError(503, ENGINE_STOPPED, "server_error")
+        if host is None or not host.alive:  # (a bug stopped it, or every worker died: /health says so too)
+            raise HttpError(503, host.stopped_line if host is not None else STOPPING, "server_error")
         try:
-            run = hub().reserve(ask)
+            run = hub().reserve(ask, tenant_of(request))
         except InputError as e:
             raise HttpError(400, e.line) from None
         except Busy as e:
@@ -374,7 +424,7 @@ def create_app(server: Server) -> FastAPI:
             hub().cancel(run)
             raise HttpError(504, _timeout_line(config), "timeout", "request_timeout") from None
         except EngineStopped:
-            raise HttpError(503, ENGINE_STOPPED, "server_error") from None
+            raise HttpError(503, host.stopped_line, "server_error") from None
         except BaseException:
             hub().cancel(run)
             raise
@@ -447,8 +497,9 @@ def create_app(server: Server) -> FastAPI:
     @app.get("/v1/presto/events")
     async def events(request: Request) -> StreamingResponse:
         rid = request.query_params.get("request")
+        tenant = tenant_of(request)
         try:
-            listener = hub().listen(rid)
+            listener = hub().listen(rid, tenant, request.query_params.get("tenant"))
         except KeyError:
             raise HttpError(404, f"no request {visible(str(rid))[:80]!r} on this server (finished requests are kept "
                             f"for a while: the last {config.keep})", code="not_found") from None
@@ -456,24 +507,19 @@ def create_app(server: Server) -> FastAPI:
         async def lines():
             try:
                 yield b": presto-tui events\n\n"
-                while True:
-                    try:
-                        obj = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_S)
-                    except TimeoutError:
-                        yield b": keep-alive\n\n"
-                        continue
-                    if obj is None:
-                        break
-                    yield _sse(obj)
+                while (data := await listener.next(KEEPALIVE_S)) is not None:
+                    yield data or b": keep-alive\n\n"
             finally:
                 hub().unlisten(listener)
 
         return StreamingResponse(lines(), media_type="text/event-stream")
 
     @app.post("/v1/presto/requests/{rid}/cancel")
-    async def cancel(rid: str) -> dict:
-        run = hub().runs.get(rid)
-        if run is None:
+    async def cancel(request: Request, rid: str) -> dict:
+        tenant = tenant_of(request)
+        of = request.query_params.get("tenant") if tenant.admin else None
+        run = hub().find(rid, of if of is not None else tenant.name)
+        if run is None:  # (another tenant's request is not there, as far as this key can tell)
             raise HttpError(404, f"no request {visible(rid)[:80]!r} on this server", code="not_found")
         open_chains = [c.index for c in run.chains if c.end is None]
         hub().cancel(run)
@@ -482,8 +528,20 @@ def create_app(server: Server) -> FastAPI:
     return app
 
 
-def _sse(obj: dict) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
+_sse = sse
+
+
+def tenant_of(request: Request) -> Tenant:
+    return request.scope.get(TENANT, ANYONE)
+
+
+def within_caps(ask, config: ServeConfig) -> None:
+    """What one request may ask for: its steps and new tokens bound what it records and holds."""
+    p = ask.params
+    for value, cap, name, flag in ((p.steps, config.max_steps, "steps", "--max-steps"),
+                                   (p.max_new_tokens, config.max_tokens, "max_tokens", "--max-tokens")):
+        if value > cap:
+            raise InputError(f"{name} {value} is over this server's limit of {cap} (presto-tui serve {flag})")
 
 
 def _timeout_line(config: ServeConfig) -> str:

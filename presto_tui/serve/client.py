@@ -32,7 +32,7 @@ from presto_tui.api.sessions import EngineReady, Notice, VocabUpdate, deliver
 from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.safetext import visible
-from presto_tui.serve.wire import VOCAB, decode_event, decode_vocab
+from presto_tui.serve.wire import DROPPED, VOCAB, decode_event, decode_vocab
 
 Emit = Callable[[object], None]
 CONNECT_S, READ_S = 10.0, 60.0  # the event stream sends a keep-alive line every 15 s: 60 s of silence is a loss
@@ -223,6 +223,9 @@ class RemoteChatSession:
                     if not line.startswith("data: "):
                         continue  # keep-alive comments and blank separators
                     obj = orjson.loads(line[6:])
+                    if isinstance(obj, dict) and obj.get("type") == DROPPED:  # the server's last word
+                        reason = visible(str(obj.get("reason", "dropped by the server")), keep_newlines=False)
+                        break
                     if isinstance(obj, dict) and obj.get("type") == VOCAB:
                         new = decode_vocab(obj)
                         engine.pieces.update(new)

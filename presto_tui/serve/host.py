@@ -32,6 +32,39 @@ from presto_tui.safetext import visible
 from presto_tui.serve.protocol import Prompt
 
 RATE_WINDOW_S = 10.0  # transitions per second are counted over this much recent time
+RATE_BUCKET_S = 0.1  # counts this close together share one entry of the window
+
+
+class RateWindow:
+    """A count over the last RATE_WINDOW_S seconds, trimmed as it is written (not only when it is
+    read: a server nobody scrapes would keep every entry), in buckets of RATE_BUCKET_S: at most
+    about a hundred entries, whatever the load.  Written by one thread, read by another."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S):
+        self.window_s = window_s
+        self._items: collections.deque[list] = collections.deque()  # [time, count]
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, n: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if self._items and now - self._items[-1][0] < RATE_BUCKET_S:
+                self._items[-1][1] += n
+            else:
+                self._items.append([now, n])
+            self._trim(now)
+
+    def per_s(self, now: float | None = None) -> float:
+        with self._lock:
+            self._trim(time.monotonic() if now is None else now)
+            return sum(n for _, n in self._items) / self.window_s
+
+    def _trim(self, now: float) -> None:
+        while self._items and self._items[0][0] < now - self.window_s:
+            self._items.popleft()
 
 
 @dataclass(frozen=True)
@@ -66,10 +99,13 @@ class Withdrawn:
     """The chain was cancelled while it waited for a slot: it never started."""
 
 
-Deliver = Callable[[list[tuple[str, object]]], None]
+# a pass's batch, and the token text first seen in it (the trace and the event streams need it)
+Deliver = Callable[[list[tuple[str, object]], dict[int, str]], None]
 
 
 class EngineHost:
+    stopped_line = "the engine thread has stopped; restart presto-tui serve"
+
     def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace=None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
         self.engine = engine
@@ -85,8 +121,7 @@ class EngineHost:
         self._vocab = Vocab(engine.token_pieces)
         self.pieces: dict[int, str] = {}  # every token text sent so far (read by the HTTP side)
         self._thread = threading.Thread(target=self._run, name="presto-engine", daemon=True)
-        self._rate: collections.deque[tuple[float, int]] = collections.deque()
-        self._rate_lock = threading.Lock()
+        self._rate = RateWindow()
         # numbers the metrics read (ints: one thread writes them)
         self.chains_live = 0
         self.chains_waiting = 0
@@ -119,11 +154,17 @@ class EngineHost:
         return self._thread.is_alive()
 
     def transitions_per_s(self) -> float:
-        now = time.monotonic()
-        with self._rate_lock:
-            while self._rate and self._rate[0][0] < now - RATE_WINDOW_S:
-                self._rate.popleft()
-            return sum(n for _, n in self._rate) / RATE_WINDOW_S
+        return self._rate.per_s()
+
+    def worker_numbers(self) -> list[dict]:
+        """Per engine worker (serve --workers: pool.py); one engine in this thread has none."""
+        return []
+
+    def numbers(self) -> dict[str, int | str | float]:
+        """The numbers /metrics and /health show, as of the last pass."""
+        return {"chains_live": self.chains_live, "chains_waiting": self.chains_waiting,
+                "engine_live": self.engine_live, "transitions": self.transitions, "steps": self.steps,
+                "faults": self.faults, "last_fault": self.last_fault, "transitions_per_s": self.transitions_per_s()}
 
     # -- the engine thread ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -215,26 +256,28 @@ class EngineHost:
     def _publish(self, out: list[tuple[str, object]]) -> None:
         """Trace, token text and numbers first, then one batch to the HTTP side."""
         moved = 0
+        fresh: dict[int, str] = {}
         for key, ev in out:
             if isinstance(ev, SessionStart):
                 self._sid[key] = ev.session_id
             if isinstance(ev, RoundDone):
                 moved += ev.k_after - ev.k_before
             if not isinstance(ev, (*TRANSIENT, Admitted, Refused, Withdrawn)):
-                self.pieces.update(self._vocab.new_pieces(cast(Event, ev)))
+                new = self._vocab.new_pieces(cast(Event, ev))
+                self.pieces.update(new)
+                fresh.update(new)
             if self.trace is not None and not isinstance(ev, (Admitted, Refused, Withdrawn)):
                 self._record(key, ev)  # (the writer leaves out the transient events itself)
             if isinstance(ev, (SessionEnd, SessionError)):
                 self._sid.pop(key, None)
         if moved:
             self.transitions += moved
-            with self._rate_lock:
-                self._rate.append((time.monotonic(), moved))
+            self._rate.add(moved)
         self.chains_live = len(self.loop.active)
         self.chains_waiting = len(self._waiting)
         self.engine_live = self.engine.live
         if out:
-            self._deliver(out)
+            self._deliver(out, fresh)
 
     def _record(self, key: str, ev) -> None:
         assert self.trace is not None

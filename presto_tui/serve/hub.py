@@ -1,11 +1,25 @@
-"""The HTTP side's book of requests: admission, what each chain has emitted, who listens.
+"""The HTTP side's book of requests: admission, tenants, what each chain has emitted, who listens.
 
 Everything here runs on the server's asyncio loop.  The engine thread's batches
 arrive through `take` (scheduled with `call_soon_threadsafe`); a request's
 handler waits on its `RequestRun`, and event-stream listeners (`Listener`) get
-each event as the trace's JSON object, token text first.  A request's recorded
-events are kept until it is among the last `keep` finished ones, so a listener
-that subscribes after a request began still gets it from its first event.
+each event as the trace's JSON object, token text first.
+
+Every request belongs to the tenant of the key that sent it (`Tenant`): its id is
+looked up among that tenant's requests only, and a listener sees only its
+tenant's requests unless its key is an admin key.  An id the server makes is 128
+random bits; one a client gives is its tenant's, and is refused if the tenant
+used it before (the last `USED_IDS` ids are remembered).
+
+Memory is bounded everywhere: each event is encoded once, as the bytes every
+listener sends.  A request keeps its recorded events (for listeners that come
+late) until it is among the last `keep` finished requests and their events fit in
+`keep_bytes`; what one live request records is bounded by the server's caps on
+steps and tokens (`--max-steps`, `--max-tokens`).  A listener to one request reads
+them where the request keeps them; a listener to every request holds at most
+`listener_bytes` not yet sent, and one that falls further behind is dropped, with
+a last `dropped` event saying why, its backlog released at once (as is a
+listener to a request whose events are let go before it has sent them).
 
 Admission is counted in chains: up to `max_chains` run on the engine at once
 and up to `max_queue` more wait for a slot; a request that would go beyond is
@@ -16,11 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
+import itertools
 import math
+import secrets
 import time
-import uuid
 from dataclasses import dataclass, field
+
+import orjson
 
 from presto_tui.api.events import (
     TRANSIENT,
@@ -29,17 +45,20 @@ from presto_tui.api.events import (
     SessionError,
     SessionStart,
     SessionSummary,
-    Vocab,
     cut_at_eos,
     cut_at_stop,
+    event_token_ids,
 )
 from presto_tui.errors import InputError
-from presto_tui.serve.host import Admitted, Chain, EngineHost, Refused, Withdrawn
+from presto_tui.serve.host import Admitted, Chain, Refused, Withdrawn
 from presto_tui.serve.protocol import Ask, Choice
-from presto_tui.serve.wire import encode_event, vocab_object
+from presto_tui.serve.tenants import ANYONE, Tenant
+from presto_tui.serve.wire import DROPPED, encode_event, vocab_object
 
-LISTENER_BACKLOG = 256  # a listener this far behind loses transient events (never recorded ones)
-LISTENER_LIMIT = 100_000  # a listener this far behind is dropped: its client reads slower than chains run
+LISTENER_BYTES = 4 << 20  # what one event stream may hold unsent before it is dropped
+KEEP_BYTES = 64 << 20  # recorded events of finished requests kept for late listeners, at most
+USED_IDS = 1 << 16  # client request ids remembered, to refuse one used again
+SEND_AT_ONCE = 1 << 16  # an event stream sends what it holds in pieces of about this size
 
 
 class Busy(Exception):
@@ -48,6 +67,19 @@ class Busy(Exception):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+def sse(obj: dict) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One event as every listener sends it, encoded once; `ids`: the token ids whose text must go first."""
+
+    ids: tuple[int, ...]
+    data: bytes
+    transient: bool = False
 
 
 @dataclass
@@ -69,12 +101,17 @@ class ChainRun:
 
 
 class RequestRun:
-    def __init__(self, rid: str, ask: Ask, chains: list[ChainRun]):
-        self.id, self.ask, self.chains = rid, ask, chains
+    def __init__(self, rid: str, tenant: Tenant, ask: Ask, chains: list[ChainRun]):
+        self.id, self.tenant, self.ask, self.chains = rid, tenant, ask, chains
         self.created = int(time.time())
-        self.events: list[tuple[ChainRun, Event]] = []  # recorded events, for listeners that come late
+        self.lines: list[Line] = []  # recorded events, for listeners that come late
+        self.kept_bytes = 0
         self.listeners: set[Listener] = set()
         self.changed = asyncio.Event()  # set on every change; waiters clear it
+
+    @property
+    def book_key(self) -> tuple[str, str]:
+        return (self.tenant.name, self.id)
 
     @property
     def admitted(self) -> bool:
@@ -113,47 +150,124 @@ class RequestRun:
 
 
 class Listener:
-    """One event stream: wire objects in a queue (None: the stream is over)."""
+    """One event stream.  Every request's (`run` None): the bytes still to send, queued as events
+    come, at most `limit` of them; `tenant`: whose requests it sees (None: everyone's).  One
+    request's: it reads the request's recorded events where the request keeps them (`cursor`),
+    so that it copies nothing, and queues only the transient ones that come while it has read
+    everything else."""
 
-    def __init__(self, pieces: dict[int, str]):
-        self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
+    def __init__(self, pieces: dict[int, str], limit: int = LISTENER_BYTES, tenant: str | None = None,
+                 run: RequestRun | None = None):
+        self.pieces, self.limit, self.tenant, self.run = pieces, limit, tenant, run
+        self.cursor = 0  # run.lines sent so far
+        self._queue: collections.deque[bytes] = collections.deque()
+        self.size = 0  # bytes queued
+        self.closed = False
         self.dropped = False
-        self._vocab = Vocab(lambda ids: [pieces.get(i, "") for i in ids])
+        self._ready = asyncio.Event()
+        self._seen = bytearray()  # a bit per token id whose text was sent (ids are below the vocabulary's size)
 
-    def push(self, run: RequestRun, chain: ChainRun, ev: Event) -> None:
-        if self.dropped:
-            return
-        if isinstance(ev, TRANSIENT) and self.queue.qsize() > LISTENER_BACKLOG:
+    @property
+    def behind(self) -> bool:
+        """A request's listener has recorded events it has not sent yet."""
+        return self.run is not None and self.cursor < len(self.run.lines)
+
+    def push(self, line: Line) -> None:
+        if self.closed or (self.run is not None and (not line.transient or self.behind)):
+            return  # (a request's listener reads recorded events from the request; a transient one is stale now)
+        if line.transient and self.size > self.limit // 4:
             return  # progress for a person: the next one will do
-        if self.queue.qsize() > LISTENER_LIMIT:  # the stream ends; a client sees it end before the sessions do
-            self.dropped = True
-            self.close()
+        if self.size + len(line.data) > self.limit:
+            self.drop()
             return
-        new = self._vocab.new_pieces(ev)
-        if new:
-            self.queue.put_nowait(vocab_object(new))
-        obj = encode_event(ev)
-        if chain.session_id is not None and not isinstance(ev, SessionStart):
-            obj["sid"] = chain.session_id
-        obj["request_id"], obj["choice"] = run.id, chain.index  # ("request" is a request event's own field)
-        self.queue.put_nowait(obj)
+        self._put(self._encoded(line))
+
+    def wake(self) -> None:
+        self._ready.set()
+
+    def _encoded(self, line: Line) -> bytes:
+        """The line, after the text of the token ids this stream has not described yet."""
+        new = sorted({i for i in line.ids if not self._has(i)})
+        if not new:
+            return line.data
+        for i in new:
+            self._mark(i)
+        return sse(vocab_object({i: self.pieces.get(i, "") for i in new})) + line.data
+
+    def _has(self, i: int) -> bool:
+        return (i >> 3) < len(self._seen) and bool(self._seen[i >> 3] & (1 << (i & 7)))
+
+    def _mark(self, i: int) -> None:
+        if (i >> 3) >= len(self._seen):
+            self._seen.extend(bytes((i >> 3) + 1 - len(self._seen)))
+        self._seen[i >> 3] |= 1 << (i & 7)
+
+    def _put(self, data: bytes) -> None:
+        self._queue.append(data)
+        self.size += len(data)
+        self._ready.set()
+
+    def drop(self, why: str | None = None) -> None:
+        """The client reads slower than the chains run: its backlog goes, and its stream ends with
+        one event that says so."""
+        behind = self.size
+        self._queue.clear()
+        self.size = 0
+        self.dropped = True
+        self.run = None
+        self._put(sse({"type": DROPPED, "reason": "this event stream was dropped: " + (why or (
+            f"its client fell {behind} bytes behind, and the server holds at most {self.limit} bytes for one "
+            "stream; read faster, or follow one request (?request=ID)"))}))
+        self.close()
 
     def close(self) -> None:
-        self.queue.put_nowait(None)
+        self.closed = True
+        self._ready.set()
+
+    async def next(self, timeout: float) -> bytes | None:
+        """What to send next (several events at once when they wait), b"" after `timeout` s without
+        any, None once the stream is over."""
+        while not (self._queue or self.behind):
+            if self.closed:
+                return None
+            self._ready.clear()
+            try:
+                await asyncio.wait_for(self._ready.wait(), timeout)
+            except TimeoutError:
+                return b""
+        parts: list[bytes] = []
+        n = 0
+        while self._queue and n < SEND_AT_ONCE:
+            parts.append(self._queue.popleft())
+            n += len(parts[-1])
+            self.size -= len(parts[-1])
+        run = self.run
+        while run is not None and self.cursor < len(run.lines) and n < SEND_AT_ONCE:
+            parts.append(self._encoded(run.lines[self.cursor]))
+            self.cursor += 1
+            n += len(parts[-1])
+        return b"".join(parts)
 
 
 class Hub:
-    def __init__(self, host: EngineHost, *, max_chains: int, max_queue: int, keep: int = 16):
-        self.host = host
-        self.max_chains, self.max_queue = max_chains, max_queue
-        self.runs: dict[str, RequestRun] = {}  # live and recently finished, by id
-        self._finished: collections.deque[str] = collections.deque()
-        self._keep = keep
+    def __init__(self, host, *, max_chains: int, max_queue: int, keep: int = 16, keep_bytes: int = KEEP_BYTES,
+                 listener_bytes: int = LISTENER_BYTES, workers: int = 1):
+        self.host = host  # an EngineHost, or the pool of Ray workers (pool.py): add, cancel, pieces
+        # max_chains on each worker's engine at once (one engine: one worker), max_queue more waiting
+        self.max_chains, self.max_queue, self.workers = max_chains * workers, max_queue, workers
+        self.runs: dict[tuple[str, str], RequestRun] = {}  # live and recently finished, by (tenant, id)
+        self._finished: collections.deque[tuple[str, str]] = collections.deque()
+        self._keep, self._keep_bytes, self.finished_bytes = keep, keep_bytes, 0
+        self.listener_bytes = listener_bytes
         self._chains: dict[str, tuple[RequestRun, ChainRun]] = {}
-        self._listeners: set[Listener] = set()  # every request's events
+        self._serial = itertools.count()
+        self._listeners: set[Listener] = set()  # every request's events (of a tenant, or of all)
         self._durations: collections.deque[float] = collections.deque(maxlen=32)
+        self._used: set[int] = set()  # client request ids used, as hashes of (tenant, id)
+        self._used_order: collections.deque[int] = collections.deque()
         self.in_flight = 0  # chains reserved and not yet ended
         self.chain_ends: collections.Counter[str] = collections.Counter()
+        self.listeners_dropped = 0
 
     @property
     def capacity(self) -> int:
@@ -163,6 +277,23 @@ class Hub:
     def live_requests(self) -> int:
         return sum(1 for r in self.runs.values() if not r.finished)
 
+    def _all_listeners(self) -> list[Listener]:
+        return [*self._listeners, *(x for r in self.runs.values() for x in r.listeners)]
+
+    @property
+    def listeners(self) -> int:
+        return len(self._all_listeners())
+
+    @property
+    def listener_backlog(self) -> int:
+        """Bytes the event streams hold, not yet sent."""
+        return sum(x.size for x in self._all_listeners())
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of recorded events kept for listeners that come late, live requests' and finished ones'."""
+        return sum(r.kept_bytes for r in self.runs.values())
+
     def retry_after(self) -> int:
         """Seconds until a slot is likely free: a recent chain's mean duration."""
         if not self._durations:
@@ -170,30 +301,43 @@ class Hub:
         return max(1, min(600, math.ceil(sum(self._durations) / len(self._durations))))
 
     # -- requests -----------------------------------------------------------------------------
-    def reserve(self, ask: Ask) -> RequestRun:
-        """Admit a request's chains (InputError if it can never fit, Busy if not now)."""
+    def find(self, rid: str, tenant: str) -> RequestRun | None:
+        return self.runs.get((tenant, rid))
+
+    def reserve(self, ask: Ask, tenant: Tenant = ANYONE) -> RequestRun:
+        """Admit a request's chains (InputError if it can never fit or reuses an id, Busy if not now)."""
         if ask.chains > self.capacity:
+            running = f"--max-chains {self.max_chains // self.workers}" + (
+                f" x {self.workers} workers" if self.workers > 1 else "")
             raise InputError(f"this request asks for {ask.chains} chains (prompts x n); this server takes at most "
-                             f"{self.capacity} at once (--max-chains {self.max_chains} + --max-queue {self.max_queue})")
+                             f"{self.capacity} at once ({running} + --max-queue {self.max_queue})")
+        if ask.request_id is not None and hash((tenant.name, ask.request_id)) in self._used:
+            raise InputError(f"request_id {ask.request_id!r} was used before; a request id is never reused")
         if self.in_flight + ask.chains > self.capacity:
             raise Busy(f"the server is busy ({self.in_flight} chains running or queued, at most {self.capacity}); "
                        "try again later", self.retry_after())
-        rid = ask.request_id or f"cmpl-{uuid.uuid4().hex[:24]}"
-        old = self.runs.get(rid)
-        if old is not None:
-            if not old.finished:
-                raise InputError(f"request_id {rid!r} is in use by a running request")
-            self._forget(rid)
+        if ask.request_id is not None:
+            rid = ask.request_id
+            self._remember(hash((tenant.name, rid)))
+        else:
+            rid = f"cmpl-{secrets.token_hex(16)}"
+        serial = next(self._serial)  # the engine's name for the chains: unique, whoever sent them
         n = ask.n
-        chains = [ChainRun(i, f"{rid}/{i}") for i in range(ask.chains)]
-        run = RequestRun(rid, ask, chains)
-        self.runs[rid] = run
+        chains = [ChainRun(i, f"r{serial}/{i}") for i in range(ask.chains)]
+        run = RequestRun(rid, tenant, ask, chains)
+        self.runs[run.book_key] = run
         self.in_flight += len(chains)
         for c in chains:
             self._chains[c.key] = (run, c)
             prompt = ask.prompts[c.index // n]
             self.host.add(Chain(c.key, prompt, ask.params, c.index % n, n, f"{rid}/{c.index // n}" if n > 1 else ""))
         return run
+
+    def _remember(self, h: int) -> None:
+        self._used.add(h)
+        self._used_order.append(h)
+        while len(self._used_order) > USED_IDS:
+            self._used.discard(self._used_order.popleft())
 
     def cancel(self, run: RequestRun) -> None:
         """End the request's chains (a client went away, a timeout): the engine thread aborts their
@@ -202,13 +346,20 @@ class Hub:
             if c.end is None:
                 self.host.cancel(c.key)
 
-    def _forget(self, rid: str) -> None:
-        run = self.runs.pop(rid, None)
+    def _forget(self, key: tuple[str, str]) -> None:
+        run = self.runs.pop(key, None)
         if run is not None:
             for c in run.chains:
                 self._chains.pop(c.key, None)
-            with contextlib.suppress(ValueError):
-                self._finished.remove(rid)
+            if run.finished:
+                self.finished_bytes -= run.kept_bytes
+            for listener in list(run.listeners):  # one still reading it cannot read on: its events go
+                if listener.behind:
+                    listener.drop(f"its request's events were let go (the server keeps the last {self._keep} "
+                                  "finished requests' within its budget) before this stream had sent them")
+                    self.listeners_dropped += 1
+            run.listeners.clear()
+            run.lines = []
 
     # -- from the engine thread --------------------------------------------------------------
     def take(self, batch: list[tuple[str, object]]) -> None:
@@ -228,19 +379,43 @@ class Hub:
             ev: Event = item  # type: ignore[assignment]
             if isinstance(ev, SessionStart):
                 c.session_id = ev.session_id
-            if not isinstance(ev, TRANSIENT):
+            transient = isinstance(ev, TRANSIENT)
+            listeners = [x for x in self._listeners if x.tenant in (None, run.tenant.name)]
+            if transient and not (listeners or run.listeners):
+                continue
+            line = self._line(run, c, ev, transient)
+            if not transient:
                 c.summary.update(ev)
-                run.events.append((c, ev))
-            for listener in (*run.listeners, *self._listeners):
-                listener.push(run, c, ev)
+                run.lines.append(line)
+                run.kept_bytes += len(line.data)
+            for listener in (*run.listeners, *listeners):
+                listener.push(line)
+                if listener.dropped:
+                    self._dropped(listener)
             if isinstance(ev, (SessionEnd, SessionError)):
                 self._ended(run, c, ev)
         for run in touched:
             run.changed.set()
-            if run.finished:
-                for listener in run.listeners:
-                    listener.close()
-                run.listeners.clear()
+            for listener in run.listeners:
+                listener.wake()
+                if run.finished:
+                    listener.close()  # (it sends what it has not read yet, then ends)
+
+    @staticmethod
+    def _line(run: RequestRun, chain: ChainRun, ev: Event, transient: bool) -> Line:
+        obj = encode_event(ev)
+        if chain.session_id is not None and not isinstance(ev, SessionStart):
+            obj["sid"] = chain.session_id
+        obj["request_id"], obj["choice"] = run.id, chain.index  # ("request" is a request event's own field)
+        if run.tenant.name:
+            obj["tenant"] = run.tenant.name
+        return Line(tuple(event_token_ids(ev)), sse(obj), transient)
+
+    def _dropped(self, listener: Listener) -> None:
+        self.listeners_dropped += 1
+        self._listeners.discard(listener)
+        for run in self.runs.values():
+            run.listeners.discard(listener)
 
     def _ended(self, run: RequestRun, c: ChainRun, end: object) -> None:
         if c.end is not None:
@@ -250,26 +425,27 @@ class Hub:
         self.chain_ends[c.status] += 1
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
-        if run.finished:
-            self._finished.append(run.id)
-            while len(self._finished) > self._keep:
-                self._forget(self._finished[0])
+        if run.finished and self.runs.get(run.book_key) is run:
+            self._finished.append(run.book_key)
+            self.finished_bytes += run.kept_bytes
+            while self._finished and (len(self._finished) > self._keep or self.finished_bytes > self._keep_bytes):
+                self._forget(self._finished.popleft())
 
     # -- listeners ----------------------------------------------------------------------------
-    def listen(self, rid: str | None) -> Listener:
-        """A listener for one request's events from its first (KeyError if unknown), or for every
-        request's from now on."""
-        listener = Listener(self.host.pieces)
+    def listen(self, rid: str | None, tenant: Tenant = ANYONE, of: str | None = None) -> Listener:
+        """A listener for one request's events from its first (KeyError if this tenant has no such
+        request), or for every request's from now on: the tenant's own, or with an admin key
+        everyone's (`of`: one tenant's)."""
         if rid is None:
+            whose = (of if tenant.admin else tenant.name)  # None: every tenant's
+            listener = Listener(self.host.pieces, self.listener_bytes, whose)
             self._listeners.add(listener)
             return listener
-        run = self.runs[rid]
-        for c, ev in run.events:
-            listener.push(run, c, ev)
+        run = self.runs[(of if tenant.admin and of is not None else tenant.name, rid)]
+        listener = Listener(self.host.pieces, self.listener_bytes, run=run)
+        run.listeners.add(listener)  # (until its stream ends: it may still be reading when the request ends)
         if run.finished:
             listener.close()
-        else:
-            run.listeners.add(listener)
         return listener
 
     def close_listeners(self) -> None:
@@ -283,6 +459,7 @@ class Hub:
             run.listeners.clear()
 
     def unlisten(self, listener: Listener) -> None:
+        listener.close()
         self._listeners.discard(listener)
         for run in self.runs.values():
             run.listeners.discard(listener)

@@ -1,8 +1,23 @@
-"""Listening: a socket bound before anything slow starts, and uvicorn on it (also in a thread)."""
+"""Listening: a socket bound before anything slow starts, and uvicorn on it (also in a thread).
+
+uvicorn bounds neither the time a connection may take to send its headers nor the
+number of connections held open: its `timeout_keep_alive` runs only between
+requests (and any byte cancels it), and `limit_concurrency` answers 503 only once
+a request's headers are complete, so a client that sends half a header line and
+waits holds its connection for ever.  `guarded_protocol` is uvicorn's own h11
+protocol with the three bounds a server open to strangers needs: the headers of a
+request within `read_timeout` of its first byte (or of the connection), at most
+`max_connections` open (a connection beyond gets 503 and is closed at once), and
+a client that leaves what the server writes unread for `read_timeout` is cut
+(the body's own deadline is the app's, `read_json`).  h11's limit on an
+incomplete request's size (16 KiB) bounds what a half-sent header holds.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -12,6 +27,82 @@ from presto_tui.errors import InputError
 from presto_tui.safetext import visible
 
 GRACE_S = 3  # on Ctrl-C, after every chain has ended (Server.drain), answers get this long to finish
+
+
+def _raw_error(status: str, message: str, extra: str = "") -> bytes:
+    import orjson
+
+    body = orjson.dumps({"error": {"message": message, "type": "server_error", "param": None, "code": None}})
+    return (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\nconnection: close\r\n{extra}"
+            f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+def guarded_protocol(read_timeout: float | None, max_connections: int | None):
+    """uvicorn's h11 protocol class with a deadline for headers, a cap on connections and a cut for
+    clients that stop reading (see the module's text)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    full = _raw_error("503 Service Unavailable", f"the server holds {max_connections} connections already "
+                      "(--max-connections); try again later", "retry-after: 1\r\n")
+    late = _raw_error("408 Request Timeout", f"the request's headers did not arrive within {read_timeout:g} s "
+                      "(--read-timeout)") if read_timeout else b""
+
+    class Guarded(H11Protocol):
+        stopping = False  # set when the server stops: a client that does not read is cut at once
+
+        def connection_made(self, transport) -> None:
+            self._headers_due: asyncio.TimerHandle | None = None
+            self._stalled: asyncio.TimerHandle | None = None
+            super().connection_made(transport)
+            if max_connections is not None and len(self.connections) > max_connections:
+                transport.write(full)
+                transport.close()
+                return
+            self._expect_headers()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.transport.is_closing():
+                return
+            if self.conn.their_state is h11.IDLE:  # a request begun (or none yet): its headers are due
+                self._expect_headers()
+            else:
+                self._cancel("_headers_due")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel("_headers_due")
+            self._cancel("_stalled")
+            super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if Guarded.stopping:
+                self.transport.abort()
+            elif read_timeout and self._stalled is None:
+                self._stalled = self.loop.call_later(read_timeout, self.transport.abort)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel("_stalled")
+
+        def _expect_headers(self) -> None:
+            if read_timeout and self._headers_due is None:
+                self._headers_due = self.loop.call_later(read_timeout, self._headers_late)
+
+        def _headers_late(self) -> None:
+            self._headers_due = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.write(late)
+                self.transport.close()
+
+        def _cancel(self, name: str) -> None:
+            timer = getattr(self, name, None)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
+
+    return Guarded
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -36,17 +127,41 @@ def listen(host: str, port: int) -> socket.socket:
 def uvicorn_server(app, grace_s: float = GRACE_S):
     """uvicorn on `app`; on shutdown the app first ends every chain (`Server.drain`), so that open
     answers and event streams end on their own instead of being cut (uvicorn logs a traceback
-    for each answer it has to cut)."""
+    for each answer it has to cut), and a client that does not read what is left is cut at once.
+    SIGTERM stops it as SIGINT does; `stopped_by` says which signal did (uvicorn re-raises it
+    after its shutdown: for SIGTERM that would kill the process before the trace's last line)."""
     import uvicorn
 
+    presto = getattr(app.state, "presto", None)
+    config = getattr(presto, "config", None)
+    protocol = guarded_protocol(getattr(config, "read_timeout", None), getattr(config, "max_connections", None))
+
     class Draining(uvicorn.Server):
+        stopped_by: int | None = None
+
         async def shutdown(self, sockets=None) -> None:
-            presto = getattr(app.state, "presto", None)
+            protocol.stopping = True
+            for conn in list(self.server_state.connections):  # nobody reads it: what is left cannot go
+                flow = getattr(conn, "flow", None)
+                if flow is not None and flow.write_paused:
+                    conn.transport.abort()
             if presto is not None:
                 await presto.drain()
             await super().shutdown(sockets)
 
-    return Draining(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(grace_s)))
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", [])
+                    if signal.SIGTERM in captured:
+                        self.stopped_by = signal.SIGTERM
+                        captured[:] = [s for s in captured if s != signal.SIGTERM]
+
+    return Draining(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(grace_s),
+                                   http=protocol))
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
-from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from
+from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from, raw_text
 from presto_tui.api.sessions import CHAINS
 from presto_tui.errors import InputError
 
@@ -129,7 +129,7 @@ class Ask:
 def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
     """Check a request body; InputError (one line) names the first thing wrong."""
     if not isinstance(body, dict):
-        raise InputError(f"the request body should be a JSON object, got {type(body).__name__}")
+        raise InputError(f"the request body should be a JSON object, got {json_kind(body)}")
     known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | {"paper_settings"} | set(IGNORED) | set(NOTHING_ASKED)
     for name in body:
         if name not in known:
@@ -170,6 +170,16 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
                tuple(name for name in IGNORED if body.get(name) is not None))
 
 
+def json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words (null, not NoneType)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
 def _integer(value: int | float | str) -> int:
     if isinstance(value, int):
         return value
@@ -199,7 +209,7 @@ def _flag(name: str, value: Any) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise InputError(f"{name} should be true or false, got {value!r}")
+        raise InputError(f"{name} should be true or false, got {raw_text(value)}")
     return value
 
 

@@ -18,6 +18,7 @@ from presto_tui.api.events import Event, InFlight, LiveTree
 from presto_tui.logs.schema import SchemaError, decode, decode_tree, encode, encode_tree, vocab_of
 
 IN_FLIGHT, LIVE_TREE, VOCAB = "in_flight", "live_tree", "vocab"
+DROPPED = "dropped"  # an event stream's last object when the server dropped it (its `reason` says why)
 
 
 def encode_event(ev: Event) -> dict:

@@ -35,22 +35,25 @@ from presto_tui.runtime.core.names import BackendName, Choice, InputMode, Prefet
 # -- ranges ----------------------------------------------------------------------------------
 
 
+SHOWN_CHARS = 40  # a message repeats at most this much of a bad value (a request body may hold megabytes)
+
+
 def number_text(value: float) -> str:
-    """A value as a person wrote it: -1 rather than -1.0; a huge whole number shortened so that a
-    message never echoes 31 digits back."""
+    """A value as a person wrote it: -1 rather than -1.0, 1e+308 as Python writes it; a whole number
+    of more than 20 digits by its length alone, so that a message never echoes 31 digits back."""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, int) and abs(value) >= 10**15:
-        return f"{value:.3g}"
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"a {len(str(abs(value)))}-digit number"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return str(value)
 
 
-def raw_text(raw: object, limit: int = 40) -> str:
-    """Text a person typed, quoted and cut, for a message."""
-    text = str(raw)
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+def raw_text(raw: object, limit: int = SHOWN_CHARS) -> str:
+    """Text a person typed, as a message repeats it: quoted, cut to `limit` characters."""
+    text = repr(str(raw))
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -280,7 +283,10 @@ class Param:
             number = _integer(raw) if limit.integer else float(raw)
         except (ValueError, OverflowError):
             raise self._error(_esc(limit.unparsable("\0", str(raw))).replace("\0", me), naming) from None
-        message = limit.message("\0", number, typed=raw_text(raw, 24)[1:-1] if isinstance(raw, str) else None)
+        # what the person typed where the number it became says less (1e309, not inf)
+        typed = raw.strip()[:SHOWN_CHARS] if isinstance(raw, str) and isinstance(number, float) \
+            and not math.isfinite(number) else None
+        message = limit.message("\0", number, typed=typed)
         if message is not None:
             raise self._error(_esc(message).replace("\0", me), naming)
         return {self.name: number}

@@ -70,7 +70,9 @@ class Cluster:
     """W engine workers on Ray (a local instance started and stopped here, or `address`)."""
 
     def __init__(self, workers: int, backend: str, engine_options, *, address: str | None = None,
-                 concurrency: int = 1):
+                 concurrency: int = 1, worker: type | None = None, actor_options: dict | None = None):
+        """`worker`: the actor class (EngineWorker or a subclass: `serve --workers` runs its own),
+        `actor_options`: more of Ray's options for it (a threaded actor's max_concurrency)."""
         if workers < 1:
             raise InputError(f"--workers must be >= 1, got {workers}")
         ray = _ray()
@@ -101,7 +103,7 @@ class Cluster:
                 # (measured: 2 workers with a core each but 2 threads each, 20x slower than with 1 each)
                 threads = str(engine_options.threads or share)
                 per = {"num_cpus": share, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads}}}
-            worker_cls = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
+            worker_cls = ray.remote(max_restarts=0, max_task_retries=0, **(actor_options or {}))(worker or EngineWorker)
             self.workers = [worker_cls.options(**per).remote() for _ in range(workers)]
             cores = [None] * workers if gpus else split_cores(ray.get([w.place.remote() for w in self.workers]))
             # start every engine now (in parallel), so a start failure is reported before any prompt runs

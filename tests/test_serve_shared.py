@@ -1,0 +1,412 @@
+"""`presto-tui serve` shared by clients nobody trusts: bounded memory, tenants, connection hygiene.
+
+A listener that falls behind is dropped with a last event that says why; a request may ask for
+at most the server's steps and tokens, and finished requests let go of their events; the rate
+behind /metrics is trimmed as it is written; a key sees and cancels only its tenant's requests;
+a connection must send its headers in time, and there are at most so many; HEAD, 405, /health,
+slashes, bad values and both stopping signals behave.  The soak test holds the server's memory
+to a fixed margin over thousands of requests with stalled listeners present.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import types
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import presto_command
+from test_serve import BODY, GatedEngine, client, metrics, poll, run_twin
+
+from presto_tui.logs.reader import read_trace
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.serve.app import ServeConfig, Server, create_app
+from presto_tui.serve.net import in_thread
+
+openai = pytest.importorskip("openai")
+MODEL = "synthetic-v26-o2-s0"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+@contextmanager
+def served(engine=None, trace: Path | None = None, **config):
+    """The server in a thread: (its URL, the presto Server, the uvicorn server)."""
+    engine = engine or SyntheticEngine()
+    writer = None
+    if trace is not None:
+        writer = TraceWriter(trace, command="serve", backend=engine.name, model=engine.model,
+                             params=SamplerParams().to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
+    server = Server(engine, ServeConfig(**config), trace=writer)
+    with in_thread(create_app(server)) as (url, uv):
+        yield url, server, uv
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.split("//")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def stalled(url: str, path: str = "/v1/presto/events", headers: str = "") -> socket.socket:
+    """A client that asks for an event stream and never reads it (a small receive buffer, so that
+    what the server writes backs up soon)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(address(url))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+    return s
+
+
+def squeeze(uv) -> None:
+    """Small send buffers on the server's side of every open connection: a client that does not
+    read holds up the server's writes after kilobytes, not megabytes of kernel buffers."""
+    for conn in list(uv.server_state.connections):
+        sock = conn.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+
+
+def data_lines(r: httpx.Response) -> list[dict]:
+    return [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
+
+
+# -- 1. listeners: bounded in bytes, a slow one dropped with a reason ---------------------------------
+
+def test_a_listener_that_falls_behind_is_dropped_with_a_last_event_that_says_why():
+    with served(listener_bytes=64 << 10) as (url, server, uv):
+        with httpx.stream("GET", url + "/v1/presto/events", timeout=5) as slow:
+            poll(lambda: server.hub.listeners == 1)
+            squeeze(uv)
+            for seed in range(40):  # about 30 KB of events each; the client reads none of it meanwhile
+                httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": seed, **BODY})
+                if server.hub.listeners_dropped:
+                    break
+            got = data_lines(slow)  # what was on its way, then the last word; the stream ends
+        m = metrics(url)
+    assert got[-1]["type"] == "dropped" and "fell" in got[-1]["reason"] and "65536 bytes" in got[-1]["reason"]
+    assert all(o["type"] != "dropped" for o in got[:-1])
+    assert m["presto_event_streams_dropped_total"] == 1
+    assert m["presto_event_streams"] == 0 and m["presto_event_stream_backlog_bytes"] == 0  # its backlog let go
+
+
+def test_a_request_listener_reads_the_requests_own_events_and_its_replay_is_not_capped():
+    """One request's listener copies nothing: a replay larger than a stream's buffer comes whole."""
+    with served(listener_bytes=8 << 10) as (url, server, _):
+        r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "request_id": "big", **BODY}).json()
+        assert server.hub.find("big", "").kept_bytes > 3 * (8 << 10)
+        with httpx.stream("GET", url + "/v1/presto/events?request=big", timeout=10) as late:
+            got = data_lines(late)
+    assert got[-1]["type"] == "session_end" and got[-1]["text"] == r["choices"][0]["text"]
+    assert not any(o["type"] == "dropped" for o in got)
+
+
+# -- 2. what one request may ask for and keep ------------------------------------------------------
+
+def test_steps_and_tokens_above_the_servers_caps_are_400_before_anything_runs():
+    with served(request_timeout=3) as (url, server, _):  # today's defaults: --max-steps 1024, --max-tokens 4096
+        steps = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "steps": 10**6, "max_tokens": 8})
+        tokens = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 65536})
+        assert server.host.steps == 0  # the engine never saw them
+    assert steps.status_code == 400 and steps.json()["error"]["message"] == \
+        "steps 1000000 is over this server's limit of 1024 (presto-tui serve --max-steps)"
+    assert tokens.status_code == 400 and tokens.json()["error"]["message"] == \
+        "max_tokens 65536 is over this server's limit of 4096 (presto-tui serve --max-tokens)"
+
+
+def test_finished_requests_keep_their_events_only_within_the_byte_budget():
+    with served(keep_bytes=100_000, keep=1000) as (url, server, _):
+        ids = [httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": s, **BODY}).json()["id"]
+               for s in range(8)]
+        kept = [rid for rid in ids if server.hub.find(rid, "") is not None]
+        assert 0 < server.hub.finished_bytes <= 100_000 and server.hub.kept_bytes == server.hub.finished_bytes
+        late = httpx.get(url + f"/v1/presto/events?request={ids[0]}")
+        last = httpx.get(url + f"/v1/presto/events?request={ids[-1]}")
+    assert kept == ids[-len(kept):] and len(kept) < len(ids)  # the oldest went first
+    assert late.status_code == 404 and last.status_code == 200 and '"session_end"' in last.text
+
+
+# -- 3. the rate window -------------------------------------------------------------------------
+
+def test_the_rate_window_is_trimmed_as_it_is_written_even_if_nobody_scrapes(monkeypatch):
+    import presto_tui.serve.host as host_module
+
+    clock = iter(range(1, 10**9))  # the engine thread's clock runs a second a reading
+    monkeypatch.setattr(host_module, "time", types.SimpleNamespace(monotonic=lambda: float(next(clock))))
+    with served() as (url, server, _), httpx.Client(base_url=url) as c:
+        for seed in range(25):
+            c.post("/v1/completions", json={"prompt": "the cat", "seed": seed, "max_tokens": 4, "steps": 2})
+        assert len(server.host._rate) <= 11  # ten seconds' worth, however much went before
+
+
+# -- 4. tenants --------------------------------------------------------------------------------------
+
+def tenants():
+    from presto_tui.serve.tenants import Tenant
+
+    return {"key-a": Tenant("alice"), "key-b": Tenant("bob"), "key-ops": Tenant("ops", admin=True)}
+
+
+def test_a_tenant_sees_and_cancels_only_its_own_requests():
+    engine = GatedEngine()
+    engine.gate.clear()
+    secret = "alice secret prompt"
+    with served(engine, tenants=tenants()) as (url, server, _):
+        a, b = client(url, "key-a"), client(url, "key-b")
+        bob_sees: list[dict] = []
+
+        def firehose(key: str, out: list) -> None:
+            with httpx.stream("GET", url + "/v1/presto/events", headers={"Authorization": f"Bearer {key}"},
+                              timeout=30) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        out.append(json.loads(line[6:]))
+
+        ops_sees: list[dict] = []
+        for key, out in (("key-b", bob_sees), ("key-ops", ops_sees)):
+            threading.Thread(target=firehose, args=(key, out), daemon=True).start()
+        poll(lambda: server.hub.listeners == 2)
+        answer: dict = {}
+        t = threading.Thread(target=lambda: answer.update(r=a.completions.create(
+            model=MODEL, prompt=secret, seed=3, extra_body={**BODY, "request_id": "a1"})))
+        t.start()
+        poll(lambda: server.host.chains_live == 1)
+        as_bob = {"Authorization": "Bearer key-b"}
+        assert httpx.get(url + "/v1/presto/events?request=a1", headers=as_bob).status_code == 404
+        with pytest.raises(openai.NotFoundError) as nope:
+            b.post("presto/requests/a1/cancel", cast_to=httpx.Response)  # (openai: relative to /v1)
+        assert nope.value.body["message"] == "no request 'a1' on this server"  # (the route, not a missing one)
+        assert httpx.post(url + "/v1/presto/requests/a1/cancel?tenant=alice", headers=as_bob).status_code == 404
+        # bob's own request may carry the same id: ids are each tenant's own
+        theirs: dict = {}
+        u = threading.Thread(target=lambda: theirs.update(r=b.completions.create(
+            model=MODEL, prompt="a dog", extra_body={**BODY, "request_id": "a1"})))
+        u.start()
+        poll(lambda: server.host.chains_live == 2)
+        engine.gate.set()
+        t.join(30)
+        u.join(30)
+        with pytest.raises(openai.BadRequestError) as again:  # a used id is never reused
+            a.completions.create(model=MODEL, prompt="the cat", extra_body={**BODY, "request_id": "a1"})
+        admin = httpx.get(url + "/v1/presto/events?request=a1&tenant=alice",
+                          headers={"Authorization": "Bearer key-ops"}, timeout=10)
+        poll(lambda: sum(o.get("type") == "session_end" for o in ops_sees) == 2)
+    assert answer["r"].choices[0].text == run_twin(secret, "-n", "16", "-K", "10", "--seed", "3")["text"]
+    assert answer["r"].choices[0].finish_reason != "cancelled"
+    assert secret not in json.dumps(bob_sees) and {o.get("tenant") for o in bob_sees if "tenant" in o} == {"bob"}
+    assert "request_id 'a1' was used before" in again.value.body["message"]
+    assert admin.status_code == 200 and secret in admin.text  # an admin key sees every tenant's
+    assert {o.get("tenant") for o in ops_sees if "tenant" in o} == {"alice", "bob"}
+
+
+def test_chat_connect_runs_as_its_keys_tenant():
+    from presto_tui.runtime.session.chat import Notice
+    from presto_tui.runtime.session.events import SessionEnd
+    from presto_tui.serve.client import RemoteChatSession
+
+    items: list = []
+    with served(tenants=tenants()) as (url, server, _):
+        RemoteChatSession(url, api_key="key-b").run("the cat", SamplerParams(max_new_tokens=8, steps=4), None,
+                                                    items.append)
+        (run,) = server.hub.runs.values()
+    assert run.tenant.name == "bob" and not [x for x in items if isinstance(x, Notice)]
+    assert [x.reason for x in items if isinstance(x, SessionEnd)] == ["done"]
+
+
+def test_a_server_made_request_id_is_unguessable_and_keys_come_from_flags_or_a_file(tmp_path):
+    from presto_tui.serve.tenants import Tenant, key_table
+
+    with served() as (url, _, _):
+        ids = {httpx.post(url + "/v1/completions", json={"prompt": "the cat", **BODY}).json()["id"] for _ in range(2)}
+    assert len(ids) == 2 and all(re.fullmatch(r"cmpl-[0-9a-f]{32}", i) for i in ids)  # 128 random bits
+    f = tmp_path / "keys"
+    f.write_text("# tenants\nalice k1\nops k2 admin\n\n")
+    assert key_table(["k0", "bob=k3"], ["root=k4"], f) == {
+        "k0": Tenant("default"), "k3": Tenant("bob"), "k4": Tenant("root", admin=True), "k1": Tenant("alice"),
+        "k2": Tenant("ops", admin=True)}
+    f.write_text("alice k1 owner\n")
+    with pytest.raises(ValueError, match=r"keys:1: a line is NAME KEY or NAME KEY admin"):
+        key_table([], [], f)
+    with pytest.raises(ValueError, match="this key is given twice"):
+        key_table(["a=k", "b=k"])
+
+
+def test_serve_checks_its_keys_caps_and_scale_flags_before_the_engine(monkeypatch, tmp_path):
+    from test_serve import cli_error
+
+    from presto_tui.runtime.engines import registry
+
+    monkeypatch.setattr(registry, "start_engine", lambda *a, **k: pytest.fail("the engine started"))
+    assert cli_error("serve", "--api-key", "a=k", "--api-key", "b=k") == "--api-key b=...: this key is given twice " \
+        "(a key names one tenant)"
+    assert cli_error("serve", "--admin-key", "nokey") == "--admin-key takes NAME=KEY (NAME: 1 to 64 letters, digits " \
+        "or . _ -), got 'nokey'..."
+    assert cli_error("serve", "--api-keys", str(tmp_path / "none")).endswith("cannot read the keys file (No such file "
+                                                                             "or directory)")
+    assert cli_error("serve", "--steps", "2000") == "--steps 2000 is over --max-steps 1024 (what a request may ask for)"
+    assert cli_error("serve", "--max-tokens", "0") == "--max-tokens must lie in [1, 65536], got 0"
+    assert cli_error("serve", "--read-timeout", "0") == "--read-timeout must lie in [0.1, 3600], got 0"
+    assert cli_error("serve", "--workers", "0") == "--workers must lie in [1, 4096], got 0"
+    assert cli_error("serve", "--ray-address", "nonsense").startswith("--ray-address must be host:port")
+
+
+# -- 5. connections ------------------------------------------------------------------------------
+
+def read_all(s: socket.socket, timeout: float) -> bytes:
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except TimeoutError:
+        out += b"<still open>"
+    return out
+
+
+def test_a_connection_must_send_its_headers_and_body_in_time_and_their_number_is_capped():
+    with served(read_timeout=0.5, max_connections=4) as (url, _, _):
+        half = socket.create_connection(address(url))
+        half.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # ... and nothing more
+        silent = socket.create_connection(address(url))
+        trickle = socket.create_connection(address(url))
+        trickle.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"prompt\": ")
+        held = [half, silent, trickle]
+        time.sleep(0.1)
+        extra = socket.create_connection(address(url))  # the fourth is fine, a fifth is one too many
+        fifth = socket.create_connection(address(url))
+        refused = read_all(fifth, 2)
+        for s in held:
+            answer = read_all(s, 3)
+            assert answer.startswith(b"HTTP/1.1 408 ") and answer.endswith(b"}"), answer[:200]  # then closed
+        assert b"--read-timeout" in read_all(extra, 3)
+        ok = httpx.get(url + "/health")
+    assert refused.startswith(b"HTTP/1.1 503 ") and b"--max-connections" in refused
+    assert not refused.endswith(b"<still open>")
+    assert ok.status_code == 200
+
+
+# -- 6. small things -------------------------------------------------------------------------------
+
+def test_head_allow_health_slashes_and_bad_values(tmp_path):
+    with served(trace=tmp_path / "t.jsonl") as (url, _, _):
+        heads = [httpx.head(url + p) for p in ("/health", "/metrics", "/v1/models")]
+        wrong = httpx.post(url + "/health")
+        health = httpx.get(url + "/health").json()
+        slash = httpx.get(url + "/v1/models/", headers={"Host": "evil.example"})
+        null = httpx.post(url + "/v1/completions", content=b"null", headers={"Content-Type": "application/json"})
+        tiny = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "alpha": 1e-300})
+        huge = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "n": 10**30})
+        long = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "steps": "9" * 2000})
+    assert [h.status_code for h in heads] == [200, 200, 200] and all(h.content == b"" for h in heads)
+    assert wrong.status_code == 405 and set(wrong.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    assert health["trace"] == "t.jsonl" and str(tmp_path) not in json.dumps(health)
+    assert slash.status_code == 404 and "location" not in slash.headers
+    assert null.json()["error"]["message"] == "the request body should be a JSON object, got null"
+    assert tiny.status_code == 400 and tiny.json()["error"]["message"] == (
+        "alpha 1e-300 makes the proposal temperature 1/alpha = 1e+300, outside tau's range "
+        "[0.0001, 100]; give tau too")
+    assert huge.json()["error"]["message"] == "n must lie in [1, 256], got a 31-digit number"
+    assert long.json()["error"]["message"] == "steps must lie in [1, 10^6], got a 2000-digit number"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopping_signal_drains_and_a_listener_that_never_reads_costs_no_traceback(tmp_path, sig):
+    env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.Popen(presto_command("serve", "--port", "0", "--trace", str(tmp_path / "t.jsonl")),
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"at (http://\S+)/v1", proc.stderr.readline()).group(1)
+        listener = stalled(url)
+        # a long prompt makes every event long: what the listener is sent soon backs up on the server,
+        # past the kernel's buffers (megabytes)
+        body = {"prompt": "the cat " * 8000, "max_tokens": 8, "steps": 2, "n": 16}
+        for seed in range(40):
+            httpx.post(url + "/v1/completions", json={"seed": seed, **body}, timeout=60)
+            if metrics(url)["presto_event_stream_backlog_bytes"] > 0:
+                break
+        assert metrics(url)["presto_event_stream_backlog_bytes"] > 0
+        running = threading.Thread(target=lambda: httpx.post(url + "/v1/completions", timeout=60,
+                                                             json={"prompt": "a dog", **body, "steps": 1000}))
+        running.start()
+        poll(lambda: metrics(url)["presto_chains_live"] > 0)
+    finally:
+        proc.send_signal(sig)
+        rest = proc.communicate(timeout=60)[1]
+    listener.close()
+    running.join(10)
+    assert "Traceback" not in rest and "Error" not in rest, rest
+    lines = rest.strip().splitlines()
+    if sig == signal.SIGTERM:  # stopped on purpose: 0, and the trace's line last
+        assert proc.returncode == 0 and lines[-1].startswith("presto-tui: trace written to ")
+    else:
+        assert proc.returncode == 130 and lines[-2].startswith("presto-tui: trace written to ")
+    sessions = read_trace(tmp_path / "t.jsonl").sessions
+    assert sessions and all(s.events[-1].reason in ("done", "cancelled") for s in sessions)
+    assert sessions[-1].events[-1].reason == "cancelled"  # the one running when the signal came
+
+
+# -- the soak: memory over thousands of requests, with stalled listeners --------------------------
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+SOAK_REQUESTS = 2000
+SOAK_MARGIN_MIB = 40
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the RSS from /proc")
+def test_soak_memory_stays_within_a_margin_over_thousands_of_requests_with_stalled_listeners():
+    body = {"prompt": "the cat", "max_tokens": 8, "steps": 4}
+    with served(max_chains=8) as (url, server, uv):
+        listeners = [stalled(url) for _ in range(3)]  # every request's events, never read
+        listeners += [stalled(url, "/v1/presto/events?request=nobody-yet")]  # (a 404, answered and kept open)
+        poll(lambda: server.hub.listeners == 3)
+        squeeze(uv)
+
+        def load(n: int) -> None:
+            def worker(k: int) -> None:
+                with httpx.Client(base_url=url, timeout=60) as c:
+                    for i in range(k, n, 4):
+                        assert c.post("/v1/completions", json={"seed": i, **body}).status_code == 200
+
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        load(200)  # warm: imports, caches, the allocator's arenas
+        gc.collect()
+        before = rss_mib()
+        t0 = time.monotonic()
+        load(SOAK_REQUESTS)
+        gc.collect()
+        after = rss_mib()
+        took = time.monotonic() - t0
+        m = metrics(url)
+        for s in listeners:
+            s.close()
+    print(f"soak: {SOAK_REQUESTS} requests in {took:.1f} s, RSS {before:.0f} -> {after:.0f} MiB "
+          f"({after - before:+.0f}), {m['presto_event_streams_dropped_total']:.0f} stalled listeners dropped")
+    assert m['presto_chains_total{status="done"}'] == SOAK_REQUESTS + 200
+    assert after - before < SOAK_MARGIN_MIB
