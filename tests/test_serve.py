@@ -272,6 +272,15 @@ def test_without_the_key_every_route_is_401_and_a_10_mb_body_is_413():
         assert m['presto_http_requests_total{code="401",route="health"}'] == 3
 
 
+def test_the_authorization_scheme_is_case_insensitive():
+    """RFC 7235: `bearer KEY` and `BEARER KEY` are `Bearer KEY` (they were refused with 401)."""
+    with serving(api_key="s3cret") as (url, _):
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            r = httpx.get(url + "/v1/models", headers={"Authorization": f"{scheme} s3cret"})
+            assert r.status_code == 200, scheme
+        assert httpx.get(url + "/v1/models", headers={"Authorization": "Basic s3cret"}).status_code == 401
+
+
 def test_a_full_queue_is_429_with_retry_after():
     engine = GatedEngine()
     engine.gate.clear()

@@ -124,9 +124,11 @@ TENANT = "presto.tenant"  # the scope's entry for the Tenant whose key a request
 def _tenant(header: bytes | None, keys: dict[bytes, Tenant]) -> Tenant | None:
     if not keys:
         return ANYONE
-    if header is None or not header.startswith(b"Bearer "):
+    # the scheme is case-insensitive (RFC 7235 section 2.1): bearer, BEARER and Bearer alike
+    scheme, _, credentials = (header or b"").partition(b" ")
+    if scheme.lower() != b"bearer":
         return None
-    return keys.get(_digest(header[7:]))
+    return keys.get(_digest(credentials.strip()))
 
 
 class Guard:
