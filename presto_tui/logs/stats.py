@@ -145,7 +145,8 @@ def pooled_groups(rows: list[dict]) -> list[dict]:
 
 def pooled(rows: list[dict]) -> dict:
     """Totals over `rows`; meaningful for comparable sessions (`pooled_groups`)."""
-    calls = sum(r["calls"] for r in rows)
+    calls = sum(r["calls"] or 0 for r in rows)  # (a streaming session makes none: null)
+    streaming = all(r["calls"] is None for r in rows)
     transitions = sum(r["transitions"] for r in rows)
     call_time = sum(r["call_time_s"] for r in rows)
     wall = sum(r["wall_s"] for r in rows)
@@ -160,11 +161,12 @@ def pooled(rows: list[dict]) -> dict:
     return {
         "sessions": len(rows),
         "prompts": len({r["prompt"] for r in rows}),
-        "calls": calls,
+        "calls": None if streaming else calls,
         "transitions": transitions,
         # over the sessions that make calls (streaming sessions have none)
-        "transitions_per_call": sum(r["transitions"] for r in rows if r["calls"]) / calls if calls else 0.0,
-        "time_per_call_s": call_time / calls if calls else 0.0,
+        "transitions_per_call": None if streaming else
+        sum(r["transitions"] for r in rows if r["calls"]) / calls if calls else 0.0,
+        "time_per_call_s": None if streaming else call_time / calls if calls else 0.0,
         "call_time_s": call_time,
         "wall_s": wall,
         "transitions_per_s": transitions / wall if wall else 0.0,
@@ -198,7 +200,7 @@ def pooled_baseline(rows: list[dict]) -> dict:
         "sessions": n,
         "prompts": len({r["prompt"] for r in rows}),
         "statuses": {st: sum(r["status"] == st for r in rows) for st in sorted({r["status"] for r in rows})},
-        "calls": sum(r["calls"] for r in rows),
+        "calls": sum(r["calls"] or 0 for r in rows),
         "wall_s": sum(r["wall_s"] for r in rows),
         "wall_s_mean": sum(r["wall_s"] for r in rows) / n,
         "tokens_generated": sum(r["tokens_generated"] for r in rows),

@@ -3,9 +3,10 @@
 One reducer serves `run --json`, `stats`, `bench` and the app's stats panel, so
 a number means the same thing everywhere.
 
-- calls: proposal calls (one per sequential step or PreSTO round; streaming
-  has none); the call that extends the state by a block is the same for every
-  sampler and is counted apart (`extend_calls`).
+- calls: proposal calls (one per sequential step or PreSTO round); the
+  streaming rule makes none, so its `to_dict` says null for calls and the
+  numbers per call (the text output's "-"); the call that extends the state by
+  a block is the same for every sampler and is counted apart (`extend_calls`).
 - transitions_per_call = transitions / calls; time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
 - wall_s: the time the session spent producing its transitions: the sum of its
@@ -234,6 +235,11 @@ class SessionSummary:
         return is_baseline(self.params)
 
     @property
+    def streaming(self) -> bool:
+        """The streaming rule's session: no proposal calls, only engine steps (per call: undefined)."""
+        return self.params.get("prefetch") == PrefetchRule.STREAM and not self.baseline
+
+    @property
     def transitions_per_call(self) -> float:
         return self.transitions / self.calls if self.calls else 0.0
 
@@ -295,11 +301,11 @@ class SessionSummary:
             "text": self.text,
             "tokens": list(self.tokens),
             "status": self.status,
-            "calls": self.calls,
+            "calls": None if self.streaming else self.calls,
             "extend_calls": self.extend_calls,
             "transitions": self.transitions,
-            "transitions_per_call": self.transitions_per_call,
-            "time_per_call_s": self.time_per_call_s,
+            "transitions_per_call": None if self.streaming else self.transitions_per_call,
+            "time_per_call_s": None if self.streaming else self.time_per_call_s,
             "call_time_s": self.call_time_s,
             "extend_time_s": self.extend_time_s,
             "wall_s": self.wall_s,
