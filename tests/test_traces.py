@@ -457,3 +457,15 @@ def test_stats_pools_sessions_that_ran_side_by_side_apart_from_those_that_ran_al
     d = json.loads(runner.invoke(app, ["stats", *map(str, paths), "--json"]).stdout)
     assert [r["at_once"] for r in d["sessions"]] == [1] * 4 + [2] * 4
     assert [(g["comparable"]["at_once"], g["sessions"]) for g in d["pooled"]] == [(1, 4), (2, 4)]
+
+
+def test_a_line_cut_in_the_middle_of_a_trace_is_said_to_be_cut_with_its_number(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"round"' in ln)
+    cut = tmp_path / "cut-middle.jsonl"
+    for at in range(1, len(lines[k]), max(1, len(lines[k]) // 12)):  # inside strings, numbers, words, lists
+        write_lines(cut, lines[:k] + [lines[k][:at]] + lines[k + 1:])
+        expect_error(cut, f"line {k + 1} is cut short: it ends inside its JSON object", line=k + 1)
+    write_lines(cut, lines[:k] + [lines[k][:40] + "\x07" + lines[k][41:]] + lines[k + 1:])
+    expect_error(cut, f"line {k + 1} is damaged: not valid JSON at column 41", line=k + 1)

@@ -537,9 +537,9 @@ def bench(
 
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
 
-      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4   # 4 blocks
+      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4
 
-      presto-tui bench --limit 2 --chains 4 --rules spine --budgets 8   # 4 chains per prompt, R-hat, ESS
+      presto-tui bench --limit 2 --chains 4 --rules spine --budgets 8  # R-hat
     """
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]

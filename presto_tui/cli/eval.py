@@ -106,17 +106,18 @@ def eval_(
 
     Examples:
 
-      presto-tui eval                                          # built-in tasks, embedded model
+      presto-tui eval                            # built-in tasks, embedded model
 
       presto-tui eval --limit 10 -n 48 -K 8
 
-      presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 --grader number
+      presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 -K 8
 
-      presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20   # TOST of the paper's BFS
+      presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20  # TOST
 
-      presto-tui eval --backend synthetic --methods powermh,powermh+stream --tost powermh,powermh+stream
+      presto-tui eval --backend synthetic --methods powermh,bon:4 \\
+        --tost powermh,bon:4
 
-      presto-tui eval --methods powermh+stream --chains 5 --vote               # self-consistency
+      presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
     """
     flags = ctx.params
     from presto_tui.eval.figures import FORMATS, need_matplotlib

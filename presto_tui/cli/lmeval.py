@@ -92,9 +92,10 @@ def lm_eval_(
 
       presto-tui lm-eval --tasks arith --include-path tasks/ --limit 20 -K 8
 
-      presto-tui lm-eval --tasks arith --include-path tasks/ --methods powermh,powermh+stream:16
+      presto-tui lm-eval --tasks arith --include-path tasks/ \\
+        --methods powermh,powermh+stream:16
 
-      presto-tui lm-eval --tasks gsm8k --methods lowtemp,bon:8,powermh+stream --limit 50
+      presto-tui lm-eval --tasks gsm8k --methods lowtemp,bon:8 --limit 50
 
     From Python, importing presto_tui.lmeval.model registers the model "presto-tui"
     with lm-eval; its model_args are these flags with underscores, one method each:
@@ -107,7 +108,8 @@ def lm_eval_(
 
     lm-eval's own command line, with the model registered:
 
-      python -m presto_tui.lmeval run --model presto-tui --tasks arith --include_path tasks/
+      python -m presto_tui.lmeval run --model presto-tui --tasks arith \\
+        --include_path tasks/
     """
     flags = ctx.params
     if importlib.util.find_spec("lm_eval") is None:

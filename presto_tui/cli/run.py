@@ -64,7 +64,7 @@ def run(
 
       presto-tui run --prompts-file prompts.txt --workers 2
 
-      presto-tui run "What is 7 * 8?" --chains 4 -K 48  # 4 chains: R-hat, ESS, the agreed answer
+      presto-tui run "What is 7 * 8?" --chains 4 -K 48  # R-hat, ESS, vote
 
       presto-tui run "the cat" --backend synthetic      # no model needed
     """

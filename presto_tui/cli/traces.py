@@ -217,14 +217,15 @@ def fit_classifier(
 
     Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
     constant baseline (paper appendix E.7), and warns when the model does no better
-    than the baseline. Use the result with
-    `presto-tui run --prefetch predictive --inputs node --classifier model.json`.
+    than the baseline. Use the result with --classifier model.json in presto-tui run
+    --prefetch predictive --inputs node.
 
     Examples:
 
       presto-tui fit-classifier sessions/*.jsonl -o model.json
 
-      presto-tui fit-classifier sessions/*.jsonl -o model.json --features cut_fraction,depth
+      presto-tui fit-classifier sessions/*.jsonl -o model.json \\
+        --features cut_fraction,depth
     """
     from presto_tui.runtime.core.classifier import FEATURES
 

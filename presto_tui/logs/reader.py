@@ -86,7 +86,17 @@ def _parse(shown: str, n: int, raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         msg = str(e).split(":")[0]
-        raise TraceError(f"{shown}:{n}: not valid JSON ({msg})") from None
+        if _cut_short(raw, e.pos):
+            raise TraceError(f"{shown}:{n}: line {n} is cut short: it ends inside its JSON object "
+                             f"({msg})") from None
+        raise TraceError(f"{shown}:{n}: line {n} is damaged: not valid JSON at column {e.colno} ({msg})") from None
+
+
+def _cut_short(raw: bytes, pos: int) -> bool:
+    """Whether JSON that failed at `pos` is a valid line's beginning: the parser ran out of line
+    inside a value (a string, a number, a list, an object, or a word such as `fals`)."""
+    tail = raw[pos:].rstrip(b"\r\n")
+    return not tail or any(w.startswith(tail) for w in (b"true", b"false", b"null"))
 
 
 def read_trace(path: str | Path) -> Trace:
