@@ -12,6 +12,7 @@ import typer
 from presto_tui.cli import command
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
+from presto_tui.files import make_folders
 from presto_tui.runtime.core.params import BENCH_SIZES
 from presto_tui.safetext import visible
 
@@ -229,11 +230,7 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     pairs = default_pairs(ev)
     pairs += [p for p in ((labels.index(a), labels.index(b)) for a, b in named_pairs) if p not in pairs]
     res = results(ev, pairs, meta)
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)  # before the figures, which go beside it
-    except OSError as e:
-        raise OutputError(f"{visible(str(out_path.parent), keep_newlines=False)}: cannot make the folder "
-                          f"({e.strerror})") from None
+    make_folders(out_path.parent, "results", error=OutputError)  # before the figures, which go beside it
     saved = save_figures(res, out_path.with_suffix(""), figures)
     # beside the results: named by file, so that the folder can move
     res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, OutputError, PrestoError, describe
-from presto_tui.files import readable_file
+from presto_tui.files import make_folders, output_path, readable_file
 from presto_tui.runtime.core.names import Choice, InputMode, PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import AUTO_BUDGET, BENCH_SIZES, LIMITS, Limit, SamplerParams, number_text
 from presto_tui.runtime.session.chains import CHAINS
@@ -320,45 +319,8 @@ def start_engine(name: str, options):
 
 
 def check_output_path(path: Path, what: str = "trace", overwrite: bool = False) -> Path:
-    """Refuse an output path that cannot be created, with the real reason, before any work.
-    Traces are never overwritten (a trace is a record); results may be, if `overwrite`."""
-    shown = visible(str(path), keep_newlines=False)
-    if path.is_dir():
-        raise InputError(f"{shown}: is a directory; give a file path for the {what}")
-    if path.exists() or path.is_symlink():
-        if not overwrite:
-            raise InputError(f"{shown}: {what} file exists already; choose another path")
-        if not path.is_file():
-            raise InputError(f"{shown}: not a regular file; cannot write the {what} there")
-    if path.is_file():  # results overwritten: the file itself must take writes
-        _try_write(lambda: open(path, "ab").close(), f"{shown}: cannot write the {what}")
-        return path
-    parent = path.parent
-    for p in [parent, *parent.parents]:
-        if p.exists():
-            where = visible(str(p), keep_newlines=False)
-            if not p.is_dir():
-                raise InputError(f"{shown}: {where} is not a directory")
-            if not os.access(p, os.W_OK | os.X_OK):
-                raise InputError(f"{shown}: cannot write in {where} (permission denied)")
-            # the permission bits do not tell everything (root, a read-only file system, /proc):
-            # make and remove a file where the output will go
-            _try_write(functools.partial(_probe_dir, p), f"{shown}: cannot write in {where}")
-            break
-    return path
-
-
-def _probe_dir(folder: Path) -> None:
-    fd, name = tempfile.mkstemp(prefix=".presto-tui-", dir=folder)
-    os.close(fd)
-    os.unlink(name)
-
-
-def _try_write(probe: Callable[[], object], message: str) -> None:
-    try:
-        probe()
-    except OSError as e:
-        raise InputError(f"{message} ({e.strerror or e})") from None
+    """The one rule for output paths (files.py): checked with the real reason before any work."""
+    return output_path(path, what, overwrite)
 
 
 def trace_path(flags: dict[str, Any], command: str) -> Path | None:
@@ -572,9 +534,10 @@ PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
 
 
 def write_results(path: Path, data: bytes) -> None:
-    """A command's results file, its folder made if missing; one line if it cannot be written."""
+    """A command's results file, its folder made if missing (files.py's rule); one line if it cannot be
+    written."""
+    make_folders(path.parent, "results", error=OutputError)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as e:
         raise OutputError(f"{visible(str(path), keep_newlines=False)}: cannot write results "

@@ -10,7 +10,7 @@ import typer
 
 from presto_tui.cli import command
 from presto_tui.cli import options as o
-from presto_tui.errors import InputError, OutputError
+from presto_tui.errors import InputError
 from presto_tui.safetext import visible
 
 
@@ -241,10 +241,7 @@ def fit_classifier(
     clf = fit(o.load_traces(traces), names)
     import json
 
-    try:
-        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
-    except OSError as e:
-        raise OutputError(f"{output}: cannot write ({e.strerror})") from None
+    o.write_results(output, (json.dumps(clf.to_json(), indent=2) + "\n").encode())
     m = clf.meta
     cv = m["cross_validation"]
     print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")

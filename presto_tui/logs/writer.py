@@ -19,6 +19,7 @@ import orjson
 
 from presto_tui import __version__
 from presto_tui.errors import OutputError
+from presto_tui.files import make_folders
 from presto_tui.logs.schema import encode, header
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
@@ -55,8 +56,8 @@ class TraceWriter:
     def __init__(self, path: str | Path, *, command: str, backend: str, model: str, params: dict,
                  pieces: Callable[[Sequence[int]], list[str]], engine: dict | None = None):
         self.path = Path(path)
+        make_folders(self.path.parent, "trace", error=OutputError)  # the one rule for every output (files.py)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             # 'x': never overwrite (and so never corrupt) an existing trace
             self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
         except FileExistsError:

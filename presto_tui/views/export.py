@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from presto_tui.errors import OutputError
+from presto_tui.files import make_folders
 from presto_tui.logs.schema import encode
 from presto_tui.logs.tidy import csv_text
 from presto_tui.logs.tidy import number as _number
@@ -45,23 +46,12 @@ def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str) ->
 
 def write(folder: Path, name: str, content: str) -> Path:
     path = folder / name
+    make_folders(folder, "export", error=ExportError)  # the one rule for every output (files.py)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
     except OSError as e:
-        blocker = file_in_the_way(folder)
-        if blocker is not None:  # the OS would say "File exists" or "Not a directory"
-            raise ExportError(f"cannot write into {shown(folder)}/: {shown(blocker)} is a file, not a folder") from None
         raise ExportError(f"cannot write {shown(path)}: {e.strerror or type(e).__name__}") from None
     return path
-
-
-def file_in_the_way(folder: Path) -> Path | None:
-    """The folder itself or the nearest of its parents that exists, if it is not a folder."""
-    for p in (folder, *folder.parents):
-        if p.exists():
-            return None if p.is_dir() else p
-    return None
 
 
 def shown(path: Path) -> str:
