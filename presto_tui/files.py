@@ -2,9 +2,9 @@
 
 One rule for every output a person names (a trace, results, a classifier, every chain's draws,
 the app's exports): the path is checked with its real reason before any work (`output_path`),
-and missing folders are made only inside the current folder's tree (`make_folders`): a path
-such as /missing/dir/t.jsonl, whose folder would be made outside it, is refused in one line,
-as a typo in an absolute path should be, instead of silently growing a tree elsewhere.
+and missing folders are made only inside the current folder's tree (`make_folders`): an
+absolute path into a missing folder elsewhere (a typo, often) is refused in one line instead
+of silently growing a tree there.
 """
 
 from __future__ import annotations

@@ -57,3 +57,67 @@ def test_help_at_80_columns_keeps_every_example_on_its_line_and_shows_no_markdow
     examples = [ln.strip() for ln in inspect.cleandoc(_commands()[name].callback.__doc__ or "").splitlines()
                 if ln.startswith("  ") and ln.strip()]
     assert all(ex in shown for ex in examples), [ex for ex in examples if ex not in shown]
+
+
+# -- eqs. 21-22 of the response a person gets, for every method ----------------------------------------
+
+def _sessions(prompt: str, seed: int, *samplers: str, **sizes):
+    from presto_tui.runtime.core.params import SamplerParams
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+    from presto_tui.runtime.session.runner import run_session
+
+    engine = SyntheticEngine()
+    out = {}
+    for sampler in samplers:
+        p = SamplerParams(sampler=sampler, prefetch="none", alpha=2.0, max_new_tokens=8, steps=6, seed=seed,
+                          **sizes).validate()
+        out[sampler] = list(run_session(engine, p, list(engine.encode_prompt(prompt, ()))))
+    return engine, out
+
+
+def test_an_answer_is_scored_over_its_response_up_to_eos_whatever_method_gave_it():
+    import math
+
+    from presto_tui.runtime.core.types import cut_at_eos
+    from presto_tui.runtime.session.events import RoundDone, Sample
+    from presto_tui.runtime.session.summary import summarize
+
+    # "mat", seed 4: low temperature stops after EOS at 3 tokens, the chain's state runs on to 8
+    engine, ev = _sessions("mat", 4, "lowtemp", "powermh", "bestofn", "powersmc", samples=2, particles=2, smc_block=4)
+    s = {k: summarize(v) for k, v in ev.items()}
+    response = cut_at_eos(s["powermh"].tokens, engine.eos_id)
+    assert 0 < len(response) < len(s["powermh"].tokens) and cut_at_eos(s["lowtemp"].tokens, engine.eos_id) == response
+    final = [e for e in ev["powermh"] if isinstance(e, RoundDone)][-1].tree.final_state
+    n = len(response)  # recomputed from the chain's own per-token values, over the response alone
+    assert s["powermh"].answer_loglik == pytest.approx(math.fsum(final.logp[:n]) / n, abs=1e-12)
+    assert s["powermh"].answer_confidence == pytest.approx(-math.fsum(final.entropy[:n]) / n, abs=1e-12)
+    for k in ("lowtemp", "bestofn", "powersmc"):
+        if cut_at_eos(s[k].tokens, engine.eos_id) == response:  # the same text: the same numbers
+            assert s[k].answer_loglik == pytest.approx(s["powermh"].answer_loglik, abs=1e-12), k
+            assert s[k].answer_confidence == pytest.approx(s["powermh"].answer_confidence, abs=1e-12), k
+    (sample,) = [e for e in ev["lowtemp"] if isinstance(e, Sample)]
+    assert sample.tokens[-1] == engine.eos_id and sample.loglik == s["lowtemp"].answer_loglik
+    # "a dog ran", seed 0: both answers are empty; an empty response has no eqs. 21-22 (null), for both
+    engine, ev = _sessions("a dog ran", 0, "lowtemp", "powermh")
+    s = {k: summarize(v) for k, v in ev.items()}
+    assert all(cut_at_eos(x.tokens, engine.eos_id) == () for x in s.values())
+    assert all(x.answer_loglik is None and x.answer_confidence is None for x in s.values())
+    assert all(x.to_dict()["answer_loglik"] is None for x in s.values())
+
+
+def test_eval_compares_the_same_span_for_every_method(tmp_path):
+    """An answer both methods give alike gets one log-likelihood and confidence in eval's results:
+    low temperature's empty answer was scored over its EOS, the chain's over all n tokens."""
+    prompts = ["a dog ran", "mat", "a dog ran", "mat", "a dog ran"]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"prompt": p, "answer": "x", "id": f"i{i}"}) + "\n"
+                                              for i, p in enumerate(prompts)))
+    res = invoke("eval", "t.jsonl", "--methods", "lowtemp,powermh", "--alpha", "2", "-n", "8", "-K", "6", "--json",
+                 "--figures", "none", "--no-trace")
+    assert res.exit_code == 0, res.output
+    items = json.loads(res.stdout)["items"]
+    alike = [it["results"] for it in items if it["results"]["lowtemp"]["text"] == it["results"]["powermh"]["text"]]
+    assert alike  # (item i3: both empty)
+    for r in alike:
+        for stat in ("loglik", "confidence"):
+            a, b = r["lowtemp"][stat], r["powermh"][stat]
+            assert (a is None and b is None) if r["lowtemp"]["text"] == "" else a == pytest.approx(b, abs=1e-12)

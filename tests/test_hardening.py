@@ -368,8 +368,8 @@ def test_a_traced_chat_keeps_one_model(tmp_path):
 ])
 def test_an_output_whose_folder_would_be_made_outside_the_current_one_is_refused(tmp_path, monkeypatch, no_engine,
                                                                                  args):
-    """`--trace /missing/dir/t.jsonl` made /missing/dir: every output path follows one rule (files.py),
-    folders are made only inside the current folder's tree."""
+    """A trace into a missing folder elsewhere made that folder: every output path follows one rule
+    (files.py), folders are made only inside the current folder's tree."""
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)

@@ -6,7 +6,13 @@ id -> piece), written before the first line that uses those ids, so replay
 needs neither model nor tokenizer.  Every number a view or statistic needs
 (each node's terms, A, the uniform, the class) is stored with its score.
 
-Schema 1.2 (read: 1.0 to 1.2) numbers tree nodes compactly: a table row names its
+Schema 1.3 (read: 1.0 to 1.3) writes what 1.2 writes, with one change of meaning: a
+`transition`'s, a `sample`'s and a `choice`'s log-likelihood and confidence (eqs. 21-22)
+are those of the response a person gets, up to and excluding its first EOS, for every
+method (NaN, written "nan", for an empty response); 1.2 scored an MH state over all its T
+tokens and a baseline's sample with its EOS.
+
+Schema 1.2 numbers tree nodes compactly: a table row names its
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
 stay small however deep a tree grows (1.0 and 1.1 wrote ids as 2i+1 / 2i+2, which
 grow as 2^depth; reading converts them).  It also adds the epoch stop reason
@@ -81,7 +87,7 @@ from presto_tui.runtime.session.events import (
     Transition,
 )
 
-SCHEMA_VERSION = "1.2"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.3"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
 STATUSES = (EXPANDED, DEFERRED, LEAF, UNREACHABLE, LIVE, ABORTED)

@@ -12,9 +12,10 @@ extension, and a start far from pi_alpha is what R-hat is there to show).
 
 The usual thresholds: an R-hat above 1.01 or a bulk ESS below 100 means the
 draws do not yet describe pi_alpha, so K was too short; `warnings` says so.
-Within a block every state has the same length, so the log-target and the
-log-likelihood are one quantity on two scales: their R-hat and ESS agree (ranks
-do not see the scale), their MCSEs differ by the factor alpha n.
+The log-target is the MH target, over the whole state (every state of a block
+has the same length); the log-likelihood and the confidence are those of the
+response the state gives (up to its first EOS: `metrics.response_scores`), and
+undefined where a response is empty, so their diagnostics are too.
 
 A block after the first starts from each chain's own earlier blocks: the chains
 then target different conditional laws, R-hat compares unlike things, and no
@@ -175,7 +176,7 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
             out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
                        f"mixed; K={steps} was too short (run more steps, -K)")
             continue
-        # the worst over the quantities (within a block they agree: see the module docstring)
+        # the worst over the quantities that mix or not
         rhats = [d.rhat for d in mine if d.rhat is not None]
         esses = [d.ess_bulk for d in mine if d.ess_bulk is not None]
         worst = Diagnostic("", b, mine[0].chains, mine[0].draws, None, max(rhats, default=None),

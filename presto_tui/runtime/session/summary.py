@@ -31,12 +31,15 @@ a number means the same thing everywhere.
 - tokens: the chain's current state (generated tokens), after every event.
 - draws: the chain's state after every MH transition (`Transition`: log-target,
   log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
+- answer_loglik, answer_confidence: eqs. 21-22 of the final answer's response, the
+  text a person gets (up to its first EOS, for every method: `metrics.py`);
   elapsed_s: engine time from the session's start to the end of its last round or
   epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
@@ -96,7 +99,8 @@ class SessionSummary:
     text: str = ""
     tokens: tuple = ()
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
-    # the final answer under p0 (eqs. 21-22): from the last transition of a chain, a baseline's choice
+    # the final answer under p0 (eqs. 21-22 of its response, before EOS: metrics.response_scores), from
+    # the last transition of a chain, a baseline's choice; None for an empty response
     answer_loglik: float | None = None
     answer_confidence: float | None = None
     path: list[BlockPath] = field(default_factory=list)  # the trajectory, for the dependency limit
@@ -157,7 +161,7 @@ class SessionSummary:
             self.engine_cost = ev
         elif isinstance(ev, Transition):
             self.draws.append(ev)
-            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+            self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, Sample):
             self.samples += 1
         elif isinstance(ev, SmcStep):
@@ -166,7 +170,7 @@ class SessionSummary:
             self.last_ess = ev.ess
         elif isinstance(ev, Choice):
             self.choice = ev.rule
-            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+            self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, RoundDone):
             self._round(ev)
         elif isinstance(ev, SessionEnd):
@@ -338,6 +342,11 @@ class SessionSummary:
             **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
         }
+
+
+def _defined(x: float) -> float | None:
+    """A number of eqs. 21-22, None where it is undefined (an empty response: NaN)."""
+    return None if math.isnan(x) else x
 
 
 def _limit_fields(lim: Limits | None, share: float | None) -> dict:
