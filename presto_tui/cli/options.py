@@ -220,6 +220,12 @@ TracePath = Annotated[Path | None, typer.Option(
     help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")]
 NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
+OnBadLines = Annotated[str, typer.Option(
+    "--on-bad-lines", metavar="error|warn|skip",
+    help="A trace line that cannot be read (cut short, damaged): error stops there (the default); warn and "
+    "skip read the trace anyway, skipping each bad line with a warning that names it (warn: one per line, "
+    "saying what is wrong; skip: one for all), and the session it broke is marked damaged, never silently "
+    "shortened [default: error].")]
 
 SAMPLER_FLAGS = ("sampler", "prefetch", "inputs", "alpha", "tau", "max_new_tokens", "block_size", "steps",
                  "epsilon", "seed", "beta", "cut_mix", "tries", "speculate", "samples", "particles", "smc_block",
@@ -382,13 +388,16 @@ def load_classifier(path: Path | None):
     return CertaintyClassifier.load(readable_file(path, "classifier file", pipes=True))
 
 
-def load_traces(paths: list[Path]):
-    """Read traces (each one validated); warnings go to stderr."""
-    from presto_tui.logs.reader import read_trace
+def load_traces(paths: list[Path], on_bad_lines: str = "error"):
+    """Read traces (each one validated, bad lines as --on-bad-lines says); warnings go to stderr."""
+    from presto_tui.logs.reader import ON_BAD_LINES, read_trace
+    from presto_tui.runtime.core.names import unknown_choice
 
+    if on_bad_lines not in ON_BAD_LINES:
+        raise InputError(unknown_choice("--on-bad-lines", on_bad_lines, ON_BAD_LINES))
     traces = []
     for p in paths:
-        t = read_trace(p)
+        t = read_trace(p, on_bad_lines)
         for w in t.warnings:
             print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=term())
         traces.append(t)

@@ -24,6 +24,7 @@ def replay(
     compare: Annotated[str | None, typer.Option(
         "--compare", metavar="S,T", help="Open sessions S and T side by side at once: parameters, acceptance "
         "curves, answers and a diff of them (in the app: c on one session, then c on another).")] = None,
+    on_bad_lines: o.OnBadLines = "error",
 ) -> None:
     """Replay recorded sessions: the same trees, inspector and stats, no model needed.
 
@@ -43,15 +44,15 @@ def replay(
 
       presto-tui replay a.jsonl b.jsonl --compare 1,2
     """
-    loaded, pair = replay_checked(traces, compare)
+    loaded, pair = replay_checked(traces, compare, on_bad_lines)
     from presto_tui.views.app import replay_app
 
     replay_app(loaded, autoplay=play, compare=pair).run()
 
 
-def replay_checked(traces: list[Path], compare: str | None):
+def replay_checked(traces: list[Path], compare: str | None, on_bad_lines: str = "error"):
     """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
-    loaded = o.load_traces(_distinct_files(traces))
+    loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     from presto_tui.views.baseline_state import is_baseline
 
     if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
@@ -88,6 +89,7 @@ def stats(
         "--json", help="Print JSON: \"sessions\", one object per session, and \"pooled\", one object per "
         "comparable group with the parameters it shares and its members (with --compare: the comparison).")
     ] = False,
+    on_bad_lines: o.OnBadLines = "error",
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -127,13 +129,13 @@ def stats(
     """
 
     if compare:
-        _compare(traces, json_out)
+        _compare(traces, json_out, on_bad_lines)
         return
 
     from presto_tui.logs import chains
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
-    loaded = o.load_traces(_distinct_files(traces))
+    loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     for line in repeated_sessions(loaded):
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
@@ -150,7 +152,7 @@ def stats(
         chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
 
 
-def _compare(args: list[Path], json_out: bool) -> None:
+def _compare(args: list[Path], json_out: bool, on_bad_lines: str = "error") -> None:
     """`stats --compare A B`."""
 
     from presto_tui.eval.methods import parse_method
@@ -171,8 +173,8 @@ def _compare(args: list[Path], json_out: bool) -> None:
             select = parse_method(spec, SamplerParams(), flag=f"--compare {text}").matches
         sides.append((path, select, text))
     (a, select_a, shown_a), (b, select_b, shown_b) = sides
-    trace_a = o.load_traces([a])[0]
-    trace_b = trace_a if b == a else o.load_traces([b])[0]
+    trace_a = o.load_traces([a], on_bad_lines)[0]
+    trace_b = trace_a if b == a else o.load_traces([b], on_bad_lines)[0]
     res = compare(trace_a, trace_b, select_a, select_b, shown_a, shown_b)
     if json_out:
         import orjson
@@ -212,6 +214,7 @@ def fit_classifier(
     features: Annotated[str, typer.Option(
         metavar="NAME,...", help="Comma-separated features: cut_fraction (the paper's choice), cut_index_fraction, "
         "gap_fraction, depth, accepts.")] = "cut_fraction",
+    on_bad_lines: o.OnBadLines = "error",
 ) -> None:
     """Fit the predictive rule's epsilon-class model (3-class logistic regression).
 
@@ -238,7 +241,7 @@ def fit_classifier(
         from presto_tui.logs.fit import fit
     except ImportError:
         raise InputError("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'") from None
-    clf = fit(o.load_traces(traces), names)
+    clf = fit(o.load_traces(traces, on_bad_lines), names)
     import json
 
     o.write_results(output, (json.dumps(clf.to_json(), indent=2) + "\n").encode())

@@ -123,7 +123,8 @@ def session_rows(traces: list[Trace]) -> list[dict]:
                  alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, baseline=s.baseline,
                  answer_tokens=len(s.tokens),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
-                 status=s.status if sess.ended else "cut short")  # the trace ends inside this session
+                 # skipped lines (--on-bad-lines) mark it damaged; the trace may end inside it: cut short
+                 status=s.status if s.damaged_lines or sess.ended else "cut short")
         rows.append(d)
     return rows
 
@@ -500,7 +501,7 @@ def render_compare(console: Console, res: dict) -> None:
         console.print(f"time per prompt: A's mean over B's = {res['speedup']:.2f}x (ratio of means, eq. 20)")
     for side, name in ((a, "A"), (b, "B")):
         left = [f"{side['unmatched']} without a match in the other"] if side["unmatched"] else []
-        left += [f"{side['not_done']} not done (cancelled, failed or cut short)"] if side["not_done"] else []
+        left += [f"{side['not_done']} not done (cancelled, failed, cut short or damaged)"] if side["not_done"] else []
         if left:
             console.print(f"{name}: left out " + ", ".join(left))
     if not res["same_model"]:

@@ -204,6 +204,15 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
+@dataclass(frozen=True)
+class Damaged:
+    """Not an event of a session but a reader's mark in its place: lines of the session's trace that
+    could not be read and were skipped (`--on-bad-lines warn|skip`).  Never written to a trace; the
+    summary says the session is damaged from here on, never silently shorter."""
+
+    lines: tuple[int, ...]
+
+
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | SmcStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree)
+         | SmcStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree | Damaged)
 TRANSIENT = (InFlight, LiveTree)

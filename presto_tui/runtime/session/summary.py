@@ -47,6 +47,7 @@ from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.session.events import (
     BlockStart,
     Choice,
+    Damaged,
     DecisionWalked,
     EngineCost,
     Event,
@@ -109,8 +110,9 @@ class SessionSummary:
     resamplings: int = 0
     last_ess: float | None = None
     choice: str = ""  # a baseline: how its answer was chosen
-    status: str = "running"  # running, done, cancelled, error
+    status: str = "running"  # running, done, cancelled, error; damaged (lines of its trace were skipped)
     error: str = ""
+    damaged_lines: list[int] = field(default_factory=list)  # a trace's lines that were skipped (Damaged)
     draws: list[Transition] = field(default_factory=list)
     block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
     elapsed_s: float = 0.0
@@ -177,6 +179,10 @@ class SessionSummary:
             self.status, self.text, self.tokens = ev.reason, ev.text, tuple(ev.tokens)
         elif isinstance(ev, SessionError):
             self.status, self.error = "error", ev.message
+        elif isinstance(ev, Damaged):
+            self.damaged_lines.extend(ev.lines)
+        if self.damaged_lines:  # whatever it ended with, its numbers are those of what could be read
+            self.status = "damaged"
         return self
 
     def _round(self, ev: RoundDone) -> None:
@@ -341,6 +347,7 @@ class SessionSummary:
             "params": self.params,
             **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
+            **({"damaged_lines": list(self.damaged_lines)} if self.damaged_lines else {}),
         }
 
 
