@@ -121,3 +121,88 @@ def test_eval_compares_the_same_span_for_every_method(tmp_path):
         for stat in ("loglik", "confidence"):
             a, b = r["lowtemp"][stat], r["powermh"][stat]
             assert (a is None and b is None) if r["lowtemp"]["text"] == "" else a == pytest.approx(b, abs=1e-12)
+
+
+# -- burn-in and thinning; the chains screen's series ------------------------------------------------
+
+def _transitions(trace_path):
+    from presto_tui.logs.reader import read_trace
+    from presto_tui.runtime.session.events import Transition
+
+    trace = read_trace(trace_path)
+    return [[e for e in s.events if isinstance(e, Transition)] for s in sorted(trace.sessions,
+                                                                                   key=lambda s: s.start.chain)]
+
+
+def test_burn_in_and_thin_choose_the_diagnostics_draws_and_the_output_says_so(tmp_path):
+    import numpy as np
+    from arviz_stats.base import array_stats as az
+
+    args = ["the cat", "-n", "12", "-K", "16", "--chains", "3", "--prefetch", "none"]
+    res = invoke("run", *args, "--burn-in", "4", "--thin", "3", "--json", "--trace", "t.jsonl")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert (report["burn_in"], report["thin"]) == (4, 3)
+    d = next(x for x in report["diagnostics"] if x["quantity"] == "log_target")
+    kept = [4, 7, 10, 13]  # transitions 4.. of each block, every 3rd
+    assert d["draws"] == len(kept)
+    draws = np.array([[t.log_target for t in chain if t.k in kept] for chain in _transitions(tmp_path / "t.jsonl")])
+    if d["rhat"] is not None:  # ArviZ on exactly those draws, recomputed here
+        assert d["rhat"] == pytest.approx(float(az.rhat(draws)), rel=1e-9)
+    assert d["mean"] == pytest.approx(draws.mean(), rel=1e-12)
+    text = invoke("run", *args, "--burn-in", "4", "--thin", "3", "--no-trace").stdout
+    assert "burn-in 4 (the first 4 of each block dropped), thin 3 (one transition in 3 kept)" in text.replace("\n", "")
+    default = invoke("run", *args, "--no-trace").stdout  # the default is said too
+    assert "burn-in 0 (none dropped), thin 1 (every transition kept)" in default.replace("\n", "")
+    stats = json.loads(invoke("stats", "t.jsonl", "--burn-in", "4", "--thin", "3", "--json").stdout)
+    assert stats["chains"][0]["diagnostics"] == report["diagnostics"]  # the same draws from the trace
+    assert (stats["chains"][0]["burn_in"], stats["chains"][0]["thin"]) == (4, 3)
+
+
+@pytest.mark.parametrize("args,line", [
+    (["run", "x", "-K", "8", "--chains", "2", "--burn-in", "8"], "--burn-in must be below K (-K 8)"),
+    (["run", "x", "--burn-in", "-1"], "--burn-in must lie in [0, 10^6], got -1"),
+    (["stats", "t.jsonl", "--thin", "0"], "--thin must lie in [1, 10^6], got 0"),
+    (["bench", "-K", "4", "--burn-in", "5"], "--burn-in must be below K (-K 4)"),
+    (["eval", "-K", "4", "--burn-in", "4"], "--burn-in must be below K (-K 4)"),
+])
+def test_a_burn_in_that_leaves_no_draw_is_refused_in_one_line(args, line, no_engine):
+    res = invoke(*args)
+    assert res.exit_code == 2 and line in res.stderr and len(res.stderr.splitlines()) == 1, res.output
+
+
+def test_bench_and_eval_diagnose_their_chains_over_the_draws_asked_for(tmp_path):
+    res = invoke("bench", "--limit", "1", "-n", "8", "-K", "8", "--rules", "spine", "--budgets", "4", "--chains", "2",
+                 "--burn-in", "2", "--thin", "2", "--json", "--no-trace", "-o", "b.json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["diagnostics_draws"] == {"burn_in": 2, "thin": 2}
+    (tmp_path / "t.jsonl").write_text(json.dumps({"prompt": "the cat", "answer": "x"}) + "\n")
+    res = invoke("eval", "t.jsonl", "--methods", "powermh", "--chains", "2", "-n", "8", "-K", "8", "--burn-in", "2",
+                 "--thin", "2", "--json", "--figures", "none", "--no-trace")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["diagnostics_draws"] == {"burn_in": 2, "thin": 2}
+    (diag,) = [d for d in out["items"][0]["results"]["powermh"]["diagnostics"] if d["quantity"] == "log_target"]
+    assert diag["draws"] == 3  # transitions 2, 4, 6 of 0..7
+
+
+def test_autocorrelation_and_running_rhat_are_arviz_on_the_draws_given():
+    import numpy as np
+    from arviz_stats.base import array_stats as az
+
+    from presto_tui.runtime.session.diagnostics import MIN_DRAWS, autocorrelation, diagnose, running_rhat
+
+    rng = np.random.default_rng(0)
+    x = np.cumsum(rng.normal(size=(3, 60)), axis=1) * 0.1 + rng.normal(size=(3, 60))
+    acf = autocorrelation(x, max_lag=10)
+    assert acf.shape == (3, 11) and np.allclose(acf[:, 0], 1.0)
+    c = x[1] - x[1].mean()  # lag 5 of chain 1, by hand
+    assert acf[1, 5] == pytest.approx(np.dot(c[:-5], c[5:]) / np.dot(c, c), rel=1e-9)
+    flat = autocorrelation(np.array([[2.0] * 8, list(range(8))], dtype=float))
+    assert flat[0, 0] == 1.0 and np.isnan(flat[0, 1:]).all() and np.isfinite(flat[1]).all()
+    run = running_rhat(x, points=12)
+    ns = [n for n, _ in run]
+    assert ns[0] == MIN_DRAWS and ns[-1] == 60 and ns == sorted(set(ns)) and len(ns) <= 12
+    assert run[-1][1] == pytest.approx(diagnose(x).rhat) == pytest.approx(float(az.rhat(x)))
+    assert run[3][1] == pytest.approx(float(az.rhat(x[:, :ns[3]])))
+    assert running_rhat(x[:1]) == [] and running_rhat(x[:, :3]) == []  # one chain, too few draws

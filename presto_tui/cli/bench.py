@@ -275,8 +275,10 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
-              chains: int = 1) -> None:
-    from presto_tui.runtime.session.diagnostics import chains_report
+              chains: int = 1, selection=None) -> None:
+    from presto_tui.runtime.session.diagnostics import ALL, chains_report
+
+    selection = selection or ALL
 
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
@@ -304,7 +306,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         group = run_prompt(backend, params, prompt, ids, chains, classifier, trace)
                         results[cfg] += group
                         if chains > 1:
-                            reports[cfg].append(chains_report(group))
+                            reports[cfg].append(chains_report(group, selection))
                         finals = [s.tokens for s in group]  # chain by chain: they share their seeds
                         if rule == SEQUENTIAL:
                             seq_tokens[sampler] = finals
@@ -344,7 +346,8 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
-        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains, "rows": table_rows,
+        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains,
+        **({"diagnostics_draws": selection.to_dict()} if chains > 1 else {}), "rows": table_rows,
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
@@ -456,8 +459,8 @@ def render(console: Console, report: dict) -> None:
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
                   "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
                   + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "
-                     f"{chains} chains at once; thresholds R-hat <= 1.01, ESS >= 100); agree: the mean share of "
-                     "the chains' most common answer" if chains > 1 else ""))
+                     f"{chains} chains at once; {_words(report)}; thresholds R-hat <= 1.01, ESS >= 100); agree: "
+                     "the mean share of the chains' most common answer" if chains > 1 else ""))
 
 
 @command()
@@ -493,7 +496,7 @@ def bench(
     ] = SamplerName.POWERMH.value,
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
-    chains: o.Chains = None,
+    chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1,
     inputs: o.Inputs = None, alpha: o.Alpha = None, tau: o.Tau = None, epsilon: o.Epsilon = None,
     max_new_tokens: o.BenchNewTokens = None, block_size: o.BlockSize = None, steps: o.BenchSteps = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None,
@@ -556,6 +559,8 @@ def bench(
     o.CLI_LIMITS["seeds"].check("--seeds", seeds)
     per_prompt = o.chain_count(chains)
     levels = _int_list("--throughput", throughput)
+    steps_given = flags.get("steps") if flags.get("steps") is not None else BENCH_SIZES["steps"]
+    kept = o.selection(burn_in, thin, steps_given)
     for c in levels:  # a throughput level is a number of chains at once, as --concurrency
         o.CLI_LIMITS["concurrency"].check("--throughput", c)
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
@@ -590,7 +595,14 @@ def bench(
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
               throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),
-              cluster_of=cluster_of, chains=per_prompt)
+              cluster_of=cluster_of, chains=per_prompt, selection=kept)
+
+
+def _words(report: dict) -> str:
+    """The diagnostics' burn-in and thinning, as the table's caption says them."""
+    from presto_tui.runtime.session.diagnostics import Selection
+
+    return Selection(**report.get("diagnostics_draws", {})).words
 
 
 def _names(csv: str) -> list[str]:

@@ -64,6 +64,7 @@ def eval_(
     tensor_parallel_size: o.TensorParallel = 1, pipeline_parallel_size: o.PipelineParallel = 1,
     distributed_executor_backend: o.Executor = None, enforce_eager: o.Eager = None, threads: o.Threads = None,
     kv_cache_gib: o.KvCache = None, synthetic_cost: o.SyntheticCost = None, chains: o.Chains = None,
+    burn_in: o.BurnIn = 0, thin: o.Thin = 1,
     vote: Annotated[bool, typer.Option(
         "--vote", help="With --chains M: grade the answer most chains agree on (grouped by what the grader reads "
         "from each: self-consistency's majority vote) instead of chain 0's.")] = False,
@@ -148,6 +149,7 @@ def eval_(
         raise InputError("--chains runs a prompt's chains at once on one engine; it does not combine with --workers")
     # every method sets its own sampler and rule; the base is valid with any --inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
+    kept = o.selection(burn_in, thin, base.steps)
     method_list = parse_methods(methods, base)
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed)[:limit]
@@ -161,7 +163,7 @@ def eval_(
     builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
     meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
             "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
-            "chains": per_pair, "vote": vote}
+            "chains": per_pair, "vote": vote, **({"diagnostics_draws": kept.to_dict()} if per_pair > 1 else {})}
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote

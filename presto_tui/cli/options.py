@@ -39,6 +39,8 @@ CLI_LIMITS: dict[str, Limit] = {
     "workers": Limit(1, 4096, integer=True),
     "seeds": Limit(1, 10_000, integer=True),
     "limit": Limit(1, float("inf"), integer=True),
+    "burn_in": Limit(0, 1_000_000, integer=True),
+    "thin": Limit(1, 1_000_000, integer=True),
     # serve
     "port": Limit(0, 65535, integer=True),
     "max_chains": Limit(1, 256, integer=True),
@@ -220,6 +222,29 @@ TracePath = Annotated[Path | None, typer.Option(
     help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")]
 NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
+DIAGNOSTICS = "Diagnostics (--chains)"
+BurnIn = Annotated[int, typer.Option(
+    "--burn-in", metavar="B", rich_help_panel=DIAGNOSTICS,
+    help=f"Drop the first B transitions of each block from the chains' diagnostics (warm-up), B "
+    f"{CLI_LIMITS['burn_in'].where} and below K; the output says the choice [default: 0, none dropped].")]
+Thin = Annotated[int, typer.Option(
+    "--thin", metavar="T", rich_help_panel=DIAGNOSTICS,
+    help=f"Keep every T-th transition after the burn-in for the chains' diagnostics, T "
+    f"{CLI_LIMITS['thin'].where} [default: 1, every one].")]
+
+
+def selection(burn_in: int, thin: int, steps: int | None = None):
+    """--burn-in and --thin, checked (the burn-in below K where K is known), as the diagnostics read them."""
+    from presto_tui.runtime.session.diagnostics import Selection
+
+    CLI_LIMITS["burn_in"].check("--burn-in", burn_in)
+    CLI_LIMITS["thin"].check("--thin", thin)
+    if steps is not None and burn_in >= steps:
+        raise InputError(f"--burn-in must be below K (-K {steps}): it drops transitions of each block, and K would "
+                         f"leave none, got {burn_in}")
+    return Selection(burn_in, thin)
+
+
 OnBadLines = Annotated[str, typer.Option(
     "--on-bad-lines", metavar="error|warn|skip",
     help="A trace line that cannot be read (cut short, damaged): error stops there (the default); warn and "

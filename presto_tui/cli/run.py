@@ -27,6 +27,7 @@ def run(
     tau: o.Tau = None, max_new_tokens: o.NewTokens = None, block_size: o.BlockSize = None,
     steps: o.Steps = None, budget: o.Budget = None, epsilon: o.Epsilon = None, seed: o.Seed = None,
     beta: o.Beta = None, cut_mix: o.CutMix = None, tries: o.Tries = None, chains: o.Chains = None,
+    burn_in: o.BurnIn = 0, thin: o.Thin = 1,
     speculate: o.Speculate = None, samples: o.Samples = None, rank: o.Rank = None, particles: o.Particles = None,
     smc_block: o.SmcBlock = None, smc_ramp: o.SmcRamp = None,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
@@ -74,6 +75,7 @@ def run(
     if concurrency is not None:
         o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
     per_prompt = o.chain_count(chains)
+    kept = o.selection(burn_in, thin, params.steps)
     if per_prompt > 1 and (workers is not None or ray_address is not None):
         raise InputError("--chains runs a prompt's chains together on one engine; it does not combine with "
                          "--workers or --ray-address")
@@ -94,7 +96,7 @@ def run(
     engine = o.start_engine(name, engine_opts)
     writer = o.open_trace(path, "run", engine, params)
     run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=at_once,
-                chains=per_prompt)
+                chains=per_prompt, selection=kept)
 
 
 class _Remote:
@@ -106,7 +108,7 @@ class _Remote:
 
 
 def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out: bool = False,
-                trace=None, concurrency: int = 1, chains: int = 1) -> None:
+                trace=None, concurrency: int = 1, chains: int = 1, selection=None) -> None:
     """Sample every prompt with `chains` chains each, `concurrency` chains at a time on one engine;
     results in prompt order.
 
@@ -121,15 +123,16 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
                                           classifier=classifier))
         return run_chains(engine, drivers, concurrency=concurrency)
 
-    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains)
+    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains, selection)
 
 
-def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, chains: int = 1) -> None:
+def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, chains: int = 1,
+           selection=None) -> None:
     """Consume the (session index, event) stream of any runner (one engine, a Ray cluster), session
     i being chain i % chains of prompt i // chains: progress on stderr, results in prompt order on
     stdout, every event in the trace."""
     try:
-        _consume(events(), prompts, params, json_out, trace, chains)
+        _consume(events(), prompts, params, json_out, trace, chains, selection)
     except KeyboardInterrupt:
         if trace is not None:  # the trace keeps every finished session and round
             trace.end_open_session("cancelled", text_of or (lambda ids: ""))
@@ -144,7 +147,7 @@ def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, c
                 print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=o.term())
 
 
-def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
+def _consume(stream, prompts, params, json_out, trace, chains: int = 1, selection=None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -197,18 +200,20 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
                     bar.update(task, description=f"prompts {done}/{len(prompts)}, transitions")
                 while shown < len(prompts) and all(j in finished for j in members(shown)):
                     group = [summaries[j] for j in members(shown)]
-                    _print(out, group, params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "")
+                    _print(out, group, params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "",
+                           selection)
                     shown += 1
 
 
-def _print(out, group, params, json_out: bool, label: str) -> None:
-    """A prompt's result: its one chain's summary, or its chains' report."""
+def _print(out, group, params, json_out: bool, label: str, selection=None) -> None:
+    """A prompt's result: its one chain's summary, or its chains' report (diagnosed over the transitions
+    `selection` keeps)."""
     if len(group) == 1:
         obj = group[0].to_dict()
     else:
-        from presto_tui.runtime.session.diagnostics import chains_report
+        from presto_tui.runtime.session.diagnostics import ALL, chains_report
 
-        report = chains_report(group)
+        report = chains_report(group, selection or ALL)
         obj = {**report.to_dict(), "sessions": [s.to_dict() for s in group]}
     if json_out:
         import orjson

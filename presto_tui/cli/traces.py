@@ -90,6 +90,7 @@ def stats(
         "comparable group with the parameters it shares and its members (with --compare: the comparison).")
     ] = False,
     on_bad_lines: o.OnBadLines = "error",
+    burn_in: o.BurnIn = 0, thin: o.Thin = 1,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -135,12 +136,13 @@ def stats(
     from presto_tui.logs import chains
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
+    kept = o.selection(burn_in, thin)
     loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     for line in repeated_sessions(loaded):
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
-    reports = chains.chain_reports(loaded)
+    reports = chains.chain_reports(loaded, kept)
     if json_out:
         import orjson
 
