@@ -206,3 +206,80 @@ def test_autocorrelation_and_running_rhat_are_arviz_on_the_draws_given():
     assert run[-1][1] == pytest.approx(diagnose(x).rhat) == pytest.approx(float(az.rhat(x)))
     assert run[3][1] == pytest.approx(float(az.rhat(x[:, :ns[3]])))
     assert running_rhat(x[:1]) == [] and running_rhat(x[:, :3]) == []  # one chain, too few draws
+
+
+# -- every chain's draws in one export --------------------------------------------------------------------
+
+READ_WITH_ARVIZ_ALONE = """
+import json, sys
+sys.modules["presto_tui"] = None  # readable without presto-tui: nothing of it may be imported
+import arviz_base, numpy as np
+from arviz_stats import rhat
+dt = arviz_base.convert_to_datatree(sys.argv[1])
+post = dt["posterior"]
+r = rhat(dt, group="posterior", var_names=["log_target"])
+print(json.dumps({"groups": sorted(dt.children), "dims": dict(post.sizes),
+                  "log_target": post["log_target"].values.tolist(),
+                  "accepted": dt["sample_stats"]["accepted"].values.tolist(),
+                  "warmup": dict(dt["warmup_posterior"].sizes) if "warmup_posterior" in dt.children else None,
+                  "prompt_text": [str(x) for x in dt["constant_data"]["prompt_text"].values],
+                  "rhat": np.asarray(r["log_target"]).tolist(), "attrs": {k: str(v) for k, v in dt.attrs.items()}}))
+"""
+
+
+def test_run_writes_every_chains_draws_as_a_tidy_csv_and_arviz_netcdf(tmp_path):
+    import csv
+    import io
+    import subprocess
+    import sys
+
+    from presto_tui.logs.reader import read_trace
+    from presto_tui.runtime.session.events import RoundDone
+
+    args = ["the cat", "-n", "12", "-K", "10", "--chains", "3", "--burn-in", "2", "--prefetch", "spine"]
+    res = invoke("run", *args, "--json", "--trace", "t.jsonl", "--draws", "out/d.csv", "--draws", "out/d.nc")
+    assert res.exit_code == 0, res.output
+    assert "draws written to out/d.csv, out/d.nc" in res.stderr
+    report = json.loads(res.stdout)
+    table = list(csv.DictReader(io.StringIO((tmp_path / "out" / "d.csv").read_text())))
+    assert list(table[0]) == ["prompt", "group", "chain", "block", "transition", "accepted", "log_target", "loglik",
+                              "confidence", "state", "kept"]
+    assert len(table) == 3 * 10 and {r["accepted"] for r in table} <= {"true", "false"}
+    assert [r["kept"] for r in table if r["chain"] == "0"] == ["false"] * 2 + ["true"] * 8
+    # every state id names one distinct state of the trace's own round trees, shared across chains
+    trace = read_trace(tmp_path / "t.jsonl")
+    tokens_of = {}
+    for s in trace.sessions:
+        for rd in (e for e in s.events if isinstance(e, RoundDone)):
+            for i, st in enumerate(rd.tree.states_after_steps()):
+                tokens_of[(s.start.chain, rd.k_before + i + 1)] = st.tokens
+    ids = {}
+    for r in table:
+        assert ids.setdefault(tokens_of[(int(r["chain"]), int(r["transition"]))], r["state"]) == r["state"]
+    assert len(set(ids.values())) == len(ids)
+    # the NetCDF, read back by ArviZ with nothing of presto-tui
+    out = subprocess.run([sys.executable, "-c", READ_WITH_ARVIZ_ALONE, str(tmp_path / "out" / "d.nc")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert {"posterior", "sample_stats", "warmup_posterior", "constant_data"} <= set(got["groups"])
+    assert got["dims"] == {"chain": 3, "draw": 8, "prompt": 1, "block": 1} and got["warmup"]["draw"] == 2
+    kept = [[float(r["log_target"]) for r in table if r["chain"] == str(m) and r["kept"] == "true"] for m in range(3)]
+    flat = [d[0][0] for chain in got["log_target"] for d in chain]
+    assert flat == pytest.approx([x for chain in kept for x in chain], rel=1e-12)
+    (printed,) = [d for d in report["diagnostics"] if d["quantity"] == "log_target"]
+    if printed["rhat"] is not None:  # the R-hat presto-tui printed is the one ArviZ computes from the file
+        assert got["rhat"][0][0] == pytest.approx(printed["rhat"], rel=1e-9)
+    assert got["prompt_text"] == ["the cat"] and got["attrs"]["burn_in"] == "2"
+    # `stats` writes the same table from the trace, through the same function
+    res = invoke("stats", "t.jsonl", "--burn-in", "2", "--draws", "again.csv")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "again.csv").read_text() == (tmp_path / "out" / "d.csv").read_text()
+
+
+def test_draws_paths_are_checked_before_any_engine(no_engine):
+    res = invoke("run", "x", "--draws", "d.parquet")
+    assert res.exit_code == 2 and "--draws d.parquet: name a .csv (tidy table) or .nc (ArviZ's NetCDF) file" \
+        in res.stderr
+    res = invoke("run", "x", "--draws", "a-folder/")
+    assert res.exit_code == 2

@@ -245,6 +245,37 @@ def selection(burn_in: int, thin: int, steps: int | None = None):
     return Selection(burn_in, thin)
 
 
+Draws = Annotated[list[Path] | None, typer.Option(
+    "--draws", metavar="PATH.csv|PATH.nc", rich_help_panel=OUTPUT, show_default=False,
+    help="Write every MH chain's draws here, in one file for all prompts (give it twice for both): .csv a tidy "
+    "table (prompt, group, chain, block, transition, accepted, log-target, log-likelihood, confidence, state "
+    "id, kept by --burn-in/--thin), .nc the NetCDF file ArviZ writes for its DataTree (posterior, "
+    "warmup_posterior, sample_stats), readable by ArviZ alone.")]
+
+
+def draws_paths(paths: list[Path] | None) -> list[Path]:
+    """--draws, checked before any work (format, path, what .nc needs)."""
+    if not paths:
+        return []
+    from presto_tui.logs.draws import check_paths
+
+    return check_paths(paths)
+
+
+def write_draws(paths: list[Path], chains, selection) -> None:
+    """Write the chains' draws (logs/draws.py) to every --draws path and say where."""
+    if not paths:
+        return
+    from presto_tui.logs.draws import grouped, write
+
+    written = write(paths, grouped(chains), selection)
+    if written:
+        print(f"presto-tui: draws written to {', '.join(visible(str(p), keep_newlines=False) for p in written)}",
+              file=term())
+    else:
+        print("presto-tui: warning: no MH transitions to write (--draws): nothing written", file=term())
+
+
 OnBadLines = Annotated[str, typer.Option(
     "--on-bad-lines", metavar="error|warn|skip",
     help="A trace line that cannot be read (cut short, damaged): error stops there (the default); warn and "

@@ -90,7 +90,7 @@ def stats(
         "comparable group with the parameters it shares and its members (with --compare: the comparison).")
     ] = False,
     on_bad_lines: o.OnBadLines = "error",
-    burn_in: o.BurnIn = 0, thin: o.Thin = 1,
+    burn_in: o.BurnIn = 0, thin: o.Thin = 1, draws: o.Draws = None,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -137,12 +137,18 @@ def stats(
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
     kept = o.selection(burn_in, thin)
+    draws_to = o.draws_paths(draws)
     loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     for line in repeated_sessions(loaded):
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
     reports = chains.chain_reports(loaded, kept)
+    if draws_to:  # every session once, as the tables count them
+        from presto_tui.logs.draws import ChainDraws
+        from presto_tui.logs.stats import sessions_once
+
+        o.write_draws(draws_to, [ChainDraws.of(sess.events) for sess in sessions_once(loaded)], kept)
     if json_out:
         import orjson
 

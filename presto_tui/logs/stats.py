@@ -64,6 +64,11 @@ def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, T
             first.setdefault(sid, t)
 
 
+def sessions_once(traces: list[Trace]) -> list[SessionTrace]:
+    """Every session of `traces`, each once (the first trace that holds it), in order."""
+    return [sess for _, _, sess, seen_in in _sessions(traces) if seen_in is None]
+
+
 def repeated_sessions(traces: list[Trace]) -> list[str]:
     """One line per trace holding sessions an earlier one held (same session ids): they count once."""
     repeats: dict[tuple[int, int], list[int]] = {}  # (trace, first trace) -> session indices
