@@ -302,7 +302,7 @@ def test_a_server_stopped_midway_says_so_and_a_restarted_one_gives_its_new_defau
     (end,) = [x for x in items if isinstance(x, SessionEnd)]
     assert end.reason == "cancelled"
     (said,) = [x for x in items if isinstance(x, Notice)]
-    assert said.kind == "engine" and said.message.startswith(f"the server at {url} stopped (")
+    assert said.kind == "engine" and said.message.startswith(f"the server at {url} stopped before the answer was ready")
     assert "\n" not in said.message
     items.clear()
     with in_thread(create_app(Server(SyntheticEngine(), ServeConfig(defaults={"steps": 5}))), port=port):

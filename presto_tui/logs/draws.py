@@ -12,8 +12,8 @@ group of one), and write:
   of first visit: chains that visit the same tokens share it) and `kept` (whether the
   diagnostics read it under `--burn-in` and `--thin`); cells as the JSON writes them
   (`logs/tidy.py`);
-- `.nc`, ArviZ's DataTree (arviz-base's `from_dict`, xarray's `to_netcdf` through
-  h5netcdf): `posterior` holds `log_target`, `loglik` and `confidence` over (chain, draw,
+- `.nc`, ArviZ's DataTree (`diagnostics.datatree`: arviz-base's `from_dict`; xarray's
+  `to_netcdf` through h5netcdf): `posterior` holds `log_target`, `loglik` and `confidence` over (chain, draw,
   prompt, block), the draws the diagnostics read; `warmup_posterior` the burn-in's;
   `sample_stats` `accepted` (1 or 0), `state` and `transition` of each draw;
   `constant_data` each prompt's text.  Where prompts differ in chains, draws or blocks
@@ -21,13 +21,12 @@ group of one), and write:
   presto-tui (`arviz_base.convert_to_datatree(path)`, then `arviz_stats.rhat(...)`), and
   gets the diagnostics presto-tui printed.
 
-No Textual here; ArviZ and xarray are imported only to write `.nc`.
+No Textual here; ArviZ (in `diagnostics.py`) and xarray only to write `.nc`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from presto_tui import __version__
 from presto_tui.errors import InputError, OutputError
 from presto_tui.files import make_folders, output_path
 from presto_tui.logs.tidy import csv_text
+from presto_tui.runtime.session import diagnostics
 from presto_tui.runtime.session.diagnostics import ALL, QUANTITIES, Selection
 from presto_tui.runtime.session.events import Event, RoundDone, SessionStart, Transition
 from presto_tui.safetext import visible
@@ -113,7 +113,6 @@ def csv_of(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL) -
 def datatree(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL):
     """ArviZ's DataTree of the draws (see the module docstring)."""
     import numpy as np
-    from arviz_base import from_dict
 
     table = rows(groups, selection)
     chains = max(len(g) for g in groups)
@@ -148,11 +147,9 @@ def datatree(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL)
     if warm:
         data["warmup_posterior"] = early
     coords = {"prompt": list(range(1, len(groups) + 1)), "block": list(range(1, blocks + 1))}
-    attrs = {"/": {"created_by": f"presto-tui {__version__}", **selection.to_dict(),
-                   "groups": ",".join(g[0].group for g in groups)}}
-    with warnings.catch_warnings():  # (a short warm-up has fewer draws than chains: its dims are still right)
-        warnings.simplefilter("ignore", UserWarning)
-        return from_dict(data, dims=dims, coords=coords, save_warmup=bool(warm), attrs=attrs)
+    attrs = {"created_by": f"presto-tui {__version__}", **selection.to_dict(),
+             "groups": ",".join(g[0].group for g in groups)}
+    return diagnostics.datatree(data, dims, coords, attrs)
 
 
 def check_paths(paths: Sequence[Path]) -> list[Path]:

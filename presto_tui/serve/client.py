@@ -238,9 +238,10 @@ class RemoteChatSession:
             finally:
                 self._rid = None
                 answer.join(2.0)
-            if answer.stopped is not None and not self._cancel.is_set():
+            if answer.stopped and not self._cancel.is_set():
                 # its chains ended `cancelled` without Escape: say why, once
-                emit(Notice("engine", f"the server at {self.url} stopped ({answer.stopped}); kept what was received"))
+                emit(Notice("engine", f"the server at {self.url} stopped before the answer was ready (its chains were "
+                                      "cancelled); kept what was received"))
             majority = vote([texts[m] for m in sorted(texts)]).majority
             if majority is not None:  # the conversation goes on from the answer most chains agree on
                 self.history.append((prompt, majority.answer))
@@ -320,7 +321,7 @@ class _Answer(threading.Thread):
         self.http, self.body = http, body
         self.admitted = threading.Event()
         self.error: tuple[str, str] | None = None
-        self.stopped: str | None = None  # the server said it stopped before the answer was ready
+        self.stopped = False  # the server said it stopped before the answer was ready
 
     def run(self) -> None:
         try:
@@ -330,9 +331,8 @@ class _Answer(threading.Thread):
                     return
                 self.admitted.set()
                 for line in r.iter_lines():
-                    if line.startswith("data: {") and '"server_stopping"' in line:
-                        with contextlib.suppress(Exception):
-                            self.stopped = str(orjson.loads(line[6:])["error"]["message"])
+                    if line.startswith("data: {") and '"server_stopping"' in line:  # its error object's code
+                        self.stopped = True
         except Exception as e:
             if not self.admitted.is_set():
                 self.error = ("engine", f"cannot reach the server ({_reason(e)})")

@@ -214,6 +214,18 @@ def running_rhat(draws: np.ndarray, points: int = 50) -> list[tuple[int, float |
     return [(n, diagnose(a[:, :n]).rhat) for n in ns]
 
 
+def datatree(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]], coords: dict[str, list],
+             attrs: dict[str, object]):
+    """ArviZ's DataTree of `groups` (posterior, sample_stats, warmup_posterior, ...: each variable's
+    leading dims chain and draw, then `dims`), by arviz-base's `from_dict` (logs/draws.py writes it)."""
+    from arviz_base import from_dict
+
+    with warnings.catch_warnings():  # (a short warm-up has fewer draws than chains: its dims are still right)
+        warnings.simplefilter("ignore", UserWarning)
+        return from_dict(groups, dims=dims, coords=coords, save_warmup="warmup_posterior" in groups,
+                         attrs={"/": attrs})
+
+
 def chains_report(summaries: Sequence[SessionSummary], selection: Selection = ALL) -> ChainsReport:
     """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text;
     the diagnostics over the transitions `selection` keeps."""
