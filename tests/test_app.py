@@ -584,6 +584,37 @@ async def test_streaming_sessions_show_transitions_per_second():
         assert "tr/s " in stats and "tr/call" not in stats
 
 
+async def test_the_settings_dialog_has_a_field_for_every_sampler_parameter_of_the_spec():
+    """The spec walked into the settings dialog: every sampler parameter a person sets is a field with
+    the spec's label, shown exactly for the samplers and rules that read it, read on the one path
+    (a bad value gives the command line's message)."""
+    from presto_tui.api.params import SAMPLER_PARAMS, PrefetchRule, SamplerName
+
+    app, _ = make_chat(SlowBackend())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        settings = app.screen
+        for p in SAMPLER_PARAMS:
+            if p.settings:
+                assert str(settings.query_one(f"#row-{p.name} Label").render()) == p.label
+        for sampler in SamplerName.names():
+            rule = "spine" if SamplerName.of(sampler).chain else "none"
+            settings.query_one("#f-sampler").value = sampler
+            settings.query_one("#f-prefetch").value = rule
+            await pilot.pause()
+            shown = {p.name for p in SAMPLER_PARAMS if p.settings and settings.query_one(f"#row-{p.name}").display}
+            params = {"sampler": sampler, "prefetch": rule if rule in PrefetchRule.names() else "none"}
+            assert shown == {p.name for p in SAMPLER_PARAMS if p.settings and p.applies(params)}, sampler
+        settings.query_one("#f-sampler").value = "powermh"
+        settings.query_one("#f-prefetch").value = "stream"
+        await pilot.pause()
+        settings.query_one("#f-alpha").value = "1e309"
+        await pilot.click("#save")
+        assert str(settings.query_one("#settings-error").content) == \
+            "--alpha must be a finite number in (0, 1000], got '1e309'"
+
+
 async def test_settings_show_every_parameter_and_save_stays_in_view():
     app, _ = make_chat(SlowBackend())
     async with app.run_test(size=(100, 40)) as pilot:
@@ -596,6 +627,11 @@ async def test_settings_show_every_parameter_and_save_stays_in_view():
         assert settings.query_one("#dialog").region.contains_region(save.region)
         for name in ("epsilon", "tau", "beta", "tries", "block_size", "cut_mix"):
             settings.query_one(f"#f-{name}")
+        # a sampler's own fields show for it alone (the spec's `samplers`): EntropyCut's cut_mix
+        assert not settings.query_one("#row-cut_mix").display
+        settings.query_one("#f-sampler").value = "entropycut"
+        await pilot.pause()
+        assert settings.query_one("#row-cut_mix").display and not settings.query_one("#row-tries").display
         settings.query_one("#f-epsilon").value = "0.05"
         settings.query_one("#f-tau").value = "0.5"
         settings.query_one("#f-block_size").value = "12"

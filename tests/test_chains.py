@@ -165,9 +165,10 @@ def test_chains_from_pi_alpha_mix_and_their_ess_is_the_exact_one():
     assert d.ess_bulk == pytest.approx(M * K / tau_bulk, rel=0.15)
     assert d.mcse == pytest.approx(math.sqrt(var * tau_mean / (M * K)), rel=0.15)
     assert d.mean == pytest.approx(pi @ f, abs=4 * d.mcse)
+    # the log-likelihood is the response's (up to EOS), not the log-target on another scale: where a
+    # state's response is empty (EOS first) it is undefined, and so are its diagnostics
     loglik = next(x for x in report.diagnostics if x.quantity == "loglik")
-    assert loglik.rhat == pytest.approx(d.rhat) and loglik.ess_bulk == pytest.approx(d.ess_bulk)
-    assert loglik.mcse == pytest.approx(d.mcse / (alpha * T))  # one quantity on two scales
+    assert loglik.draws == K and (loglik.rhat is None) == (loglik.mean is None or not math.isfinite(loglik.mean))
     assert report.warnings == ()
 
 

@@ -49,7 +49,9 @@ def error_line(*args: str) -> str:
     (["run", "x", "--alpha", "abc"], "--alpha must be a number in (0, 1000], got 'abc'"),
     (["run", "x", "--alpha", "-1"], "--alpha must lie in (0, 1000], got -1"),
     (["run", "x", "--alpha", "0"], "--alpha must lie in (0, 1000], got 0"),
-    (["run", "x", "--alpha", "inf"], "--alpha must be a finite number in (0, 1000], got inf"),
+    (["run", "x", "--alpha", "inf"], "--alpha must be a finite number in (0, 1000], got 'inf'"),
+    (["run", "x", "--alpha", "1e309"], "--alpha must be a finite number in (0, 1000], got '1e309'"),  # what was typed
+    (["run", "x", "--tau=-1e999"], "--tau must be a finite number in [0.0001, 100], got '-1e999'"),
     (["run", "x", "--seed", "1e3"], "--seed must be a whole number in [0, 2^63-1], got '1e3'"),
     (["run", "x", "--seed", "-5"], "--seed must lie in [0, 2^63-1], got -5"),
     (["run", "x", "--seed", str(2**63)], f"--seed must lie in [0, 2^63-1], got {2**63}"),
@@ -60,8 +62,9 @@ def error_line(*args: str) -> str:
     (["run", "x", "--concurrency", "0"], "--concurrency must lie in [1, 256], got 0"),
     (["run", "x", "-C", "many"], "--concurrency must be a whole number in [1, 256], got 'many'"),
     (["run", "x", "--workers", "zero"], "--workers must be a whole number in [1, 4096], got 'zero'"),
-    (["run", "x", "--threads", "x"], "--threads must be a whole number in [1, 4096], got 'x'"),
-    (["run", "x", "--kv-cache-gib", "lots"], "--kv-cache-gib must be a number in (0, 1e+06], got 'lots'"),
+    (["run", "x", "--backend", "vllm", "--threads", "x"], "--threads must be a whole number in [1, 4096], got 'x'"),
+    (["run", "x", "--backend", "vllm", "--kv-cache-gib", "lots"],
+     "--kv-cache-gib must be a number in (0, 1e+06], got 'lots'"),
     # choices, listed from the registry
     (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
      "lowtemp, bestofn, powersmc, sps"),

@@ -71,9 +71,9 @@ def test_trace_paths_are_checked_with_the_right_reason_before_the_engine(tmp_pat
 
 
 def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_path, monkeypatch):
-    from presto_tui.cli import options
+    from presto_tui.cli import run as run_command
 
-    real_open = options.open_trace
+    real_open = run_command.open_trace
 
     class FullDisk:
         def __init__(self, f, room):
@@ -93,7 +93,7 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_pat
         w._f = FullDisk(w._f, room=8)
         return w
 
-    monkeypatch.setattr(options, "open_trace", opener)
+    monkeypatch.setattr(run_command, "open_trace", opener)
     path = tmp_path / "full.jsonl"
     line = one_error_line(runner.invoke(app, ["run", "the cat", "-n", "12", "-K", "8", "--trace", str(path)]), 1)
     assert "No space left on device" in line
@@ -114,13 +114,13 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_pat
     (["--cut-mix", "2"], "--cut-mix must lie in [0, 1]"),
     (["--seed", "-1"], "--seed must lie in"),
     (["--budget", "5000"], "--budget must lie in"),
-    (["--backend", "foo"], "unknown backend 'foo'"),
+    (["--backend", "foo"], "unknown --backend 'foo'"),
     (["--model", "/nonexistent"], "--model does not apply to --backend synthetic"),
     (["--threads", "-1"], "--threads does not apply to --backend synthetic"),
     (["--kv-cache-gib", "-1"], "--kv-cache-gib does not apply to --backend synthetic"),
     (["--backend", "transformers", "--kv-cache-gib", "4"], "--kv-cache-gib does not apply to --backend transformers"),
-    (["--backend", "vllm", "--kv-cache-gib", "-1"], "--kv-cache-gib must be a positive size"),
-    (["--backend", "vllm", "--threads", "0"], "--threads must be between 1 and 4096"),
+    (["--backend", "vllm", "--kv-cache-gib", "-1"], "--kv-cache-gib must lie in (0, 1e+06], got -1"),
+    (["--backend", "vllm", "--threads", "0"], "--threads must lie in [1, 4096], got 0"),
     (["--backend", "vllm", "--model", "/nonexistent"], "no such model file or folder"),
     (["--backend", "vllm", "--dtype", "float8"], "unknown --dtype"),
     (["--concurrency", "0"], "--concurrency must lie in [1, 256]"),
@@ -317,16 +317,20 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
     asyncio.run(drive())
 
 
-def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason():
+def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason(monkeypatch):
     from presto_tui.errors import OutputError
     from presto_tui.logs.writer import open_trace
     from presto_tui.runtime.core.params import SamplerParams
     from presto_tui.runtime.engines.synthetic import SyntheticEngine
 
+    monkeypatch.chdir("/proc")  # (folders are made only inside the current one)
     with pytest.raises(OutputError) as err:  # /proc takes no new folders, whoever runs this
-        open_trace(Path("/proc/presto-tui-test/t.jsonl"), "run", SyntheticEngine(), SamplerParams())
-    assert "cannot write trace (" in str(err.value) and "(None)" not in str(err.value)
+        open_trace(Path("presto-tui-test/t.jsonl"), "run", SyntheticEngine(), SamplerParams())
+    assert "cannot make the folder for the trace (" in str(err.value) and "(None)" not in str(err.value)
     assert err.value.exit_code == 1
+    with pytest.raises(OutputError) as err:  # /proc takes no new files either
+        open_trace(Path("presto-tui-test.jsonl"), "run", SyntheticEngine(), SamplerParams())
+    assert "cannot write trace (" in str(err.value) and "(None)" not in str(err.value)
 
 
 def test_a_traced_chat_keeps_one_model(tmp_path):
@@ -353,3 +357,44 @@ def test_a_traced_chat_keeps_one_model(tmp_path):
     assert started == [None]  # no second engine was started
     session.close()
     assert [s.start.prompt for s in read_trace(path).sessions] == ["the cat"]
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "the cat", "-n", "4", "-K", "1", "--trace", "{out}"],
+    ["bench", "--limit", "1", "-n", "4", "-K", "1", "--rules", "spine", "--budgets", "2", "-o", "{out}"],
+    ["eval", "--limit", "1", "-n", "4", "-K", "1", "--methods", "powermh", "-o", "{out}"],
+    ["fit-classifier", "{trace}", "-o", "{out}"],
+    ["lm-eval", "--tasks", "x", "-o", "{out}"],
+])
+def test_an_output_whose_folder_would_be_made_outside_the_current_one_is_refused(tmp_path, monkeypatch, no_engine,
+                                                                                 args):
+    """A trace into a missing folder elsewhere made that folder: every output path follows one rule
+    (files.py), folders are made only inside the current folder's tree."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    out = tmp_path / "missing" / "dir" / "out.json"
+    args = [a.format(out=out, trace=DATA / "replay.jsonl") for a in args]
+    line = one_error_line(runner.invoke(app, args))
+    assert f"no folder {tmp_path / 'missing'} for the" in line and "only inside the current one" in line, line
+    assert not (tmp_path / "missing").exists()
+
+
+def test_missing_folders_inside_the_current_one_are_made_for_every_output(tmp_path):
+    res = runner.invoke(app, ["run", "the cat", "-n", "4", "-K", "1", "--trace", "new/deeper/t.jsonl"])
+    assert res.exit_code == 0, res.output
+    assert read_trace(tmp_path / "new" / "deeper" / "t.jsonl").sessions
+    res = runner.invoke(app, ["stats", str(tmp_path / "new" / "deeper" / "t.jsonl")])
+    assert res.exit_code == 0
+
+
+def test_the_app_exports_by_the_same_rule(tmp_path, monkeypatch):
+    from presto_tui.views.state import export
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(export.ExportError, match="only inside the current one"):
+        export.write(tmp_path / "missing" / "dir", "a.txt", "x")
+    assert not (tmp_path / "missing").exists()
+    assert export.write(Path("made") / "here", "a.txt", "x").read_text() == "x"

@@ -231,17 +231,29 @@ def test_history_exports_as_json_and_csv():
     steps, states = export.history_as_csv(state, view, h)
     rows = list(csv.DictReader(io.StringIO(steps)))
     assert [int(r["transition"]) for r in rows] == list(range(1, len(h.steps) + 1))
-    assert [r["accepted"] == "True" for r in rows] == [s.accepted for s in h.steps]
+    # every cell says what the JSON says (true/false, not Python's True/False)
+    assert [r["accepted"] for r in rows] == [json.dumps(t["accepted"]) for t in doc["transitions"]]
+    assert {r["accepted"] for r in rows} <= {"true", "false"}
     assert [int(r["visits"]) for r in csv.DictReader(io.StringIO(states))] == [v.visits for v in h.states]
 
 
 def test_csv_text_never_starts_a_formula():
-    assert export.spreadsheet_safe("=HYPERLINK(1)") == "'=HYPERLINK(1)"
-    assert export.spreadsheet_safe("-2 apples") == "'-2 apples"
-    assert export.spreadsheet_safe(" the cat") == " the cat"
+    from presto_tui.logs.tidy import spreadsheet_safe
+
+    assert spreadsheet_safe("=HYPERLINK(1)") == "'=HYPERLINK(1)"
+    assert spreadsheet_safe("-2 apples") == "'-2 apples"
+    assert spreadsheet_safe(" the cat") == " the cat"
 
 
 # -- two sessions side by side -------------------------------------------------------------------------
+
+def test_the_diff_title_counts_in_the_singular_and_the_plural():
+    pieces = lambda ids: [f"<{i}>" for i in ids]
+    assert answer_diff([5, 6], [5, 7], pieces).title.startswith("diff: 1 token shared · ")
+    assert answer_diff([5, 6], [5, 6], pieces).title.startswith("diff: 2 tokens shared · ")
+    assert answer_diff([5], [6], pieces).title == "diff: 0 tokens shared · struck: only in A (1) · " \
+                                                  "underlined: only in B (1)"
+
 
 def test_comparison_rows_curves_and_answer_diff():
     state = state_of(RESEARCH)

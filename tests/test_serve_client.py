@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from presto_tui.cli import app as cli
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import open_trace
-from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
 from presto_tui.runtime.session.events import TRANSIENT, RoundDone, SessionEnd, SessionError, SessionStart
@@ -277,3 +277,41 @@ def test_several_chains_per_prompt_come_back_as_the_local_sessions_chain_events(
     assert remote.history == local.history  # the answer most chains agree on
     trace = read_trace(tmp_path / "here.jsonl")
     assert sorted(s.start.chain for s in trace.sessions) == [0, 1, 2]
+
+
+def test_a_server_stopped_midway_says_so_and_a_restarted_one_gives_its_new_defaults(tmp_path):
+    """Ctrl-C on the server mid-run showed only "cancelled": one notice now says the server stopped.
+    The app kept the old server's K after it restarted with another: each prompt asks anew."""
+    from presto_tui.serve.app import ServeConfig, Server, create_app
+    from presto_tui.serve.net import in_thread
+
+    with listen("127.0.0.1", 0) as s:
+        port = s.getsockname()[1]
+    engine = GatedEngine()
+    engine.gate.clear()  # the chain stalls until the server stops
+    items: list = []
+    with in_thread(create_app(Server(engine, ServeConfig(defaults={"steps": 12}))), port=port) as (url, _):
+        remote = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
+        params = params_from({**remote.server_flags(), "max_new_tokens": 16, "seed": 4})  # as chat --connect
+        assert params.steps == 12
+        worker = threading.Thread(target=remote.run, args=("the cat", params, None, items.append))
+        worker.start()
+        poll(lambda: any(isinstance(x, SessionStart) for x in items))
+    worker.join(30)  # leaving the block stops the server as Ctrl-C does
+    assert not worker.is_alive()
+    (end,) = [x for x in items if isinstance(x, SessionEnd)]
+    assert end.reason == "cancelled"
+    (said,) = [x for x in items if isinstance(x, Notice)]
+    assert said.kind == "engine" and said.message.startswith(f"the server at {url} stopped before the answer was ready")
+    assert "\n" not in said.message
+    items.clear()
+    with in_thread(create_app(Server(SyntheticEngine(), ServeConfig(defaults={"steps": 5}))), port=port):
+        remote.run("a dog", params, None, items.append)  # the app still holds K=12, taken from the old server
+        remote.run("a cat", params.with_(alpha=2.0), None, items.append)
+    starts = [x for x in items if isinstance(x, SessionStart)]
+    assert [st.params["steps"] for st in starts] == [5, 5]
+    assert [st.params["alpha"] for st in starts] == [params.alpha, 2.0]  # what the person chose stays
+    (changed,) = [x for x in items if isinstance(x, Notice)]  # said once
+    assert "has other defaults now (steps 12 -> 5)" in changed.message
+    remote.close()
+    assert [s.events[-1].reason for s in read_trace(tmp_path / "here.jsonl").sessions] == ["cancelled", "done", "done"]

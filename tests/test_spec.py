@@ -209,8 +209,8 @@ def test_a_range_reads_the_same_from_a_flag_a_field_and_the_settings_dialog():
 
     with pytest.raises(ParamError) as e:
         params_from({"alpha": "1e309"})
-    assert str(e.value) == "--alpha must be a finite number in (0, 1000], got 1e309"  # what was typed, not inf
-    assert str(e.value.named(label)) == "alpha must be a finite number in (0, 1000], got 1e309"
+    assert str(e.value) == "--alpha must be a finite number in (0, 1000], got '1e309'"  # what was typed, not inf
+    assert str(e.value.named(label)) == "alpha must be a finite number in (0, 1000], got '1e309'"
     assert e.value.named(flag) is not None and e.value.param == "alpha"
 
 

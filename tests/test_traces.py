@@ -481,3 +481,79 @@ def test_stats_pools_sessions_that_ran_side_by_side_apart_from_those_that_ran_al
     d = json.loads(runner.invoke(app, ["stats", *map(str, paths), "--json"]).stdout)
     assert [r["at_once"] for r in d["sessions"]] == [1] * 4 + [2] * 4
     assert [(g["comparable"]["at_once"], g["sessions"]) for g in d["pooled"]] == [(1, 4), (2, 4)]
+
+
+def test_a_line_cut_in_the_middle_of_a_trace_is_said_to_be_cut_with_its_number(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"round"' in ln)
+    cut = tmp_path / "cut-middle.jsonl"
+    for at in range(1, len(lines[k]), max(1, len(lines[k]) // 12)):  # inside strings, numbers, words, lists
+        write_lines(cut, lines[:k] + [lines[k][:at]] + lines[k + 1:])
+        expect_error(cut, f"line {k + 1} is cut short: it ends inside its JSON object", line=k + 1)
+    write_lines(cut, lines[:k] + [lines[k][:40] + "\x07" + lines[k][41:]] + lines[k + 1:])
+    expect_error(cut, f"line {k + 1} is damaged: not valid JSON at column 41", line=k + 1)
+
+
+# -- a damaged trace, read anyway when asked (--on-bad-lines) ----------------------------------------
+
+def _cut_round(path, tmp_path, which=1):
+    """The trace with the `which`-th round line cut in its middle; (the file, its line number, its session)."""
+    lines = lines_of(path)
+    rounds = [i for i, ln in enumerate(lines) if '"type":"round"' in ln]
+    k = rounds[which]
+    starts = [i for i, ln in enumerate(lines[:k]) if '"type":"session_start"' in ln]
+    bad = tmp_path / "damaged.jsonl"
+    write_lines(bad, lines[:k] + [lines[k][:len(lines[k]) // 2]] + lines[k + 1:])
+    return bad, k + 1, len(starts)
+
+
+def test_on_bad_lines_skip_reads_a_damaged_trace_and_marks_the_session_it_broke(trace_file, tmp_path):
+    path, _ = trace_file
+    whole = read_trace(path)
+    bad, line, session = _cut_round(path, tmp_path)
+    expect_error(bad, f"line {line} is cut short", line=line)  # the default: error, as before
+    res = runner.invoke(app, ["stats", str(bad), "--on-bad-lines", "skip", "--json"])
+    assert res.exit_code == 0, res.output
+    assert f"{bad}: 1 bad line(s) skipped: {line}" in res.stderr
+    assert f"session {session} is damaged: line(s) {line} skipped" in res.stderr
+    rows = json.loads(res.stdout)["sessions"]
+    assert len(rows) == len(whole.sessions)  # every session is there, the damaged one too
+    assert [r["status"] for r in rows] == ["damaged" if i + 1 == session else s.summary().status
+                                           for i, s in enumerate(whole.sessions)]
+    assert rows[session - 1]["damaged_lines"] == [line]
+    assert rows[session - 1]["rounds"] == len(whole.sessions[session - 1].rounds) - 1  # never silently shorter
+    warn = runner.invoke(app, ["stats", str(bad), "--on-bad-lines", "warn"])
+    assert warn.exit_code == 0 and f"{bad}:{line}: skipped (line {line} is cut short" in warn.stderr
+    fitted = runner.invoke(app, ["fit-classifier", str(bad), "--on-bad-lines", "skip", "-o", str(tmp_path / "m.json")])
+    assert fitted.exit_code == 0 and f"session {session} is damaged" in fitted.stderr, fitted.output
+    bogus = runner.invoke(app, ["stats", str(bad), "--on-bad-lines", "ignore"])
+    assert bogus.exit_code == 2 and "unknown --on-bad-lines 'ignore'; choose one of error, warn, skip" in bogus.stderr
+
+
+def test_a_skipped_session_start_loses_that_session_with_a_warning_and_no_other(trace_file, tmp_path):
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = [i for i, ln in enumerate(lines) if '"type":"session_start"' in ln][2]
+    bad = tmp_path / "no-start.jsonl"
+    write_lines(bad, lines[:k] + [lines[k][:60]] + lines[k + 1:])
+    trace = read_trace(bad, "skip")
+    assert len(trace.sessions) == len(read_trace(path).sessions) - 1
+    assert all(s.summary().status != "damaged" for s in trace.sessions)
+    assert any("its session_start could not be read" in w for w in trace.warnings)
+
+
+async def test_replay_shows_a_damaged_session_as_damaged(trace_file, tmp_path):
+    from helpers import text_of
+
+    from presto_tui.views.app import replay_app
+
+    path, _ = trace_file
+    bad, _, session = _cut_round(path, tmp_path, which=0)
+    assert session == 1  # the session replay opens on
+    shown = replay_app(read_trace(bad, "skip"))
+    async with shown.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "damaged" in text_of(shown, "#stats")
+    res = runner.invoke(app, ["replay", str(bad)])  # without the option, as before: one line, exit 2
+    assert res.exit_code == 2

@@ -75,7 +75,7 @@ def wait_for(cond, what: str, timeout: float = 120.0):
     (["--replay", "missing.jsonl"], "missing.jsonl: no such trace file"),
     (["--", "--alpha", "0"], "--alpha must lie in (0, 1000], got 0"),
     (["--", "--alpah", "2"], "unknown option --alpah for presto-tui chat; did you mean --alpha?"),
-    (["--", "--backend", "nope"], "unknown backend 'nope'"),
+    (["--", "--backend", "nope"], "unknown --backend 'nope'"),
     (["--backend", "synthetic"], "--backend is an option of the served app: put it after --"),
     (["--prot", "8080"], "unknown option --prot for presto-tui web; did you mean --port?"),
 ])

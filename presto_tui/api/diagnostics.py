@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from presto_tui.runtime.session.answers import AnswerGroup, Vote, vote
 from presto_tui.runtime.session.diagnostics import (
+    ALL,
     ESS_MIN,
     MISSING,
     QUANTITIES,
@@ -12,13 +13,19 @@ from presto_tui.runtime.session.diagnostics import (
     THRESHOLDS,
     ChainsReport,
     Diagnostic,
+    Selection,
+    autocorrelation,
     available,
     chain_groups,
     chains_report,
     diagnose,
     draws_of,
     require,
+    running_rhat,
 )
 
-__all__ = ["ESS_MIN", "MISSING", "QUANTITIES", "RHAT_MAX", "THRESHOLDS", "AnswerGroup", "ChainsReport", "Diagnostic",
-           "Vote", "available", "chain_groups", "chains_report", "diagnose", "draws_of", "require", "vote"]
+__all__ = [
+    "ALL", "AnswerGroup", "ChainsReport", "Diagnostic", "ESS_MIN", "MISSING", "QUANTITIES", "RHAT_MAX", "Selection",
+    "THRESHOLDS", "Vote", "autocorrelation", "available", "chain_groups", "chains_report", "diagnose", "draws_of",
+    "require", "running_rhat", "vote",
+]

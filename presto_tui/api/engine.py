@@ -38,7 +38,7 @@ def engine_options(values: Mapping[str, Any], naming: Naming = flag) -> tuple[st
     the one validation path; nothing starts."""
     backend = values.get("backend")
     name = PARAMS["backend"].read(backend, naming)["backend"] if backend is not None else default_backend()
-    return name, EngineOptions.from_values(values, naming).check(name, naming)
+    return name, EngineOptions.from_values(values, naming, name).check(name, naming)
 
 
 class Engine:

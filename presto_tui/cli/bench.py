@@ -44,7 +44,7 @@ from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
 from presto_tui.console import SessionProgress
 from presto_tui.errors import InputError
-from presto_tui.files import check_output_path
+from presto_tui.files import output_path
 from presto_tui.logs.writer import TraceWriter, default_trace_path, open_trace, recorded
 
 # sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
@@ -248,8 +248,10 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
-              chains: int = 1) -> None:
-    from presto_tui.api.diagnostics import chains_report
+              chains: int = 1, selection=None) -> None:
+    from presto_tui.api.diagnostics import ALL, chains_report
+
+    selection = selection or ALL
 
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
@@ -277,7 +279,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         group = run_prompt(backend, params, prompt, ids, chains, classifier, trace)
                         results[cfg] += group
                         if chains > 1:
-                            reports[cfg].append(chains_report(group))
+                            reports[cfg].append(chains_report(group, selection))
                         finals = [s.tokens for s in group]  # chain by chain: they share their seeds
                         if rule == SEQUENTIAL:
                             seq_tokens[sampler] = finals
@@ -318,7 +320,8 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     report = {
         "backend": backend.name, "model": backend.model, "engine": dict(backend.info),
         "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
-        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains, "rows": table_rows,
+        "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains,
+        **({"diagnostics_draws": selection.to_dict()} if chains > 1 else {}), "rows": table_rows,
         "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
@@ -430,8 +433,8 @@ def render(console: Console, report: dict) -> None:
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
                   "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
                   + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "
-                     f"{chains} chains at once; thresholds R-hat <= 1.01, ESS >= 100); agree: the mean share of "
-                     "the chains' most common answer" if chains > 1 else ""))
+                     f"{chains} chains at once; {_words(report)}; thresholds R-hat <= 1.01, ESS >= 100); agree: "
+                     "the mean share of the chains' most common answer" if chains > 1 else ""))
 
 
 @command()
@@ -468,7 +471,7 @@ def bench(
     ] = SamplerName.POWERMH.value,
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
-    chains: o.Chains = None, classifier: o.Classifier = None,
+    chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1, classifier: o.Classifier = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,
@@ -502,9 +505,9 @@ def bench(
 
       presto-tui bench --samplers powermh,entropycut,multitry --budgets 8,20
 
-      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4   # 4 blocks
+      presto-tui bench --rules stream --budgets 8,auto,fill:8 -n 64 -B 16 -K 4
 
-      presto-tui bench --limit 2 --chains 4 --rules spine --budgets 8   # 4 chains per prompt, R-hat, ESS
+      presto-tui bench --limit 2 --chains 4 --rules spine --budgets 8  # R-hat
     """
     flags = ctx.params
     budget_list = [b.strip() for b in budgets.split(",") if b.strip()]
@@ -525,6 +528,7 @@ def bench(
         o.CLI_LIMITS["concurrency"].check("--throughput", c)
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL})
+    kept = o.selection(burn_in, thin, base.steps)
     for cfg in configs(sampler_list, [*rule_list, throughput_rule.value], budget_list):
         row_params(base, *cfg).validate()
     if prompts_file is None:
@@ -535,7 +539,7 @@ def bench(
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "bench")
-    out_path = check_output_path(output or (path or default_trace_path("bench")).with_suffix(".json"),
+    out_path = output_path(output or (path or default_trace_path("bench")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
     cluster_of = None
     if workers is not None or ray_address is not None:
@@ -556,7 +560,14 @@ def bench(
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
               throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),
-              cluster_of=cluster_of, chains=per_prompt)
+              cluster_of=cluster_of, chains=per_prompt, selection=kept)
+
+
+def _words(report: dict) -> str:
+    """The diagnostics' burn-in and thinning, as the table's caption says them."""
+    from presto_tui.api.diagnostics import Selection
+
+    return Selection(**report.get("diagnostics_draws", {})).words
 
 
 def _names(csv: str) -> list[str]:

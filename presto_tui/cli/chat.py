@@ -55,7 +55,7 @@ def chat(
 
       presto-tui chat --backend synthetic        # no model needed
 
-      presto-tui chat --chains 4                 # 4 chains per prompt; m shows them side by side
+      presto-tui chat --chains 4                 # 4 chains a prompt; m shows them
 
       presto-tui chat --connect http://127.0.0.1:8000   # on a presto-tui serve
     """

@@ -14,7 +14,7 @@ from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
 from presto_tui.errors import InputError, OutputError
-from presto_tui.files import check_output_path
+from presto_tui.files import make_folders, output_path
 from presto_tui.logs.writer import default_trace_path, open_trace
 from presto_tui.safetext import visible
 
@@ -59,7 +59,7 @@ def eval_(
         help="Also test methods A and B for equivalence (paired TOST of eq. 23 on log-likelihood and confidence); "
         "repeat for more pairs. Every PreSTO method is always tested against its sequential sampler when both "
         "are listed.")] = None,
-    classifier: o.Classifier = None, chains: o.Chains = None,
+    classifier: o.Classifier = None, chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1,
     vote: Annotated[bool, typer.Option(
         "--vote", help="With --chains M: grade the answer most chains agree on (grouped by what the grader reads "
         "from each: self-consistency's majority vote) instead of chain 0's.")] = False,
@@ -103,17 +103,18 @@ def eval_(
 
     Examples:
 
-      presto-tui eval                                          # built-in tasks, embedded model
+      presto-tui eval                            # built-in tasks, embedded model
 
       presto-tui eval --limit 10 -n 48 -K 8
 
-      presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 --grader number
+      presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 -K 8
 
-      presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20   # TOST of the paper's BFS
+      presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20  # TOST
 
-      presto-tui eval --backend synthetic --methods powermh,powermh+stream --tost powermh,powermh+stream
+      presto-tui eval --backend synthetic --methods powermh,bon:4 \\
+        --tost powermh,bon:4
 
-      presto-tui eval --methods powermh+stream --chains 5 --vote               # self-consistency
+      presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
     """
     flags = ctx.params
     from presto_tui.api.params import PrefetchRule, parse_methods, unknown_choice
@@ -142,20 +143,21 @@ def eval_(
         raise InputError("--chains runs a prompt's chains at once on one engine; it does not combine with --workers")
     # every method sets its own sampler and rule; the base is valid with any --inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
+    kept = o.selection(burn_in, thin, base.steps)
     method_list = parse_methods(methods, base)
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed)[:limit]
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "eval")
-    out_path = check_output_path(output or (path or default_trace_path("eval")).with_suffix(".json"),
+    out_path = output_path(output or (path or default_trace_path("eval")).with_suffix(".json"),
                                    "results", overwrite=output is not None)
     limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
     # what every method shares (each method's own parameters are in its row)
     builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
     meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
             "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
-            "chains": per_pair, "vote": vote}
+            "chains": per_pair, "vote": vote, **({"diagnostics_draws": kept.to_dict()} if per_pair > 1 else {})}
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote
@@ -225,11 +227,7 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     pairs = default_pairs(ev)
     pairs += [p for p in ((labels.index(a), labels.index(b)) for a, b in named_pairs) if p not in pairs]
     res = results(ev, pairs, meta)
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)  # before the figures, which go beside it
-    except OSError as e:
-        raise OutputError(f"{visible(str(out_path.parent), keep_newlines=False)}: cannot make the folder "
-                          f"({e.strerror})") from None
+    make_folders(out_path.parent, "results", error=OutputError)  # before the figures, which go beside it
     saved = save_figures(res, out_path.with_suffix(""), figures)
     # beside the results: named by file, so that the folder can move
     res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}

@@ -15,7 +15,7 @@ from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
 from presto_tui.errors import InputError, PrestoError
-from presto_tui.files import check_output_path
+from presto_tui.files import output_path
 from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
 
@@ -85,9 +85,10 @@ def lm_eval_(
 
       presto-tui lm-eval --tasks arith --include-path tasks/ --limit 20 -K 8
 
-      presto-tui lm-eval --tasks arith --include-path tasks/ --methods powermh,powermh+stream:16
+      presto-tui lm-eval --tasks arith --include-path tasks/ \\
+        --methods powermh,powermh+stream:16
 
-      presto-tui lm-eval --tasks gsm8k --methods lowtemp,bon:8,powermh+stream --limit 50
+      presto-tui lm-eval --tasks gsm8k --methods lowtemp,bon:8 --limit 50
 
     From Python, importing presto_tui.lmeval.model registers the model "presto-tui"
     with lm-eval; its model_args are these flags with underscores, one method each:
@@ -100,7 +101,8 @@ def lm_eval_(
 
     lm-eval's own command line, with the model registered:
 
-      python -m presto_tui.lmeval run --model presto-tui --tasks arith --include_path tasks/
+      python -m presto_tui.lmeval run --model presto-tui --tasks arith \\
+        --include_path tasks/
     """
     flags = ctx.params
     if importlib.util.find_spec("lm_eval") is None:
@@ -123,7 +125,7 @@ def lm_eval_(
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "lm-eval")
     if output is not None:
-        check_output_path(output, "results", overwrite=True)
+        output_path(output, "results", overwrite=True)
     names = task_names(tasks)
     quiet_datasets()
     o.divert_engine_output()  # lm-eval's own notices (and git's, which it runs) go to the engine log too

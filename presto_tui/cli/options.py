@@ -22,7 +22,7 @@ from presto_tui.api.params import LIMITS, Limit
 from presto_tui.api.sessions import CHAINS
 from presto_tui.console import term
 from presto_tui.errors import EXIT_INTERRUPTED, InputError, OutputError, PrestoError, describe
-from presto_tui.files import readable_file
+from presto_tui.files import make_folders, readable_file
 from presto_tui.logs import writer
 from presto_tui.safetext import visible
 
@@ -38,6 +38,8 @@ CLI_LIMITS: dict[str, Limit] = {
     "workers": Limit(1, 4096, integer=True),
     "seeds": Limit(1, 10_000, integer=True),
     "limit": Limit(1, float("inf"), integer=True),
+    "burn_in": Limit(0, 1_000_000, integer=True),
+    "thin": Limit(1, 1_000_000, integer=True),
     # serve
     "port": Limit(0, 65535, integer=True),
     "max_chains": Limit(1, 256, integer=True),
@@ -87,6 +89,66 @@ TracePath = Annotated[Path | None, typer.Option(
     help="Write the session trace here [default: sessions/<time>-<command>.jsonl].")]
 NoTrace = Annotated[bool, typer.Option("--no-trace", rich_help_panel=OUTPUT, help="Do not write a trace.")]
 JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT, help="Print JSON instead of tables.")]
+DIAGNOSTICS = "Diagnostics (--chains)"
+BurnIn = Annotated[int, typer.Option(
+    "--burn-in", metavar="B", rich_help_panel=DIAGNOSTICS,
+    help=f"Drop the first B transitions of each block from the chains' diagnostics (warm-up), B "
+    f"{CLI_LIMITS['burn_in'].where} and below K; the output says the choice [default: 0, none dropped].")]
+Thin = Annotated[int, typer.Option(
+    "--thin", metavar="T", rich_help_panel=DIAGNOSTICS,
+    help=f"Keep every T-th transition after the burn-in for the chains' diagnostics, T "
+    f"{CLI_LIMITS['thin'].where} [default: 1, every one].")]
+
+
+def selection(burn_in: int, thin: int, steps: int | None = None):
+    """--burn-in and --thin, checked (the burn-in below K where K is known), as the diagnostics read them."""
+    from presto_tui.api.diagnostics import Selection
+
+    CLI_LIMITS["burn_in"].check("--burn-in", burn_in)
+    CLI_LIMITS["thin"].check("--thin", thin)
+    if steps is not None and burn_in >= steps:
+        raise InputError(f"--burn-in must be below K (-K {steps}): it drops transitions of each block, and K would "
+                         f"leave none, got {burn_in}")
+    return Selection(burn_in, thin)
+
+
+Draws = Annotated[list[Path] | None, typer.Option(
+    "--draws", metavar="PATH.csv|PATH.nc", rich_help_panel=OUTPUT, show_default=False,
+    help="Write every MH chain's draws here, in one file for all prompts (give it twice for both): .csv a tidy "
+    "table (prompt, group, chain, block, transition, accepted, log-target, log-likelihood, confidence, state "
+    "id, kept by --burn-in/--thin), .nc the NetCDF file ArviZ writes for its DataTree (posterior, "
+    "warmup_posterior, sample_stats), readable by ArviZ alone.")]
+
+
+def draws_paths(paths: list[Path] | None) -> list[Path]:
+    """--draws, checked before any work (format, path, what .nc needs)."""
+    if not paths:
+        return []
+    from presto_tui.logs.draws import check_paths
+
+    return check_paths(paths)
+
+
+def write_draws(paths: list[Path], chains, selection) -> None:
+    """Write the chains' draws (logs/draws.py) to every --draws path and say where."""
+    if not paths:
+        return
+    from presto_tui.logs.draws import grouped, write
+
+    written = write(paths, grouped(chains), selection)
+    if written:
+        print(f"presto-tui: draws written to {', '.join(visible(str(p), keep_newlines=False) for p in written)}",
+              file=term())
+    else:
+        print("presto-tui: warning: no MH transitions to write (--draws): nothing written", file=term())
+
+
+OnBadLines = Annotated[str, typer.Option(
+    "--on-bad-lines", metavar="error|warn|skip",
+    help="A trace line that cannot be read (cut short, damaged): error stops there (the default); warn and "
+    "skip read the trace anyway, skipping each bad line with a warning that names it (warn: one per line, "
+    "saying what is wrong; skip: one for all), and the session it broke is marked damaged, never silently "
+    "shortened [default: error].")]
 
 def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     """SamplerParams from a command's options (text as typed; None: not given), over `preset` (the
@@ -110,12 +172,9 @@ def chain_count(value: int | None) -> int:
 
 def engine_options(flags: dict[str, Any]):
     """The engine the options name and its options, checked (no engine starts here)."""
-    from presto_tui.api.engine import EngineOptions, default_backend
-    from presto_tui.api.params import PARAMS
+    from presto_tui.api.engine import engine_options as checked
 
-    backend = flags.get("backend")
-    name = PARAMS["backend"].read(backend)["backend"] if backend is not None else default_backend()
-    return name, EngineOptions.from_values(flags).check(name)
+    return checked(flags)
 
 
 def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
@@ -181,13 +240,16 @@ def read_prompts(prompt: str | None, prompts_file: Path | None) -> list[str]:
     return prompts
 
 
-def load_traces(paths: list[Path]):
-    """Read traces (each one validated); warnings go to stderr."""
-    from presto_tui.logs.reader import read_trace
+def load_traces(paths: list[Path], on_bad_lines: str = "error"):
+    """Read traces (each one validated, bad lines as --on-bad-lines says); warnings go to stderr."""
+    from presto_tui.api.params import unknown_choice
+    from presto_tui.logs.reader import ON_BAD_LINES, read_trace
 
+    if on_bad_lines not in ON_BAD_LINES:
+        raise InputError(unknown_choice("--on-bad-lines", on_bad_lines, ON_BAD_LINES))
     traces = []
     for p in paths:
-        t = read_trace(p)
+        t = read_trace(p, on_bad_lines)
         for w in t.warnings:
             print(f"presto-tui: warning: {visible(w, keep_newlines=False)}", file=term())
         traces.append(t)
@@ -278,9 +340,10 @@ PIPE_WIDTH = 1000  # wider than any table here: nothing is cut or dropped
 
 
 def write_results(path: Path, data: bytes) -> None:
-    """A command's results file, its folder made if missing; one line if it cannot be written."""
+    """A command's results file, its folder made if missing (files.py's rule); one line if it cannot be
+    written."""
+    make_folders(path.parent, "results", error=OutputError)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as e:
         raise OutputError(f"{visible(str(path), keep_newlines=False)}: cannot write results "

@@ -27,7 +27,8 @@ def run(
     prompts_file: Annotated[Path | None, typer.Option(
         "--prompts-file", show_default=False,
         help="Text file with one prompt per line ('#' starts a comment).")] = None,
-    chains: o.Chains = None, paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
+    chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1, paper_settings: o.PaperSettings = False,
+    classifier: o.Classifier = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-C", show_default=False,
         help=f"Chains run at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where} "
@@ -35,7 +36,7 @@ def run(
     workers: o.Workers = None, ray_address: o.RayAddress = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print one JSON summary per prompt instead of text.")] = False,
-    trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    trace: o.TracePath = None, no_trace: o.NoTrace = False, draws: o.Draws = None,
 ) -> None:
     """Sample responses headless and report how PreSTO did.
 
@@ -57,7 +58,7 @@ def run(
 
       presto-tui run --prompts-file prompts.txt --workers 2
 
-      presto-tui run "What is 7 * 8?" --chains 4 -K 48  # 4 chains: R-hat, ESS, the agreed answer
+      presto-tui run "What is 7 * 8?" --chains 4 -K 48  # R-hat, ESS, vote
 
       presto-tui run "the cat" --backend synthetic      # no model needed
     """
@@ -67,6 +68,8 @@ def run(
     if concurrency is not None:
         o.CLI_LIMITS["concurrency"].check("--concurrency", concurrency)
     per_prompt = o.chain_count(chains)
+    kept = o.selection(burn_in, thin, params.steps)
+    draws_to = o.draws_paths(draws)
     if per_prompt > 1 and (workers is not None or ray_address is not None):
         raise InputError("--chains runs a prompt's chains together on one engine; it does not combine with "
                          "--workers or --ray-address")
@@ -82,12 +85,13 @@ def run(
     if cluster is not None:
         with cluster:
             writer = open_trace(path, "run", _Remote(cluster), params)
-            run_on(lambda: cluster.run(prompts, params, clf), prompts, params, json_out, writer, None)
+            run_on(lambda: cluster.run(prompts, params, clf), prompts, params, json_out, writer, None,
+                   selection=kept, draws=draws_to)
         return
     engine = o.start_engine(name, engine_opts)
     writer = open_trace(path, "run", engine, params)
     run_prompts(engine, params, prompts, classifier=clf, json_out=json_out, trace=writer, concurrency=at_once,
-                chains=per_prompt)
+                chains=per_prompt, selection=kept, draws=draws_to)
 
 
 class _Remote:
@@ -99,7 +103,7 @@ class _Remote:
 
 
 def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out: bool = False,
-                trace=None, concurrency: int = 1, chains: int = 1) -> None:
+                trace=None, concurrency: int = 1, chains: int = 1, selection=None, draws=None) -> None:
     """Sample every prompt with `chains` chains each, `concurrency` chains at a time on one engine;
     results in prompt order.
 
@@ -113,15 +117,21 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
                                           classifier=classifier))
         return run_chains(engine, drivers, concurrency=concurrency)
 
-    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains)
+    run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains, selection, draws)
 
 
-def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, chains: int = 1) -> None:
+def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, chains: int = 1,
+           selection=None, draws=None) -> None:
     """Consume the (session index, event) stream of any runner (one engine, a Ray cluster), session
     i being chain i % chains of prompt i // chains: progress on stderr, results in prompt order on
-    stdout, every event in the trace."""
+    stdout, every event in the trace; every chain's draws to the `draws` paths at the end."""
+    from presto_tui.api.diagnostics import ALL
+
+    recorded: dict | None = {} if draws else None
     try:
-        _consume(events(), prompts, params, json_out, trace, chains)
+        _consume(events(), prompts, params, json_out, trace, chains, selection, recorded)
+        if recorded is not None:
+            o.write_draws(draws, [recorded[i] for i in sorted(recorded)], selection or ALL)
     except KeyboardInterrupt:
         if trace is not None:  # the trace keeps every finished session and round
             trace.end_open_session("cancelled", text_of or (lambda ids: ""))
@@ -136,7 +146,8 @@ def run_on(events, prompts: list[str], params, json_out: bool, trace, text_of, c
                 print(f"presto-tui: trace written to {visible(str(trace.path), keep_newlines=False)}", file=o.term())
 
 
-def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
+def _consume(stream, prompts, params, json_out, trace, chains: int = 1, selection=None,
+             recorded: dict | None = None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -170,6 +181,12 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
                 summaries[i] = SessionSummary()
             s = summaries.setdefault(i, SessionSummary())
             s.update(ev)
+            if recorded is not None:  # --draws: every chain's transitions and states (logs/draws.py)
+                from presto_tui.logs.draws import ChainDraws
+
+                if isinstance(ev, SessionStart):
+                    recorded[i] = ChainDraws()
+                recorded.setdefault(i, ChainDraws()).update(ev)
             if trace is not None:
                 trace.write(ev, sids.get(i))
             if isinstance(ev, RoundDone):
@@ -188,18 +205,20 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1) -> None:
                     bar.update(task, description=f"prompts {done}/{len(prompts)}, transitions")
                 while shown < len(prompts) and all(j in finished for j in members(shown)):
                     group = [summaries[j] for j in members(shown)]
-                    _print(out, group, params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "")
+                    _print(out, group, params, json_out, f"[{shown + 1}/{len(prompts)}] " if many else "",
+                           selection)
                     shown += 1
 
 
-def _print(out, group, params, json_out: bool, label: str) -> None:
-    """A prompt's result: its one chain's summary, or its chains' report."""
+def _print(out, group, params, json_out: bool, label: str, selection=None) -> None:
+    """A prompt's result: its one chain's summary, or its chains' report (diagnosed over the transitions
+    `selection` keeps)."""
     if len(group) == 1:
         obj = group[0].to_dict()
     else:
-        from presto_tui.api.diagnostics import chains_report
+        from presto_tui.api.diagnostics import ALL, chains_report
 
-        report = chains_report(group)
+        report = chains_report(group, selection or ALL)
         obj = {**report.to_dict(), "sessions": [s.to_dict() for s in group]}
     if json_out:
         import orjson

@@ -107,18 +107,18 @@ def serve(
 
     Examples:
 
-      presto-tui serve                                  # vLLM on the embedded SmolLM2-135M, port 8000
+      presto-tui serve                                  # vLLM, port 8000
 
       presto-tui serve --backend synthetic --port 8001  # no model needed
 
       presto-tui serve --host 0.0.0.0 --api-key "$KEY" -C 16 --prefetch stream
 
-      presto-tui serve --host 0.0.0.0 --api-keys keys.txt --workers 2   # tenants, two engines
+      presto-tui serve --api-keys keys.txt -W 2         # tenants, 2 engines
 
       curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\
         -d '{"prompt": "What is 7 * 8?", "max_tokens": 32, "steps": 8, "seed": 1}'
 
-      presto-tui chat --connect http://127.0.0.1:8000   # the app, sampling on the server
+      presto-tui chat --connect http://127.0.0.1:8000   # the app, on the server
     """
     flags = ctx.params
     params = o.sampler_params(flags)

@@ -10,8 +10,8 @@ import typer
 
 from presto_tui.cli import options as o
 from presto_tui.cli.root import command
-from presto_tui.errors import InputError, OutputError
-from presto_tui.files import check_output_path
+from presto_tui.errors import InputError
+from presto_tui.files import output_path
 from presto_tui.safetext import visible
 
 
@@ -25,6 +25,7 @@ def replay(
     compare: Annotated[str | None, typer.Option(
         "--compare", metavar="S,T", help="Open sessions S and T side by side at once: parameters, acceptance "
         "curves, answers and a diff of them (in the app: c on one session, then c on another).")] = None,
+    on_bad_lines: o.OnBadLines = "error",
 ) -> None:
     """Replay recorded sessions: the same trees, inspector and stats, no model needed.
 
@@ -44,15 +45,15 @@ def replay(
 
       presto-tui replay a.jsonl b.jsonl --compare 1,2
     """
-    loaded, pair = replay_checked(traces, compare)
+    loaded, pair = replay_checked(traces, compare, on_bad_lines)
     from presto_tui.views.app import replay_app
 
     replay_app(loaded, autoplay=play, compare=pair).run()
 
 
-def replay_checked(traces: list[Path], compare: str | None):
+def replay_checked(traces: list[Path], compare: str | None, on_bad_lines: str = "error"):
     """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
-    loaded = o.load_traces(_distinct_files(traces))
+    loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     from presto_tui.views.state.baseline import is_baseline
 
     if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
@@ -89,6 +90,8 @@ def stats(
         "--json", help="Print JSON: \"sessions\", one object per session, and \"pooled\", one object per "
         "comparable group with the parameters it shares and its members (with --compare: the comparison).")
     ] = False,
+    on_bad_lines: o.OnBadLines = "error",
+    burn_in: o.BurnIn = 0, thin: o.Thin = 1, draws: o.Draws = None,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -128,18 +131,25 @@ def stats(
     """
 
     if compare:
-        _compare(traces, json_out)
+        _compare(traces, json_out, on_bad_lines)
         return
 
     from presto_tui.logs import chains
     from presto_tui.logs.stats import pooled_groups, render, repeated_sessions, session_rows
 
-    loaded = o.load_traces(_distinct_files(traces))
+    kept = o.selection(burn_in, thin)
+    draws_to = o.draws_paths(draws)
+    loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     for line in repeated_sessions(loaded):
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
-    reports = chains.chain_reports(loaded)
+    reports = chains.chain_reports(loaded, kept)
+    if draws_to:  # every session once, as the tables count them
+        from presto_tui.logs.draws import ChainDraws
+        from presto_tui.logs.stats import sessions_once
+
+        o.write_draws(draws_to, [ChainDraws.of(sess.events) for sess in sessions_once(loaded)], kept)
     if json_out:
         import orjson
 
@@ -151,7 +161,7 @@ def stats(
         chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
 
 
-def _compare(args: list[Path], json_out: bool) -> None:
+def _compare(args: list[Path], json_out: bool, on_bad_lines: str = "error") -> None:
     """`stats --compare A B`."""
 
     from presto_tui.api.params import SamplerParams, parse_method
@@ -171,8 +181,8 @@ def _compare(args: list[Path], json_out: bool) -> None:
             select = parse_method(spec, SamplerParams(), flag=f"--compare {text}").matches
         sides.append((path, select, text))
     (a, select_a, shown_a), (b, select_b, shown_b) = sides
-    trace_a = o.load_traces([a])[0]
-    trace_b = trace_a if b == a else o.load_traces([b])[0]
+    trace_a = o.load_traces([a], on_bad_lines)[0]
+    trace_b = trace_a if b == a else o.load_traces([b], on_bad_lines)[0]
     res = compare(trace_a, trace_b, select_a, select_b, shown_a, shown_b)
     if json_out:
         import orjson
@@ -212,19 +222,21 @@ def fit_classifier(
     features: Annotated[str, typer.Option(
         metavar="NAME,...", help="Comma-separated features: cut_fraction (the paper's choice), cut_index_fraction, "
         "gap_fraction, depth, accepts.")] = "cut_fraction",
+    on_bad_lines: o.OnBadLines = "error",
 ) -> None:
     """Fit the predictive rule's epsilon-class model (3-class logistic regression).
 
     Reports prompt-grouped 5-fold cross-validated accuracy and log loss against the
     constant baseline (paper appendix E.7), and warns when the model does no better
-    than the baseline. Use the result with
-    `presto-tui run --prefetch predictive --inputs node --classifier model.json`.
+    than the baseline. Use the result with --classifier model.json in presto-tui run
+    --prefetch predictive --inputs node.
 
     Examples:
 
       presto-tui fit-classifier sessions/*.jsonl -o model.json
 
-      presto-tui fit-classifier sessions/*.jsonl -o model.json --features cut_fraction,depth
+      presto-tui fit-classifier sessions/*.jsonl -o model.json \\
+        --features cut_fraction,depth
     """
     from presto_tui.api.params import FEATURES
 
@@ -232,18 +244,15 @@ def fit_classifier(
     bad = [f for f in names if f not in FEATURES]
     if bad or not names:
         raise InputError(f"unknown feature {bad[0] if bad else '(none given)'!r}; choose from {', '.join(FEATURES)}")
-    check_output_path(output, "classifier", overwrite=True)
+    output_path(output, "classifier", overwrite=True)
     try:
         from presto_tui.logs.fit import fit
     except ImportError:
         raise InputError("fit-classifier needs scikit-learn: pip install 'presto-tui[fit]'") from None
-    clf = fit(o.load_traces(traces), names)
+    clf = fit(o.load_traces(traces, on_bad_lines), names)
     import json
 
-    try:
-        output.write_text(json.dumps(clf.to_json(), indent=2) + "\n")
-    except OSError as e:
-        raise OutputError(f"{output}: cannot write ({e.strerror})") from None
+    o.write_results(output, (json.dumps(clf.to_json(), indent=2) + "\n").encode())
     m = clf.meta
     cv = m["cross_validation"]
     print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")

@@ -187,16 +187,47 @@ class PrestoCommand(_ReadableHelp, TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # extra arguments are let through here and reported below, saying what the command takes
         ctx.allow_extra_args = True
+        typed = list(args)  # (the parser consumes the list it is given)
         try:
             rest = super().parse_args(ctx, args)
         except click_errors.UsageError as e:
             e.ctx = e.ctx or ctx  # the parser leaves some without their command
             raise
+        if not ctx.resilient_parsing:
+            _refuse_non_finite(self.params, ctx, typed)
         if rest and not ctx.resilient_parsing:
             takes = [_shown(p) for p in self.params if isinstance(p, TyperArgument)]
             hint = f"takes {' '.join(takes)}; quote a value that has spaces" if takes else "takes no arguments"
             raise UsageLine(f"unexpected argument {rest[0]!r} for {PROG} {ctx.info_name} ({hint})", ctx)
         return rest
+
+
+def _refuse_non_finite(params: Sequence[Any], ctx: Any, typed: list[str]) -> None:
+    """A number option that parsed to inf or nan (1e309 overflows to inf) is refused here, naming
+    the text that was typed: the range check after it could only say "inf"."""
+    import math
+
+    for p in params:
+        value = ctx.params.get(p.name)
+        if not isinstance(p, TyperOption) or not isinstance(value, float) or math.isfinite(value):
+            continue
+        raw = _typed_value(p, typed)
+        limit = limit_of(p.name)
+        where = f" {limit.where}" if limit is not None else ""
+        shown = repr(raw) if raw is not None else str(value)
+        raise UsageLine(f"{_shown(p)} must be a finite number{where}, got {shown}", ctx)
+
+
+def _typed_value(param: Any, typed: list[str]) -> str | None:
+    """The text given to `param` on the command line (the last time it was given), if it was."""
+    raw = None
+    for i, a in enumerate(typed):
+        for opt in param.opts:
+            if a == opt and i + 1 < len(typed):
+                raw = typed[i + 1]
+            elif opt.startswith("--") and a.startswith(opt + "="):
+                raw = a[len(opt) + 1:]
+    return raw
 
 
 class PrestoGroup(_ReadableHelp, TyperGroup):

@@ -88,7 +88,7 @@ def web(
     if name == "chat":
         chat.checked(flags)
     else:
-        traces.replay_checked(flags["traces"], flags["compare"])
+        traces.replay_checked(flags["traces"], flags["compare"], flags.get("on_bad_lines", "error"))
     url = check_public_url(public_url) if public_url is not None else None
     check_address(host, web_port)
     from presto_tui.cli.serve import LOOPBACK

@@ -35,7 +35,20 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def method_rows(ev: Evaluation) -> list[dict]:
+def _chains_diagnostics(o: Outcome, selection) -> list | None:
+    """--chains M: the diagnostics of an item's chains (runtime/session/diagnostics.py), over the
+    transitions `selection` keeps; None for one chain or a baseline."""
+    if len(o.chains) < 2 or not o.summary.draws:
+        return None
+    from presto_tui.api.diagnostics import chains_report
+
+    return list(chains_report([c.summary for c in o.chains], selection).diagnostics)
+
+
+def method_rows(ev: Evaluation, selection=None) -> list[dict]:
+    from presto_tui.api.diagnostics import ALL
+
+    selection = selection or ALL
     rows = []
     for j, m in enumerate(ev.methods):
         outs = ev.finished(j)
@@ -61,11 +74,22 @@ def method_rows(ev: Evaluation) -> list[dict]:
                                          if c.grade is not None]),
                 "agreement": _mean([o.vote["share"] for o in done if o.vote is not None])}
                if any(len(o.chains) > 1 for o in done) else {}),
+            **_worst([_chains_diagnostics(o, selection) for o in done]),
         })
     return rows
 
 
-def _answer(o: Outcome) -> dict:
+def _worst(per_item: list[list | None]) -> dict:
+    """The worst split R-hat and bulk ESS of the log-target over the items' chains (first block)."""
+    first = [next((d for d in ds if d.quantity == "log_target"), None) for ds in per_item if ds]
+    if not first:
+        return {}
+    rhats = [d.rhat for d in first if d is not None and d.rhat is not None]
+    esses = [d.ess_bulk for d in first if d is not None and d.ess_bulk is not None]
+    return {"rhat_max": max(rhats, default=None), "ess_bulk_min": min(esses, default=None)}
+
+
+def _answer(o: Outcome, selection=None) -> dict:
     s = o.summary
     d = {"status": o.status, "session_id": o.session_id, "text": s.text, "time_s": o.time_s,
          "transitions": s.transitions, "tokens_generated": s.tokens_generated, "kv_peak": o.kv_peak,
@@ -79,15 +103,17 @@ def _answer(o: Outcome) -> dict:
                         "correct": None if c.grade is None else c.grade.correct} for c in o.chains]
     if o.vote is not None:
         d["vote"] = o.vote
+    if selection is not None and (diags := _chains_diagnostics(o, selection)) is not None:
+        d["diagnostics"] = [x.to_dict() for x in diags]
     if s.error:
         d["error"] = s.error
     return d
 
 
-def item_rows(ev: Evaluation) -> list[dict]:
+def item_rows(ev: Evaluation, selection=None) -> list[dict]:
     rows = []
     for i, it in enumerate(ev.items):
-        answers = {m.label: _answer(ev.outcomes[(i, j)]) for j, m in enumerate(ev.methods)
+        answers = {m.label: _answer(ev.outcomes[(i, j)], selection) for j, m in enumerate(ev.methods)
                    if (i, j) in ev.outcomes and ev.outcomes[(i, j)].status != "running"}
         rows.append({"id": it.id, "prompt": it.prompt, "answer": it.answer, "grader": it.grader, "results": answers})
     return rows
@@ -127,8 +153,11 @@ def _num(x: float | None) -> float:
 
 def results(ev: Evaluation, pairs: Sequence[tuple[int, int]], meta: dict) -> dict:
     failure = None if ev.failure is None else describe_error(ev.failure)[1]
-    return {**meta, "interrupted": ev.interrupted, "failure": failure, "methods": method_rows(ev),
-            "equivalence": equivalence(ev, pairs), "items": item_rows(ev)}
+    from presto_tui.api.diagnostics import Selection
+
+    selection = Selection(**meta["diagnostics_draws"]) if meta.get("diagnostics_draws") else None
+    return {**meta, "interrupted": ev.interrupted, "failure": failure, "methods": method_rows(ev, selection),
+            "equivalence": equivalence(ev, pairs), "items": item_rows(ev, selection)}
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -170,6 +199,14 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
     for row in rows:
         t.add_row(*row)
     console.print(t)
+    if res.get("diagnostics_draws"):  # --chains M: how well each method's chains mixed
+        from presto_tui.api.diagnostics import Selection
+
+        worst = "; ".join(f"{r['label']} R-hat {_f(r.get('rhat_max'), '.3f')}, "
+                          f"bulk ESS {_f(r.get('ess_bulk_min'), '.0f')}" for r in res["methods"] if "rhat_max" in r)
+        if worst:
+            console.print(Text(f"chains (worst over the items, log-target; "
+                               f"{Selection(**res['diagnostics_draws']).words}): {worst}"))
     if items:
         render_items(console, res)
     if res["equivalence"]:

@@ -18,14 +18,22 @@ from rich.text import Text
 
 from presto_tui.logs.reader import Trace
 from presto_tui.logs.stats import _sessions
-from presto_tui.runtime.session.diagnostics import QUANTITIES, THRESHOLDS, ChainsReport, chain_groups, chains_report
+from presto_tui.runtime.session.diagnostics import (
+    ALL,
+    QUANTITIES,
+    THRESHOLDS,
+    ChainsReport,
+    Selection,
+    chain_groups,
+    chains_report,
+)
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.safetext import visible
 
 
-def chain_reports(traces: list[Trace]) -> list[tuple[ChainsReport, list[dict]]]:
-    """(report, members) for every group of chains in `traces`; members name each chain's session
-    as `stats` does (trace, index in it, id)."""
+def chain_reports(traces: list[Trace], selection: Selection = ALL) -> list[tuple[ChainsReport, list[dict]]]:
+    """(report, members) for every group of chains in `traces`, diagnosed over the transitions
+    `selection` keeps; members name each chain's session as `stats` does (trace, index in it, id)."""
     summaries: list[SessionSummary] = []
     where: dict[int, dict] = {}
     for t, i, sess, seen_in in _sessions(traces):
@@ -34,7 +42,7 @@ def chain_reports(traces: list[Trace]) -> list[tuple[ChainsReport, list[dict]]]:
             summaries.append(s)
             where[id(s)] = {"trace": str(t.path), "session": i, "session_id": sess.start.session_id,
                             "chain": s.chain}
-    return [(chains_report(g), [where[id(s)] for s in g]) for g in chain_groups(summaries)]
+    return [(chains_report(g, selection), [where[id(s)] for s in g]) for g in chain_groups(summaries)]
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -72,8 +80,10 @@ def diagnostics_table(report: ChainsReport, title: str = "", compact: bool = Fal
         cells += [rhat, ess, _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
         rows.append(([f"{d.block + 1}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
     draws = {d.draws for d in report.diagnostics}
+    # the commands always say which draws they read; a side panel only when it is not every one
+    said = "" if compact and report.selection == ALL else f"; {report.selection.words}"
     caption = (f"over {report.chains} chains" + (f" x {draws.pop()} transitions" if compact and len(draws) == 1 else "")
-               + f"; thresholds {THRESHOLDS}")
+               + f"{said}; thresholds {THRESHOLDS}")
     if blocks and len(report.shared) < len(all_blocks):
         caption += "; * a block whose chains start from their own earlier blocks (no shared target: no warning)"
     columns = ["quantity"] + ([] if compact else ["draws", "mean"]) + ["R-hat", "bulk ESS", "tail ESS", "MCSE"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from presto_tui.errors import InputError
 
@@ -65,6 +65,7 @@ class Equivalence:
     ci_high: float | None
     p_eq: float | None
     verdict: str  # "equivalent", "not shown equivalent", "identical", or why no test ran
+    undefined: int = 0  # pairs left out: a side's statistic undefined (eqs. 21-22 of an empty response)
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
@@ -82,6 +83,9 @@ def paired_tost(statistic: str, first: Sequence[float], second: Sequence[float],
         raise ValueError("paired samples differ in length")
     pairs = [(a, b) for a, b in zip(first, second) if math.isfinite(a) and math.isfinite(b)]
     n = len(pairs)
+    if len(first) > n:
+        return replace(paired_tost(statistic, [a for a, _ in pairs], [b for _, b in pairs], identical=identical,
+                                   margin_sd=margin_sd), undefined=len(first) - n)
     if n == 0:
         return Equivalence(statistic, 0, None, None, None, None, None, None, None, None, "no pairs")
     import numpy as np

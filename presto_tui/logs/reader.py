@@ -11,10 +11,18 @@
 - Lines longer than `MAX_LINE` bytes are refused without being parsed.
 - Events of several sessions may interleave (many chains on one engine):
   schema 1.1 lines carry their session's id.
+- `on_bad_lines` (pandas' name): `error` (the default) stops at the first bad
+  line; `warn` and `skip` read a damaged trace anyway, skipping each bad line
+  (the header excepted) with a warning naming it (`warn`: one per line, with
+  what is wrong; `skip`: one for all).  The session a skipped line belonged to
+  (by its "sid", as far as the line still shows it; else every session open
+  there) gets a `Damaged` mark in its place: it reads as damaged, never as a
+  shorter session.  Lines of a session whose start was skipped are skipped too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +32,7 @@ import orjson
 from presto_tui.errors import TraceError
 from presto_tui.files import readable_file
 from presto_tui.logs.schema import SchemaError, check_header, decode, gap_of, vocab_of
-from presto_tui.runtime.session.events import Event, RoundDone, SessionEnd, SessionError, SessionStart
+from presto_tui.runtime.session.events import Damaged, Event, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary, summarize
 from presto_tui.safetext import visible
 
@@ -86,18 +94,31 @@ def _parse(shown: str, n: int, raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         msg = str(e).split(":")[0]
-        raise TraceError(f"{shown}:{n}: not valid JSON ({msg})") from None
+        if _cut_short(raw, e.pos):
+            raise TraceError(f"{shown}:{n}: line {n} is cut short: it ends inside its JSON object "
+                             f"({msg})") from None
+        raise TraceError(f"{shown}:{n}: line {n} is damaged: not valid JSON at column {e.colno} ({msg})") from None
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read and validate a whole trace; raise TraceError on the first bad line."""
+def _cut_short(raw: bytes, pos: int) -> bool:
+    """Whether JSON that failed at `pos` is a valid line's beginning: the parser ran out of line
+    inside a value (a string, a number, a list, an object, or a word such as `fals`)."""
+    tail = raw[pos:].rstrip(b"\r\n")
+    return not tail or any(w.startswith(tail) for w in (b"true", b"false", b"null"))
+
+
+ON_BAD_LINES = ("error", "warn", "skip")
+_SID = re.compile(rb'"sid":"([^"\\]{1,200})"')
+
+
+def read_trace(path: str | Path, on_bad_lines: str = "error") -> Trace:
+    """Read and validate a whole trace; raise TraceError on the first bad line, or with `on_bad_lines`
+    warn or skip, skip each bad line and mark the session it broke (see the module docstring)."""
+    if on_bad_lines not in ON_BAD_LINES:
+        raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}")
     path = readable_file(Path(path), "trace file", error=TraceError)
     shown = visible(str(path), keep_newlines=False)
-    head: dict | None = None
-    sessions: list[SessionTrace] = []
-    by_id: dict[str, SessionTrace] = {}
-    vocab: dict[int, str] = {}
-    warnings: list[str] = []
+    r = _Reading(shown)
     try:
         for n, raw, complete in _lines(path, shown):
             if not raw.strip():
@@ -105,53 +126,117 @@ def read_trace(path: str | Path) -> Trace:
                     continue
                 break
             try:
-                obj = _parse(shown, n, raw)
-            except TraceError:
-                if not complete and head is not None:  # cut off mid-write: keep what came before
-                    warnings.append(f"{shown}:{n}: truncated final line ignored")
-                    break
-                raise
-            try:
-                if head is None:
-                    head = check_header(obj)
-                    continue
-                if isinstance(obj, dict) and obj.get("type") == "vocab":
-                    vocab.update(vocab_of(obj))
-                    continue
-                if isinstance(obj, dict) and obj.get("type") == "gap":
-                    warnings.append(f"{shown}:{n}: {gap_of(obj)}")
-                    continue
-                ev = decode(obj)
-                sid = obj.get("sid") if isinstance(obj, dict) else None
-            except SchemaError as e:
-                raise TraceError(f"{shown}:{n}: {e}") from None
-            except RecursionError:
-                raise TraceError(f"{shown}:{n}: nested too deeply") from None
-            if isinstance(ev, SessionStart):
-                if ev.session_id in by_id:
-                    raise TraceError(f"{shown}:{n}: a second session_start for session {ev.session_id[:20]!r}")
-                sessions.append(SessionTrace(ev, [ev], n, n))
-                by_id[ev.session_id] = sessions[-1]
-                continue
-            if sid is not None:
-                if not isinstance(sid, str) or sid not in by_id:
-                    raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start of "
-                                     f"its session {visible(str(sid)[:20])!r}")
-                sess = by_id[sid]
-            elif sessions:
-                sess = sessions[-1]
-            else:
-                raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start")
-            if sess.ended:
-                raise TraceError(f"{shown}:{n}: event after its session ended")
-            sess.events.append(ev)
-            sess.last_line = n
+                r.line(n, raw, complete)
+            except _Truncated:
+                break
+            except TraceError as e:
+                if on_bad_lines == "error" or r.head is None:
+                    raise
+                r.skip(n, raw, str(e).removeprefix(f"{shown}:{n}: "), on_bad_lines == "warn")
     except OSError as e:
         raise TraceError(f"{shown}: cannot read ({e.strerror})") from None
-    if head is None:
+    if r.head is None:
         raise TraceError(f"{shown}:1: empty file, not a presto-tui trace")
-    for i, s in enumerate(sessions):
-        if not s.ended:
-            warnings.append(f"{shown}: session {i + 1} was cut short (no session_end): it shows up to its last "
-                            "finished round")
-    return Trace(path, head, sessions, vocab, warnings)
+    return r.trace(path)
+
+
+class _Truncated(Exception):
+    """The final line was cut off mid-write: everything before it reads."""
+
+
+class _Reading:
+    """One trace as it is read, line by line."""
+
+    def __init__(self, shown: str):
+        self.shown = shown
+        self.head: dict | None = None
+        self.sessions: list[SessionTrace] = []
+        self.by_id: dict[str, SessionTrace] = {}
+        self.vocab: dict[int, str] = {}
+        self.warnings: list[str] = []
+        self.skipped: list[int] = []
+        self.lost: dict[str, list[int]] = {}  # lines of sessions whose start was skipped, by session id
+
+    def line(self, n: int, raw: bytes, complete: bool) -> None:
+        shown = self.shown
+        try:
+            obj = _parse(shown, n, raw)
+        except TraceError:
+            if not complete and self.head is not None:  # cut off mid-write: keep what came before
+                self.warnings.append(f"{shown}:{n}: truncated final line ignored")
+                raise _Truncated from None
+            raise
+        try:
+            if self.head is None:
+                self.head = check_header(obj)
+                return
+            if isinstance(obj, dict) and obj.get("type") == "vocab":
+                self.vocab.update(vocab_of(obj))
+                return
+            if isinstance(obj, dict) and obj.get("type") == "gap":
+                self.warnings.append(f"{shown}:{n}: {gap_of(obj)}")
+                return
+            ev = decode(obj)
+            sid = obj.get("sid") if isinstance(obj, dict) else None
+        except SchemaError as e:
+            raise TraceError(f"{shown}:{n}: {e}") from None
+        except RecursionError:
+            raise TraceError(f"{shown}:{n}: nested too deeply") from None
+        if isinstance(ev, SessionStart):
+            if ev.session_id in self.by_id:
+                raise TraceError(f"{shown}:{n}: a second session_start for session {ev.session_id[:20]!r}")
+            self.sessions.append(SessionTrace(ev, [ev], n, n))
+            self.by_id[ev.session_id] = self.sessions[-1]
+            return
+        if sid is not None:
+            if not isinstance(sid, str) or sid not in self.by_id:
+                raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start of "
+                                 f"its session {visible(str(sid)[:20])!r}")
+            sess = self.by_id[sid]
+        elif self.sessions:
+            sess = self.sessions[-1]
+        else:
+            raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start")
+        if sess.ended:
+            raise TraceError(f"{shown}:{n}: event after its session ended")
+        sess.events.append(ev)
+        sess.last_line = n
+
+    def skip(self, n: int, raw: bytes, why: str, say: bool) -> None:
+        """Skip line n (what is wrong with it: `why`) and mark the session it belonged to."""
+        self.skipped.append(n)
+        if say:
+            self.warnings.append(f"{self.shown}:{n}: skipped ({why})")
+        m = _SID.search(raw)
+        sid = m.group(1).decode("utf-8", "replace") if m else None
+        if sid is not None and sid not in self.by_id:  # its start was lost (or this line was it)
+            self.lost.setdefault(sid, []).append(n)
+            return
+        if sid is not None:
+            hit = [self.by_id[sid]]
+        elif b'"type":"session_start"' in raw or b'"type":"vocab"' in raw:
+            return  # a start's other lines say which session was lost; token text is no session's
+        else:  # a line that no longer says whose: every session open here may have lost it
+            hit = [s for s in self.sessions if not s.ended]
+        for s in hit:
+            if not s.ended:
+                s.events.append(Damaged((n,)))
+
+    def trace(self, path: Path) -> Trace:
+        shown, warnings = self.shown, list(self.warnings)
+        if self.skipped:
+            first = ", ".join(map(str, self.skipped[:10])) + (", ..." if len(self.skipped) > 10 else "")
+            warnings.append(f"{shown}: {len(self.skipped)} bad line(s) skipped: {first}")
+        for sid, lines in self.lost.items():
+            warnings.append(f"{shown}: the lines of session {visible(sid[:20])!r} ({', '.join(map(str, lines[:5]))}"
+                            f"{', ...' if len(lines) > 5 else ''}) were skipped: its session_start could not be read")
+        for i, s in enumerate(self.sessions):
+            damaged = [ln for e in s.events if isinstance(e, Damaged) for ln in e.lines]
+            if damaged:
+                warnings.append(f"{shown}: session {i + 1} is damaged: line(s) {', '.join(map(str, damaged[:10]))} "
+                                "skipped; its numbers are those of what could be read")
+            elif not s.ended:
+                warnings.append(f"{shown}: session {i + 1} was cut short (no session_end): it shows up to its last "
+                                "finished round")
+        assert self.head is not None
+        return Trace(path, self.head, self.sessions, self.vocab, warnings)

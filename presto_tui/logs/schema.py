@@ -8,7 +8,10 @@ needs neither model nor tokenizer.  Every number a view or statistic needs
 
 Schema 1.3 (read: 1.0 to 1.3) adds `sps_step`, a step of Scalable Power Sampling (its
 candidate chunks, their log p0, the rollouts' log weights, zeta and the estimates, and the
-chunk drawn).
+chunk drawn), with one change of meaning: a `transition`'s, a `sample`'s and a `choice`'s
+log-likelihood and confidence (eqs. 21-22) are those of the response a person gets, up to and
+excluding its first EOS, for every method (NaN, written "nan", for an empty response); 1.2
+scored an MH state over all its T tokens and a baseline's sample with its EOS.
 
 Schema 1.2 numbers tree nodes compactly: a table row names its
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids

@@ -55,6 +55,11 @@ def _sessions(traces: list[Trace]) -> Iterator[tuple[Trace, int, SessionTrace, T
             first.setdefault(sid, t)
 
 
+def sessions_once(traces: list[Trace]) -> list[SessionTrace]:
+    """Every session of `traces`, each once (the first trace that holds it), in order."""
+    return [sess for _, _, sess, seen_in in _sessions(traces) if seen_in is None]
+
+
 def repeated_sessions(traces: list[Trace]) -> list[str]:
     """One line per trace holding sessions an earlier one held (same session ids): they count once."""
     repeats: dict[tuple[int, int], list[int]] = {}  # (trace, first trace) -> session indices
@@ -112,7 +117,8 @@ def session_rows(traces: list[Trace]) -> list[dict]:
                  alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, baseline=s.baseline,
                  answer_tokens=len(s.tokens),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
-                 status=s.status if sess.ended else "cut short")  # the trace ends inside this session
+                 # skipped lines (--on-bad-lines) mark it damaged; the trace may end inside it: cut short
+                 status=s.status if s.damaged_lines or sess.ended else "cut short")
         rows.append(d)
     return rows
 
@@ -134,7 +140,8 @@ def pooled_groups(rows: list[dict]) -> list[dict]:
 
 def pooled(rows: list[dict]) -> dict:
     """Totals over `rows`; meaningful for comparable sessions (`pooled_groups`)."""
-    calls = sum(r["calls"] for r in rows)
+    calls = sum(r["calls"] or 0 for r in rows)  # (a streaming session makes none: null)
+    streaming = all(r["calls"] is None for r in rows)
     transitions = sum(r["transitions"] for r in rows)
     call_time = sum(r["call_time_s"] for r in rows)
     wall = sum(r["wall_s"] for r in rows)
@@ -149,11 +156,12 @@ def pooled(rows: list[dict]) -> dict:
     return {
         "sessions": len(rows),
         "prompts": len({r["prompt"] for r in rows}),
-        "calls": calls,
+        "calls": None if streaming else calls,
         "transitions": transitions,
         # over the sessions that make calls (streaming sessions have none)
-        "transitions_per_call": sum(r["transitions"] for r in rows if r["calls"]) / calls if calls else 0.0,
-        "time_per_call_s": call_time / calls if calls else 0.0,
+        "transitions_per_call": None if streaming else
+        sum(r["transitions"] for r in rows if r["calls"]) / calls if calls else 0.0,
+        "time_per_call_s": None if streaming else call_time / calls if calls else 0.0,
         "call_time_s": call_time,
         "wall_s": wall,
         "transitions_per_s": transitions / wall if wall else 0.0,
@@ -187,7 +195,7 @@ def pooled_baseline(rows: list[dict]) -> dict:
         "sessions": n,
         "prompts": len({r["prompt"] for r in rows}),
         "statuses": {st: sum(r["status"] == st for r in rows) for st in sorted({r["status"] for r in rows})},
-        "calls": sum(r["calls"] for r in rows),
+        "calls": sum(r["calls"] or 0 for r in rows),
         "wall_s": sum(r["wall_s"] for r in rows),
         "wall_s_mean": sum(r["wall_s"] for r in rows) / n,
         "tokens_generated": sum(r["tokens_generated"] for r in rows),
@@ -481,7 +489,7 @@ def render_compare(console: Console, res: dict) -> None:
         console.print(f"time per prompt: A's mean over B's = {res['speedup']:.2f}x (ratio of means, eq. 20)")
     for side, name in ((a, "A"), (b, "B")):
         left = [f"{side['unmatched']} without a match in the other"] if side["unmatched"] else []
-        left += [f"{side['not_done']} not done (cancelled, failed or cut short)"] if side["not_done"] else []
+        left += [f"{side['not_done']} not done (cancelled, failed, cut short or damaged)"] if side["not_done"] else []
         if left:
             console.print(f"{name}: left out " + ", ".join(left))
     if not res["same_model"]:

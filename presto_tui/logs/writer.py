@@ -19,7 +19,7 @@ import orjson
 
 from presto_tui import __version__
 from presto_tui.errors import InputError, OutputError
-from presto_tui.files import check_output_path
+from presto_tui.files import make_folders, output_path
 from presto_tui.logs.schema import encode, header
 from presto_tui.runtime.session.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart
 from presto_tui.runtime.session.summary import SessionSummary
@@ -56,8 +56,8 @@ class TraceWriter:
     def __init__(self, path: str | Path, *, command: str, backend: str, model: str, params: dict,
                  pieces: Callable[[Sequence[int]], list[str]], engine: dict | None = None):
         self.path = Path(path)
+        make_folders(self.path.parent, "trace", error=OutputError)  # the one rule for every output (files.py)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             # 'x': never overwrite (and so never corrupt) an existing trace
             self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
         except FileExistsError:
@@ -163,7 +163,7 @@ def trace_path(trace: Path | None, no_trace: bool, command: str) -> Path | None:
         if trace is not None:
             raise InputError("--trace and --no-trace contradict each other")
         return None
-    return check_output_path(trace or default_trace_path(command))
+    return output_path(trace or default_trace_path(command))
 
 
 def open_trace(path: Path | None, command: str, engine, params) -> TraceWriter | None:

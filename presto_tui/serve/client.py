@@ -10,7 +10,11 @@ same events.  A connection lost midway ends the session with one `error` line
 (in the app and the local trace) and keeps everything received before it.
 
 The chain runs on the server: Escape asks the server to cancel it; pausing is
-not available.
+not available.  A server stopped midway (Ctrl-C) cancels the chains and says so
+in the answer's stream: the session ends `cancelled` and one notice says that the
+server stopped.  Every prompt asks the server for its defaults anew: where a
+restarted server has others, the parameters the app took from the old defaults
+take the new ones (those the person chose stay), with one notice.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -105,6 +109,7 @@ class RemoteChatSession:
         self.history: list[tuple[str, str]] = []
         self.engine: RemoteEngine | None = None
         self._flags: dict[str, Any] | None = None
+        self._base: dict[str, Any] | None = None  # the defaults the app's parameters were built from
         self._announced = False
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -138,21 +143,49 @@ class RemoteChatSession:
         """The sampler flags the server was started with (its defaults), asking the server once;
         EngineError (one line) if it cannot be asked."""
         if self._flags is None:
-            try:
-                r = self._http.get("/v1/models")
-            except Exception as e:
-                raise EngineError(f"cannot reach the server at {self.url} ({_reason(e)})") from None
-            if r.status_code != 200:
-                raise EngineError(f"{self.url}: {error_line(r)}")
-            try:
-                entry = r.json()["data"][0]
-                presto = entry.get("presto", {})
-                self.engine = RemoteEngine(str(presto.get("backend", "remote")), str(entry["id"]),
-                                           {**presto.get("engine", {}), "server": self.url})
-                self._flags = dict(presto.get("flags", {}))
-            except Exception:
-                raise EngineError(f"{self.url} does not answer as a presto-tui serve (GET /v1/models)") from None
+            self.engine, self._flags = self._ask_models()
+            self._base = self._flags
         return self._flags
+
+    def _ask_models(self) -> tuple[RemoteEngine, dict[str, Any]]:
+        """The server's engine and sampler flags, from GET /v1/models; EngineError (one line)."""
+        try:
+            r = self._http.get("/v1/models")
+        except Exception as e:
+            raise EngineError(f"cannot reach the server at {self.url} ({_reason(e)})") from None
+        if r.status_code != 200:
+            raise EngineError(f"{self.url}: {error_line(r)}")
+        try:
+            entry = r.json()["data"][0]
+            presto = entry.get("presto", {})
+            engine = RemoteEngine(str(presto.get("backend", "remote")), str(entry["id"]),
+                                  {**presto.get("engine", {}), "server": self.url})
+            return engine, dict(presto.get("flags", {}))
+        except Exception:
+            raise EngineError(f"{self.url} does not answer as a presto-tui serve (GET /v1/models)") from None
+
+    def _current(self, params: SamplerParams, emit: Emit) -> SamplerParams | None:
+        """`params` under the server's defaults as they are now (asked anew: a server restarted since
+        may have others); None, with a notice, where the server cannot be asked or runs another model."""
+        assert self.engine is not None
+        try:
+            engine, flags = self._ask_models()
+        except EngineError as e:
+            emit(Notice("engine", e.line))
+            return None
+        if engine.model != self.engine.model:
+            emit(Notice("input", f"the server at {self.url} now runs {engine.model}; this chat's trace records "
+                                 f"{self.engine.model}: start a new chat to sample it"))
+            return None
+        moved = rebased(params, self._base, flags) if self._base is not None else params
+        if flags != self._flags:  # said once, when the server's defaults change
+            self._flags = flags
+            if moved != params:
+                said = ", ".join(f"{f.name.replace('_', ' ')} {getattr(params, f.name)} -> {getattr(moved, f.name)}"
+                                 for f in fields(params) if getattr(params, f.name) != getattr(moved, f.name))
+                emit(Notice("input", f"the server at {self.url} has other defaults now ({said}); the prompts "
+                                     "take them where this chat had taken the old ones"))
+        return moved
 
     def _connect(self, model: str | None, emit: Emit) -> RemoteEngine | None:
         """The server's engine (asked once); `model`: None, or the one the server runs."""
@@ -181,6 +214,10 @@ class RemoteChatSession:
             engine = self._connect(model, emit)
             if engine is None:
                 return
+            current = self._current(params, emit)
+            if current is None:
+                return
+            params = current
             if self.trace is None and self._opener is not None:
                 try:
                     self.trace = self._opener(engine, params)
@@ -202,7 +239,11 @@ class RemoteChatSession:
                 texts = self._follow(rid, chains, engine, emit)
             finally:
                 self._rid = None
-                answer.join(1.0)
+                answer.join(2.0)
+            if answer.stopped and not self._cancel.is_set():
+                # its chains ended `cancelled` without Escape: say why, once
+                emit(Notice("engine", f"the server at {self.url} stopped before the answer was ready (its chains were "
+                                      "cancelled); kept what was received"))
             majority = vote([texts[m] for m in sorted(texts)]).majority
             if majority is not None:  # the conversation goes on from the answer most chains agree on
                 self.history.append((prompt, majority.answer))
@@ -285,6 +326,7 @@ class _Answer(threading.Thread):
         self.http, self.body = http, body
         self.admitted = threading.Event()
         self.error: tuple[str, str] | None = None
+        self.stopped = False  # the server said it stopped before the answer was ready
 
     def run(self) -> None:
         try:
@@ -293,13 +335,29 @@ class _Answer(threading.Thread):
                     self.error = ("input" if r.status_code == 400 else "engine", f"server: {error_line(r)}")
                     return
                 self.admitted.set()
-                for _ in r.iter_lines():
-                    pass
+                for line in r.iter_lines():
+                    if line.startswith("data: {") and '"server_stopping"' in line:  # its error object's code
+                        self.stopped = True
         except Exception as e:
             if not self.admitted.is_set():
                 self.error = ("engine", f"cannot reach the server ({_reason(e)})")
         finally:
             self.admitted.set()
+
+
+def rebased(params: SamplerParams, old: dict[str, Any], new: dict[str, Any]) -> SamplerParams:
+    """`params`, built over the server defaults `old`, with every value it took from them replaced by
+    the default in `new` (a value that differs from the old default was chosen here, and stays)."""
+    from presto_tui.serve.protocol import CHAT, parse
+
+    body = {"messages": [{"role": "user", "content": "-"}]}
+    try:
+        was, now = parse(body, CHAT, old).params, parse(body, CHAT, new).params
+    except InputError:
+        return params  # defaults this presto-tui cannot read: keep what the app has
+    changes = {f.name: getattr(now, f.name) for f in fields(params)
+               if getattr(params, f.name) == getattr(was, f.name) != getattr(now, f.name)}
+    return params.with_(**changes).validate() if changes else params
 
 
 def _reason(e: BaseException) -> str:

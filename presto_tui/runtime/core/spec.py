@@ -97,7 +97,7 @@ class Limit:
     def message(self, flag: str, value: float, typed: object = None) -> str | None:
         """What is wrong with `value` (None: nothing).  `typed`: the text the person wrote, named
         in the message instead of the number it became (1e309, not inf)."""
-        shown = number_text(value) if typed is None else str(typed)
+        shown = number_text(value) if typed is None else repr(str(typed))
         if isinstance(value, float) and not math.isfinite(value):
             return f"{flag} must be a finite number {self.where}, got {shown}"
         if not self.contains(value):

@@ -42,9 +42,17 @@ class EngineOptions:
     synthetic_cost: float | None = default("synthetic_cost")
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any], naming: Naming = flag) -> EngineOptions:
+    def from_values(cls, values: Mapping[str, Any], naming: Naming = flag,
+                    backend: str | None = None) -> EngineOptions:
         """The options among `values` (as they arrived: text, JSON or typed; None: not given), read on
-        the one path every front-end uses."""
+        the one path every front-end uses; with `backend`, one it does not take is refused first
+        (whatever its value: it would be ignored)."""
+        if backend in BACKENDS:
+            takes = BackendName.of(backend).flags
+            for p in ENGINE_PARAMS:
+                if values.get(p.name) is not None and p.name not in takes and values[p.name] != p.default:
+                    raise ParamError.about(p.name, "{" + p.name + "} does not apply to {backend} {0}", backend,
+                                           naming=naming)
         typed: dict[str, Any] = {}
         for p in ENGINE_PARAMS:
             if values.get(p.name) is not None:

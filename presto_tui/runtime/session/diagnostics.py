@@ -6,15 +6,24 @@ state is a draw (`Transition`: the log-target alpha log p0(x), the
 length-normalised log-likelihood and the confidence of paper eqs. 21-22), and
 per block and quantity ArviZ gives the rank-normalised split R-hat, the bulk and
 tail effective sample sizes (tail: the 5% and 95% quantiles) and the Monte
-Carlo standard error of the mean, over the M chains' K draws each (every
-transition, none discarded as warm-up: the chains start from the block's
-extension, and a start far from pi_alpha is what R-hat is there to show).
+Carlo standard error of the mean, over the M chains' draws: by default every
+transition of each (`Selection()`, burn-in 0: the chains start from the block's
+extension, and a start far from pi_alpha is what R-hat is there to show); with
+`--burn-in B` the first B transitions of each block are dropped from the
+diagnostics as warm-up, and with `--thin T` every T-th of the rest is kept.  The
+report says which (`Selection.words`).  The answers the chains agree on are their
+final states, which the burn-in never drops (B < K).
+
+For a view of one block's mixing: `autocorrelation` (per chain, by lag) and
+`running_rhat` (R-hat over the first n draws of every chain, as n grows), pure
+functions of a (chains, draws) array, ArviZ's computations.
 
 The usual thresholds: an R-hat above 1.01 or a bulk ESS below 100 means the
 draws do not yet describe pi_alpha, so K was too short; `warnings` says so.
-Within a block every state has the same length, so the log-target and the
-log-likelihood are one quantity on two scales: their R-hat and ESS agree (ranks
-do not see the scale), their MCSEs differ by the factor alpha n.
+The log-target is the MH target, over the whole state (every state of a block
+has the same length); the log-likelihood and the confidence are those of the
+response the state gives (up to its first EOS: `metrics.response_scores`), and
+undefined where a response is empty, so their diagnostics are too.
 
 A block after the first starts from each chain's own earlier blocks: the chains
 then target different conditional laws, R-hat compares unlike things, and no
@@ -48,6 +57,33 @@ QUANTITIES = {"log_target": "log-target", "loglik": "log-likelihood", "confidenc
 WARN_ON = ("log_target", "loglik")  # the quantities whose mixing decides the warning
 MISSING = "MCMC diagnostics need arviz-stats: pip install 'presto-tui[diagnostics]'"
 THRESHOLDS = f"R-hat <= {RHAT_MAX}, bulk ESS >= {ESS_MIN}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which transitions of each block are draws for the diagnostics: the first `burn_in` dropped
+    (warm-up), then every `thin`-th kept (counted from the first kept)."""
+
+    burn_in: int = 0
+    thin: int = 1
+
+    def keeps(self, k: int) -> bool:
+        """Whether transition k (from 0 in its block) is a draw."""
+        return k >= self.burn_in and (k - self.burn_in) % self.thin == 0
+
+    @property
+    def words(self) -> str:
+        """What the report says it read: the choice is always said, the default too."""
+        kept = "every transition" if self.thin == 1 else f"one transition in {self.thin}"
+        return (f"burn-in {self.burn_in} (none dropped)" if self.burn_in == 0 else
+                f"burn-in {self.burn_in} (the first {self.burn_in} of each block dropped)") + \
+            f", thin {self.thin} ({kept} kept)"
+
+    def to_dict(self) -> dict:
+        return {"burn_in": self.burn_in, "thin": self.thin}
+
+
+ALL = Selection()
 
 
 def available() -> bool:
@@ -130,23 +166,70 @@ class ChainsReport:
     shared: tuple[int, ...]  # blocks whose chains all start from the same tokens
     vote: Vote
     warnings: tuple[str, ...]
+    selection: Selection = ALL
 
     def to_dict(self) -> dict:
         return {"chain_group": self.group, "prompt": self.prompt, "chains": self.chains, "steps": self.steps,
-                "elapsed_s": self.elapsed_s, "diagnostics": [d.to_dict() for d in self.diagnostics],
+                "elapsed_s": self.elapsed_s, **self.selection.to_dict(),
+                "diagnostics": [d.to_dict() for d in self.diagnostics],
                 "shared_blocks": list(self.shared), "thresholds": {"rhat_max": RHAT_MAX, "ess_bulk_min": ESS_MIN},
                 "warnings": list(self.warnings), "answers": self.vote.to_dict()}
 
 
-def draws_of(summaries: Sequence[SessionSummary], block: int, quantity: str) -> np.ndarray:
-    """(chains, draws) of `quantity` in `block`, every chain cut to the shortest."""
-    series = [[getattr(t, quantity) for t in s.draws if t.block == block] for s in summaries]
+def draws_of(summaries: Sequence[SessionSummary], block: int, quantity: str,
+             selection: Selection = ALL) -> np.ndarray:
+    """(chains, draws) of `quantity` in `block`, the transitions `selection` keeps, every chain cut to
+    the shortest."""
+    series = [[getattr(t, quantity) for t in s.draws if t.block == block and selection.keeps(t.k)] for s in summaries]
     k = min((len(x) for x in series), default=0)
     return np.array([x[:k] for x in series], dtype=float).reshape(len(series), k)
 
 
-def chains_report(summaries: Sequence[SessionSummary]) -> ChainsReport:
-    """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text."""
+def autocorrelation(draws: np.ndarray, max_lag: int | None = None) -> np.ndarray:
+    """Each chain's autocorrelation by lag 0..max_lag (ArviZ's, by FFT), shape (chains, lags); a chain
+    that never varies has none (NaN from lag 1 on, 1 at lag 0)."""
+    from arviz_stats.base import array_stats as az
+
+    a = np.asarray(draws, dtype=float)
+    m, k = a.shape
+    lags = k if max_lag is None else min(k, max_lag + 1)
+    if k == 0:
+        return np.zeros((m, 0))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.asarray(az.autocorr(a, axis=-1), dtype=float)[:, :lags]
+    flat = np.all(a == a[:, :1], axis=1)
+    out[flat, 0], out[flat, 1:] = 1.0, np.nan
+    return out
+
+
+def running_rhat(draws: np.ndarray, points: int = 50) -> list[tuple[int, float | None]]:
+    """(n, R-hat over the first n draws of every chain) at up to `points` n from MIN_DRAWS to all the
+    draws, evenly spread: how the chains' agreement grew.  None where it is undefined (draws that
+    never vary); inf where the chains never vary within themselves but differ."""
+    a = np.asarray(draws, dtype=float)
+    m, k = a.shape
+    if m < 2 or k < MIN_DRAWS:
+        return []
+    ns = sorted({int(round(x)) for x in np.linspace(MIN_DRAWS, k, num=min(points, k - MIN_DRAWS + 1))})
+    return [(n, diagnose(a[:, :n]).rhat) for n in ns]
+
+
+def datatree(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]], coords: dict[str, list],
+             attrs: dict[str, object]):
+    """ArviZ's DataTree of `groups` (posterior, sample_stats, warmup_posterior, ...: each variable's
+    leading dims chain and draw, then `dims`), by arviz-base's `from_dict` (logs/draws.py writes it)."""
+    from arviz_base import from_dict
+
+    with warnings.catch_warnings():  # (a short warm-up has fewer draws than chains: its dims are still right)
+        warnings.simplefilter("ignore", UserWarning)
+        return from_dict(groups, dims=dims, coords=coords, save_warmup="warmup_posterior" in groups,
+                         attrs={"/": attrs})
+
+
+def chains_report(summaries: Sequence[SessionSummary], selection: Selection = ALL) -> ChainsReport:
+    """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text;
+    the diagnostics over the transitions `selection` keeps."""
     first = summaries[0]
     steps = int(first.params.get("steps", 0))
     blocks = sorted({t.block for s in summaries for t in s.draws})
@@ -155,28 +238,30 @@ def chains_report(summaries: Sequence[SessionSummary]) -> ChainsReport:
     notes: list[str] = []
     if available():
         for b in blocks:
-            diags += [diagnose(draws_of(summaries, b, q), q, b) for q in QUANTITIES]
-        notes = _warnings(diags, shared, len(blocks) > 1, steps)
+            diags += [diagnose(draws_of(summaries, b, q, selection), q, b) for q in QUANTITIES]
+        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection)
     else:
         notes = [MISSING]
     return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
-                        tuple(diags), shared, vote([s.text for s in summaries]), tuple(notes))
+                        tuple(diags), shared, vote([s.text for s in summaries]), tuple(notes), selection)
 
 
-def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int) -> list[str]:
+def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int,
+              selection: Selection = ALL) -> list[str]:
     out = []
     for b in shared:
         mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
         where = f"block {b + 1}: " if blocks else ""
         if mine and all(d.draws < MIN_DRAWS for d in mine):
-            out.append(f"{where}{mine[0].draws} transition(s) per chain: too few for diagnostics "
+            kept = "" if selection == ALL else f" after {selection.words}"
+            out.append(f"{where}{mine[0].draws} draw(s) per chain{kept}: too few for diagnostics "
                        f"(at least {MIN_DRAWS})")
             continue
         if mine and all(d.ess_bulk is None for d in mine):
             out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
                        f"mixed; K={steps} was too short (run more steps, -K)")
             continue
-        # the worst over the quantities (within a block they agree: see the module docstring)
+        # the worst over the quantities that mix or not
         rhats = [d.rhat for d in mine if d.rhat is not None]
         esses = [d.ess_bulk for d in mine if d.ess_bulk is not None]
         worst = Diagnostic("", b, mine[0].chains, mine[0].draws, None, max(rhats, default=None),

@@ -74,9 +74,10 @@ class RoundDone:
 @dataclass(frozen=True)
 class Transition:
     """An MH chain's state after transition k of a block, as MCMC diagnostics read it: the
-    log-target alpha log p0(x), the length-normalised log-likelihood (paper eq. 21) and
-    confidence (eq. 22, minus the mean entropy of p0), whether it accepted, and the first
-    generated position where the state differs from the block's start (T: nowhere)."""
+    log-target alpha log p0(x) of the whole state, the length-normalised log-likelihood (paper
+    eq. 21) and confidence (eq. 22, minus the mean entropy of p0) of the response it gives (up to
+    its first EOS: `metrics.response_scores`; NaN for an empty one), whether it accepted, and the
+    first generated position where the state differs from the block's start (T: nowhere)."""
 
     block: int
     k: int
@@ -95,8 +96,8 @@ class Sample:
     tokens: tuple[int, ...]
     logq: float  # sum of log q_tau over its tokens: the distribution it was sampled from
     logp: float  # sum of log p0
-    loglik: float  # eq. 21: log p0 per token
-    confidence: float  # eq. 22: minus the mean entropy of p0
+    loglik: float  # eq. 21 of its response (before EOS): log p0 per token; NaN for an empty one
+    confidence: float  # eq. 22 of its response: minus the mean entropy of p0
     clock: float  # engine time since the session started, when it finished
 
 
@@ -145,7 +146,8 @@ class Choice:
     index: int
     rule: str  # how it was chosen, in words
     scores: tuple[float, ...]  # per candidate: best-of-N's ranking scores; PowerSMC's final log weights
-    loglik: float = math.nan  # the answer's eq. 21 (log p0 per token) and eq. 22 (minus the mean entropy)
+    loglik: float = math.nan  # the answer's eq. 21 (log p0 per token) and eq. 22 (minus the mean entropy),
+    # over its response (before EOS; NaN for an empty one)
     confidence: float = math.nan
 
 
@@ -234,6 +236,15 @@ class SessionError:
     kind: str  # "engine", "input", "internal", ...
 
 
+@dataclass(frozen=True)
+class Damaged:
+    """Not an event of a session but a reader's mark in its place: lines of the session's trace that
+    could not be read and were skipped (`--on-bad-lines warn|skip`).  Never written to a trace; the
+    summary says the session is damaged from here on, never silently shorter."""
+
+    lines: tuple[int, ...]
+
+
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | SmcStep | SpsStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree)
+         | SmcStep | SpsStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree | Damaged)
 TRANSIENT = (InFlight, LiveTree)

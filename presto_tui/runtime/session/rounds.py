@@ -55,7 +55,7 @@ class RoundDriver(Driver):
                                    wall, {"plan": self._plan_s, "finish": finish_s}, self.clock()))
         for i, (step, after) in enumerate(zip(tree.steps, tree.states_after_steps())):
             self._out.append(transition(self.block, pending.chain.k + i, step.accepted, after, self._block_start,
-                                        self.params.alpha))
+                                        self.params.alpha, self.engine.eos_id))
         self.chain, self.state = chain, chain.state
         if chain.k < self.params.steps:
             self._plan()

@@ -42,6 +42,7 @@ from presto_tui.runtime.core.types import Proposal, Request
 from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
 from presto_tui.runtime.session.events import Choice, Event, InFlight, ModelCall, SpsStep
+from presto_tui.runtime.session.metrics import response_scores
 
 DRAWS, ROLLOUTS = 0, 1  # the two calls of a step (a ModelCall's `round`)
 
@@ -213,7 +214,8 @@ class SpsDriver(SessionDriver):
 
     def _finish(self) -> None:
         s = self.state
-        n = max(1, s.T)
+        # eqs. 21-22 of the response a person gets: up to and excluding EOS, as for every method
+        loglik, confidence = response_scores(s.tokens, s.logp, s.entropy, self.engine.eos_id)
         self._out.append(Choice(0, f"the path of {self.step + 1} steps, each chunk drawn from its estimate",
-                                (), math.fsum(s.logp) / n, -math.fsum(s.entropy) / n))
+                                (), loglik, confidence))
         self._end("done")

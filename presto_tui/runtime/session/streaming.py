@@ -90,7 +90,7 @@ class StreamDriver(Driver):
             self._out.append(DecisionWalked(self.block, w.k, w.cut, w.group.id, w.accepted, w.score.accept_prob,
                                             w.score.eps_class, self.clock()))
             self._out.append(transition(self.block, w.k, w.accepted, w.after, blk.decisions.start,
-                                        self.params.alpha))
+                                        self.params.alpha, self.engine.eos_id))
         while blk.recorder.closed:
             self._record_epoch(blk.recorder.closed.pop(0))
         self.state = blk.state

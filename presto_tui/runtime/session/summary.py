@@ -3,9 +3,10 @@
 One reducer serves `run --json`, `stats`, `bench` and the app's stats panel, so
 a number means the same thing everywhere.
 
-- calls: proposal calls (one per sequential step or PreSTO round; streaming
-  has none); the call that extends the state by a block is the same for every
-  sampler and is counted apart (`extend_calls`).
+- calls: proposal calls (one per sequential step or PreSTO round); the
+  streaming rule makes none, so its `to_dict` says null for calls and the
+  numbers per call (the text output's "-"); the call that extends the state by
+  a block is the same for every sampler and is counted apart (`extend_calls`).
 - transitions_per_call = transitions / calls; time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
 - wall_s: the time the session spent producing its transitions: the sum of its
@@ -30,12 +31,15 @@ a number means the same thing everywhere.
 - tokens: the chain's current state (generated tokens), after every event.
 - draws: the chain's state after every MH transition (`Transition`: log-target,
   log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
+- answer_loglik, answer_confidence: eqs. 21-22 of the final answer's response, the
+  text a person gets (up to its first EOS, for every method: `metrics.py`);
   elapsed_s: engine time from the session's start to the end of its last round or
   epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
@@ -43,6 +47,7 @@ from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.session.events import (
     BlockStart,
     Choice,
+    Damaged,
     DecisionWalked,
     EngineCost,
     Event,
@@ -97,7 +102,8 @@ class SessionSummary:
     text: str = ""
     tokens: tuple = ()
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
-    # the final answer under p0 (eqs. 21-22): from the last transition of a chain, a baseline's choice
+    # the final answer under p0 (eqs. 21-22 of its response, before EOS: metrics.response_scores), from
+    # the last transition of a chain, a baseline's choice; None for an empty response
     answer_loglik: float | None = None
     answer_confidence: float | None = None
     path: list[BlockPath] = field(default_factory=list)  # the trajectory, for the dependency limit
@@ -108,8 +114,9 @@ class SessionSummary:
     sps_steps: int = 0  # Scalable Power Sampling: steps (chunks drawn), rollouts issued
     rollouts: int = 0
     choice: str = ""  # a baseline: how its answer was chosen
-    status: str = "running"  # running, done, cancelled, error
+    status: str = "running"  # running, done, cancelled, error; damaged (lines of its trace were skipped)
     error: str = ""
+    damaged_lines: list[int] = field(default_factory=list)  # a trace's lines that were skipped (Damaged)
     draws: list[Transition] = field(default_factory=list)
     block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
     elapsed_s: float = 0.0
@@ -160,7 +167,7 @@ class SessionSummary:
             self.engine_cost = ev
         elif isinstance(ev, Transition):
             self.draws.append(ev)
-            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+            self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, Sample):
             self.samples += 1
         elif isinstance(ev, SmcStep):
@@ -172,13 +179,17 @@ class SessionSummary:
             self.rollouts += sum(len(row) for row in ev.log_weights)
         elif isinstance(ev, Choice):
             self.choice = ev.rule
-            self.answer_loglik, self.answer_confidence = ev.loglik, ev.confidence
+            self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, RoundDone):
             self._round(ev)
         elif isinstance(ev, SessionEnd):
             self.status, self.text, self.tokens = ev.reason, ev.text, tuple(ev.tokens)
         elif isinstance(ev, SessionError):
             self.status, self.error = "error", ev.message
+        elif isinstance(ev, Damaged):
+            self.damaged_lines.extend(ev.lines)
+        if self.damaged_lines:  # whatever it ended with, its numbers are those of what could be read
+            self.status = "damaged"
         return self
 
     def _round(self, ev: RoundDone) -> None:
@@ -239,6 +250,11 @@ class SessionSummary:
     def baseline(self) -> bool:
         """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
         return is_baseline(self.params)
+
+    @property
+    def streaming(self) -> bool:
+        """The streaming rule's session: no proposal calls, only engine steps (per call: undefined)."""
+        return self.params.get("prefetch") == PrefetchRule.STREAM and not self.baseline
 
     @property
     def transitions_per_call(self) -> float:
@@ -302,11 +318,11 @@ class SessionSummary:
             "text": self.text,
             "tokens": list(self.tokens),
             "status": self.status,
-            "calls": self.calls,
+            "calls": None if self.streaming else self.calls,
             "extend_calls": self.extend_calls,
             "transitions": self.transitions,
-            "transitions_per_call": self.transitions_per_call,
-            "time_per_call_s": self.time_per_call_s,
+            "transitions_per_call": None if self.streaming else self.transitions_per_call,
+            "time_per_call_s": None if self.streaming else self.time_per_call_s,
             "call_time_s": self.call_time_s,
             "extend_time_s": self.extend_time_s,
             "wall_s": self.wall_s,
@@ -339,7 +355,13 @@ class SessionSummary:
             "params": self.params,
             **({"chain": self.chain, "chains": self.chains, "chain_group": self.group} if self.chains > 1 else {}),
             **({"error": self.error} if self.error else {}),
+            **({"damaged_lines": list(self.damaged_lines)} if self.damaged_lines else {}),
         }
+
+
+def _defined(x: float) -> float | None:
+    """A number of eqs. 21-22, None where it is undefined (an empty response: NaN)."""
+    return None if math.isnan(x) else x
 
 
 def _limit_fields(lim: Limits | None, share: float | None) -> dict:

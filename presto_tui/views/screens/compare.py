@@ -80,9 +80,7 @@ class CompareScreen(Screen[None]):
             d = answer_diff(sa.summary.tokens, sb.summary.tokens, self.state.pieces,
                             eos_a=sa.start.backend_info.get("eos_id"), eos_b=sb.start.backend_info.get("eos_id"),
                             styles=diff_styles(self))
-            self.query_one("#cmp-diff", VerticalScroll).border_title = (
-                f"diff: {d.common} tokens shared · struck: only in A ({d.only_a}) · "
-                f"underlined: only in B ({d.only_b})")
+            self.query_one("#cmp-diff", VerticalScroll).border_title = d.title
             self.query_one("#cmp-diff-body", Static).update(d.text)
 
     def _params(self, sa: SessionView, sb: SessionView) -> Group:

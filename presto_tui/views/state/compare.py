@@ -86,6 +86,11 @@ class AnswerDiff:
     only_a: int
     only_b: int
 
+    @property
+    def title(self) -> str:
+        shared = f"{self.common} token{'' if self.common == 1 else 's'} shared"
+        return f"diff: {shared} · struck: only in A ({self.only_a}) · underlined: only in B ({self.only_b})"
+
 
 def answer_diff(a: Sequence[int], b: Sequence[int], pieces: Pieces, *, eos_a: int | None = None,
                 eos_b: int | None = None, styles: DiffStyles = PLAIN_DIFF, budget: int = TEXT_BUDGET) -> AnswerDiff:

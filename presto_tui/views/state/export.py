@@ -16,16 +16,16 @@ sequences, and an exported file or clipboard is often pasted into a terminal.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 import time
 from pathlib import Path
 
 from presto_tui.api.events import RoundDone, cut_at_eos, event_token_ids
 from presto_tui.errors import OutputError
+from presto_tui.files import make_folders
 from presto_tui.logs.schema import encode
+from presto_tui.logs.tidy import csv_text
+from presto_tui.logs.tidy import number as _number
 from presto_tui.safetext import visible
 from presto_tui.views.state.history import ChainHistory
 from presto_tui.views.state.layout import Layout, tree_text
@@ -44,23 +44,12 @@ def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str) ->
 
 def write(folder: Path, name: str, content: str) -> Path:
     path = folder / name
+    make_folders(folder, "export", error=ExportError)  # the one rule for every output (files.py)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
     except OSError as e:
-        blocker = file_in_the_way(folder)
-        if blocker is not None:  # the OS would say "File exists" or "Not a directory"
-            raise ExportError(f"cannot write into {shown(folder)}/: {shown(blocker)} is a file, not a folder") from None
         raise ExportError(f"cannot write {shown(path)}: {e.strerror or type(e).__name__}") from None
     return path
-
-
-def file_in_the_way(folder: Path) -> Path | None:
-    """The folder itself or the nearest of its parents that exists, if it is not a folder."""
-    for p in (folder, *folder.parents):
-        if p.exists():
-            return None if p.is_dir() else p
-    return None
 
 
 def shown(path: Path) -> str:
@@ -102,10 +91,6 @@ TRANSITION_FIELDS = ("transition", "block", "k", "accepted", "state", "log_targe
 STATE_FIELDS = ("state", "block", "visits", "first", "last", "log_target", "first_diff", "tokens", "text")
 
 
-def _number(x: float | None) -> float | str | None:
-    return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
-
-
 def history_rows(state: AppState, session: SessionView, history: ChainHistory) -> tuple[list[dict], list[dict]]:
     """(one dict per transition, one per distinct state) with the export's field names."""
     steps = [dict(zip(TRANSITION_FIELDS, (s.n, s.block + 1, s.k, s.accepted, s.state + 1, _number(s.log_target),
@@ -130,21 +115,7 @@ def history_as_json(state: AppState, session: SessionView, s: int, history: Chai
     return json.dumps(doc) + "\n"
 
 
-def spreadsheet_safe(text: str) -> str:
-    """A text cell a spreadsheet will not run as a formula (model text may start with =, +, - or @):
-    such a cell gets a leading apostrophe; the JSON export keeps the text as it is."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 def history_as_csv(state: AppState, session: SessionView, history: ChainHistory) -> tuple[str, str]:
-    """(the transitions, the distinct states) as CSV."""
+    """(the transitions, the distinct states) as CSV, each cell as the JSON export writes it."""
     steps, states = history_rows(state, session, history)
-    out = []
-    for fields, rows in ((TRANSITION_FIELDS, steps), (STATE_FIELDS, states)):
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: spreadsheet_safe(v) if k == "text" else "" if v is None else v for k, v in row.items()})
-        out.append(buf.getvalue())
-    return out[0], out[1]
+    return csv_text(TRANSITION_FIELDS, steps), csv_text(STATE_FIELDS, states, text=("text",))
