@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
-from presto_tui.runtime.prefetch.stream.policy import Schedule, SpeculationPolicy
+from presto_tui.runtime.prefetch.stream.policy import SpeculationPolicy
 from presto_tui.runtime.prefetch.stream.recorder import EpochRecorder
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
 from presto_tui.runtime.prefetch.stream.speculation import (
@@ -22,6 +23,17 @@ from presto_tui.runtime.prefetch.stream.walker import Scorer, Walked, Walker
 from presto_tui.runtime.samplers.families import SamplerFamily
 
 Decoded = Callable[[Group], tuple[int, ...]]  # the tokens a live group's request has decoded so far
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A policy's plan applied to the block: groups to submit and to abort, and the wants the policy
+    saw and refused, with why (for how long each waited so: the critical path's causes)."""
+
+    submit: tuple[Group, ...] = ()
+    abort: tuple[Group, ...] = ()
+    refused: tuple[tuple[Want, str], ...] = ()
+    expanded: bool = False
 
 
 class StreamBlock:
@@ -61,7 +73,13 @@ class StreamBlock:
         return self.walker.done
 
     def plan(self) -> Schedule:
-        return self.policy.plan(self)
+        """The policy's plan, applied: its wants become planned groups of the book (the policy only reads)."""
+        plan = self.policy.plan(self)
+        if not plan.expanded:
+            return Schedule((), plan.abort)
+        submit = tuple(self.book.plan(w, self.decisions.requests) for w in plan.submit)
+        self.forget_behind()
+        return Schedule(submit, plan.abort, plan.refused, expanded=True)
 
     def walk(self) -> list[Walked]:
         walked = self.walker.walk(self.book)

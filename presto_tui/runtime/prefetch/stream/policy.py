@@ -1,8 +1,9 @@
 """What to keep live: speculation policies over the speculation tree (one protocol, several policies).
 
-A policy answers one question per scheduling pass, as a frozen `Schedule`
-(groups to submit, groups to abort): it never touches the engine or a
-group's state.  Two policies:
+A policy answers one question per scheduling pass, as a frozen `Plan` (wants
+to submit, live groups to abort, wants it saw and refused, and why): it reads
+a block (`BlockView`) and changes nothing of it: the block applies the plan
+(`StreamBlock.plan`), the engine loop carries it out.  Two policies:
 
 - `FillPolicy(N)`: keep the N requests most likely to be needed live (the
   best-first order of the speculation tree), whatever they cost.
@@ -24,19 +25,45 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from presto_tui.runtime.prefetch.stream.decisions import Want
-from presto_tui.runtime.prefetch.stream.requests import Group
+from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
+from presto_tui.runtime.prefetch.stream.speculation import SpeculationTree
+from presto_tui.runtime.prefetch.stream.walker import Walker
 
-if TYPE_CHECKING:
-    from presto_tui.runtime.prefetch.stream.block import StreamBlock
+# why a want the policy saw was not submitted (the critical path counts how long each waited so)
+BUDGET = "budget"  # no slot left under the cap
+RANKED = "ranked"  # the cost rule: its reach does not pay for a slot
 
 
 @dataclass(frozen=True)
-class Schedule:
-    submit: tuple[Group, ...] = ()
+class Plan:
+    """One scheduling pass's answer: wants to submit (best first), live groups to abort, and the wants
+    it saw and did not submit, with why (`BUDGET` or `RANKED`); `expanded`: it looked at the tree."""
+
+    submit: tuple[Want, ...] = ()
     abort: tuple[Group, ...] = ()
+    refused: tuple[tuple[Want, str], ...] = ()
+    expanded: bool = False
+
+
+class BlockView(Protocol):
+    """What a policy reads of a block (`StreamBlock`); it changes none of it."""
+
+    @property
+    def book(self) -> RequestBook: ...
+
+    @property
+    def walker(self) -> Walker: ...
+
+    @property
+    def tree(self) -> SpeculationTree: ...
+
+    @property
+    def decisions(self) -> Decisions: ...
+
+    def reachable(self, want: Want) -> bool: ...
 
 
 class SpeculationPolicy(Protocol):
@@ -45,7 +72,7 @@ class SpeculationPolicy(Protocol):
         """The most requests the policy keeps live for one chain."""
         ...
 
-    def plan(self, block: StreamBlock) -> Schedule: ...
+    def plan(self, block: BlockView) -> Plan: ...
 
 
 # (a, b, n): a step with n live requests costs about a + b n (seconds or engine units); n is
@@ -69,7 +96,7 @@ class _Passes:
         self._exhausted_at: int | None = None
         self._exhausted_state: object = None
 
-    def plan(self, block: StreamBlock) -> Schedule:
+    def plan(self, block: BlockView) -> Plan:
         book, walker = block.book, block.walker
         aborts = [g for g in book.live_groups() if not block.reachable(g.want)]
         live = book.live - sum(sum(h is not None for h in g.handles) for g in aborts)
@@ -79,22 +106,21 @@ class _Passes:
             self._exhausted_at = None
         exhausted = self._exhausted_at is not None and book.finished - self._exhausted_at < self.refill_at
         if covered and (self.cap - live < self.refill_at or exhausted):
-            return Schedule((), tuple(aborts))
-        ranked, more_aborts, exhausted_now = self.choose(block, live, mine)
+            return Plan((), tuple(aborts))
+        ranked, more_aborts, refused, exhausted_now = self.choose(block, live, mine)
         if exhausted_now:
             self._exhausted_at, self._exhausted_state = book.finished, walker.state
         else:
             self._exhausted_at = None
-        submit = tuple(book.plan(w, block.decisions.requests) for w in ranked)
-        block.forget_behind()
-        return Schedule(submit, tuple(aborts) + tuple(g for g in more_aborts if g not in aborts))
+        return Plan(tuple(ranked), tuple(aborts) + tuple(g for g in more_aborts if g not in aborts), tuple(refused),
+                    expanded=True)
 
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
-        """(wants to submit, best first; live groups to abort; the tree is exhausted)."""
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
+        """(wants to submit, best first; live groups to abort; wants refused and why; the tree is exhausted)."""
         raise NotImplementedError
 
     @staticmethod
-    def _gather(block: StreamBlock, free: int) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
+    def _gather(block: BlockView, free: int) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
         """Summed reach of every want seen, best first, until `free` + 1 new ones were seen."""
         wanted: dict[Want, float] = {}
         groups: dict[Want, Group | None] = {}
@@ -110,30 +136,35 @@ class _Passes:
         return wanted, groups, fresh
 
 
+Choice = tuple[list[Want], list[Group], list[tuple[Want, str]], bool]
+
+
 class FillPolicy(_Passes):
     """Keep `cap` requests live, the most likely to be needed first (the walker's own always)."""
 
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
         free = self.cap - live
         own = block.walker.want_at(block.walker.k)
         if free <= 0:  # no slot to fill: only the walker's own want may go over the budget
-            return ([own] if mine is None or mine.wanting else []), [], False
+            return ([own] if mine is None or mine.wanting else []), [], [], False
         wanted, groups, fresh = self._gather(block, free)
         size = block.decisions.family.requests_per_decision
         width = lambda want: 1 if want.d >= block.decisions.K else size  # the requests a want makes
         out: list[Want] = []
+        refused: list[tuple[Want, str]] = []
         if mine is None or mine.wanting:  # first, and even over budget: the walker waits for it (a deeper
             out.append(own)  # want summed over many nodes can outrank its reach of 1 by rounding)
             live += width(own)
         for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
-            if live >= self.cap:
-                break
             g = groups[want]
-            if want == own or (g is not None and not g.wanting) or live + width(want) > self.cap:
+            if want == own or (g is not None and not g.wanting):
+                continue
+            if live + width(want) > self.cap:
+                refused.append((want, BUDGET))
                 continue
             out.append(want)
             live += width(want)
-        return out, [], fresh <= free
+        return out, [], refused, fresh <= free
 
 
 class CostPolicy(_Passes):
@@ -145,7 +176,7 @@ class CostPolicy(_Passes):
         super().__init__(cap)
         self.cost = cost
 
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
         a, b, engine_live = self.cost()
         own = block.walker.want_at(block.walker.k)
         wanted, groups, fresh = self._gather(block, self.cap - live)
@@ -160,13 +191,20 @@ class CostPolicy(_Passes):
             kept += wanted.get(own, 1.0)
             live += size
             n += size
+        refused: list[tuple[Want, str]] = []
+        stop = ""  # why admission stopped: every want after it is refused for the same reason
         for want, r in sorted(wanted.items(), key=lambda kv: -kv[1]):
             g = groups[want]
             if want == own or (g is not None and not g.wanting):
                 continue
             s = 1 if want.d >= K else size
-            if live + s > self.cap or r * (a + b * n) <= b * s * kept:
-                break  # sorted by reach: nothing after it pays either
+            if not stop and live + s > self.cap:
+                stop = BUDGET
+            elif not stop and r * (a + b * n) <= b * s * kept:
+                stop = RANKED  # sorted by reach: nothing after it pays either
+            if stop:
+                refused.append((want, stop))
+                continue
             out.append(want)
             kept += r
             live += s
@@ -175,7 +213,7 @@ class CostPolicy(_Passes):
         threshold = b * kept / (a + b * n) if a + b * n > 0 else 0.0
         aborts = [g for w, r in wanted.items() if (g := groups[w]) is not None and g.live and w != own
                   and r < self.ABORT_BELOW * threshold]
-        return out, aborts, fresh <= self.cap - live
+        return out, aborts, refused, fresh <= self.cap - live
 
 
 def speculation_policy(budget: int, policy: str, cost: StepCost | None) -> SpeculationPolicy:
