@@ -34,6 +34,7 @@ from presto_tui.runtime.prefetch.tree import (
     RoundTree,
 )
 from presto_tui.runtime.samplers.multitry import log_ratio_terms
+from presto_tui.runtime.session.critpath import SHORT
 from presto_tui.runtime.session.summary import SessionSummary
 from presto_tui.runtime.session.vocab import Pieces
 from presto_tui.views.evolution import PLAIN_DIFF, DiffStyles, Writer, clip
@@ -384,6 +385,7 @@ class StatsPanel(Static):
         t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"
                  f"  ? {m.eps_counts[UNCERTAIN] / n:.2f}")
         t.append_text(limit_line(m))
+        t.append_text(critical_line(m))
         if m.error:
             t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
         if live:
@@ -407,6 +409,27 @@ def limit_line(m) -> Text:
     if share is not None:
         t.append(f"; this run took {1 / share:.1f}x the binding one" if share > 0 else "")
     return t
+
+
+GLYPHS = {"irreducible": "█", "width": "▓", "block end": "▌", "extension": "▒", "not speculated": "░",
+          "budget": "▚", "ranked": "▞", "reissued": "×", "round": "▁", "scheduler": "·"}
+
+
+def critical_line(m, width: int = 24) -> Text:
+    """Where the chain's time went (runtime/session/critpath.py): a bar of its critical path, one glyph
+    per cause and as long as its share, and the shares of the causes that took at least 1%."""
+    cp = m.critical_path
+    if cp is None or cp.time_s <= 0:
+        return Text()
+    shown = [(c, v) for c, v in cp.parts.items() if c in GLYPHS and v > 0]
+    total = sum(v for _, v in shown) or 1.0
+    bar, used = "", 0.0
+    for c, v in shown:  # cells by cumulative share, so that the bar is always `width` long
+        used += v
+        bar += GLYPHS[c] * (round(width * used / total) - len(bar))
+    shares = [f"{GLYPHS.get(c, '')}{SHORT[c]} {100 * v / cp.time_s:.0f}%" for c, v in cp.parts.items()
+              if abs(v) >= 0.01 * cp.time_s]
+    return Text(f"\npath {bar}\n  " + "  ".join(shares))
 
 
 def fold(pieces: Sequence[Text], width: int, sep: str) -> list[list[Text]]:

@@ -36,8 +36,9 @@ def budget_text(p: Mapping[str, Any]) -> str:
             return "auto"
     return str(b)
 # What the streaming rule may speculate beyond the walker's state: `proposal` (requests cut inside
-# a proposal still decoding) and `block` (the next block's extension); `none` for neither.
-SPECULATE = ("proposal", "block")
+# a proposal still decoding), `block` (the next block's extension) and `extension` (a block's first
+# proposals while its own extension decodes); `none` for none of them.
+SPECULATE = ("proposal", "block", "extension")
 
 # The paper's sizes (appendix D.4, table 6): one block of n = 1024, K = 100,
 # N_pf = 20 (alpha = 4, tau = 1/alpha are the defaults).  `--paper-settings` selects them.
@@ -154,7 +155,7 @@ class SamplerParams:
     steps: int = 24  # K, MH transitions per block
     budget: int = 8  # N_pf, counted in distinct requests sent to the engine (stream: the most kept live)
     budget_policy: str = "cost"  # stream: see BUDGET_POLICIES
-    speculate: str = "block"  # stream: see SPECULATE (in-proposal speculation measured slower on 2 cores)
+    speculate: str = "proposal,block,extension"  # stream: see SPECULATE
     epsilon: float = 0.01
     seed: int = 0
     beta: float = 4.0  # EntropyCut's cut-law exponent (paper D.4)
