@@ -338,7 +338,7 @@ def test_k_step_law_from_the_prompt_matches_enumeration(sampler, extension):
     index, law = law_from_the_prompt(sampler)
     _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
     b = backend(sampler)
-    m = chains_for(sampler)
+    m = chains_for(sampler) * 3 // 8  # fewer chains than above: the CI's time; the bound widens with them
     counts = np.zeros(len(index))
     for seed in range(m):
         params = SamplerParams(sampler=sampler, prefetch="stream", alpha=alpha, beta=beta, max_new_tokens=T, steps=K,
@@ -353,11 +353,11 @@ def test_k_step_law_from_the_prompt_matches_enumeration(sampler, extension):
 
 def test_the_law_from_the_prompt_sees_a_wrong_kernel():
     """Not vacuous: without the proposal correction the law after K transitions from the prompt is
-    further from the right one than the bound lets a correct chain stray."""
+    further from the right one than twice the bound lets a correct chain stray (with the chains above)."""
     index, law = law_from_the_prompt("powermh")
     _, _, T, K, alpha, _, _, V = SETUPS["powermh"]
     lm = backend("powermh").lm
     states, _, wrong_P = exact_kernel(lm, V, T, alpha, proposal_correction=False)
     p0 = np.array([math.exp(suffix_logprobs(lm, PROMPT, s, 1 / alpha)[0]) for s in states])
     wrong = p0 @ np.linalg.matrix_power(wrong_P, K)
-    assert 0.5 * np.abs(wrong - law).sum() > 2 * tv_bound(law, CHAINS)
+    assert 0.5 * np.abs(wrong - law).sum() > 2 * tv_bound(law, chains_for("powermh") * 3 // 8)

@@ -14,10 +14,11 @@ Four parts, one job each, composed per block by `StreamBlock`:
 - `walker.Walker`: the exact MH walk, decisions strictly in order, each as
   soon as the proposal its own state asks for has finished;
 - `policy.SpeculationPolicy`: what to keep live (`FillPolicy`: the N most
-  likely requests; `CostPolicy`: only what pays for its share of every engine
-  step), over the speculation tree of `speculation.py`, whose branch models
+  likely requests; `CostPolicy`: as many as make the chain's critical path
+  shortest on the engine's learned step cost), over the speculation tree of `speculation.py`, whose branch models
   (in-proposal speculation, the next block's extension) are objects too; a
   policy reads the block and returns a `Plan`, which the block applies;
+- `refusals.Refusals`: how long each want waited refused before it was issued;
 - `recorder.EpochRecorder`: what a person sees of it, one tree per epoch.
 
 Nothing here calls the engine: the session's engine loop submits, aborts and
