@@ -209,8 +209,8 @@ async def test_chat_cancel_takes_effect_within_one_round():
 
 
 async def test_chat_worker_failure_is_shown_once_and_app_stays_usable():
-    backend = SlowBackend(fail_on_call=3)
-    app, _ = make_chat(backend)
+    backend = SlowBackend(fail_on_call=3)  # the third batch submitted to an idle engine fails: sequential
+    app, _ = make_chat(backend, prefetch="none")  # steps are such batches (streaming's overlap keeps it busy)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         scr = app.screen
         await submit(pilot, app, "the cat")

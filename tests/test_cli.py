@@ -37,7 +37,8 @@ def test_the_defaults_are_the_fastest_exact_setting_measured():
     extension (README: why); a round rule's budget stays 8."""
     d = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10").stdout)
     p = d["params"]
-    assert (p["prefetch"], p["budget"], p["budget_policy"], p["speculate"]) == ("stream", 64, "cost", "block")
+    assert (p["prefetch"], p["budget"], p["budget_policy"], p["speculate"]) == ("stream", 64, "cost",
+                                                                            "proposal,block,extension")
     assert d["calls"] is None and d["transitions"] == 10 and d["transitions_per_s"] > 0
     spine = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10", "--prefetch", "spine").stdout)
     assert spine["params"]["budget"] == 8 and spine["tokens"] == d["tokens"]

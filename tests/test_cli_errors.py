@@ -229,9 +229,14 @@ def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
     header = next(ln for ln in proc.stdout.splitlines() if "sampler rule N" in ln)
     assert header.split() == ["sampler", "rule", "N", "tr/call", "ms/tr", "tr/s", "speedup", "+ext", "lim%", "s/prompt",
                               "est.", "tok", "waste", "req/use", "abort", "live", "1st", "s", "=seq"]
-    rows = [ln.split() for ln in proc.stdout.splitlines()
-            if ln.lstrip().startswith("powermh ") and "limit" not in ln]
+    main, _, paths = proc.stdout.partition("critical path:")
+    rows = [ln.split() for ln in main.splitlines() if ln.lstrip().startswith("powermh ") and "limit" not in ln]
     assert len(rows) == 3 and all(row[-1] in ("yes", "NO") for row in rows[1:])
+    # the critical path's table: every row whole, its numbers to the last cause
+    rows = [ln.split() for ln in paths.splitlines() if ln.lstrip().startswith("powermh ")]
+    from presto_tui.runtime.session.critpath import CAUSES
+
+    assert len(rows) == 3 and all(len(row) == 2 + (row[1] != "seq") + 2 + len(CAUSES) for row in rows)
     assert "…" not in proc.stdout
 
 

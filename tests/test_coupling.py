@@ -210,28 +210,37 @@ def test_multitry_selection_on_a_boundary_moves_to_the_candidate_it_scores(monke
 STREAM_SAMPLERS = ("powermh", "entropycut", "multitry")
 
 
+# what the streaming rule speculates, with the block's extension overlapped (the default) and not
+OVERLAP = {"overlapped": "proposal,block,extension", "waited for": "proposal,block"}
+
+
 @pytest.mark.parametrize("sampler", STREAM_SAMPLERS)
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
-@pytest.mark.parametrize("budget", BUDGETS)
-def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budget):
+@pytest.mark.parametrize("budget,extension", [(b, "overlapped") for b in BUDGETS]
+                         + [(b, "waited for") for b in (2, 8, 64)])
+def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budget, extension):
     """The streaming rule computes requests in another order and aborts some; the walker still
-    takes exactly the proposals the sequential sampler draws, token for token."""
+    takes exactly the proposals the sequential sampler draws, token for token, whether a block's
+    first proposals start while its extension decodes or only once it has arrived."""
     if sampler == "multitry" and budget < 4:
         budget = 4  # a MultiTryMH decision needs its 4 candidates live at once
     backend_name = "v7" if sampler != "powermh" else "v4-sharp"
     for seed in SEEDS:
         expected, seq_trees = reference(backend_name, schedule, seed, sampler=sampler)
-        params = SamplerParams(sampler=sampler, prefetch="stream", budget=budget, seed=seed, **SCHEDULES[schedule])
+        params = SamplerParams(sampler=sampler, prefetch="stream", budget=budget, seed=seed, **SCHEDULES[schedule],
+                               speculate=OVERLAP[extension])
         got, epochs = trajectory(small_backend(**BACKENDS[backend_name]), params)
         assert got == expected, f"seed {seed}: streaming left the sequential chain"
         assert sum(t.transitions for t in epochs) == len(seq_trees)
 
 
-POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, block)
+POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, all three)
     "fill-none": dict(budget_policy="fill", speculate="none"),
     "fill-proposal": dict(budget_policy="fill", speculate="proposal"),
     "fill-block": dict(budget_policy="fill", speculate="block"),
+    "fill-extension": dict(budget_policy="fill", speculate="extension"),
     "cost-none": dict(budget_policy="cost", speculate="none"),
+    "cost-block-extension": dict(budget_policy="cost", speculate="block,extension"),
 }
 
 
@@ -284,6 +293,31 @@ def test_requests_cut_inside_a_proposal_start_before_it_finishes(monkeypatch, sp
         events = list(run_session(small_backend(**BACKENDS["v7"]), params, [1, 2]))
         ahead += sum(isinstance(e, ModelCall) and e.purpose == "extend-ahead" for e in events)
     assert (sum(w in found for w in issued) > 0) == inside and (ahead > 0) == inside
+
+
+@pytest.mark.parametrize("sampler", ("powermh", "multitry"))
+def test_the_first_proposals_start_while_the_extension_decodes(sampler):
+    """White-box, so that the overlap tested above is not vacuous: with the extension overlapped some
+    block's proposals are issued before its extension arrives (its call `extend-overlap`, its arrival
+    `clock`), and none without; EntropyCut's cuts need the whole state, so it never overlaps."""
+    from presto_tui.runtime.session.events import ModelCall, RequestEvent
+    from presto_tui.runtime.session.runner import run_session
+
+    def early(speculate: str, sampler: str = sampler) -> int:
+        n = 0
+        for seed in SEEDS:
+            params = SamplerParams(sampler=sampler, prefetch="stream", budget=8, seed=seed, speculate=speculate,
+                                   **SCHEDULES["multi-block"])
+            events = list(run_session(small_backend(**BACKENDS["v7"]), params, [1, 2]))
+            arrived = {e.block: e.clock for e in events if isinstance(e, ModelCall) and e.round == -1}
+            overlapped = [e for e in events if isinstance(e, ModelCall) and e.purpose == "extend-overlap"]
+            assert not overlapped or "extension" in speculate
+            n += sum(e.kind == "issued" and e.purpose == "propose" and e.clock < arrived[e.block]
+                     for e in events if isinstance(e, RequestEvent))
+        return n
+
+    assert early(OVERLAP["overlapped"]) > 0 and early(OVERLAP["waited for"]) == 0
+    assert early(OVERLAP["overlapped"], "entropycut") == 0
 
 
 def test_streaming_keeps_the_records_the_sequential_chain_holds():

@@ -25,6 +25,7 @@ from helpers import run_chain, small_backend
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.prefetch.kernel import ChainState
+from presto_tui.runtime.session.events import SessionEnd
 
 pytestmark = pytest.mark.slow
 
@@ -311,3 +312,52 @@ def test_default_entropycut_law_converges_from_every_start():
     """Exact: with the default uniform share 0.1 the chain mixes from every state."""
     states, index, P, pi = oracle_kernel("entropycut")
     assert max(tv_from(s, 512, index, P, pi) for s in states) < 1e-3
+
+
+# From the prompt: the chain's first state is the block's extension, drawn from q_tau token by token,
+# so after K transitions its law is q_ext P^K.  With the extension overlapped (a block's first
+# proposals start while it decodes) and without, the streaming rule must have that law.
+OVERLAP = {"overlapped": "proposal,block,extension", "waited for": "proposal,block"}
+
+
+def law_from_the_prompt(sampler):
+    states, index, P, _ = oracle_kernel(sampler)
+    _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
+    tau = SamplerParams(sampler=sampler, alpha=alpha).proposal_tau
+    lm = backend(sampler).lm
+    p0 = np.array([math.exp(suffix_logprobs(lm, PROMPT, s, tau)[0]) for s in states])
+    assert abs(p0.sum() - 1.0) < 1e-9
+    return index, p0 @ np.linalg.matrix_power(P, K)
+
+
+@pytest.mark.parametrize("sampler", ["powermh", "multitry"])
+@pytest.mark.parametrize("extension", sorted(OVERLAP))
+def test_k_step_law_from_the_prompt_matches_enumeration(sampler, extension):
+    from presto_tui.runtime.session.runner import run_session
+
+    index, law = law_from_the_prompt(sampler)
+    _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
+    b = backend(sampler)
+    m = chains_for(sampler) * 3 // 8  # fewer chains than above: the CI's time; the bound widens with them
+    counts = np.zeros(len(index))
+    for seed in range(m):
+        params = SamplerParams(sampler=sampler, prefetch="stream", alpha=alpha, beta=beta, max_new_tokens=T, steps=K,
+                               budget=2 * TRIES if sampler == "multitry" else 4, seed=seed,
+                               speculate=OVERLAP[extension])
+        tokens = next(e.tokens for e in run_session(b, params, list(PROMPT)) if isinstance(e, SessionEnd))
+        counts[index[tuple(tokens)]] += 1
+    tv = 0.5 * np.abs(counts / m - law).sum()
+    bound = tv_bound(law, m)
+    assert tv < bound, f"{sampler}, extension {extension}: TV {tv:.4f} exceeds bound {bound:.4f}"
+
+
+def test_the_law_from_the_prompt_sees_a_wrong_kernel():
+    """Not vacuous: without the proposal correction the law after K transitions from the prompt is
+    further from the right one than twice the bound lets a correct chain stray (with the chains above)."""
+    index, law = law_from_the_prompt("powermh")
+    _, _, T, K, alpha, _, _, V = SETUPS["powermh"]
+    lm = backend("powermh").lm
+    states, _, wrong_P = exact_kernel(lm, V, T, alpha, proposal_correction=False)
+    p0 = np.array([math.exp(suffix_logprobs(lm, PROMPT, s, 1 / alpha)[0]) for s in states])
+    wrong = p0 @ np.linalg.matrix_power(wrong_P, K)
+    assert 0.5 * np.abs(wrong - law).sum() > 2 * tv_bound(law, chains_for("powermh") * 3 // 8)

@@ -238,7 +238,7 @@ class CountingEngine:
         return engine
 
 
-@pytest.mark.parametrize("speculate", ["none", "block", "proposal,block"])
+@pytest.mark.parametrize("speculate", ["none", "block", "proposal,block", "proposal,block,extension"])
 @pytest.mark.parametrize("seed", range(4))
 def test_tokens_generated_counts_every_decoded_token(speculate, seed):
     """Speculated extensions for a state the block did not end in are waste, whether they were aborted

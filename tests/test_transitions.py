@@ -45,7 +45,8 @@ CASES = [
     ("powermh", "bfs", "decision", 6),
     ("powermh", "predictive", "decision", 6),
     ("powermh", "spine", "decision", 6),
-    ("powermh", "stream", "decision", 6),
+    ("powermh", "stream", "decision", 6),  # the default: the extension overlapped with the first proposals
+    ("powermh", "stream-waited", "decision", 6),  # the block waits for its extension
     ("powermh", "stream-fill", "decision", 6),
     ("entropycut", "none", "decision", 1),
     ("entropycut", "bfs", "node", 6),
@@ -56,6 +57,7 @@ CASES = [
     ("multitry", "predictive", "node", 8),
     ("multitry", "spine", "decision", 8),
     ("multitry", "stream", "decision", 8),
+    ("multitry", "stream-waited", "decision", 8),
 ]
 
 
@@ -138,6 +140,8 @@ def case_params(sampler, prefetch, inputs, budget) -> SamplerParams:
     extra = dict(ENTROPYCUT) if sampler == "entropycut" else {}
     if prefetch == "stream-fill":  # the streaming rule with N live and no speculation past a known state
         prefetch, extra = "stream", {**extra, "budget_policy": "fill", "speculate": "none"}
+    if prefetch == "stream-waited":  # the streaming rule, its first proposals only once the extension arrived
+        prefetch, extra = "stream", {**extra, "speculate": "proposal,block"}
     return SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, budget=budget,
                          max_new_tokens=T, steps=K, alpha=4.0, **extra)
 

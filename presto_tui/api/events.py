@@ -14,12 +14,14 @@ from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eo
 from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree, TableTree
 from presto_tui.runtime.samplers.multitry import log_ratio_terms
 from presto_tui.runtime.session.baselines import normalised
+from presto_tui.runtime.session.critpath import CAUSES, SHORT, CriticalPath, critical_path
 from presto_tui.runtime.session.events import (
     TRANSIENT,
     BlockStart,
     Choice,
     DecisionWalked,
     EngineCost,
+    EngineSteps,
     Event,
     InFlight,
     LiveTree,
@@ -41,10 +43,10 @@ from presto_tui.runtime.session.summary import SessionSummary, is_baseline, summ
 from presto_tui.runtime.session.vocab import Pieces, Vocab, event_token_ids
 
 __all__ = [
-    "ACCEPT", "BlockStart", "Choice", "DecisionWalked", "EPS_CLASSES", "EngineCost", "Event", "InFlight", "Limits",
-    "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces", "Proposal", "REJECT", "Request", "RequestEvent",
-    "RequestKind", "RoundDone", "RoundTree", "Sample", "Score", "SeqState", "SessionEnd", "SessionError",
-    "SessionStart", "SessionSummary", "SmcStep", "SpsStep", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN",
-    "Vocab", "cut_at_eos", "cut_at_stop", "event_token_ids", "first_difference", "is_baseline", "limits",
-    "log_ratio_terms", "normalised", "summarize",
+    "ACCEPT", "BlockStart", "CAUSES", "Choice", "CriticalPath", "DecisionWalked", "EPS_CLASSES", "EngineCost",
+    "EngineSteps", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces",
+    "Proposal", "REJECT", "Request", "RequestEvent", "RequestKind", "RoundDone", "RoundTree", "SHORT", "Sample",
+    "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary", "SmcStep", "SpsStep",
+    "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path", "cut_at_eos", "cut_at_stop",
+    "event_token_ids", "first_difference", "is_baseline", "limits", "log_ratio_terms", "normalised", "summarize",
 ]

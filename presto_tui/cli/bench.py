@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from presto_tui.api.engine import RuntimeEngine as Engine
-from presto_tui.api.events import Request, SessionEnd, SessionSummary, limits
+from presto_tui.api.events import CAUSES, Request, SessionEnd, SessionSummary, limits
 from presto_tui.api.params import (
     BENCH_SIZES,
     BUDGET_LIMIT,
@@ -136,6 +136,7 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
               if (lim := session_limit(r, speed)) is not None and r.engine_time_s]
     live = [r.mean_live for r in rows if r.mean_live is not None]
     firsts = [r.first_transition_s for r in rows if r.first_transition_s is not None]
+    paths = [cp for r in rows if (cp := r.critical_path) is not None]
     return {
         "sessions": len(rows),
         "calls_per_prompt": statistics.mean(r.calls for r in rows),
@@ -159,6 +160,11 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
         "time_to_first_transition_s": statistics.mean(firsts) if firsts else None,
         "acceptance_rate": statistics.mean(r.acceptance_rate for r in rows),
         "eps_certain_share": statistics.mean(r.eps_certain_share for r in rows),
+        # where the time went (critpath.py), means over the sessions that carry it
+        "critical_path": {"time_s": statistics.mean(cp.time_s for cp in paths),
+                          "limit_s": statistics.mean(cp.limit_s for cp in paths),
+                          "parts": {c: statistics.mean(cp.parts[c] for cp in paths) for c in CAUSES}}
+        if paths else None,
     }
 
 
@@ -391,6 +397,18 @@ def render(console: Console, report: dict) -> None:
         table.add_row(f"{lim['sampler']} limit", "", "", "", "", "", "100", _f(lim["limit_s"], ".2f"),
                       *([""] * 7 if wide else []), "", *([""] * len(mixing_cols)))
     console.print(table)
+    paths = [r for r in report["rows"] if r.get("critical_path")]
+    if paths:
+        from presto_tui.logs import critical
+
+        t1 = Table(title="critical path: seconds per prompt by cause (runtime/session/critpath.py; the limit at "
+                         "each session's learned one-request step time)", title_justify="left",
+                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in ("sampler rule N", *critical.COLUMNS[1:]):
+            t1.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
+        for r in paths:
+            t1.add_row(r["label"], *critical.cells("", r["critical_path"])[1:])
+        console.print(t1)
     tp = report.get("throughput")
     if tp:
         t2 = Table(title=f"throughput: {tp['rule']} N={tp['budget']}, {len(report['prompts'])} prompts on one engine",

@@ -92,6 +92,12 @@ def stats(
     ] = False,
     on_bad_lines: o.OnBadLines = "error",
     burn_in: o.BurnIn = 0, thin: o.Thin = 1, draws: o.Draws = None,
+    critical_path: Annotated[bool, typer.Option(
+        "--critical-path", help="Where each chain's time went: its critical path from its start to its last "
+        "decision, in seconds per cause (decoding at one request's step time, which is the dependency limit; "
+        "a wider batch; the block's extension; proposals issued late, because not speculated, no slot under "
+        "the cap or ranked below what pays; reissued; a round's wait; the scheduler's own time), per session "
+        "and pooled. Needs traces written by this version (schema 1.3).")] = False,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 
@@ -126,11 +132,14 @@ def stats(
 
       presto-tui stats sessions/example.jsonl
       presto-tui stats sessions/*-bench.jsonl --json
+      presto-tui stats --critical-path sessions/*-bench.jsonl
       presto-tui stats --compare sequential.jsonl presto.jsonl
       presto-tui stats --compare run.jsonl@powermh run.jsonl@powermh+bfs/node
     """
 
     if compare:
+        if critical_path:
+            raise InputError("--critical-path and --compare do not go together; run them one at a time")
         _compare(traces, json_out, on_bad_lines)
         return
 
@@ -144,6 +153,9 @@ def stats(
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
     groups = pooled_groups(rows)
+    if critical_path:
+        _critical_path(traces, rows, groups, json_out)
+        return
     reports = chains.chain_reports(loaded, kept)
     if draws_to:  # every session once, as the tables count them
         from presto_tui.logs.draws import ChainDraws
@@ -159,6 +171,25 @@ def stats(
         console = o.table_console()
         render(console, rows, groups)
         chains.render(console, reports, list(dict.fromkeys(r["trace"] for r in rows)))
+
+
+def _critical_path(traces: list[Path], rows: list[dict], groups: list[dict], json_out: bool) -> None:
+    """`stats --critical-path`."""
+    from presto_tui.logs import critical
+
+    if not critical.with_path(rows):
+        what = f"{traces[0]}: no session" if len(traces) == 1 else "no session of these traces"
+        raise InputError(f"{what} holds what the critical path needs: an MH chain started from its prompt, "
+                         "recorded by presto-tui with trace schema 1.3 or later")
+    pooled = critical.pooled_paths(rows, groups)
+    if json_out:
+        import orjson
+
+        keep = ("trace", "session", "session_id", "prompt", "rule", "group", "critical_path")
+        sys.stdout.write(orjson.dumps({"sessions": [{k: r.get(k) for k in keep} for r in critical.with_path(rows)],
+                                       "pooled": pooled}).decode() + "\n")
+    else:
+        critical.render(o.table_console(), rows, pooled)
 
 
 def _compare(args: list[Path], json_out: bool, on_bad_lines: str = "error") -> None:

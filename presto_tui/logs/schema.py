@@ -12,6 +12,13 @@ chunk drawn), with one change of meaning: a `transition`'s, a `sample`'s and a `
 log-likelihood and confidence (eqs. 21-22) are those of the response a person gets, up to and
 excluding its first EOS, for every method (NaN, written "nan", for an empty response); 1.2
 scored an MH state over all its T tokens and a baseline's sample with its EOS.
+It also adds what the critical path (runtime/session/critpath.py) needs: `steps` lines (when
+each engine step began and ended and how many requests were live), the engine times at which a
+model call's requests were submitted and at which it finished (`start`, `clock`), when a block's
+decisions could first be requested (`block_start`'s `open`), how long an issued streaming request
+had waited refused by the policy, by why (`request`'s `waited`), and the call purpose
+`extend-overlap` (a block's extension decoded while its first proposals already decode).  A trace
+without them reads as before; only the critical path is then not shown.
 
 Schema 1.2 numbers tree nodes compactly: a table row names its
 parent and which child it is, and a level tree's walked path is nodes 0..n, so ids
@@ -73,6 +80,7 @@ from presto_tui.runtime.session.events import (
     Choice,
     DecisionWalked,
     EngineCost,
+    EngineSteps,
     Event,
     ModelCall,
     RequestEvent,
@@ -291,9 +299,13 @@ def encode(ev: Event) -> dict:
                 "first_diff": ev.first_diff}
     if isinstance(ev, ModelCall):
         return {"type": "model_call", "block": ev.block, "round": ev.round, "purpose": ev.purpose,
-                "requests": ev.requests, "tokens": ev.tokens, "wall_s": ev.wall_s}
+                "requests": ev.requests, "tokens": ev.tokens, "wall_s": ev.wall_s,
+                **_present(start=ev.start, clock=ev.clock)}
     if isinstance(ev, BlockStart):
-        return {"type": "block_start", "block": ev.block, "L": ev.L, "T": ev.T, "tokens": list(ev.tokens)}
+        return {"type": "block_start", "block": ev.block, "L": ev.L, "T": ev.T, "tokens": list(ev.tokens),
+                **_present(open=ev.open)}
+    if isinstance(ev, EngineSteps):
+        return {"type": "steps", "start": list(ev.start), "end": list(ev.end), "live": list(ev.live)}
     if isinstance(ev, RoundDone):
         return {"type": "round", "block": ev.block, "round": ev.round, "k_before": ev.k_before,
                 "k_after": ev.k_after, "steps": ev.steps, "call_wall_s": ev.call_wall_s, "clock": ev.clock,
@@ -301,7 +313,8 @@ def encode(ev: Event) -> dict:
     if isinstance(ev, RequestEvent):
         return {"type": "request", "kind": ev.kind, "block": ev.block, "request": ev.request,
                 "decision": ev.decision, "cut": ev.cut, "size": ev.size, "tokens": ev.tokens,
-                "clock": ev.clock, "live": ev.live, **({"purpose": ev.purpose} if ev.purpose != "propose" else {})}
+                "clock": ev.clock, "live": ev.live, **({"purpose": ev.purpose} if ev.purpose != "propose" else {}),
+                **({"waited": ev.waited} if ev.waited else {})}
     if isinstance(ev, EngineCost):
         return {"type": "engine_cost", "a": ev.a, "b": ev.b, "steps": ev.steps, "best_n": ev.best_n,
                 "best_rate": ev.best_rate}
@@ -314,6 +327,34 @@ def encode(ev: Event) -> dict:
     if isinstance(ev, SessionError):
         return {"type": "error", "message": ev.message, "kind": ev.kind}
     raise TypeError(f"not a recorded event: {type(ev).__name__}")
+
+
+def _present(**fields: Any) -> dict:
+    """The fields that hold a value (schema 1.3's optional clocks are left out where unknown)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _opt_time(d: dict, key: str) -> float | None:
+    v = d.get(key)
+    return None if v is None else _finite(v, key, 0.0)
+
+
+WAIT_REASONS = ("budget", "ranked")
+CALL_PURPOSES = ("extend", "propose", "extend-ahead", "extend-overlap")
+
+
+def _waited(v: Any) -> dict:
+    _check(isinstance(v, dict), "waited", "should map reasons to seconds")
+    return {_choice(k, "waited", WAIT_REASONS): _finite(x, f"waited.{k}", 0.0) for k, x in v.items()}
+
+
+def _steps(d: dict) -> EngineSteps:
+    start = tuple(_finite(x, "start", 0.0) for x in _list(_get(d, "start"), "start"))
+    end = tuple(_finite(x, "end", 0.0) for x in _list(_get(d, "end"), "end"))
+    live = tuple(_int(n, "live") for n in _list(_get(d, "live"), "live"))
+    _check(len(start) == len(end) == len(live), "end", "should hold one time per step, as start and live do")
+    _check(all(a <= b for a, b in zip(start, end)), "end", "should not come before its step's start")
+    return EngineSteps(start, end, live)
 
 
 def _chain_of(d: dict) -> tuple[int, int, str]:
@@ -359,14 +400,17 @@ def decode(d: Any) -> Event:
                           _float(g("confidence"), "confidence"), _int(g("first_diff"), "first_diff"))
     if kind == "model_call":
         return ModelCall(_int(g("block"), "block"), _int(g("round"), "round", -1),
-                         _choice(g("purpose"), "purpose", ("extend", "propose", "extend-ahead")),
+                         _choice(g("purpose"), "purpose", CALL_PURPOSES),
                          _int(g("requests"), "requests"),
-                         _int(g("tokens"), "tokens"), _finite(g("wall_s"), "wall_s", 0.0))
+                         _int(g("tokens"), "tokens"), _finite(g("wall_s"), "wall_s", 0.0),
+                         _opt_time(d, "start"), _opt_time(d, "clock"))
     if kind == "block_start":
         L, T = _int(g("L"), "L"), _int(g("T"), "T", 1)
         tokens = _tokens(g("tokens"), "tokens")
         _check(len(tokens) == T - L, "tokens", "should hold T - L token ids")
-        return BlockStart(_int(g("block"), "block"), L, T, tokens)
+        return BlockStart(_int(g("block"), "block"), L, T, tokens, _opt_time(d, "open"))
+    if kind == "steps":
+        return _steps(d)
     if kind == "round":
         tree_d = g("tree")
         _check(isinstance(tree_d, dict), "tree", "should be an object")
@@ -386,7 +430,8 @@ def decode(d: Any) -> Event:
                             _int(g("request"), "request"), _int(g("decision"), "decision"), _int(g("cut"), "cut"),
                             _int(g("size"), "size", 1), _int(g("tokens"), "tokens"), _finite(g("clock"), "clock", 0.0),
                             _int(g("live"), "live"),
-                            _choice(d.get("purpose", "propose"), "purpose", ("propose", "extend")))
+                            _choice(d.get("purpose", "propose"), "purpose", ("propose", "extend")),
+                            _waited(d.get("waited", {})))
     if kind == "engine_cost":
         return EngineCost(_finite(g("a"), "a", 0.0), _finite(g("b"), "b", 0.0), _int(g("steps"), "steps"),
                           _int(g("best_n"), "best_n", 1), _finite(g("best_rate"), "best_rate", 0.0))

@@ -407,8 +407,9 @@ def budget_text(p: Mapping[str, Any]) -> str:
 
 
 # What the streaming rule may speculate beyond the walker's state: `proposal` (requests cut inside
-# a proposal still decoding) and `block` (the next block's extension); `none` for neither.
-SPECULATE = ("proposal", "block")
+# a proposal still decoding), `block` (the next block's extension) and `extension` (a block's first
+# proposals while its own extension decodes); `none` for none of them.
+SPECULATE = ("proposal", "block", "extension")
 
 
 def read_speculate(name: str, text: str) -> dict[str, Any]:
@@ -472,10 +473,13 @@ SPEC: tuple[Param, ...] = (
           limit=Limit(1, 1_000_000, integer=True), samplers=_CHAINS, short="-K"),
     Param("epsilon", float, 0.01, "Epsilon of epsilon-certainty: certain accept if A >= 1-eps, certain reject "
           "if A <= eps", Group.CHAIN, "epsilon", limit=Limit(0, 0.5), samplers=_CHAINS),
-    Param("speculate", str, "block", "Stream: what to speculate beyond the chain's state, a comma list of proposal "
-          "(requests cut inside a proposal still decoding) and block (the next block's extension), or none",
-          Group.CHAIN, "speculate (proposal,block / none)", samplers=_CHAINS, rules=_STREAM, metavar="LIST",
-          reader=read_speculate, extra={"hint": "takes none or a comma list of proposal, block"}),
+    Param("speculate", str, "proposal,block,extension", "Stream: what to speculate beyond the chain's state, a "
+          "comma list of proposal (requests cut inside a proposal still decoding), block (the next block's "
+          "extension) and extension (a block's first proposals while its own extension decodes), or none; what "
+          "a sampler cannot use is left out (EntropyCut: proposal and extension; MultiTryMH: proposal)",
+          Group.CHAIN, "speculate (proposal,block,extension / none)", samplers=_CHAINS, rules=_STREAM,
+          metavar="LIST", reader=read_speculate,
+          extra={"hint": "takes none or a comma list of proposal, block, extension"}),
     # -- one sampler's own -------------------------------------------------------------------
     Param("beta", float, 4.0, "EntropyCut: exponent of the entropy-jump cut law", Group.OWN, "beta (EntropyCut)",
           limit=Limit(0, 64), samplers=_only(SamplerName.ENTROPYCUT), symbol="β"),

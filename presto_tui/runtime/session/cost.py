@@ -7,10 +7,11 @@ about 0.05); on a GPU a decode step costs nearly the same at 1 and 256
 requests (b/a near 0).  `StepCost` keeps per-n means, with old steps fading
 (the machine's load drifts), and fits the line by weighted least squares.
 
-Its uses: the streaming rule's `CostPolicy` asks it what one more live request
-costs; the dependency limit (`limit.py`) turns decode steps into seconds with
-the single-request step time a + b; the compute limit uses the best measured
-throughput, max over the n seen of n / (mean step time at n).
+Its uses: the streaming rule's `CostPolicy` asks it how wide a batch makes the
+chain's critical path shortest; the dependency limit (`limit.py`) turns decode
+steps into seconds with the single-request step time a + b; the compute limit
+uses the best measured throughput, max over the n seen of n / (mean step time
+at n).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.events import (
     BlockStart,
     EngineCost,
+    EngineSteps,
     Event,
     ModelCall,
     SessionEnd,
@@ -89,12 +90,15 @@ class SessionDriver:
         self.state = SeqState(self.prompt_ids)
         self.done = False
         self.cost: StepCost | None = None  # the engine loop's step costs, shared by its chains
+        self.peers: Callable[[], int] = lambda: 1  # how many sessions share the engine now (the loop's)
         self._out: list[Event] = []
         self._submit: list[tuple[Tag, Request]] = []
         self._abort: list[int] = []
         self._owned: dict[int, Tag] = {}  # engine handle -> what it was submitted for
         self._t0 = engine.clock()
         self._last_snapshot = 0.0
+        self.records_steps = False  # an MH chain writes the engine's steps (its critical path reads them)
+        self._steps: list[tuple[float, float, int]] = []
 
     def clock(self) -> float:
         return self.engine.clock() - self._t0
@@ -130,6 +134,18 @@ class SessionDriver:
     def handles(self) -> list[int]:
         return list(self._owned)
 
+    def stepped(self, start: float, end: float, live: int) -> None:
+        """The engine made a step, from `start` to `end` on its clock, with `live` requests."""
+        if self.records_steps:
+            self._steps.append((start - self._t0, end - self._t0, live))
+
+    def steps_event(self) -> None:
+        """The steps made since the last `EngineSteps` event, as one (before a round or an end)."""
+        if self._steps:
+            start, end, live = zip(*self._steps)
+            self._out.append(EngineSteps(start, end, live))
+            self._steps = []
+
     def advance(self) -> list[Event]:
         if not self.done:
             self.advance_session()
@@ -161,6 +177,7 @@ class SessionDriver:
 
     def _end(self, reason: str, tokens: Sequence[int] | None = None) -> None:
         self.done = True
+        self.steps_event()
         est = self.cost.estimate() if self.cost is not None else None
         if est is not None:
             self._out.append(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
@@ -197,8 +214,9 @@ class Driver(SessionDriver):
         self.family = sampler_family(params)
         self._given = state  # a block's start state given (tests): no extension for the first block
         self.block = 0
-        self._extension: tuple[float, int | None] | None = None  # (waited for since, handle)
+        self._extension: tuple[float, int | None, float] | None = None  # (waited for since, handle, issued at)
         self._extension_purpose = "extend"
+        self.records_steps = True
 
     def begin(self) -> None:
         if self._given is not None:
@@ -211,7 +229,7 @@ class Driver(SessionDriver):
         if isinstance(tag, ExtendTag):
             self._owned[handle] = tag
             assert self._extension is not None
-            self._extension = (self._extension[0], handle)
+            self._extension = (self._extension[0], handle, self._extension[2])
         else:
             super().submitted(tag, handle)
 
@@ -219,18 +237,22 @@ class Driver(SessionDriver):
         if isinstance(self._owned.get(handle), ExtendTag):
             del self._owned[handle]
             assert self._extension is not None
-            wall = self.engine.clock() - self._extension[0] - self._t0
+            since, _, start = self._extension
             self._extension, purpose, self._extension_purpose = None, self._extension_purpose, "extend"
-            self.extended(proposal, purpose, wall)
+            self.extended(proposal, purpose, self.clock() - since, start)
         else:
             super().delivered(handle, proposal)
 
-    def extended(self, proposal: Proposal, purpose: str, wall: float) -> None:
-        """The block's extension is here: record it and begin the block."""
-        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall))
+    def extended(self, proposal: Proposal, purpose: str, wall: float, start: float,
+                 arrived: float | None = None) -> None:
+        """The block's extension is here (submitted at `start`, arrived at `arrived`, default now):
+        record it and begin the block."""
+        now = self.clock()
+        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall, start,
+                                   now if arrived is None else arrived))
         L = self.state.T
         self.state = self.state.extended(proposal)
-        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens))
+        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens, now))
         self.begin_block(self.state)
 
     def advance_session(self) -> None:
@@ -243,7 +265,7 @@ class Driver(SessionDriver):
                        self.params.proposal_tau, self.family.score_taus)
 
     def _extend(self) -> None:
-        self._extension = (self.clock(), None)
+        self._extension = (self.clock(), None, self.clock())
         self._submit.append((EXTEND, self.extension_request()))
 
     def end_block(self, state: SeqState) -> None:

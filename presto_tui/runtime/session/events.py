@@ -42,12 +42,18 @@ class SessionStart:
 class ModelCall:
     block: int
     round: int  # -1 for the call that extends the state by a block
-    # "extend", "propose", or "extend-ahead": the block's extension, decoded while the previous block
-    # still ran (streaming); its wall_s is only the time the chain waited for it after that block ended
+    # "extend", "propose", "extend-ahead": the block's extension, decoded while the previous block
+    # still ran (streaming), its wall_s only the time the chain waited for it after that block ended; or
+    # "extend-overlap": the block's extension, its first proposals decoding beside it from the block's
+    # beginning (streaming), its wall_s the time from then to its arrival
     purpose: str
     requests: int
     tokens: int
     wall_s: float
+    # engine time since the session started (schema 1.3; None in older traces): when its requests were
+    # submitted, and when it finished (an extension decoded ahead: when it arrived, maybe before its block)
+    start: float | None = None
+    clock: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,9 @@ class BlockStart:
     L: int  # generated tokens before the block
     T: int  # after it
     tokens: tuple[int, ...]  # the block's new tokens (the extension, alg. 1 line 2)
+    # engine time from which the block's decisions could be requested (schema 1.3): its extension's
+    # arrival, or the previous block's end where the extension overlaps the block's first proposals
+    open: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,9 @@ class RequestEvent:
     clock: float  # engine time since the session started
     live: int  # this chain's live requests after the event
     purpose: str = "propose"  # or "extend": the next block's extension, speculated (decision = K)
+    # issued: seconds its want waited, seen by the policy and refused, before it was issued, by why
+    # ("budget": no slot under the cap; "ranked": the cost rule; schema 1.3)
+    waited: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -202,6 +214,17 @@ class EngineCost:
     steps: int  # engine steps measured
     best_n: int  # live requests at the best measured throughput
     best_rate: float  # requests decoded per second there (tokens per second)
+
+
+@dataclass(frozen=True)
+class EngineSteps:
+    """The engine steps since the session's previous `EngineSteps` (schema 1.3): when each began and
+    ended (engine time since the session started) and how many requests the engine had live.  Chains
+    write them before each round or epoch and before their end; the critical path reads them."""
+
+    start: tuple[float, ...]
+    end: tuple[float, ...]
+    live: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -246,5 +269,6 @@ class Damaged:
 
 
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | SmcStep | SpsStep | Choice | EngineCost | SessionEnd | SessionError | InFlight | LiveTree | Damaged)
+         | SmcStep | SpsStep | Choice | EngineCost | EngineSteps | SessionEnd | SessionError | InFlight | LiveTree
+         | Damaged)
 TRANSIENT = (InFlight, LiveTree)

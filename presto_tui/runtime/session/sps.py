@@ -66,7 +66,7 @@ class SpsDriver(SessionDriver):
         self._requests: list[Request] = []
         self._phase = DRAWS
         self._call_t0 = self._step_t0 = 0.0
-        self._steps()
+        self._take_steps()
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -125,7 +125,7 @@ class SpsDriver(SessionDriver):
         return props
 
     # -- a step ------------------------------------------------------------------------------
-    def _steps(self) -> None:
+    def _take_steps(self) -> None:
         """Take steps until one waits for the engine or the response ends.  A step that needs no
         call (its draws kept from the step before and one candidate, or only candidates that end
         the response) is decided at once, so many can follow one another here: a loop, not a
@@ -156,7 +156,7 @@ class SpsDriver(SessionDriver):
                 return
         elif self._decide(props):
             return
-        self._steps()
+        self._take_steps()
 
     def _choose_candidates(self) -> bool:
         """The step's candidates; their rollouts submitted (True) unless none needs any."""

@@ -1,4 +1,13 @@
-"""The streaming rule on the engine loop: a `StreamBlock` per block, a speculation policy across blocks."""
+"""The streaming rule on the engine loop: a `StreamBlock` per block, a speculation policy across blocks.
+
+With `--speculate extension` (and a state-independent cut law) a block begins as soon as its
+extension is issued, or, decoded ahead, when the block before it ends: the extension is a
+proposal in flight (`StreamBlock`'s `extension`), so the first decisions' proposals start once
+the tokens before their cuts exist; the walker waits for the whole state.  Its model call is
+`extend-overlap` (or `extend-ahead`), its wall time from the block's beginning to its arrival,
+and the block's first epoch runs from there, so that epochs and extensions still add up to the
+session's engine time.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +17,21 @@ from collections.abc import Callable
 
 from presto_tui.runtime.core.classifier import DEFAULT_CLASSIFIER
 from presto_tui.runtime.core.types import Proposal, SeqState
-from presto_tui.runtime.prefetch.stream import Epoch, Group, StreamBlock, speculation_policy
+from presto_tui.runtime.prefetch.stream import Epoch, Group, StreamBlock, Want, speculation_policy
+from presto_tui.runtime.prefetch.stream.refusals import Refusals
 from presto_tui.runtime.prefetch.stream.requests import RequestBook
 from presto_tui.runtime.session.cost import PRIOR_SLOPE
 from presto_tui.runtime.session.driver import EXTEND, Driver, GroupTag, Tag
-from presto_tui.runtime.session.events import DecisionWalked, Event, LiveTree, RequestEvent, RequestKind, RoundDone
+from presto_tui.runtime.session.events import (
+    BlockStart,
+    DecisionWalked,
+    Event,
+    LiveTree,
+    ModelCall,
+    RequestEvent,
+    RequestKind,
+    RoundDone,
+)
 from presto_tui.runtime.session.metrics import transition
 
 
@@ -26,43 +45,90 @@ class StreamDriver(Driver):
         self._epochs = 0
         self._sched_s = 0.0
         self._dirty = False  # something changed since the policy last planned
+        self._refusals = Refusals()  # how long each want waited refused (the critical path's causes)
+        self._ext_times: dict[int, list[float]] = {}  # next blocks' extension groups: [issued, finished]
+        # the block's own extension while it decodes: (group, issued at, the block began at, purpose)
+        self._own_ext: tuple[Group, float, float, str] | None = None
+        self.overlaps = "extension" in self.params.speculate and not self.family.law.state_dependent
 
     def _step_cost(self) -> tuple[float, float, int]:
-        """(a, b, live now): the engine loop's learned step cost, shared by every chain on it."""
+        """(a, b, chains): the engine loop's learned step cost, shared by the chains on it now."""
         a, b = self.cost.line() if self.cost is not None else (1.0, PRIOR_SLOPE)
-        return a, b, self.engine.live
+        return a, b, self.peers()
 
     def _decoded(self, g: Group) -> tuple[int, ...]:
         h = g.handles[0]
         return self.engine.partial(h) if h is not None else ()
 
-    def begin_block(self, state: SeqState) -> None:
+    def begin_block(self, state: SeqState, extension: Group | None = None) -> None:
+        """`extension`: the block's own, still decoding (the block begins before it arrives)."""
         self.blk = StreamBlock(self.params, self.family, self.classifier or DEFAULT_CLASSIFIER, self.block, state,
-                               self.policy, book=RequestBook(self._ids), decoded=self._decoded)
+                               self.policy, book=RequestBook(self._ids), decoded=self._decoded, extension=extension)
         self._epoch_t0 = self.clock()
         self._schedule()
+
+    def _extend(self) -> None:
+        """The block's extension; overlapped, the block begins with it (as a proposal in flight)."""
+        if not self.overlaps:
+            super()._extend()
+            return
+        req = self.extension_request()
+        g = Group(Want(self.params.steps, self.state.T, self.state.tokens), (req,), self._ids(), handles=[None],
+                  proposals=[None], decoded=[0])
+        now = self.clock()
+        self._own_ext = (g, now, now, "extend-overlap")
+        self.begin_block(self.state, extension=g)
+        self._submit.append((GroupTag(g, 0), req))
+
+    def _own_extension_arrived(self, g: Group) -> None:
+        assert self.blk is not None and self._own_ext is not None
+        _, issued, began, purpose = self._own_ext
+        self._own_ext = None
+        now = self.clock()
+        proposal = g.proposals[0]
+        assert proposal is not None
+        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), now - began, issued, now))
+        L = self.state.T
+        self.state = self.blk.extended(proposal)
+        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens, began))
+        self._epoch_t0 = now  # the block's epochs from here: the extension's time is its call's
 
     def _schedule(self) -> None:
         blk = self.blk
         assert blk is not None
         t0 = time.perf_counter()
         plan = blk.plan()
+        if plan.expanded:
+            self._refusals.passed(self.clock(), plan.refused, blk.k)
         self._sched_s += time.perf_counter() - t0
         for g in plan.abort:
             self._abort.extend(h for h in g.handles if h is not None)
+        # a group planned by an earlier pass that the engine has not taken yet is planned still (a block
+        # begun and a growing tree both plan within one engine step): it goes to the engine once
+        queued = {id(t.group) for t, _ in self._submit if isinstance(t, GroupTag)}
         for g in plan.submit:
-            self._submit.extend((GroupTag(g, j), req) for j, req in enumerate(g.requests))
+            if id(g) not in queued:
+                self._submit.extend((GroupTag(g, j), req) for j, req in enumerate(g.requests))
         self._dirty = False
 
     def on_submitted(self, tag: Tag, handle: int) -> None:
         assert isinstance(tag, GroupTag) and self.blk is not None
-        if self.blk.issued(tag.group, tag.candidate, handle):
-            self._request_event(RequestKind.ISSUED, tag.group, 0)
+        g = tag.group
+        if self.blk.issued(g, tag.candidate, handle) and g is not self.blk.pending:  # (an extension's: its call)
+            now = self.clock()
+            if g.want.d >= self.blk.decisions.K:
+                self._ext_times[g.id] = [now, now]
+            self._request_event(RequestKind.ISSUED, g, 0, self._refusals.issued(g.want, now))
 
     def on_delivered(self, tag: Tag, handle: int, proposal: Proposal) -> None:
         assert isinstance(tag, GroupTag)
         g = tag.group
-        if self.blk is not None and self.blk.delivered(g, tag.candidate, proposal):
+        if self.blk is not None and g is self.blk.pending:
+            self.blk.delivered(g, tag.candidate, proposal)
+            self._own_extension_arrived(g)
+        elif self.blk is not None and self.blk.delivered(g, tag.candidate, proposal):
+            if g.id in self._ext_times:
+                self._ext_times[g.id][1] = self.clock()
             self._request_event(RequestKind.FINISHED, g, sum(len(p.tokens) for p in g.proposals if p is not None))
         self._dirty = True
 
@@ -72,12 +138,12 @@ class StreamDriver(Driver):
             self._request_event(RequestKind.ABORTED, tag.group, sum(tag.group.decoded))
         self._dirty = True
 
-    def _request_event(self, kind: RequestKind, g: Group, tokens: int) -> None:
+    def _request_event(self, kind: RequestKind, g: Group, tokens: int, waited: dict | None = None) -> None:
         blk = self.blk
         live = blk.book.live if blk is not None else 0
         purpose = "extend" if blk is not None and g.want.d >= blk.decisions.K else "propose"
         self._out.append(RequestEvent(kind, self.block, g.id, g.want.d, g.want.cut, g.size, tokens, self.clock(),
-                                      live, purpose))
+                                      live, purpose, waited or {}))
 
     def advance_block(self) -> None:
         blk = self.blk
@@ -93,10 +159,11 @@ class StreamDriver(Driver):
                                         self.params.alpha, self.engine.eos_id))
         while blk.recorder.closed:
             self._record_epoch(blk.recorder.closed.pop(0))
-        self.state = blk.state
+        if blk.pending is None:  # (while its extension decodes, the state is the one before it)
+            self.state = blk.state
         if blk.done:
             self._end_stream_block(blk)
-        elif walked or self._dirty:
+        elif walked or self._dirty or blk.growing:  # (tokens still decoding grew: more can be asked for)
             self._schedule()
 
     def _end_stream_block(self, blk: StreamBlock) -> None:
@@ -113,13 +180,19 @@ class StreamDriver(Driver):
         self.blk = None
         self.state = blk.state
         self.block += 1
+        now = self.clock()
+        issued, arrived = self._ext_times.get(ext.id, (now, now)) if ext is not None else (now, now)
+        self._ext_times.clear()
         if self.block >= self.params.n_blocks:
             self._end("done")
         elif ext is not None and ext.finished:
-            self.extended(ext.proposals[0], "extend-ahead", 0.0)  # type: ignore[arg-type]
+            self.extended(ext.proposals[0], "extend-ahead", 0.0, issued, arrived)  # type: ignore[arg-type]
+        elif keep is not None and ext is not None and self.overlaps:  # still decoding: begin with it in flight
+            self._own_ext = (ext, issued, now, "extend-ahead")
+            self.begin_block(self.state, extension=ext)
         elif keep is not None:  # still decoding: wait for it as this block's extension
             self._owned[keep] = EXTEND
-            self._extension, self._extension_purpose = (self.clock(), keep), "extend-ahead"
+            self._extension, self._extension_purpose = (now, keep, issued), "extend-ahead"
         else:
             self._extend()
 
@@ -130,6 +203,7 @@ class StreamDriver(Driver):
         tree = blk.recorder.tree(epoch, self._group_progress)
         tree_s = time.perf_counter() - t0
         now = self.clock()
+        self.steps_event()
         self._out.append(RoundDone(self.block, self._epochs, epoch.k0, epoch.k0 + len(epoch.walked),
                                    self.params.steps, tree, now - self._epoch_t0,
                                    {"schedule": self._sched_s, "tree": tree_s}, now))
@@ -142,7 +216,7 @@ class StreamDriver(Driver):
 
     def progress_event(self) -> Event | None:
         blk = self.blk
-        if blk is None:
+        if blk is None or blk.pending is not None:  # (no tree to show before the block's state exists)
             return None
         k0, _ = blk.recorder.epoch_start
         return LiveTree(self.block, k0, blk.k, blk.recorder.in_progress(self._group_progress))

@@ -17,8 +17,9 @@ a number means the same thing everywhere.
   Sequential PowerMH would make one single-request call per realized
   transition, decoding T - c tokens; its cost per token is measured from this
   session's own single-request calls (every block's extension, and any
-  one-request proposal call), so with a budget of 1 it is about 1 by
-  construction.  It compares like with like only where a sequential step is
+  one-request proposal call; where every extension decoded beside proposals,
+  one request's step time as the engine loop learned it), so with a budget
+  of 1 it is about 1 by construction.  It compares like with like only where a sequential step is
   one request: there is none for the sequential sampler itself (the baseline)
   or for MultiTryMH (whose step sends all its tries in one call);
   `speedup_unavailable` says why.  `bench` measures the sequential sampler.
@@ -35,6 +36,8 @@ a number means the same thing everywhere.
   text a person gets (up to its first EOS, for every method: `metrics.py`);
   elapsed_s: engine time from the session's start to the end of its last round or
   epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
+- critical_path: where the chain's time went, by cause, against the dependency
+  limit (`critpath.py`; schema 1.3 traces, chains started from their prompt).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.names import PrefetchRule, SamplerName
+from presto_tui.runtime.session.critpath import CriticalPath, PathLog
 from presto_tui.runtime.session.events import (
     BlockStart,
     Choice,
@@ -64,6 +68,9 @@ from presto_tui.runtime.session.events import (
     Transition,
 )
 from presto_tui.runtime.session.limit import BlockPath, Limits, limits
+
+# extensions decoded beside other requests: their wall_s is a wait, not one request's decoding time
+SHARED_CALLS = ("extend-ahead", "extend-overlap")
 
 
 def is_baseline(params: dict) -> bool:
@@ -123,17 +130,22 @@ class SessionSummary:
     chain: int = 0
     chains: int = 1
     group: str = ""
+    timing: PathLog = field(default_factory=PathLog)  # what the critical path reads
+    _crit: tuple[int, CriticalPath | None] = (-1, None)  # (events seen, the path then)
+    _events: int = 0
 
     def update(self, ev: Event) -> SessionSummary:
+        self._events += 1
+        self.timing.update(ev)
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
             self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
-            if ev.requests == 1 and ev.purpose != "extend-ahead":  # (decoded ahead: its wall_s is a wait)
+            if ev.requests == 1 and ev.purpose not in SHARED_CALLS:
                 self.single_request_s += ev.wall_s
                 self.single_request_tokens += ev.tokens
-            if ev.purpose in ("extend", "extend-ahead"):
+            if ev.purpose in ("extend", *SHARED_CALLS):
                 self.extend_calls += 1
                 self.extend_time_s += ev.wall_s
             else:
@@ -247,6 +259,13 @@ class SessionSummary:
         return best / self.engine_time_s if best and self.engine_time_s else None
 
     @property
+    def critical_path(self) -> CriticalPath | None:
+        """Where the chain's time went, by cause (critpath.py); None without the timing it needs."""
+        if self._crit[0] != self._events:
+            self._crit = (self._events, self.timing.critical_path() if not self.baseline else None)
+        return self._crit[1]
+
+    @property
     def baseline(self) -> bool:
         """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
         return is_baseline(self.params)
@@ -292,7 +311,8 @@ class SessionSummary:
         if self.params.get("sampler") == SamplerName.MULTITRY:
             return (f"sequential {SamplerName.MULTITRY.display} sends its tries in one call; "
                     "`presto-tui bench` measures it")
-        if not (self.single_request_tokens and self.wall_s and self.sequential_tokens):
+        if not ((self.single_request_tokens or self.engine_cost is not None) and self.wall_s
+                and self.sequential_tokens):
             return "not measured yet: it needs a single-request call"
         return None
 
@@ -301,7 +321,11 @@ class SessionSummary:
         """Estimated sequential time / this session's wall_s (see the module docstring)."""
         if self.speedup_unavailable is not None:
             return None
-        per_token = self.single_request_s / self.single_request_tokens
+        if self.single_request_tokens:
+            per_token = self.single_request_s / self.single_request_tokens
+        else:  # every extension decoded beside proposals: one request's step time as the engine learned it
+            assert self.engine_cost is not None
+            per_token = self.engine_cost.a + self.engine_cost.b
         return self.sequential_tokens * per_token / self.wall_s
 
     @property
@@ -343,6 +367,7 @@ class SessionSummary:
             "wasted_share": self.wasted_share,
             "mean_live_requests": self.mean_live,
             **self._limit_dict(),
+            **({"critical_path": cp.to_dict()} if (cp := self.critical_path) is not None else {}),
             "answer_loglik": self.answer_loglik,
             "answer_confidence": self.answer_confidence,
             **({"samples": self.samples} if self.samples else {}),

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from presto_tui.api.events import ACCEPT, REJECT, UNCERTAIN, SessionSummary
+from presto_tui.api.events import ACCEPT, REJECT, SHORT, UNCERTAIN, SessionSummary
 from presto_tui.api.params import SamplerName
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import SessionView
@@ -68,6 +68,7 @@ class StatsPanel(Static):
         t.append(f"\neps ✓ {m.eps_counts[ACCEPT] / n:.2f}  ✗ {m.eps_counts[REJECT] / n:.2f}"
                  f"  ? {m.eps_counts[UNCERTAIN] / n:.2f}")
         t.append_text(limit_line(m))
+        t.append_text(critical_line(m))
         if m.error:
             t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
         if live:
@@ -91,3 +92,24 @@ def limit_line(m) -> Text:
     if share is not None:
         t.append(f"; this run took {1 / share:.1f}x the binding one" if share > 0 else "")
     return t
+
+
+GLYPHS = {"irreducible": "█", "width": "▓", "block end": "▌", "extension": "▒", "not speculated": "░",
+          "budget": "▚", "ranked": "▞", "reissued": "×", "round": "▁", "scheduler": "·"}
+
+
+def critical_line(m, width: int = 24) -> Text:
+    """Where the chain's time went (runtime/session/critpath.py): a bar of its critical path, one glyph
+    per cause and as long as its share, and the shares of the causes that took at least 1%."""
+    cp = m.critical_path
+    if cp is None or cp.time_s <= 0:
+        return Text()
+    shown = [(c, v) for c, v in cp.parts.items() if c in GLYPHS and v > 0]
+    total = sum(v for _, v in shown) or 1.0
+    bar, used = "", 0.0
+    for c, v in shown:  # cells by cumulative share, so that the bar is always `width` long
+        used += v
+        bar += GLYPHS[c] * (round(width * used / total) - len(bar))
+    shares = [f"{GLYPHS.get(c, '')}{SHORT[c]} {100 * v / cp.time_s:.0f}%" for c, v in cp.parts.items()
+              if abs(v) >= 0.01 * cp.time_s]
+    return Text(f"\npath {bar}\n  " + "  ".join(shares))

@@ -14,9 +14,11 @@ Four parts, one job each, composed per block by `StreamBlock`:
 - `walker.Walker`: the exact MH walk, decisions strictly in order, each as
   soon as the proposal its own state asks for has finished;
 - `policy.SpeculationPolicy`: what to keep live (`FillPolicy`: the N most
-  likely requests; `CostPolicy`: only what pays for its share of every engine
-  step), over the speculation tree of `speculation.py`, whose branch models
-  (in-proposal speculation, the next block's extension) are objects too;
+  likely requests; `CostPolicy`: as many as make the chain's critical path
+  shortest on the engine's learned step cost), over the speculation tree of `speculation.py`, whose branch models
+  (in-proposal speculation, the next block's extension) are objects too; a
+  policy reads the block and returns a `Plan`, which the block applies;
+- `refusals.Refusals`: how long each want waited refused before it was issued;
 - `recorder.EpochRecorder`: what a person sees of it, one tree per epoch.
 
 Nothing here calls the engine: the session's engine loop submits, aborts and
@@ -25,12 +27,13 @@ delivers, and these objects only answer what to submit and what to abort.
 
 from __future__ import annotations
 
-from presto_tui.runtime.prefetch.stream.block import StreamBlock
+from presto_tui.runtime.prefetch.stream.block import Schedule, StreamBlock
 from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
 from presto_tui.runtime.prefetch.stream.policy import (
+    BlockView,
     CostPolicy,
     FillPolicy,
-    Schedule,
+    Plan,
     SpeculationPolicy,
     speculation_policy,
 )
@@ -38,6 +41,6 @@ from presto_tui.runtime.prefetch.stream.recorder import EPOCH_DECISIONS, EPOCH_N
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook, RequestState
 from presto_tui.runtime.prefetch.stream.walker import Scorer, Walked, Walker
 
-__all__ = ["EPOCH_DECISIONS", "EPOCH_NODES", "CostPolicy", "Decisions", "Epoch", "EpochRecorder", "FillPolicy",
-           "Group", "RequestBook", "RequestState", "Schedule", "Scorer", "SpeculationPolicy", "StreamBlock",
-           "Walked", "Walker", "Want", "speculation_policy"]
+__all__ = ["EPOCH_DECISIONS", "EPOCH_NODES", "BlockView", "CostPolicy", "Decisions", "Epoch", "EpochRecorder",
+           "FillPolicy", "Group", "Plan", "RequestBook", "RequestState", "Schedule", "Scorer", "SpeculationPolicy",
+           "StreamBlock", "Walked", "Walker", "Want", "speculation_policy"]

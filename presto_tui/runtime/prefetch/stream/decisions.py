@@ -47,6 +47,11 @@ class Decisions:
         self.state_dependent = family.law.state_dependent
         self.next_block = block + 1 if block + 1 < params.n_blocks else None
 
+    def begin(self, state: SeqState) -> None:
+        """The block's extension arrived after the block began (`state`: its whole start); the cuts of a
+        state-independent law, drawn from a stand-in of the same length, stay what they were."""
+        self.start = state
+
     def inputs(self, d: int) -> DecisionInputs:
         if d not in self._inputs:
             self._inputs[d] = decision_inputs(self.params.seed, self.block, d)

@@ -1,42 +1,81 @@
-"""What to keep live: speculation policies over the speculation tree (one protocol, several policies).
+"""What to keep live: speculation policies over the speculation tree (one protocol, two policies).
 
-A policy answers one question per scheduling pass, as a frozen `Schedule`
-(groups to submit, groups to abort): it never touches the engine or a
-group's state.  Two policies:
+A policy answers one question per scheduling pass, as a frozen `Plan` (wants
+to submit, live groups to abort, wants it saw and refused, and why): it reads
+a block (`BlockView`) and changes nothing of it: the block applies the plan
+(`StreamBlock.plan`), the engine loop carries it out.  Both keep the N wants
+of largest reach live (the best-first order of the speculation tree, the
+walker's own always):
 
-- `FillPolicy(N)`: keep the N requests most likely to be needed live (the
-  best-first order of the speculation tree), whatever they cost.
-- `CostPolicy(cap, cost)`: keep a request live only while its predicted chance
-  of being used pays for what it adds to every other request's engine step.
-  With a step costing a + b n for n live requests (learned online by the
-  engine loop), the requests most likely to be needed, of reaches
-  r_1 >= r_2 >= ..., make expected useful tokens per second
-  (r_1 + ... + r_m) / (a + b n); one more request of reach r pays iff
-  r (a + b n) > b (r_1 + ... + r_m).  On a CPU (b/a about 0.05) that keeps
-  few requests live; on a GPU (b/a near 0) it goes wide, up to `cap`.
+- `FillPolicy(N)`: N fixed, whatever the width costs.
+- `CostPolicy(cap, cost)`: N the width at which the chain's critical path is
+  shortest on this engine.  A step with n live requests costs a + b n (learned
+  online by the engine loop).  Wider, every
+  step on the path is slower; narrower, more of the path waits for proposals
+  issued late.  With the path's decode steps S and those waits falling as
+  C / N (each slot more takes its share of them), the path takes about
+  (a + b N)(S + C / N), least at N = sqrt((C / S) a / b): the learned width
+  `sqrt(KAPPA a / b)`, at most `cap`.  KAPPA = C / S is what makes this the
+  best fixed width of the synthetic engine's chains at a CPU's cost and a
+  GPU's alike (about 16 at b/a = 0.05, the cap of 64 at 0.004), on the
+  shipped prompts and on others: about 16.  On a CPU (b/a about 0.05) that
+  is about 18 live requests; on a GPU (b/a near 0) the cap.  With m chains
+  on one engine every request slows all m paths: (a + b m N)(S + C / N) is
+  least at N = sqrt(KAPPA a / (b m)).
 
 Both abort, in every pass, the live requests no state the walker can still
-reach would ask for; `CostPolicy` also aborts a speculative request whose reach
-has fallen far below what a new request must bring.
+reach would ask for (an abort throws away what was decoded: a used request
+aborted and issued again is the critical path's `reissued`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from presto_tui.runtime.prefetch.stream.decisions import Want
-from presto_tui.runtime.prefetch.stream.requests import Group
+from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
+from presto_tui.runtime.prefetch.stream.speculation import SpeculationTree
+from presto_tui.runtime.prefetch.stream.walker import Walker
 
-if TYPE_CHECKING:
-    from presto_tui.runtime.prefetch.stream.block import StreamBlock
+# why a want the policy saw was not submitted (the critical path counts how long each waited so)
+BUDGET = "budget"  # no slot left under the cap
+RANKED = "ranked"  # the cost policy's learned width (below its cap) left it out: others ranked above it
 
 
 @dataclass(frozen=True)
-class Schedule:
-    submit: tuple[Group, ...] = ()
+class Plan:
+    """One scheduling pass's answer: wants to submit (best first), live groups to abort, and the wants
+    it saw and did not submit, with why (`BUDGET` or `RANKED`); `expanded`: it looked at the tree."""
+
+    submit: tuple[Want, ...] = ()
     abort: tuple[Group, ...] = ()
+    refused: tuple[tuple[Want, str], ...] = ()
+    expanded: bool = False
+
+
+class BlockView(Protocol):
+    """What a policy reads of a block (`StreamBlock`); it changes none of it."""
+
+    @property
+    def book(self) -> RequestBook: ...
+
+    @property
+    def walker(self) -> Walker: ...
+
+    @property
+    def tree(self) -> SpeculationTree: ...
+
+    @property
+    def decisions(self) -> Decisions: ...
+
+    @property
+    def growing(self) -> bool:
+        """The tree can change with every engine step (it follows tokens still decoding)."""
+        ...
+
+    def reachable(self, want: Want) -> bool: ...
 
 
 class SpeculationPolicy(Protocol):
@@ -45,11 +84,13 @@ class SpeculationPolicy(Protocol):
         """The most requests the policy keeps live for one chain."""
         ...
 
-    def plan(self, block: StreamBlock) -> Schedule: ...
+    def plan(self, block: BlockView) -> Plan: ...
 
 
-# (a, b, n): a step with n live requests costs about a + b n (seconds or engine units); n is
-# what the whole engine has live now, every chain's requests included
+
+
+# (a, b, m): a step with n live requests costs about a + b n (seconds or engine units); m chains share
+# the engine now (this one included)
 StepCost = Callable[[], tuple[float, float, int]]
 
 
@@ -60,7 +101,8 @@ class _Passes:
     O(N): above N = 16 refills come in batches of N/16), or the walker's own request is not
     live.  An expansion that found fewer wants than free slots (the tree above MIN_REACH is
     exhausted) is repeated only once `refill_at` more groups have finished (each adds a branch)
-    or the walker's state has moved.
+    or the walker's state has moved; a tree that follows tokens still decoding (`growing`) may
+    hold new wants after any step.
     """
 
     def __init__(self, cap: int):
@@ -69,33 +111,35 @@ class _Passes:
         self._exhausted_at: int | None = None
         self._exhausted_state: object = None
 
-    def plan(self, block: StreamBlock) -> Schedule:
+    def plan(self, block: BlockView) -> Plan:
         book, walker = block.book, block.walker
         aborts = [g for g in book.live_groups() if not block.reachable(g.want)]
         live = book.live - sum(sum(h is not None for h in g.handles) for g in aborts)
-        mine = book.get(walker.want_at(walker.k))
-        covered = mine is not None and (mine.live or mine.finished)
-        if self._exhausted_state is not walker.state:
+        own = walker.own()  # None: the walker waits for its block's extension first
+        mine = book.get(own) if own is not None else None
+        covered = own is None or (mine is not None and (mine.live or mine.finished))
+        if self._exhausted_state is not walker.state or block.growing:  # (a growing tree: new wants any step)
             self._exhausted_at = None
         exhausted = self._exhausted_at is not None and book.finished - self._exhausted_at < self.refill_at
         if covered and (self.cap - live < self.refill_at or exhausted):
-            return Schedule((), tuple(aborts))
-        ranked, more_aborts, exhausted_now = self.choose(block, live, mine)
+            return Plan((), tuple(aborts))
+        ranked, more_aborts, refused, exhausted_now = self.choose(block, live, mine)
         if exhausted_now:
             self._exhausted_at, self._exhausted_state = book.finished, walker.state
         else:
             self._exhausted_at = None
-        submit = tuple(book.plan(w, block.decisions.requests) for w in ranked)
-        block.forget_behind()
-        return Schedule(submit, tuple(aborts) + tuple(g for g in more_aborts if g not in aborts))
+        return Plan(tuple(ranked), tuple(aborts) + tuple(g for g in more_aborts if g not in aborts), tuple(refused),
+                    expanded=True)
 
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
-        """(wants to submit, best first; live groups to abort; the tree is exhausted)."""
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
+        """(wants to submit, best first; live groups to abort; wants refused and why; the tree is exhausted)."""
         raise NotImplementedError
 
-    @staticmethod
-    def _gather(block: StreamBlock, free: int) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
-        """Summed reach of every want seen, best first, until `free` + 1 new ones were seen."""
+
+    def _gather(self, block: BlockView, free: int) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
+        """Summed reach of every want seen, best first, until `free` + 1 new ones were seen, and as many
+        again as the budget holds: the runners-up, refused for want of a slot (what a wider budget would
+        have taken: the critical path's `budget`, and what the cost policy learns its width from)."""
         wanted: dict[Want, float] = {}
         groups: dict[Want, Group | None] = {}
         fresh = 0  # wants seen that nothing computes yet
@@ -105,81 +149,76 @@ class _Passes:
                 fresh += g is None or g.wanting
                 groups[want] = g
             wanted[want] = reach if seen is None else seen + reach
-            if fresh > free:
+            if fresh > max(0, free) + self.cap:
                 break
         return wanted, groups, fresh
+
+
+Choice = tuple[list[Want], list[Group], list[tuple[Want, str]], bool]
 
 
 class FillPolicy(_Passes):
     """Keep `cap` requests live, the most likely to be needed first (the walker's own always)."""
 
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
         free = self.cap - live
-        own = block.walker.want_at(block.walker.k)
+        own = block.walker.own()
+        needed = own is not None and (mine is None or mine.wanting)
         if free <= 0:  # no slot to fill: only the walker's own want may go over the budget
-            return ([own] if mine is None or mine.wanting else []), [], False
+            return ([own] if own is not None and needed else []), [], [], False
         wanted, groups, fresh = self._gather(block, free)
         size = block.decisions.family.requests_per_decision
         width = lambda want: 1 if want.d >= block.decisions.K else size  # the requests a want makes
         out: list[Want] = []
-        if mine is None or mine.wanting:  # first, and even over budget: the walker waits for it (a deeper
+        refused: list[tuple[Want, str]] = []
+        if own is not None and needed:  # first, even over budget: the walker waits for it (a deeper
             out.append(own)  # want summed over many nodes can outrank its reach of 1 by rounding)
             live += width(own)
         for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
-            if live >= self.cap:
-                break
-            g = groups[want]
-            if want == own or (g is not None and not g.wanting) or live + width(want) > self.cap:
-                continue
-            out.append(want)
-            live += width(want)
-        return out, [], fresh <= free
-
-
-class CostPolicy(_Passes):
-    """Keep a request live only while its reach pays for its share of every step (module docstring)."""
-
-    ABORT_BELOW = 0.25  # abort a speculative request below this share of the admission threshold
-
-    def __init__(self, cap: int, cost: StepCost):
-        super().__init__(cap)
-        self.cost = cost
-
-    def choose(self, block: StreamBlock, live: int, mine: Group | None) -> tuple[list[Want], list[Group], bool]:
-        a, b, engine_live = self.cost()
-        own = block.walker.want_at(block.walker.k)
-        wanted, groups, fresh = self._gather(block, self.cap - live)
-        size = block.decisions.family.requests_per_decision
-        K = block.decisions.K
-        # what is live already (for this chain) and how likely it is to be used
-        kept = sum(r for w, r in wanted.items() if (g := groups[w]) is not None and g.live)
-        n = max(engine_live, live)
-        out: list[Want] = []
-        if mine is None or mine.wanting:  # the walker waits for it: always
-            out.append(own)
-            kept += wanted.get(own, 1.0)
-            live += size
-            n += size
-        for want, r in sorted(wanted.items(), key=lambda kv: -kv[1]):
             g = groups[want]
             if want == own or (g is not None and not g.wanting):
                 continue
-            s = 1 if want.d >= K else size
-            if live + s > self.cap or r * (a + b * n) <= b * s * kept:
-                break  # sorted by reach: nothing after it pays either
+            if live + width(want) > self.cap:
+                refused.append((want, BUDGET))
+                continue
             out.append(want)
-            kept += r
-            live += s
-            n += s
-        # a speculative request that has become far less likely than what a new one must bring
-        threshold = b * kept / (a + b * n) if a + b * n > 0 else 0.0
-        aborts = [g for w, r in wanted.items() if (g := groups[w]) is not None and g.live and w != own
-                  and r < self.ABORT_BELOW * threshold]
-        return out, aborts, fresh <= self.cap - live
+            live += width(want)
+        return out, [], refused, fresh <= free
+
+
+class CostPolicy(FillPolicy):
+    """The N requests most likely to be needed live, N the width at which the chain's critical path is
+    shortest on the engine's learned step cost (module docstring), never beyond `cap`."""
+
+    KAPPA = 16.0  # C / S: the waits one budget slot takes off the path, over its decode steps (module docstring)
+
+    def __init__(self, cap: int, cost: StepCost):
+        super().__init__(cap)
+        self.limit = cap
+        self.cost = cost
+
+    def width(self) -> int:
+        """The width that makes the critical path shortest (module docstring); with m chains on the
+        engine each request live slows every chain's path, and each chain keeps 1 / sqrt(m) as many."""
+        a, b, chains = self.cost()
+        width = (self.KAPPA * a / (b * max(1, chains))) ** 0.5 if b > 0 else float(self.limit)
+        return max(1, min(self.limit, round(width)))
+
+    def plan(self, block: BlockView) -> Plan:
+        self.cap = self.width()
+        self.refill_at = max(1, self.cap // 16)
+        return super().plan(block)
+
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
+        out, aborts, refused, exhausted = super().choose(block, live, mine)
+        if self.cap < self.limit:  # below the cap: the wants it left out were worth less than the width costs
+            refused = [(w, RANKED) for w, _ in refused]
+        return out, aborts, refused, exhausted
 
 
 def speculation_policy(budget: int, policy: str, cost: StepCost | None) -> SpeculationPolicy:
-    """`fill` keeps `budget` requests live; `cost` (the default) keeps what pays, at most `budget`."""
+    """`fill` keeps `budget` requests live; `cost` (the default) as many as the engine's cost makes best, at
+    most `budget`."""
     if policy == "fill" or cost is None:
         return FillPolicy(budget)
     return CostPolicy(budget, cost)

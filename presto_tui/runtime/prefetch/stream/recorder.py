@@ -55,6 +55,10 @@ class EpochRecorder:
         self.epoch_walked: list[Walked] = []
         self.closed: list[Epoch] = []  # epochs the walk ended, for the driver to record
 
+    def begin(self, state: SeqState) -> None:
+        """The block's whole start state, once its extension arrived (the block began before it)."""
+        self.epoch_start = (0, state)
+
     def observe(self, walked: list[Walked]) -> None:
         """Close the epochs the walked decisions ended."""
         K = self.decisions.K

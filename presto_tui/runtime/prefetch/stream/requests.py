@@ -77,6 +77,11 @@ class RequestBook:
             g.state, g.proposals, g.decoded = RequestState.PLANNED, [None] * g.size, [0] * g.size
         return g
 
+    def adopt(self, g: Group) -> None:
+        """A group this block did not plan (its own extension) whose live requests count in `live`; it is
+        nobody's want here, so no pass ranks or aborts it."""
+        self.live += sum(h is not None for h in g.handles)
+
     def issued(self, g: Group, j: int, handle: int) -> bool:
         """The engine took candidate j; True for the group's first request."""
         first = g.state is RequestState.PLANNED

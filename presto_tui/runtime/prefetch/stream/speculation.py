@@ -130,8 +130,9 @@ class SpeculationTree:
     def wants(self) -> Iterator[tuple[Want, float, Group | None]]:
         """(want, reach of one node asking for it, its group or None): in about decreasing reach.
         A want asked for by several nodes comes once per node; the consumer sums."""
-        T = self.decisions.T
-        root = Node(self.walker.k, self.walker.state, ((T, 1.0),))
+        st = self.walker.state
+        root = (Node(self.walker.k, st, ((st.T, 1.0),), exact=False) if self.walker.partial  # the extension so far
+                else Node(self.walker.k, st, ((self.decisions.T, 1.0),)))
         return best_first(root, self._visit)
 
     def _visit(self, _priority: float, node: Node):
@@ -147,7 +148,11 @@ class SpeculationTree:
         else:
             reach = sum(m for ceiling, m in profile if ceiling >= cut)
         if reach < MIN_REACH:
-            return None, ()
+            # No share of the node holds this decision's prefix.  Whatever it does changes only positions
+            # at or after its cut, which no share knows: the shares pass on to the next decision unchanged.
+            below = tuple((c, m) for c, m in profile if c < cut)
+            mass = sum(m for _, m in below)
+            return None, (((mass, Node(d + 1, st, below, node.exact)),) if mass >= MIN_REACH else ())
         g = self.book.get(want)
         children: list[tuple[float, Node]] = []
         if g is not None and g.finished and node.exact:

@@ -66,15 +66,38 @@ class Scorer:
 
 
 class Walker:
-    def __init__(self, decisions: Decisions, scorer: Scorer, state: SeqState):
+    """`partial`: the block's extension is still decoding; `state` holds the tokens that exist so far
+    (without their per-token values), the walker takes no decision until `begin` gives it the whole
+    state, and only wants cut within what exists can be asked for."""
+
+    def __init__(self, decisions: Decisions, scorer: Scorer, state: SeqState, partial: bool = False):
         self.decisions, self.scorer = decisions, scorer
         self.state = state
+        self.partial = partial
         self.k = 0
         self._wants: dict[int, Want] = {}  # decision -> what the walker's own state asks for
 
     @property
     def done(self) -> bool:
         return self.k >= self.decisions.K
+
+    def grown(self, state: SeqState) -> None:
+        """More of the block's extension exists (the walker's state is still partial)."""
+        self.state = state
+        self._wants.clear()
+
+    def begin(self, state: SeqState) -> None:
+        """The block's extension has arrived: `state` is the whole state its first decision starts from."""
+        self.state, self.partial = state, False
+        self._wants.clear()
+        self.scorer.clear()
+
+    def own(self) -> Want | None:
+        """What the walker's state asks for at its decision (None while the state is partial and the cut lies
+        beyond the tokens that exist)."""
+        if self.done or (self.partial and self.decisions.cut(self.k, self.state) > self.state.T):
+            return None
+        return self.want_at(self.k)
 
     def want_at(self, d: int, state: SeqState | None = None) -> Want:
         """What decision d asks for from `state` (default: the walker's; memoised, every pass asks)."""
@@ -86,9 +109,9 @@ class Walker:
 
     def walk(self, book: RequestBook) -> list[Walked]:
         """Take every decision whose proposal is available, in order."""
-        out = []
+        out: list[Walked] = []
         K = self.decisions.K
-        while self.k < K:
+        while self.k < K and not self.partial:
             want = self.want_at(self.k)
             g = book.get(want)
             if g is None or not g.finished:

@@ -1,0 +1,67 @@
+"""`stats --critical-path`: where each chain's time went, per session and pooled over comparable sessions.
+
+The decomposition itself is `runtime/session/critpath.py` (one definition, which
+`bench`, `stats` and the app read); here are its tables.  A session's parts, in
+seconds of engine time, add up to its time; the first (`limit`) is the
+dependency limit, so the others add up to the time beyond it.  A pooled row
+holds the means over its sessions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from presto_tui.logs.stats import _labels, _table
+from presto_tui.runtime.session.critpath import CAUSES, MEANING, SHORT
+from presto_tui.safetext import visible
+
+COLUMNS = ("rule", "time s", "lim%", *(SHORT[c] for c in CAUSES))
+
+
+def with_path(rows: list[dict]) -> list[dict]:
+    """The sessions whose trace holds what the critical path needs."""
+    return [r for r in rows if r.get("critical_path") is not None]
+
+
+def pooled_paths(rows: list[dict], groups: list[dict]) -> list[dict]:
+    """Per comparable group (`stats.pooled_groups`) of sessions with a critical path: the means of
+    their time, limit and parts."""
+    by_id = {r["session_id"]: r for r in with_path(rows)}
+    out = []
+    for g in groups:
+        paths = [by_id[m["session_id"]]["critical_path"] for m in g["members"] if m["session_id"] in by_id]
+        if not paths:
+            continue
+        n = len(paths)
+        out.append({"group": g["group"], "rule": g["rule"], "sessions": n, "members": g["members"],
+                    "critical_path": {"time_s": sum(p["time_s"] for p in paths) / n,
+                                      "limit_s": sum(p["limit_s"] for p in paths) / n,
+                                      "parts": {c: sum(p["parts"][c] for p in paths) / n for c in CAUSES}}})
+    return out
+
+
+def cells(rule: str, cp: dict) -> list:
+    time = cp["time_s"]
+    return [Text(visible(rule)), f"{time:.2f}", f"{100 * cp['limit_s'] / time:.0f}" if time else "-",
+            *(f"{round(cp['parts'][c], 2) + 0.0:.2f}" for c in CAUSES)]  # + 0.0: no "-0.00"
+
+
+def legend() -> str:
+    return ("seconds of engine time on the critical path, by cause; they add up to the time, and all but "
+            "limit to the time beyond the dependency limit. " + "; ".join(f"{SHORT[c]}: {MEANING[c]}"
+                                                                         for c in CAUSES))
+
+
+def render(console: Console, rows: list[dict], pooled: list[dict]) -> None:
+    rows = with_path(rows)
+    names = list(dict.fromkeys(r["trace"] for r in rows))
+    caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names))
+    console.print(_table(console, "critical path per session", caption, "prompt", COLUMNS, _labels(rows, names),
+                         [cells(r["rule"], r["critical_path"]) for r in rows]))
+    labels = [(f"g{g['group']}", Text(f"{g['sessions']} session{'s' if g['sessions'] != 1 else ''}"))
+              for g in pooled]
+    console.print(_table(console, "critical path pooled (comparable sessions; per session: means)", legend(),
+                         "pools", COLUMNS, labels, [cells(g["rule"], g["critical_path"]) for g in pooled]))
