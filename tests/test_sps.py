@@ -241,8 +241,12 @@ def test_zeta_and_the_jackknife_recomputed_from_the_rollouts(case, seed, use_jac
     assert isinstance(end, SessionEnd) and end.tokens == path and steps >= 1
     assert len(path) == n or (eos is not None and path[-1] == eos)
     (choice,) = [e for e in events if isinstance(e, Choice)]
-    _, lp_path = oracle.suffix_logprobs(engine.lm, PROMPT, path, 1.0)
-    assert choice.loglik == pytest.approx(lp_path / len(path), abs=1e-9)
+    response = path[:path.index(eos)] if eos in path else path  # up to and excluding EOS
+    _, lp_path = oracle.suffix_logprobs(engine.lm, PROMPT, response, 1.0)
+    if response:
+        assert choice.loglik == pytest.approx(lp_path / len(response), abs=1e-9) == end.loglik
+    else:
+        assert math.isnan(choice.loglik) and math.isnan(end.loglik)
 
 
 @pytest.mark.parametrize("chunk", [1, 4, 16])

@@ -6,7 +6,11 @@ id -> piece), written before the first line that uses those ids, so replay
 needs neither model nor tokenizer.  Every number a view or statistic needs
 (each node's terms, A, the uniform, the class) is stored with its score.
 
-Schema 1.3 (read: 1.0 to 1.3) adds `sps_step`, a step of Scalable Power Sampling (its
+Schema 1.4 (read: 1.0 to 1.4) adds the answer's log-likelihood and confidence (eqs. 21-22) to
+`session_end`: over its terminal response, up to and excluding the first EOS, for every
+sampler (NaN for an empty response).
+
+Schema 1.3 adds `sps_step`, a step of Scalable Power Sampling (its
 candidate chunks, their log p0, the rollouts' log weights, zeta and the estimates, and the
 chunk drawn).
 
@@ -84,7 +88,7 @@ from presto_tui.runtime.session.events import (
     Transition,
 )
 
-SCHEMA_VERSION = "1.3"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.4"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
 REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
@@ -307,7 +311,9 @@ def encode(ev: Event) -> dict:
                 "accepted": ev.accepted, "accept_prob": ev.accept_prob, "eps_class": ev.eps_class,
                 "clock": ev.clock}
     if isinstance(ev, SessionEnd):
-        return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text}
+        quality = {} if ev.loglik is None or ev.confidence is None else \
+            {"loglik": _num(ev.loglik), "confidence": _num(ev.confidence)}
+        return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text, **quality}
     if isinstance(ev, SessionError):
         return {"type": "error", "message": ev.message, "kind": ev.kind}
     raise TypeError(f"not a recorded event: {type(ev).__name__}")
@@ -393,8 +399,10 @@ def decode(d: Any) -> Event:
                               _finite(g("accept_prob"), "accept_prob", 0.0, 1.0),
                               _choice(g("eps_class"), "eps_class", EPS_CLASSES), _finite(g("clock"), "clock", 0.0))
     if kind == "session_end":
+        quality = (None, None) if "loglik" not in d else (_float(g("loglik"), "loglik"),
+                                                          _float(g("confidence"), "confidence"))
         return SessionEnd(_choice(g("reason"), "reason", ("done", "cancelled")), _tokens(g("tokens"), "tokens"),
-                          _str(g("text"), "text"))
+                          _str(g("text"), "text"), *quality)
     if kind == "error":
         return SessionError(_str(g("message"), "message", 10_000), _str(g("kind"), "kind", 40))
     raise SchemaError(f"unknown event type {kind[:40]!r}")

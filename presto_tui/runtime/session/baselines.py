@@ -37,13 +37,15 @@ from presto_tui.runtime.core.randomness import resample_uniform, sample_seed
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
 from presto_tui.runtime.session.events import Choice, Event, InFlight, ModelCall, Sample, SmcStep
+from presto_tui.runtime.session.metrics import answer_quality
 from presto_tui.runtime.session.sps import SpsDriver
 
 
-def sample_event(index: int, p: Proposal, clock: float) -> Sample:
-    n = max(1, len(p.tokens))
-    return Sample(index, p.tokens, math.fsum(p.logq), math.fsum(p.logp), math.fsum(p.logp) / n,
-                  -math.fsum(p.entropy) / n, clock)
+def sample_event(index: int, p: Proposal, clock: float, eos_id: int | None) -> Sample:
+    """A finished sample: its sums over every token it drew (EOS included: its law), and eqs. 21-22 of
+    its response (EOS excluded: what a person reads)."""
+    return Sample(index, p.tokens, math.fsum(p.logq), math.fsum(p.logp),
+                  *answer_quality(p.tokens, p.logp, p.entropy, eos_id), clock)
 
 
 class _Batch(SessionDriver):
@@ -99,7 +101,7 @@ class SamplesDriver(_Batch):
                      for i in range(n)], n)
 
     def delivered_one(self, i: int, proposal: Proposal) -> None:
-        self._out.append(sample_event(i, proposal, self.clock()))
+        self._out.append(sample_event(i, proposal, self.clock(), self.engine.eos_id))
 
     def advance_session(self) -> None:
         if not self.batch_done():
@@ -114,9 +116,8 @@ class SamplesDriver(_Batch):
             scores = tuple(math.fsum(p.logp if by_p else p.logq) for p in props)
             best = max(range(len(props)), key=lambda i: (scores[i], -i))  # ties: the first
             rule = f"highest sum of log {'p0' if by_p else 'q_tau'} of {len(props)}"
-        chosen = sample_event(best, props[best], 0.0)
-        self._out.append(Choice(best, rule, scores, chosen.loglik, chosen.confidence))
         self.state = SeqState(self.prompt_ids).extended(props[best])
+        self._out.append(Choice(best, rule, scores, *self.answer_quality()))
         self._end("done")
 
 
@@ -168,7 +169,7 @@ class PowerSMCDriver(_Batch):
         self.tokens: list[tuple[int, ...]] = [()] * P
         self.logp = [0.0] * P
         self.logq = [0.0] * P
-        self.entropy = [0.0] * P
+        self.paths = [SeqState(self.prompt_ids)] * P  # each particle's tokens with their per-token values
         self.alive = [True] * P
         self.log_w = [0.0] * P
         self.t = 0
@@ -200,7 +201,7 @@ class PowerSMCDriver(_Batch):
             self.tokens[i] += prop.tokens
             self.logp[i] += math.fsum(prop.logp)
             self.logq[i] += math.fsum(prop.logq)
-            self.entropy[i] += math.fsum(prop.entropy)
+            self.paths[i] = self.paths[i].extended(prop)
             eos = self.engine.eos_id
             if len(prop.tokens) < self._grow or (eos is not None and eos in prop.tokens):
                 self.alive[i] = False
@@ -223,7 +224,7 @@ class PowerSMCDriver(_Batch):
             self.tokens = [self.tokens[j] for j in parents]
             self.logp = [self.logp[j] for j in parents]
             self.logq = [self.logq[j] for j in parents]
-            self.entropy = [self.entropy[j] for j in parents]
+            self.paths = [self.paths[j] for j in parents]
             self.alive = [self.alive[j] for j in parents]
             self.log_w = [0.0] * p.particles
             if not any(self.alive):  # every copy is of a particle that stopped: nothing left to grow
@@ -234,10 +235,9 @@ class PowerSMCDriver(_Batch):
             self._launch()
             return
         pick = draw(normalised(self.log_w), resample_uniform(p.seed, -1))
-        m = max(1, len(self.tokens[pick]))
+        self.state = self.paths[pick]
         self._out.append(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
-                                self.logp[pick] / m, -self.entropy[pick] / m))
-        self.state = SeqState(self.prompt_ids, self.tokens[pick])
+                                *self.answer_quality()))
         self._end("done")
 
     def _complete(self, a: float) -> None:

@@ -35,6 +35,7 @@ from presto_tui.runtime.session.events import (
     SessionError,
     SessionStart,
 )
+from presto_tui.runtime.session.metrics import answer_quality
 
 SNAPSHOT_EVERY_S = 0.1  # transient progress events: at most ten a second per chain
 
@@ -165,7 +166,13 @@ class SessionDriver:
         if est is not None:
             self._out.append(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
         toks = tuple(self.state.tokens if tokens is None else tokens)
-        self._out.append(SessionEnd(reason, toks, display_text(self.engine, toks)))
+        loglik, confidence = self.answer_quality() if tokens is None else (None, None)
+        self._out.append(SessionEnd(reason, toks, display_text(self.engine, toks), loglik, confidence))
+
+    def answer_quality(self) -> tuple[float, float]:
+        """Eqs. 21-22 of the current state's terminal response (metrics.answer_quality)."""
+        s = self.state
+        return answer_quality(s.tokens, s.logp, s.entropy, self.engine.eos_id)
 
     # -- what a session does ------------------------------------------------------------------
     def begin(self) -> None:

@@ -226,6 +226,10 @@ class SessionEnd:
     reason: str  # "done" or "cancelled"
     tokens: tuple[int, ...]
     text: str
+    # the answer's eqs. 21-22 under p0, over its terminal response (up to and excluding the first EOS;
+    # metrics.answer_quality); NaN for an empty response, None where unknown (a trace before schema 1.4)
+    loglik: float | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)

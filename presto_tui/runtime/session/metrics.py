@@ -1,8 +1,10 @@
-"""What MCMC diagnostics read of a chain after each transition (paper eqs. 21-22)."""
+"""What MCMC diagnostics read of a chain after each transition, and what a session's answer is
+worth under p0 (paper eqs. 21-22)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.session.events import Transition
@@ -23,3 +25,16 @@ def transition(block: int, k: int, accepted: bool, state: SeqState, start: SeqSt
     logp = math.fsum(state.logp)
     return Transition(block, k, accepted, alpha * logp, logp / n, -math.fsum(state.entropy) / n,
                       first_difference(state, start))
+
+
+def answer_quality(tokens: Sequence[int], logp: Sequence[float], entropy: Sequence[float],
+                   eos_id: int | None) -> tuple[float, float]:
+    """Eqs. 21-22 of a session's answer: the log-likelihood per token under p0 and the confidence
+    (minus the mean entropy of p0) over its terminal response, the tokens up to and excluding the
+    first EOS: what a person reads and a grader grades, one definition for every sampler (an MH
+    chain's state runs on past EOS to T; a baseline's sample stops after its EOS).  NaN for an
+    empty response (EOS first), whose mean over no tokens is undefined."""
+    m = tokens.index(eos_id) if eos_id is not None and eos_id in tokens else len(tokens)
+    if m == 0:
+        return math.nan, math.nan
+    return math.fsum(logp[:m]) / m, -math.fsum(entropy[:m]) / m

@@ -212,8 +212,6 @@ class SpsDriver(SessionDriver):
         return False
 
     def _finish(self) -> None:
-        s = self.state
-        n = max(1, s.T)
         self._out.append(Choice(0, f"the path of {self.step + 1} steps, each chunk drawn from its estimate",
-                                (), math.fsum(s.logp) / n, -math.fsum(s.entropy) / n))
+                                (), *self.answer_quality()))
         self._end("done")

@@ -36,6 +36,7 @@ a number means the same thing everywhere.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
@@ -177,6 +178,10 @@ class SessionSummary:
             self._round(ev)
         elif isinstance(ev, SessionEnd):
             self.status, self.text, self.tokens = ev.reason, ev.text, tuple(ev.tokens)
+            if ev.loglik is not None and ev.confidence is not None:  # the terminal response's (schema 1.4);
+                # an empty response's are undefined (NaN in the event): None here, as JSON can hold it
+                self.answer_loglik, self.answer_confidence = (x if math.isfinite(x) else None
+                                                              for x in (ev.loglik, ev.confidence))
         elif isinstance(ev, SessionError):
             self.status, self.error = "error", ev.message
         return self
