@@ -149,6 +149,14 @@ def eval_(
         o.CLI_LIMITS["limit"].check("--limit", limit)
     LIMITS["seed"].check("--task-seed", task_seed)
     per_pair = o.chain_count(chains)
+    if frontier is not None:
+        from presto_tui.cli.frontier import conflicts
+
+        source = ctx.get_parameter_source("methods")  # typer's own click: read by name
+        conflicts(flags, methods_given=source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"),
+                  tost=tost, chains=per_pair, vote=vote, concurrency=concurrency)
+    elif frontier_seeds is not None:
+        raise InputError("--frontier-seeds goes with --frontier")
     if vote and per_pair < 2:
         raise InputError("--vote grades the answer several chains agree on: give --chains M with M >= 2")
     if per_pair > 1 and (workers is not None or ray_address is not None):
@@ -170,16 +178,11 @@ def eval_(
             "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
             "chains": per_pair, "vote": vote}
     if frontier is not None:
-        from presto_tui.cli.frontier import conflicts, run_frontier
+        from presto_tui.cli.frontier import run_frontier
 
-        source = ctx.get_parameter_source("methods")  # typer's own click: read by name
-        conflicts(flags, methods_given=source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"),
-                  tost=tost, chains=per_pair, vote=vote, concurrency=concurrency)
         return run_frontier(spec=frontier, seeds=frontier_seeds, base=base, items=items, task_meta=meta["tasks"],
                             clf=clf, name=name, engine_opts=engine_opts, path=path, out_path=out_path,
                             figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish)
-    if frontier_seeds is not None:
-        raise InputError("--frontier-seeds goes with --frontier")
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote

@@ -46,6 +46,8 @@ def run_frontier(*, spec: str, seeds: int | None, base, items, task_meta: dict, 
     engine = o.start_engine(name, engine_opts)
     n, alpha = base.max_new_tokens, base.alpha
     why = not_enumerable(engine, n)
+    if why is not None and engine_opts.synthetic_vocab is not None:  # asked for the enumerable model
+        raise InputError(f"--frontier: {why}")
     laws = None
     if why is None:
         seeds = seeds or ENUMERABLE_SEEDS

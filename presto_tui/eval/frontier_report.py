@@ -67,6 +67,8 @@ def render(console: Console, res: dict) -> None:
                   "-" if r["tokens_per_prompt"] is None else f"{r['tokens_per_prompt']:.0f}",
                   *(_q(k, r) for k in measures), marks)
     console.print(t)
+    if res.get("not_enumerable"):
+        console.print(Text(f"(no distance to pi_alpha: {res['not_enumerable']})"))
     render_speedups(console, res)
     for line in res["summary"]:
         console.print(Text(line))
