@@ -15,11 +15,12 @@ real model, the cost model on the synthetic one) and the tokens generated per pr
 the quality:
 
 - on a model whose every response can be enumerated (the synthetic engine with
-  `--synthetic-vocab`), the total variation between the empirical law of the answers over
-  the S seeds of each prompt and pi_alpha computed exactly (`tv`, averaged over the
-  prompts), with a 95% basic bootstrap interval (sessions resampled within each prompt;
-  `distance` says why basic) and the floor: the mean distance S exact draws from pi_alpha would show, which a
-  finite S adds to any sampler;
+  `--synthetic-vocab`), the total variation between the law of the answers, from the S
+  seeds of each prompt, and pi_alpha computed exactly (`tv`, averaged over the prompts):
+  the empirical law's distance less its bias read off a bootstrap (sessions resampled
+  within each prompt), with a 95% basic bootstrap interval (`distance` says why), and the
+  floor: the estimate S exact draws from pi_alpha would get, the level an exact sampler
+  would sit at;
 - on any other model, the answers' mean log-likelihood and confidence under p0 (eqs.
   21-22, over each answer up to and excluding EOS) with 95% normal intervals, and the
   accuracy with its 95% Wilson interval.
@@ -51,7 +52,8 @@ FLAG = "--frontier"
 GRAMMAR = "entries METHOD[@B1,B2,...] separated by ';' (METHOD as in --methods, B its budgets), or default"
 MAX_POINTS = 200
 BOOTSTRAP = 2000  # bootstrap replicates of a point's tv
-FLOOR_DRAWS = 500  # replicates of the exact sampler's tv
+FLOOR_DRAWS = 200  # exact samplers whose distance makes the floor
+FLOOR_BOOTSTRAP = 200  # bootstrap replicates of each
 Z95 = 1.959963984540054
 
 
@@ -148,14 +150,26 @@ def _support_tv(counts: np.ndarray, probs: np.ndarray, rest: float) -> np.ndarra
     return 0.5 * (np.abs(counts / S - probs).sum(axis=-1) + rest)
 
 
+@dataclass(frozen=True)
+class Distance:
+    """How far a point's answers are from pi_alpha, averaged over prompts."""
+
+    tv: float  # the bootstrap's bias-corrected estimate of the distance of the method's law
+    low: float  # its 95% basic bootstrap interval
+    high: float
+    plugin: float  # the empirical law's own distance (biased upward by the finite draws)
+
+
 def distance(laws: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
-             reps: int = BOOTSTRAP) -> tuple[float, float, float]:
-    """`laws`: per prompt, (the responses' counts, pi_alpha) over every response: the mean TV over the
-    prompts and its 95% basic bootstrap interval, clipped at 0.  The bootstrap draws each prompt's S
-    sessions again with replacement (its counts multinomial with the empirical law).  The distance of
-    an empirical law is biased upward (S draws of pi_alpha itself are some way from it: `exact_floor`)
-    and a replicate's more so; the basic interval, 2 tv - the replicates' 97.5% and 2.5% quantiles,
-    takes that shift off where the percentile interval would add it."""
+             reps: int = BOOTSTRAP) -> Distance:
+    """`laws`: per prompt, (the responses' counts, pi_alpha) over every response.
+
+    The empirical law of S draws is some way from any law, pi_alpha itself included, so its
+    distance (the plug-in) overstates the method's: by more the more spread the law, so unevenly
+    across methods.  The bootstrap draws each prompt's S sessions again with replacement (its
+    counts multinomial with the empirical law) and reads that bias off the replicates (their
+    mean minus the plug-in): the estimate is the plug-in less that bias, the interval the basic
+    one (2 plug-in less the replicates' 97.5% and 2.5% quantiles), both clipped at 0."""
     point, boot = [], np.zeros(reps)
     for counts, probs in laws:
         seen = np.flatnonzero(counts)  # a replicate never leaves the empirical law's support
@@ -165,19 +179,16 @@ def distance(laws: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Gener
         point.append(float(_support_tv(c, p, rest)))
         boot += _support_tv(rng.multinomial(S, c / S, size=reps).astype(float), p, rest)
     boot /= len(laws)
-    tv = statistics.fmean(point)
-    return tv, max(0.0, 2 * tv - float(np.quantile(boot, 0.975))), max(0.0, 2 * tv - float(np.quantile(boot, 0.025)))
+    plugin = statistics.fmean(point)
+    return Distance(max(0.0, 2 * plugin - float(boot.mean())), max(0.0, 2 * plugin - float(np.quantile(boot, 0.975))),
+                    max(0.0, 2 * plugin - float(np.quantile(boot, 0.025))), plugin)
 
 
-def exact_floor(probs: np.ndarray, S: int, rng: np.random.Generator, reps: int = FLOOR_DRAWS) -> float:
-    """The mean TV of the empirical law of S exact draws from `probs` (what S draws add to any sampler)."""
-    chunk = max(1, 5_000_000 // max(1, len(probs)))
-    total, done = 0.0, 0
-    while done < reps:
-        m = min(chunk, reps - done)
-        total += float((0.5 * np.abs(rng.multinomial(S, probs, size=m) / S - probs).sum(axis=1)).sum())
-        done += m
-    return total / reps
+def exact_floor(probs: np.ndarray, S: int, rng: np.random.Generator, reps: int = FLOOR_DRAWS,
+                inner: int = FLOOR_BOOTSTRAP) -> float:
+    """The mean estimated distance (`distance`) of S exact draws from `probs`: what the finite draws
+    leave in any point's estimate, the level at which an exact sampler would sit."""
+    return statistics.fmean(distance([(rng.multinomial(S, probs), probs)], rng, inner).tv for _ in range(reps))
 
 
 def mean_interval(xs: Sequence[float | None]) -> tuple[float | None, float | None, float | None]:
@@ -434,15 +445,16 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
                 else:
                     counts[k][at] += 1
             used = [k for k, c in enumerate(counts) if c.sum() > 0]
-            tv = low = high = floor = None
+            d, floor = None, None
             if used:
-                tv, low, high = distance([(counts[k], laws[k].probs) for k in used], rng)
+                d = distance([(counts[k], laws[k].probs) for k in used], rng)
                 for k in used:
                     S = int(counts[k].sum())
                     if (k, S) not in floors:
                         floors[(k, S)] = exact_floor(laws[k].probs, S, rng)
                 floor = statistics.fmean(floors[(k, int(counts[k].sum()))] for k in used)
-            row.update(tv=tv, tv_low=low, tv_high=high, tv_floor=floor, prompts=len(used), not_responses=foreign)
+            row.update(tv=d and d.tv, tv_low=d and d.low, tv_high=d and d.high, tv_plugin=d and d.plugin,
+                       tv_floor=floor, prompts=len(used), not_responses=foreign)
         rows.append(row)
     return rows
 

@@ -86,9 +86,10 @@ def _caption(res: dict) -> str:
     words = [f"time: per prompt, {unit}; tokens: generated per prompt"]
     if "tv" in res["measures"]:
         floors = [r["tv_floor"] for r in res["points"] if r.get("tv_floor") is not None]
-        floor = f" (an exact sampler with these draws would show about {max(floors):.3f})" if floors else ""
-        words.append("tv: total variation of the answers' law over the seeds from pi_alpha, exactly, averaged over "
-                     f"the prompts, with a 95% basic bootstrap interval{floor}")
+        floor = f" (an exact sampler with these draws would get about {max(floors):.3f})" if floors else ""
+        words.append("tv: total variation of the answers' law from pi_alpha (exact), the finite draws' bias taken off "
+                     f"by a bootstrap over the seeds, averaged over the prompts, with a 95% basic bootstrap "
+                     f"interval{floor}")
     else:
         words.append("loglik, confidence: the answers' mean eqs. 21-22 under p0 with 95% intervals; accuracy: with "
                      "its 95% Wilson interval")
@@ -164,7 +165,7 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
             for r in pts:
                 on = r in front
                 lo, hi = r.get(f"{key}_low"), r.get(f"{key}_high")
-                err = None if lo is None or hi is None else [[s * (r[key] - lo)], [s * (hi - r[key])]]
+                err = None if lo is None or hi is None else [[s * max(0.0, r[key] - lo)], [s * max(0.0, hi - r[key])]]
                 ax.errorbar([r["time_per_prompt_s"]], [s * r[key]], yerr=err, fmt=marker, color=colour,
                             mfc=colour if on else "none", capsize=3, label=group if r is pts[0] else None)
                 if r["label"] in joint.get(key, ()):
