@@ -138,7 +138,8 @@ def test_every_method_is_on_the_frontier_and_every_session_in_the_trace(enumerab
     # decision inputs: the same answers at the same K, so the same distance, and only the time differs
     seq = [r for r in out["points"] if r["group"] == "powermh"]
     pre = [r for r in out["points"] if r["group"] == "powermh+stream"]
-    assert [r["tv"] for r in seq] == [r["tv"] for r in pre]
+    assert [(r["tv"], r["tv_low"], r["tv_high"]) for r in seq] == [(r["tv"], r["tv_low"], r["tv_high"]) for r in pre]
+    assert all(m["how"] == "exact" for m in speedup["matched"])
     for m in speedup["matched"]:
         if m["how"] == "exact":
             twin = next(p for s, p in zip(seq, pre) if s["label"] == m["at"])

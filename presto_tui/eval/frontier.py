@@ -413,7 +413,6 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
     items repeated `seeds` times; `laws`: per original item its exact `ResponseLaw`, or None)."""
     from presto_tui.logs.paired import accuracy
 
-    rng = np.random.default_rng([seed, 0x46524F4E])
     floors: dict[tuple[int, int], float] = {}  # (item, S): an exact sampler's distance with S draws
 
     rows = []
@@ -447,11 +446,13 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
             used = [k for k, c in enumerate(counts) if c.sum() > 0]
             d, floor = None, None
             if used:
-                d = distance([(counts[k], laws[k].probs) for k in used], rng)
+                # the replicates' randomness is keyed by the answers themselves: the same answers (a sampler
+                # and PreSTO with decision inputs, at one K) get the same estimate and interval
+                d = distance([(counts[k], laws[k].probs) for k in used], _keyed(seed, [counts[k] for k in used]))
                 for k in used:
                     S = int(counts[k].sum())
                     if (k, S) not in floors:
-                        floors[(k, S)] = exact_floor(laws[k].probs, S, rng)
+                        floors[(k, S)] = exact_floor(laws[k].probs, S, _keyed(seed, [laws[k].probs, np.array([S])]))
                 floor = statistics.fmean(floors[(k, int(counts[k].sum()))] for k in used)
             row.update(tv=d and d.tv, tv_low=d and d.low, tv_high=d and d.high, tv_plugin=d and d.plugin,
                        tv_floor=floor, prompts=len(used), not_responses=foreign)
@@ -478,3 +479,13 @@ def analyse(rows: list[dict], points: Sequence[Point], measures: Sequence[str]) 
     if sps is not None:
         out["summary"].append(sps)
     return out
+
+
+def _keyed(seed: int, arrays: Sequence[np.ndarray]) -> np.random.Generator:
+    """A generator seeded by `seed` and the bytes of `arrays` (so equal inputs draw equal replicates)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+    return np.random.default_rng([seed, *np.frombuffer(h.digest(), dtype=np.uint32).tolist()])

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from presto_tui.eval.figures import MARKERS, TEXT_MARKERS, write_figure
 from presto_tui.eval.frontier import MEASURES
+from presto_tui.eval.report import WIDE
 from presto_tui.safetext import visible
 
 LABELS = {"tv": "total variation to pi_alpha", "loglik": "log-likelihood (eq. 21)",
@@ -53,7 +54,10 @@ def render(console: Console, res: dict) -> None:
     own = {k: {label for labels in v.values() for label in labels} for k, v in res["fronts"].items()}
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
               caption=_caption(res), caption_justify="left")
+    wide = console.width >= WIDE  # narrower: no settings column (the results file has them)
     t.add_column("method", overflow="fold")
+    if wide:
+        t.add_column("settings", overflow="fold")
     t.add_column("budget", justify="right", no_wrap=True)
     t.add_column("time", justify="right", no_wrap=True)
     t.add_column("tokens", justify="right", no_wrap=True)
@@ -62,7 +66,8 @@ def render(console: Console, res: dict) -> None:
     t.add_column("front", no_wrap=True)
     for r in res["points"]:
         marks = "".join("★" if r["label"] in joint[k] else ("●" if r["label"] in own[k] else "·") for k in measures)
-        t.add_row(Text(r["group"]), "-" if r["axis"] is None else f"{r['axis']}={r['budget']}",
+        t.add_row(Text(r["group"]), *([Text(r["settings"])] if wide else []),
+                  "-" if r["axis"] is None else f"{r['axis']}={r['budget']}",
                   "-" if r["time_per_prompt_s"] is None else f"{r['time_per_prompt_s']:.3g}",
                   "-" if r["tokens_per_prompt"] is None else f"{r['tokens_per_prompt']:.0f}",
                   *(_q(k, r) for k in measures), marks)
