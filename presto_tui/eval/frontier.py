@@ -454,8 +454,9 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
                     if (k, S) not in floors:
                         floors[(k, S)] = exact_floor(laws[k].probs, S, _keyed(seed, [laws[k].probs, np.array([S])]))
                 floor = statistics.fmean(floors[(k, int(counts[k].sum()))] for k in used)
-            row.update(tv=d and d.tv, tv_low=d and d.low, tv_high=d and d.high, tv_plugin=d and d.plugin,
-                       tv_floor=floor, prompts=len(used), not_responses=foreign)
+            est = {} if d is None else {"tv": d.tv, "tv_low": d.low, "tv_high": d.high, "tv_plugin": d.plugin}
+            row.update({k: est.get(k) for k in ("tv", "tv_low", "tv_high", "tv_plugin")}, tv_floor=floor,
+                       prompts=len(used), not_responses=foreign)
         rows.append(row)
     return rows
 
