@@ -127,6 +127,15 @@ def eval_(
       presto-tui eval --backend synthetic --methods powermh,powermh+stream --tost powermh,powermh+stream
 
       presto-tui eval --methods powermh+stream --chains 5 --vote               # self-consistency
+
+      presto-tui eval --frontier "lowtemp; smc@2,4,8; sps@2,4; powermh@2,4,8; powermh+stream@2,4,8"
+
+      presto-tui eval --backend synthetic --synthetic-vocab 3 -n 6 --limit 2 --frontier default --frontier-seeds 400
+
+    With --frontier (docs/eval/frontier.md) each method runs over a range of its budget
+    instead: its quality against its time per prompt, each method's Pareto front and the
+    joint one (a table, a plot, a PNG beside the results), the speedup of PreSTO over its
+    sequential sampler at equal quality, and where the other methods land against both.
     """
     flags = ctx.params
     from presto_tui.api.params import PrefetchRule, parse_methods, unknown_choice
