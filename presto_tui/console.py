@@ -116,5 +116,5 @@ class SessionProgress:
             self.bar.advance(self.task)
         elif self.done == self.total or time.perf_counter() - self._last_line >= self.every_s:
             self._last_line = time.perf_counter()
-            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what}, "
+            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what + ', ' if self.what else ''}"
                   f"{time.perf_counter() - self.t0:.0f} s", file=self.err.file, flush=True)

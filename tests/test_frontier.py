@@ -69,8 +69,8 @@ def test_the_sentence_walks_the_joint_front_and_names_the_dominated():
     front, sentence = dominance(rows, MEASURES["tv"])
     assert front == ["a", "b@1", "b@2", "d@1", "d@2"]
     assert sentence.startswith("Fastest to best on the joint front of total variation to pi_alpha against time: "
-                               "lowtemp at 0.1 s (0.5); then smc from 0.2 s to 0.4 s (0.3 to 0.2); then powermh "
-                               "from 0.8 s to 1.6 s (0.1 to 0.05).")
+                               "lowtemp at 0.1 s (0.500); then smc from 0.2 s to 0.4 s (0.300 to 0.200); then "
+                               "powermh from 0.8 s to 1.6 s (0.100 to 0.050).")
     assert sentence.endswith("bon is dominated at every time measured.")
 
 
@@ -244,6 +244,7 @@ def test_on_a_model_that_cannot_be_enumerated_it_reads_likelihood_and_accuracy(t
     (["--frontier", "powermh@2,2"], "a value of K is listed twice"),
     (["--frontier", "powermh@0"], "must lie in"),
     (["--frontier", "powermh@2; powermh@4"], "powermh is listed twice"),
+    (["--frontier", "bon@2,4; bestofn@4"], "bestofn@4 and bon@4 are the same settings"),
     (["--frontier", "lowtemp", "--methods", "lowtemp"], "give it instead of --methods"),
     (["--frontier", "lowtemp", "--tost", "a,b"], "takes no --tost"),
     (["--frontier", "lowtemp", "--concurrency", "2"], "one session at a time"),

@@ -291,11 +291,12 @@ class _progress:
     """Sessions finished on stderr (a bar on a terminal, a line per session elsewhere), with the
     accuracy so far."""
 
-    def __init__(self, total: int, every_s: float = 0.0):
+    def __init__(self, total: int, every_s: float = 0.0, graded: bool = True):
         from presto_tui.console import SessionProgress
 
         self.bar = SessionProgress(total, "eval", every_s=every_s)
         self.right = self.graded = 0
+        self.show_right = graded  # False: the answers' grades mean nothing here (the frontier's distance)
         self.t0 = time.perf_counter()
 
     def __enter__(self):
@@ -309,7 +310,7 @@ class _progress:
         if outcome.grade is not None:
             self.graded += 1
             self.right += outcome.grade.correct
-        self.bar.doing(f"{self.right}/{self.graded} right so far")
+        self.bar.doing(f"{self.right}/{self.graded} right so far" if self.show_right else "")
         self.bar.advance()
 
     def lost(self, event) -> None:

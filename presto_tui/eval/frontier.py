@@ -127,6 +127,10 @@ def parse_spec(text: str, base) -> list[Point]:
             points.append(Point(group, symbol, b, Method(f"{group}@{b}", params, (*method.given, field))))
         if len(points) > MAX_POINTS:
             raise InputError(f"{FLAG}: more than {MAX_POINTS} points")
+    for i, p in enumerate(points):  # bon@4 and bestofn@4 are one point under two names
+        same = next((q for q in points[:i] if q.method.params == p.method.params), None)
+        if same is not None:
+            raise InputError(f"{FLAG}: {p.label} and {same.label} are the same settings")
     return points
 
 
@@ -138,10 +142,6 @@ def replicas(items: Sequence[Item], seeds: int) -> list[Item]:
 
 
 # -- statistics --------------------------------------------------------------------------------
-
-def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    return 0.5 * float(np.abs(np.asarray(p, dtype=float) - np.asarray(q, dtype=float)).sum())
-
 
 def _support_tv(counts: np.ndarray, probs: np.ndarray, rest: float) -> np.ndarray:
     """TV between count rows (over the support of an empirical law) and pi_alpha, whose mass outside
@@ -234,9 +234,9 @@ def pareto(points: Sequence[tuple[float, float]], higher: bool) -> list[int]:
 
 
 def time_at(front: Sequence[tuple[float, float]], q: float, higher: bool) -> tuple[float | None, str]:
-    """The time a method needs for quality q along its front ((time, quality) by time, quality improving):
-    ('exact' or 'interpolated', t); ('at most', the fastest point's time) where the fastest point is
-    already as good; (None, 'not reached') where no point is."""
+    """The time a method needs for quality q along its front ((time, quality) by time, quality improving),
+    and how it was read: (t, 'exact') at a point, (t, 'interpolated') between two, (the fastest point's
+    time, 'at most') where the fastest point is better already, (None, 'not reached') where no point is."""
     if not front:
         return None, "not reached"
     sign = 1.0 if higher else -1.0
@@ -251,7 +251,8 @@ def time_at(front: Sequence[tuple[float, float]], q: float, higher: bool) -> tup
             if target == g1:
                 return t1, "exact"
             w = (target - g0) / (g1 - g0)  # log time linear in the quality between two points
-            return math.exp((1 - w) * math.log(t0) + w * math.log(t1)), "interpolated"
+            lo, hi = math.log(max(t0, 1e-12)), math.log(max(t1, 1e-12))
+            return math.exp((1 - w) * lo + w * hi), "interpolated"
     return None, "not reached"  # pragma: no cover (a front improves along its points)
 
 
@@ -260,7 +261,7 @@ def fmt_time(t: float) -> str:
 
 
 def fmt_quality(measure: Measure, q: float) -> str:
-    return f"{100 * q:.0f}%" if measure.key == "accuracy" else f"{q:.3g}"
+    return f"{100 * q:.0f}%" if measure.key == "accuracy" else f"{q:.3f}"
 
 
 def dominance(rows: Sequence[dict], measure: Measure) -> tuple[list[str], str]:
@@ -356,7 +357,7 @@ def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measur
                          "low": min(exact) if exact else None, "high": max(exact) if exact else None})
     landing = []
     for group in dict.fromkeys(r["group"] for r in rows):
-        if group in chain_groups:
+        if group in chain_groups or not chain_groups:
             continue
         for i in fronts.get(group, []):
             r = rows[i]
@@ -366,7 +367,7 @@ def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measur
                 against[other] = {"time_s": t, "how": how,
                                   "ratio": None if t is None or not r["time_per_prompt_s"] else
                                   t / r["time_per_prompt_s"]}
-            landing.append({"group": group, "label": r["label"], "quality": r[measure.key],
+            landing.append({"group": group, "sampler": r["sampler"], "label": r["label"], "quality": r[measure.key],
                             "time_s": r["time_per_prompt_s"], "against": against})
     return speedups, landing
 
@@ -381,11 +382,12 @@ def speedup_sentence(s: dict, measure: Measure) -> str:
             f"{s['sequential']}{spread}.")
 
 
-def landing_sentence(rows: Sequence[dict], measure: Measure, group: str = "sps") -> str | None:
-    """Where a method's front lands against the MH samplers (default: Scalable Power Sampling)."""
-    mine = [r for r in rows if r["group"] == group]
+def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str = SamplerName.SPS.value) -> str | None:
+    """Where a sampler's front lands against the MH samplers (default: Scalable Power Sampling)."""
+    mine = [r for r in rows if r["sampler"] == sampler]
     if not mine:
         return None
+    group = _and(list(dict.fromkeys(r["group"] for r in mine)))
     parts = []
     for r in mine:
         bits = []
@@ -423,7 +425,8 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
         acc = accuracy(right, len(done))
         loglik = mean_interval([o.summary.answer_loglik for o in done])
         conf = mean_interval([o.summary.answer_confidence for o in done])
-        row = {"label": p.label, "group": p.group, "axis": p.axis, "budget": p.budget, "settings": settings(p),
+        row = {"label": p.label, "group": p.group, "sampler": p.method.params.sampler, "axis": p.axis,
+               "budget": p.budget, "settings": settings(p),
                "params": p.method.params.to_dict(), "sessions": len(outs), "done": len(done),
                "failed": len(outs) - len(done),
                "time_per_prompt_s": statistics.fmean([o.time_s for o in done]) if done else None,
