@@ -9,6 +9,7 @@ terminal when a command ends.  Nothing here is specific to one command.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -81,12 +82,13 @@ class SessionProgress:
     """Progress on stderr.  On a terminal a Rich bar; anywhere else (a log file, a pipe) one plain
     line per finished session, so that a run of many minutes is never silent there."""
 
-    def __init__(self, total: int, command: str = "bench", err: Any = None) -> None:
+    def __init__(self, total: int, command: str = "bench", err: Any = None, every_s: float = 0.0) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.err = err or Console(file=term(), highlight=False)
         self.total, self.done, self.what, self.command = total, 0, "", command
+        self.every_s, self._last_line = every_s, -math.inf  # plain lines: at most one every `every_s` seconds
         self.t0 = time.perf_counter()
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=self.err, transient=True) if self.err.is_terminal else None
@@ -112,6 +114,7 @@ class SessionProgress:
         self.done += 1
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
-        else:
-            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what}, "
+        elif self.done == self.total or time.perf_counter() - self._last_line >= self.every_s:
+            self._last_line = time.perf_counter()
+            print(f"{self.command}: {self.done}/{self.total} sessions, {self.what + ', ' if self.what else ''}"
                   f"{time.perf_counter() - self.t0:.0f} s", file=self.err.file, flush=True)

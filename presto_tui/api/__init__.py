@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: the exact power law of an enumerable model (api.engine.exact_power_law)
 
 # public name -> the module that defines it
 EXPORTS = {

@@ -28,9 +28,31 @@ from presto_tui.runtime.core.names import BackendName
 from presto_tui.runtime.core.spec import PARAMS, Naming, flag
 from presto_tui.runtime.engines.models import EMBEDDED, cache_dir, hub_cache, is_hub_id
 from presto_tui.runtime.engines.registry import BACKENDS, EngineOptions, default_backend, start_engine
+from presto_tui.runtime.engines.synthetic import ResponseLaw
 
-__all__ = ["BACKENDS", "EMBEDDED", "Engine", "EngineOptions", "RuntimeEngine", "cache_dir", "default_backend",
-           "engine_options", "hub_cache", "is_hub_id", "start_engine"]
+__all__ = ["BACKENDS", "EMBEDDED", "Engine", "EngineOptions", "ResponseLaw", "RuntimeEngine", "cache_dir",
+           "default_backend", "engine_options", "exact_power_law", "hub_cache", "is_hub_id", "not_enumerable",
+           "start_engine"]
+
+
+def not_enumerable(engine: Any, n: int) -> str | None:
+    """Why pi_alpha over `engine`'s responses of n tokens cannot be computed exactly (None: it can:
+    the synthetic engine on a model without EOS and with few enough responses)."""
+    check = getattr(_runtime(engine), "not_enumerable", None)
+    return f"the {engine.name} engine's model cannot be enumerated" if check is None else check(n)
+
+
+def exact_power_law(engine: Any, prompt_ids: Sequence[int], n: int, alpha: float) -> ResponseLaw:
+    """pi_alpha ∝ p0^alpha over every response of n tokens after `prompt_ids`, exactly (`ResponseLaw`);
+    ValueError where `not_enumerable` says why not."""
+    why = not_enumerable(engine, n)
+    if why is not None:
+        raise ValueError(why)
+    return _runtime(engine).power_law(prompt_ids, n, alpha)
+
+
+def _runtime(engine: Any) -> Any:
+    return engine.runtime if isinstance(engine, Engine) else engine
 
 
 def engine_options(values: Mapping[str, Any], naming: Naming = flag) -> tuple[str, EngineOptions]:

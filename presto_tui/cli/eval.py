@@ -14,11 +14,13 @@ from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
 from presto_tui.errors import InputError, OutputError
+from presto_tui.eval.frontier import DEFAULT_SPEC as DEFAULT_FRONTIER
 from presto_tui.files import make_folders, output_path
 from presto_tui.logs.writer import default_trace_path, open_trace
 from presto_tui.safetext import visible
 
 DEFAULT_METHODS = "lowtemp,bon:4,smc:4,powermh,powermh+stream"
+FRONTIER = "Frontier"
 CODE_TIMEOUT = o.Limit(0.1, 3600)
 CODE_MEMORY = o.Limit(16, 1 << 20, integer=True)
 
@@ -81,6 +83,17 @@ def eval_(
     json_out: Annotated[bool, typer.Option(
         "--json", rich_help_panel=o.OUTPUT, help="Print the results JSON on stdout instead of tables and plots.")
     ] = False,
+    frontier: Annotated[str | None, typer.Option(
+        "--frontier", metavar="SPEC", rich_help_panel=FRONTIER, show_default=False,
+        help="Instead of --methods: each method over a range of its budget, quality against time, the Pareto "
+        "fronts and the speedup at equal quality. SPEC: entries METHOD[@B1,B2,...] separated by ';', B the "
+        "values of K (an MH sampler, with or without a PreSTO rule), N (bon), P (smc) or M (sps); lowtemp alone; "
+        f"default: {DEFAULT_FRONTIER}. Quality: the exact distance to pi_alpha on an enumerable model "
+        "(--backend synthetic --synthetic-vocab V), else log-likelihood, confidence and accuracy.")] = None,
+    frontier_seeds: Annotated[int | None, typer.Option(
+        "--frontier-seeds", metavar="S", rich_help_panel=FRONTIER, show_default=False,
+        help="--frontier: sessions per prompt and point, each with a seed of its own [default: 200 on an "
+        "enumerable model, 1 elsewhere].")] = None,
 ) -> None:
     """Grade several methods on the same tasks: accuracy, cost, and whether PreSTO changed the answers.
 
@@ -115,6 +128,15 @@ def eval_(
         --tost powermh,bon:4
 
       presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
+
+      presto-tui eval --frontier "lowtemp; smc@2,4,8; sps@2,4; powermh@2,4,8; powermh+stream@2,4,8"
+
+      presto-tui eval --backend synthetic --synthetic-vocab 3 -n 6 --limit 2 --frontier default --frontier-seeds 400
+
+    With --frontier (docs/eval/frontier.md) each method runs over a range of its budget
+    instead: its quality against its time per prompt, each method's Pareto front and the
+    joint one (a table, a plot, a PNG beside the results), the speedup of PreSTO over its
+    sequential sampler at equal quality, and where the other methods land against both.
     """
     flags = ctx.params
     from presto_tui.api.params import PrefetchRule, parse_methods, unknown_choice
@@ -137,6 +159,14 @@ def eval_(
         o.CLI_LIMITS["limit"].check("--limit", limit)
     LIMITS["seed"].check("--task-seed", task_seed)
     per_pair = o.chain_count(chains)
+    if frontier is not None:
+        from presto_tui.cli.frontier import conflicts
+
+        source = ctx.get_parameter_source("methods")  # typer's own click: read by name
+        conflicts(flags, methods_given=source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"),
+                  tost=tost, chains=per_pair, vote=vote, concurrency=concurrency)
+    elif frontier_seeds is not None:
+        raise InputError("--frontier-seeds goes with --frontier")
     if vote and per_pair < 2:
         raise InputError("--vote grades the answer several chains agree on: give --chains M with M >= 2")
     if per_pair > 1 and (workers is not None or ray_address is not None):
@@ -158,6 +188,12 @@ def eval_(
     meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
             "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
             "chains": per_pair, "vote": vote, **({"diagnostics_draws": kept.to_dict()} if per_pair > 1 else {})}
+    if frontier is not None:
+        from presto_tui.cli.frontier import run_frontier
+
+        return run_frontier(spec=frontier, seeds=frontier_seeds, base=base, items=items, task_meta=meta["tasks"],
+                            clf=clf, name=name, engine_opts=engine_opts, path=path, out_path=out_path,
+                            figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish)
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote
@@ -253,11 +289,12 @@ class _progress:
     """Sessions finished on stderr (a bar on a terminal, a line per session elsewhere), with the
     accuracy so far."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, every_s: float = 0.0, graded: bool = True):
         from presto_tui.console import SessionProgress
 
-        self.bar = SessionProgress(total, "eval")
+        self.bar = SessionProgress(total, "eval", every_s=every_s)
         self.right = self.graded = 0
+        self.show_right = graded  # False: the answers' grades mean nothing here (the frontier's distance)
         self.t0 = time.perf_counter()
 
     def __enter__(self):
@@ -271,7 +308,7 @@ class _progress:
         if outcome.grade is not None:
             self.graded += 1
             self.right += outcome.grade.correct
-        self.bar.doing(f"{self.right}/{self.graded} right so far")
+        self.bar.doing(f"{self.right}/{self.graded} right so far" if self.show_right else "")
         self.bar.advance()
 
     def lost(self, event) -> None:

@@ -55,7 +55,7 @@ def save_figures(res: dict, stem: Path, fmt: str) -> dict:
             ax.errorbar([r["time_per_prompt_s"]], [y], yerr=err, fmt=next(marks), capsize=4, label=r["label"])
         ax.set_ylim(-2, 102)
         _finish(ax, res, "accuracy (%), 95% Wilson interval", "accuracy against time")
-        out["accuracy"] = _save(fig, stem, "accuracy", fmt)
+        out["accuracy"] = write_figure(fig, stem, "accuracy", fmt)
     kv = _points(res, "kv_peak")
     if kv:
         fig, ax, marks = _axes()
@@ -63,7 +63,7 @@ def save_figures(res: dict, stem: Path, fmt: str) -> dict:
             ax.plot([r["time_per_prompt_s"]], [100 * r["kv_peak"]], next(marks), label=r["label"])
         ax.set_ylim(0, 1.2 * max(100 * r["kv_peak"] for r in kv) or 1)
         _finish(ax, res, "peak KV-pool use (%, largest over prompts)", "peak KV-pool use against time")
-        out["kv"] = _save(fig, stem, "kv", fmt)
+        out["kv"] = write_figure(fig, stem, "kv", fmt)
     else:
         out["kv_missing"] = NO_KV
     return out
@@ -90,7 +90,7 @@ def _title(res: dict, what: str) -> str:
     return f"{what}: {res['tasks']['items']} items, {res['backend']} {res['model']}"
 
 
-def _save(fig, stem: Path, name: str, fmt: str) -> str:
+def write_figure(fig, stem: Path, name: str, fmt: str) -> str:
     path = stem.with_name(f"{stem.name}-{name}.{fmt}")
     try:
         # no dates or software versions inside: the same results give the same file

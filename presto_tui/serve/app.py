@@ -346,7 +346,8 @@ def create_app(server: Server) -> FastAPI:
         assert server.hub is not None
         return server.hub
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    @app.get("/health")
+    @app.head("/health", include_in_schema=False)  # HEAD answers as GET, without a body
     async def health() -> JSONResponse:
         host = server.host
         ok = host is not None and host.alive
@@ -361,11 +362,13 @@ def create_app(server: Server) -> FastAPI:
             "trace": server.trace.path.name if server.trace is not None else None,
             "trace_error": host.trace_error if host else ""}, 200 if ok else 503)
 
-    @app.api_route("/metrics", methods=["GET", "HEAD"])
+    @app.get("/metrics")
+    @app.head("/metrics", include_in_schema=False)  # HEAD answers as GET, without a body
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(request.app.state.registry), media_type="text/plain; version=0.0.4")
 
-    @app.api_route("/v1/models", methods=["GET", "HEAD"])
+    @app.get("/v1/models")
+    @app.head("/v1/models", include_in_schema=False)  # HEAD answers as GET, without a body
     async def models() -> dict:
         e = server.engine
         return {"object": "list", "data": [{

@@ -138,4 +138,4 @@ class BackendName(Choice):
     TRANSFORMERS = ("transformers", "exact float32 reference", False, False, True,
                     ("model", "chat_template", "dtype", "threads"))
     SYNTHETIC = ("synthetic", "tiny deterministic model for tests and demos", True, True, False,
-                 ("synthetic_cost",))
+                 ("synthetic_cost", "synthetic_vocab", "synthetic_sharpness"))

@@ -551,6 +551,13 @@ SPEC: tuple[Param, ...] = (
     Param("synthetic_cost", float, None, "Synthetic engine: a step with n live requests costs 1 + this x (n - 1) "
           "one-request steps; 0.05 is what a 2-core CPU measured, about 0.004 a GPU", Group.ENGINE, "step cost slope",
           limit=Limit(0, 100), default_text="0.05", settings=False),
+    Param("synthetic_vocab", int, None, "Synthetic engine: a model of this many tokens (t0, t1, ...) and no EOS "
+          "instead of the demo words, small enough that every response of n tokens can be enumerated (eval "
+          "--frontier then measures each method's exact distance to pi_alpha)", Group.ENGINE, "vocabulary",
+          limit=Limit(2, 1000, integer=True), default_text="26 demo words with EOS", metavar="V", settings=False),
+    Param("synthetic_sharpness", float, None, "Synthetic engine: its logits are this times standard normal draws "
+          "(lower: a flatter p0)", Group.ENGINE, "sharpness", limit=Limit(0, 100, lo_open=True), default_text="2",
+          settings=False),
 )
 PARAMS: dict[str, Param] = {p.name: p for p in SPEC}
 

@@ -40,6 +40,8 @@ class EngineOptions:
     # the synthetic engine's cost model: a step with n live requests costs 1 + synthetic_cost (n - 1)
     # one-request steps (0.05 is what a CPU measured; a GPU is nearer 0.004)
     synthetic_cost: float | None = default("synthetic_cost")
+    synthetic_vocab: int | None = default("synthetic_vocab")  # None: the demo words, with EOS
+    synthetic_sharpness: float | None = default("synthetic_sharpness")
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], naming: Naming = flag,
@@ -105,9 +107,13 @@ def _offline_engine() -> None:
 
 
 def _synthetic(opts: EngineOptions) -> Engine:
-    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
 
-    return SyntheticEngine() if opts.synthetic_cost is None else SyntheticEngine(slope=opts.synthetic_cost)
+    shape: dict = {} if opts.synthetic_sharpness is None else {"sharpness": opts.synthetic_sharpness}
+    if opts.synthetic_vocab is not None:  # the enumerable kind: V tokens and no EOS
+        shape.update(vocab_size=opts.synthetic_vocab, eos_id=None)
+    lm = SyntheticLM(**shape)
+    return SyntheticEngine(lm) if opts.synthetic_cost is None else SyntheticEngine(lm, slope=opts.synthetic_cost)
 
 
 def _transformers(opts: EngineOptions, model_dir, label: str) -> Engine:

@@ -26,6 +26,29 @@ DEMO_WORDS = (
 )
 
 
+MAX_RESPONSES = 200_000  # the most responses power_law enumerates
+
+
+@dataclass(frozen=True)
+class ResponseLaw:
+    """A law over every response of n tokens from a vocabulary of V, in lexicographic order: the
+    response y has index sum_i y_i V^(n-1-i)."""
+
+    vocab: int
+    n: int
+    probs: np.ndarray  # pi_alpha, summing to 1
+    logp0: np.ndarray  # log p0(y | prompt) of each response
+
+    def index(self, tokens: Sequence[int]) -> int | None:
+        """The response's index, or None for tokens that are not a response of n tokens."""
+        if len(tokens) != self.n or any(not 0 <= t < self.vocab for t in tokens):
+            return None
+        i = 0
+        for t in tokens:
+            i = i * self.vocab + int(t)
+        return i
+
+
 def _log_softmax(z: np.ndarray) -> np.ndarray:
     m = z.max()
     return z - (m + np.log(np.exp(z - m).sum()))
@@ -101,7 +124,9 @@ class SyntheticEngine(LoopEngine):
                 f"t{i}" for i in range(self.lm.vocab_size)
             ]
         self.words = tuple(words)
-        self.model = f"synthetic-v{self.lm.vocab_size}-o{self.lm.order}-s{self.lm.seed}"
+        self.model = (f"synthetic-v{self.lm.vocab_size}-o{self.lm.order}-s{self.lm.seed}"
+                      + (f"-x{self.lm.sharpness:g}" if self.lm.sharpness != SyntheticLM().sharpness else "")
+                      + ("-noeos" if self.lm.eos_id is None else ""))
         self.step_s, self.slope = step_s, slope
         self._live: dict[int, _Live] = {}
         self._handles = itertools.count()
@@ -167,6 +192,37 @@ class SyntheticEngine(LoopEngine):
     def info(self) -> dict:
         return {"engine": "synthetic", "eos_id": self.eos_id, "vocab_size": self.lm.vocab_size, "order": self.lm.order,
                 "seed": self.lm.seed, "sharpness": self.lm.sharpness}
+
+    # -- the exact law (eval --frontier) ------------------------------------------------
+    def not_enumerable(self, n: int) -> str | None:
+        """Why the power law over responses of n tokens cannot be enumerated here (None: it can)."""
+        if self.eos_id is not None:
+            # an MH chain's state runs past EOS to n tokens while the baselines stop at it: their
+            # targets differ, so no one pi_alpha over responses holds for every method
+            return "the synthetic model has an EOS token (give --synthetic-vocab V: a model of V tokens without one)"
+        count = self.lm.vocab_size ** n
+        if count > MAX_RESPONSES:
+            return (f"its {self.lm.vocab_size}^{n} responses of n = {n} tokens are too many to enumerate (at most "
+                    f"{MAX_RESPONSES}): lower -n or --synthetic-vocab")
+        return None
+
+    def power_law(self, prompt_ids: Sequence[int], n: int, alpha: float) -> ResponseLaw:
+        """pi_alpha(y) ∝ p0(y | prompt)^alpha over every response y of n tokens, exactly, from the
+        model's own conditionals: the target every power sampler here aims at (one block of n
+        tokens; without EOS every method's answer is such a y)."""
+        why = self.not_enumerable(n)
+        if why is not None:
+            raise ValueError(why)
+        V, prompt = self.lm.vocab_size, list(prompt_ids)
+        prefixes: list[tuple[int, ...]] = [()]
+        logp = np.zeros(1)
+        for _ in range(n):  # level by level: each prefix's row of log p0 over the next token
+            rows = np.stack([self.lm.log_probs(prompt + list(y), 1.0)[0] for y in prefixes])
+            logp = (logp[:, None] + rows).reshape(-1)
+            prefixes = [y + (v,) for y in prefixes for v in range(V)]
+        z = alpha * logp
+        w = np.exp(z - z.max())
+        return ResponseLaw(V, n, w / w.sum(), logp)
 
     def encode_prompt(self, text: str, history: Sequence[tuple[str, str]] = ()) -> list[int]:
         index = {w: i for i, w in enumerate(self.words)}
