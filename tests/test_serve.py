@@ -543,4 +543,4 @@ def test_on_vllm_the_openai_client_gets_what_run_gets():
     assert plain.model_extra["presto"]["choices"][0]["tokens"] == list(twin.tokens)
     assert plain.choices[0].text == twin.text
     assert "".join(ch.choices[0].delta.content or "" for ch in chat if ch.choices) == twin.text
-    assert bad.value.body["message"] == "--alpha must lie in (0, 1000], got 0"
+    assert bad.value.body["message"] == "alpha must lie in (0, 1000], got 0" and bad.value.body["param"] == "alpha"
