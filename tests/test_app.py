@@ -922,7 +922,7 @@ async def test_export_screen_tree_and_answer(tmp_path):
         await export_to(pilot, app, tmp_path, "j")
         (js,) = tmp_path.glob("*-tree.json")
         doc = json.loads(js.read_text())
-        rd = decode(doc["round"])
+        rd = decode(doc["record"])  # the trace's own record, read back as the trace's
         assert rd.tree.path_nodes == scr.current_round().tree.path_nodes
         assert doc["session"]["prompt"] == "the cat" and doc["vocab"]
         await export_to(pilot, app, tmp_path, "c")
@@ -952,3 +952,4 @@ async def test_exported_hostile_text_is_literal(tmp_path):
         for f in tmp_path.iterdir():
             data = f.read_text()
             assert "\x1b" not in data and "\x9b" not in data and "\x07" not in data
+        assert (doc["session"]["index"], doc["round"], doc["block"]) == (1, 1, 1)  # as the screen says them

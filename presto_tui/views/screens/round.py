@@ -256,7 +256,7 @@ class RoundScreen(Screen):
         s, r = self.cursor
         view = self.state.sessions[s]
         start = view.start
-        chain = f" (chain {start.chain} of {start.chains}: m shows them all)" if start.chains > 1 else ""
+        chain = f" (chain {start.chain + 1} of {start.chains}: m shows them all)" if start.chains > 1 else ""
         return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
                 f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
@@ -330,7 +330,7 @@ class RoundScreen(Screen):
             if result is not None:
                 self.chain_picked(result[0])
 
-        self.app.push_screen(ChainsScreen(self.state, session), done)
+        self.app.push_screen(ChainsScreen(self.state, session, self.export_dir), done)
 
     def chain_picked(self, index: int) -> None:
         """Show session `index`'s latest round (the chains view opened it)."""
@@ -471,11 +471,11 @@ class RoundScreen(Screen):
                     return
                 session = self.state.sessions[cursor[0]]
                 if kind == "text":
-                    content = export.tree_as_text(session, cursor[0], rd, self.tree_mode.layout(rd.tree))
+                    content = export.tree_as_text(session, cursor, rd, self.tree_mode.layout(rd.tree))
                     path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit), content)
                 else:
                     path = export.write(folder, export.file_name("tree", cursor, "json", session.unit),
-                                        export.tree_as_json(self.state, session, rd))
+                                        export.tree_as_json(self.state, session, cursor, rd))
             else:
                 shown = self.answer_tokens()
                 if shown is None:
