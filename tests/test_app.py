@@ -881,6 +881,46 @@ async def test_search_by_class_k_cut_and_text_and_step_with_n():
         assert not app.screen.query_one("#search-status").display
 
 
+async def test_the_search_line_names_its_match_only_where_the_match_is():
+    """"/because: session 2 epoch 1304 ..." stayed on sessions 3 and 5: elsewhere the line keeps the
+    search and its keys, not the other session's match."""
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await search(pilot, "class=uncertain")
+        here = scr.cursor
+        assert f"session {here[0] + 1} round {here[1] + 1} node #" in text_of(app, "#search-status")
+        await pilot.press("end")
+        await wait_until(pilot, lambda: scr.cursor != here)
+        line = text_of(app, "#search-status")
+        assert line.startswith("/class=uncertain") and "n/N" in line and "node #" not in line
+        assert f"session {here[0] + 1} round {here[1] + 1}" not in line
+        await pilot.press("N")  # back on a match: it is named again
+        await wait_until(pilot, lambda: "node #" in text_of(app, "#search-status"))
+
+
+async def test_exported_trees_and_titles_number_from_1_as_the_screen_does(tmp_path):
+    """An exported tree said "round": 1303 for the screen's "epoch 1304"; the title said "session 1
+    of 4 (chain 0 of 4 ...)"."""
+    import json
+
+    app = replay_app(read_trace(DATA / "chains.jsonl"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        scr = app.screen
+        assert "session 1 of 4 (chain 1 of 4: m shows them all)" in text_of(app, "#tree-title")
+        await pilot.press("end")
+        s, r = scr.cursor
+        chain = scr.state.sessions[s].start.chain
+        assert f"session {s + 1} of 4 (chain {chain + 1} of 4" in text_of(app, "#tree-title")
+        await export_to(pilot, app, tmp_path, "j")
+        (js,) = tmp_path.glob("*-tree.json")
+        doc = json.loads(js.read_text())
+        rd = scr.current_round()
+        assert (doc["session"]["index"], doc["round"], doc["block"]) == (s + 1, r + 1, rd.block + 1)
+        assert f"round {r + 1}/" in text_of(app, "#tree-title") and doc["record"]["round"] == rd.round
+        assert js.name.endswith(f"-s{s + 1}r{r + 1}-tree.json")
+
+
 async def test_escape_in_the_search_bar_closes_it_and_does_not_cancel_a_run():
     backend = SlowBackend(delay=0.1)
     app, _ = make_chat(backend, prefetch="none")

@@ -106,7 +106,7 @@ class RoundScreen(Screen):
         self.tree_mode = TreeMode()  # what the tree pane shows of a round
         self.baseline_mode = BaselineMode()  # ... or of a baseline session, in the tree's place
         self.search: Search | None = None
-        self.search_status = ""
+        self._search_said: tuple[str, tuple[int, int] | None] = ("", None)  # (the status, where its match is)
         self.export_dir = EXPORT_DIR
         self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
@@ -237,14 +237,24 @@ class RoundScreen(Screen):
             self.draw_stats(session)
             self.tree_mode.draw_title(title, self._where(), steady=self.title_steady())
         status = self.query_one("#search-status", Static)
-        status.display = bool(self.search_status)
-        status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
+        said = self.search_status
+        status.display = bool(said)
+        status.update(Text(said, no_wrap=True, overflow="ellipsis"))
         tokens = self.shown_tokens(session) if session is not None else []
         self.query_one("#output", ChainText).show(session, tokens, self.current_round(), self.state.pieces)
 
     def title_steady(self) -> bool:
         """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
         return False
+    @property
+    def search_status(self) -> str:
+        """The search's line: where its match is while that is on screen; elsewhere only the search
+        and its keys (a match of session 2 is no news on session 5)."""
+        said, where = self._search_said
+        if self.search is None or where is None or where == self.cursor:
+            return said
+        return f"/{clip(self.search.query.raw, 40)} · n/N: the next or previous match from here"
+
 
     def _where(self) -> str:
         baseline = self.shown_baseline()
@@ -328,6 +338,9 @@ class RoundScreen(Screen):
 
         def done(result: tuple[int, int] | None) -> None:
             if result is not None:
+        if self.state.sessions[session].baseline is not None:
+            self.notify(f"m: the chains view needs MH chains ({NO_ROUNDS}: no transitions)", timeout=4)
+            return
                 self.chain_picked(result[0])
 
         self.app.push_screen(ChainsScreen(self.state, session, self.export_dir), done)
@@ -412,7 +425,7 @@ class RoundScreen(Screen):
     def search_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if not event.value.strip():  # an empty search ends the search
-            self.search, self.search_status = None, ""
+            self.search, self._search_said = None, ("", None)
             self.refresh_bindings()
             self.query_one("#search-row").display = False
             self.main_view.focus()
@@ -436,13 +449,13 @@ class RoundScreen(Screen):
         found = self.search.step(self.cursor, self.tree_view.selected, forward)
         shown = clip(self.search.query.raw, 40)
         if found is None:
-            self.search_status = f"/{shown}: no match"
+            self._search_said = (f"/{shown}: no match", None)
             self.draw_panels()
             return
         cursor, node, wrapped = found
         s, r = cursor
-        self.search_status = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
-                              + (" (wrapped)" if wrapped else "") + " · n/N")
+        self._search_said = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
+                             + (" (wrapped)" if wrapped else "") + " · n/N", cursor)
         self.go_to(self.state.timeline_index(cursor), node=node)
 
     # -- export --------------------------------------------------------------------------
