@@ -964,6 +964,7 @@ async def test_export_screen_tree_and_answer(tmp_path):
         doc = json.loads(js.read_text())
         rd = decode(doc["record"])  # the trace's own record, read back as the trace's
         assert rd.tree.path_nodes == scr.current_round().tree.path_nodes
+        assert (doc["session"]["index"], doc["round"], doc["block"]) == (1, 1, 1)  # as the screen says them
         assert doc["session"]["prompt"] == "the cat" and doc["vocab"]
         await export_to(pilot, app, tmp_path, "c")
         answer = "".join(scr.state.pieces(scr.current_round().tree.final_state.tokens))
@@ -992,4 +993,93 @@ async def test_exported_hostile_text_is_literal(tmp_path):
         for f in tmp_path.iterdir():
             data = f.read_text()
             assert "\x1b" not in data and "\x9b" not in data and "\x07" not in data
-        assert (doc["session"]["index"], doc["round"], doc["block"]) == (1, 1, 1)  # as the screen says them
+
+
+# -- cosmetics, at 80x24, 140x40 and 200x50 ---------------------------------------------------------------
+
+SIZES = ((80, 24), (140, 40), (200, 50))
+
+
+def lines_of(widget) -> list[str]:
+    """The lines a widget puts on screen."""
+    from textual.geometry import Region
+
+    w, h = widget.size
+    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, w, h))]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_inspector_never_splits_a_name_from_its_value(size):
+    """"log q x -5.167 y" on one line, "-15.543" on the next: a line may end only after a value."""
+    import re
+
+    app = replay_app(read_trace(DATA / "research.jsonl"))
+    cut = re.compile(r"(\b[xy]|log p0|log q|target|proposal)$")
+    async with app.run_test(size=size) as pilot:
+        scr = app.screen
+        seen = 0
+        for _ in range(12):  # nodes of several rounds and sessions
+            for _ in range(3):
+                await pilot.press("down")
+                inspector = scr.query_one("#inspector")
+                lines = lines_of(inspector)
+                seen += any("log q x" in ln for ln in lines)
+                assert not [ln for ln in lines if cut.search(ln.strip())], lines
+            await pilot.press("right_square_bracket")
+        assert seen
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_footer_shows_whole_keys_only(size):
+    """The footer was cut mid-key at 140 columns ("esc cancel  p pau") with a search active: keys that
+    do not fit are left out whole, the least needed first; help and cancel always show."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    app, session = make_chat(ScriptedEngine(delay=0.05), steps=400)
+    async with app.run_test(size=size) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "the cat")
+        await wait_until(pilot, lambda: scr.running and scr.state.current and scr.state.current.rounds)
+        await pilot.press("tab", "slash", *"k=1", "enter")
+        await wait_until(pilot, lambda: scr.search is not None)
+        await pilot.pause(0.3)
+        footer = scr.query_one(Footer)
+        shown = [k for k in footer.query(FooterKey) if k.display and k.parent.display]
+        width = size[0]
+        assert all(k.region.right <= width and k.region.width > 0 for k in shown)
+        words = {k.description for k in shown}
+        assert {"cancel", "pause", "help", "settings"} <= words
+        if width >= 140:  # room for every key
+            assert not [k for k in footer.query(FooterKey) if not k.display]
+        session.cancel()
+        await wait_until(pilot, lambda: not scr.running)
+    session.close()
+
+
+async def test_export_options_are_one_left_aligned_column():
+    from presto_tui.views.dialogs.export import ChoiceExportScreen
+
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChoiceExportScreen))
+        await pilot.pause()
+        starts = {btn.region.x + next(i for i, c in enumerate(lines_of(btn)[0]) if not c.isspace())
+                  for btn in app.screen.query(".export-option")}
+        assert len(starts) == 1  # every option's key in one column, as a list reads
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_settings_model_field_shows_its_whole_hint(size):
+    from presto_tui.views.dialogs.settings import SettingsScreen
+
+    for backend in ("synthetic", "vllm"):
+        app = chat_app(ChatSession(engine_factory=lambda model: None), SamplerParams(), backend=backend, model=None)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda a=app: isinstance(a.screen, SettingsScreen))
+            await pilot.pause()
+            field = app.screen.query_one("#f-model")
+            hint = field.placeholder
+            assert hint and hint in " ".join(lines_of(field)), (hint, lines_of(field))

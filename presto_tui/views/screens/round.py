@@ -28,7 +28,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.keys import format_key, key_to_character
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from presto_tui.api.events import RoundDone, RoundTree
 from presto_tui.views.dialogs.export import ExportScreen
@@ -49,6 +49,7 @@ from presto_tui.views.state.search import QueryError, Search, parse
 from presto_tui.views.state.tokens import token_split
 from presto_tui.views.widgets.baseline import BaselineTable
 from presto_tui.views.widgets.chain_text import ChainText
+from presto_tui.views.widgets.footer import FittedFooter
 from presto_tui.views.widgets.inputs import SearchBar
 from presto_tui.views.widgets.inspector import Inspector
 from presto_tui.views.widgets.stats import StatsPanel
@@ -58,6 +59,7 @@ from presto_tui.views.widgets.tree import RoundTreeView
 EXPORT_DIR = Path("exports")
 LEGEND_MIN_HEIGHT = 30  # below this many rows the legend gives its line to the tree (it is in the help)
 TITLE_3_LINES_MIN_HEIGHT = 24  # the tree's title folds to 3 lines at 80x24 (48 columns), to 2 below
+ROUNDS, MATCHES = Binding.Group("round"), Binding.Group("match")
 
 
 def typed(key: str) -> bool:
@@ -81,13 +83,14 @@ def typed_actions(screen: type[Screen]) -> frozenset[str]:
 
 class RoundScreen(Screen):
     BINDINGS = [  # tree navigation keys: RoundTreeView.BINDINGS
-        Binding("left_square_bracket", "round(-1)", "prev round"),
-        Binding("right_square_bracket", "round(1)", "next round"),
+        # pairs share one place in the footer ("[ ] round"): at 80 columns every key it shows fits
+        Binding("left_square_bracket", "round(-1)", "prev round", group=ROUNDS),
+        Binding("right_square_bracket", "round(1)", "next round", group=ROUNDS),
         Binding("o", "overview", "overview"),
         Binding("m", "chains", "chains", show=False),  # taught in the help; most sessions are one chain
         Binding("slash", "search", "search"),
-        Binding("n", "search_step(True)", "next match"),
-        Binding("N", "search_step(False)", "prev match"),
+        Binding("n", "search_step(True)", "next match", group=MATCHES),
+        Binding("N", "search_step(False)", "prev match", group=MATCHES),
         Binding("g", "goto", "go to"),
         Binding("e", "export", "export"),
         Binding("c", "compare", "compare", show=False),
@@ -128,7 +131,7 @@ class RoundScreen(Screen):
             yield Static("search /", id="search-label")
             yield SearchBar(placeholder="k=5  cut=10-20  class=reject  or text in a proposal  (enter searches, "
                                         "n/N step, escape closes, empty ends the search)", id="search", compact=True)
-        yield Footer()
+        yield FittedFooter()
 
     def compose_bottom(self) -> ComposeResult:
         """What a screen puts under the chain's text: the chat's prompt, the replay's timeline."""
@@ -243,9 +246,6 @@ class RoundScreen(Screen):
         tokens = self.shown_tokens(session) if session is not None else []
         self.query_one("#output", ChainText).show(session, tokens, self.current_round(), self.state.pieces)
 
-    def title_steady(self) -> bool:
-        """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
-        return False
     @property
     def search_status(self) -> str:
         """The search's line: where its match is while that is on screen; elsewhere only the search
@@ -255,6 +255,9 @@ class RoundScreen(Screen):
             return said
         return f"/{clip(self.search.query.raw, 40)} · n/N: the next or previous match from here"
 
+    def title_steady(self) -> bool:
+        """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
+        return False
 
     def _where(self) -> str:
         baseline = self.shown_baseline()
@@ -335,12 +338,12 @@ class RoundScreen(Screen):
             self.notify("no session yet: the chains view needs one", timeout=3)
             return
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
-
-        def done(result: tuple[int, int] | None) -> None:
-            if result is not None:
         if self.state.sessions[session].baseline is not None:
             self.notify(f"m: the chains view needs MH chains ({NO_ROUNDS}: no transitions)", timeout=4)
             return
+
+        def done(result: tuple[int, int] | None) -> None:
+            if result is not None:
                 self.chain_picked(result[0])
 
         self.app.push_screen(ChainsScreen(self.state, session, self.export_dir), done)
