@@ -240,7 +240,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
                     lags = max(lags, xs[-1])
             plt.hline(0.0, color=GREY)
             plt.ylim(-1, 1)
-            plt.xticks(whole_ticks(lags) if lags else [0.0])
+            plt.xticks([float(x) for x in range(0, lags + 1, max(1, -(-lags // 6)))])  # lags from 0
             plt.xlabel("lag")
 
         def rhat_drawing(plt: Plot, width: int) -> None:
@@ -253,7 +253,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
                 plt.plot(xs, ys, marker="braille", color=LIGHT)
                 plt.hline(RHAT_MAX, color=GREY)
                 plt.xlim(min(xs) - 0.5, max(xs) + 0.5)
-                plt.xticks(whole_ticks(max(xs)))
+                plt.xticks([float(n) for n in range(xs[0], xs[-1] + 1, max(1, -(-(xs[-1] - xs[0] + 1) // 6)))])
             plt.xlabel(f"first n draws (line: {RHAT_MAX})")
 
         acf.show(acf_drawing)
