@@ -881,6 +881,46 @@ async def test_search_by_class_k_cut_and_text_and_step_with_n():
         assert not app.screen.query_one("#search-status").display
 
 
+async def test_the_search_line_names_its_match_only_where_the_match_is():
+    """"/because: session 2 epoch 1304 ..." stayed on sessions 3 and 5: elsewhere the line keeps the
+    search and its keys, not the other session's match."""
+    app = replay_app(read_trace(DATA / "classes.jsonl"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await search(pilot, "class=uncertain")
+        here = scr.cursor
+        assert f"session {here[0] + 1} round {here[1] + 1} node #" in text_of(app, "#search-status")
+        await pilot.press("end")
+        await wait_until(pilot, lambda: scr.cursor != here)
+        line = text_of(app, "#search-status")
+        assert line.startswith("/class=uncertain") and "n/N" in line and "node #" not in line
+        assert f"session {here[0] + 1} round {here[1] + 1}" not in line
+        await pilot.press("N")  # back on a match: it is named again
+        await wait_until(pilot, lambda: "node #" in text_of(app, "#search-status"))
+
+
+async def test_exported_trees_and_titles_number_from_1_as_the_screen_does(tmp_path):
+    """An exported tree said "round": 1303 for the screen's "epoch 1304"; the title said "session 1
+    of 4 (chain 0 of 4 ...)"."""
+    import json
+
+    app = replay_app(read_trace(DATA / "chains.jsonl"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        scr = app.screen
+        assert "session 1 of 4 (chain 1 of 4: m shows them all)" in text_of(app, "#tree-title")
+        await pilot.press("end")
+        s, r = scr.cursor
+        chain = scr.state.sessions[s].start.chain
+        assert f"session {s + 1} of 4 (chain {chain + 1} of 4" in text_of(app, "#tree-title")
+        await export_to(pilot, app, tmp_path, "j")
+        (js,) = tmp_path.glob("*-tree.json")
+        doc = json.loads(js.read_text())
+        rd = scr.current_round()
+        assert (doc["session"]["index"], doc["round"], doc["block"]) == (s + 1, r + 1, rd.block + 1)
+        assert f"round {r + 1}/" in text_of(app, "#tree-title") and doc["record"]["round"] == rd.round
+        assert js.name.endswith(f"-s{s + 1}r{r + 1}-tree.json")
+
+
 async def test_escape_in_the_search_bar_closes_it_and_does_not_cancel_a_run():
     backend = SlowBackend(delay=0.1)
     app, _ = make_chat(backend, prefetch="none")
@@ -922,8 +962,9 @@ async def test_export_screen_tree_and_answer(tmp_path):
         await export_to(pilot, app, tmp_path, "j")
         (js,) = tmp_path.glob("*-tree.json")
         doc = json.loads(js.read_text())
-        rd = decode(doc["round"])
+        rd = decode(doc["record"])  # the trace's own record, read back as the trace's
         assert rd.tree.path_nodes == scr.current_round().tree.path_nodes
+        assert (doc["session"]["index"], doc["round"], doc["block"]) == (1, 1, 1)  # as the screen says them
         assert doc["session"]["prompt"] == "the cat" and doc["vocab"]
         await export_to(pilot, app, tmp_path, "c")
         answer = "".join(scr.state.pieces(scr.current_round().tree.final_state.tokens))
@@ -952,3 +993,93 @@ async def test_exported_hostile_text_is_literal(tmp_path):
         for f in tmp_path.iterdir():
             data = f.read_text()
             assert "\x1b" not in data and "\x9b" not in data and "\x07" not in data
+
+
+# -- cosmetics, at 80x24, 140x40 and 200x50 ---------------------------------------------------------------
+
+SIZES = ((80, 24), (140, 40), (200, 50))
+
+
+def lines_of(widget) -> list[str]:
+    """The lines a widget puts on screen."""
+    from textual.geometry import Region
+
+    w, h = widget.size
+    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, w, h))]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_inspector_never_splits_a_name_from_its_value(size):
+    """"log q x -5.167 y" on one line, "-15.543" on the next: a line may end only after a value."""
+    import re
+
+    app = replay_app(read_trace(DATA / "research.jsonl"))
+    cut = re.compile(r"(\b[xy]|log p0|log q|target|proposal)$")
+    async with app.run_test(size=size) as pilot:
+        scr = app.screen
+        seen = 0
+        for _ in range(12):  # nodes of several rounds and sessions
+            for _ in range(3):
+                await pilot.press("down")
+                inspector = scr.query_one("#inspector")
+                lines = lines_of(inspector)
+                seen += any("log q x" in ln for ln in lines)
+                assert not [ln for ln in lines if cut.search(ln.strip())], lines
+            await pilot.press("right_square_bracket")
+        assert seen
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_footer_shows_whole_keys_only(size):
+    """The footer was cut mid-key at 140 columns ("esc cancel  p pau") with a search active: keys that
+    do not fit are left out whole, the least needed first; help and cancel always show."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    app, session = make_chat(ScriptedEngine(delay=0.05), steps=400)
+    async with app.run_test(size=size) as pilot:
+        scr = app.screen
+        await submit(pilot, app, "the cat")
+        await wait_until(pilot, lambda: scr.running and scr.state.current and scr.state.current.rounds)
+        await pilot.press("tab", "slash", *"k=1", "enter")
+        await wait_until(pilot, lambda: scr.search is not None)
+        await pilot.pause(0.3)
+        footer = scr.query_one(Footer)
+        shown = [k for k in footer.query(FooterKey) if k.display and k.parent.display]
+        width = size[0]
+        assert all(k.region.right <= width and k.region.width > 0 for k in shown)
+        words = {k.description for k in shown}
+        assert {"cancel", "pause", "help", "settings"} <= words
+        if width >= 140:  # room for every key
+            assert not [k for k in footer.query(FooterKey) if not k.display]
+        session.cancel()
+        await wait_until(pilot, lambda: not scr.running)
+    session.close()
+
+
+async def test_export_options_are_one_left_aligned_column():
+    from presto_tui.views.dialogs.export import ChoiceExportScreen
+
+    app = replay_app(read_trace(DATA / "replay.jsonl"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChoiceExportScreen))
+        await pilot.pause()
+        starts = {btn.region.x + next(i for i, c in enumerate(lines_of(btn)[0]) if not c.isspace())
+                  for btn in app.screen.query(".export-option")}
+        assert len(starts) == 1  # every option's key in one column, as a list reads
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_settings_model_field_shows_its_whole_hint(size):
+    from presto_tui.views.dialogs.settings import SettingsScreen
+
+    for backend in ("synthetic", "vllm"):
+        app = chat_app(ChatSession(engine_factory=lambda model: None), SamplerParams(), backend=backend, model=None)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda a=app: isinstance(a.screen, SettingsScreen))
+            await pilot.pause()
+            field = app.screen.query_one("#f-model")
+            hint = field.placeholder
+            assert hint and hint in " ".join(lines_of(field)), (hint, lines_of(field))

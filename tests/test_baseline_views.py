@@ -164,7 +164,7 @@ async def test_replay_shows_best_of_n_as_its_samples_ranked():
         stats = text_of(app, "#stats")
         assert "6/6 samples" in stats and "answer log-lik" in stats and "time " in stats
         assert "transitions" not in stats
-        assert f"the answer: sample {choice.index}" in scr.query_one("#output").border_title
+        assert f"the answer: sample #{choice.index}" in scr.query_one("#output").border_title
 
 
 async def test_replay_shows_powersmc_as_particles_over_blocks():
@@ -215,6 +215,66 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         assert scr.cursor == (0, len(scr.state.sessions[0].rounds) - 1)
         await wait_until(pilot, lambda: scr.query_one("#tree", RoundTreeView).display and not grid.display)
         assert "node #" in text_of(app, "#inspector")
+
+
+async def test_m_on_a_baseline_session_says_in_one_line_it_has_no_chains():
+    """`m` opened the chains view on a baseline ("chain 0 of 1 ... 0 transitions"); it says why not,
+    as `t`, `H` and `o` do, and opens the chains of an MH session as before."""
+    from presto_tui.views.screens.chains import ChainsScreen
+
+    app = replay_app(baselines_trace())
+    async with app.run_test(size=(120, 34), notifications=True) as pilot:
+        scr = app.screen
+        await pilot.press("end")  # PowerSMC's place
+        await pilot.press("m")
+        await wait_until(pilot, lambda: any("m: the chains view needs MH chains" in t for t in toasts(app)))
+        (said,) = [t for t in toasts(app) if t.startswith("m:")]
+        assert "no rounds: a baseline session" in said and app.screen is scr
+        await pilot.press("home", "m")  # the MH session
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+
+
+async def test_compare_of_baseline_sessions_shows_what_stats_shows_for_them():
+    """Two baselines compared showed transitions 0, acceptance 0.00 and an empty acceptance plot;
+    beside an MH chain, a baseline showed the chain's settings (epsilon, K) as its own."""
+    from rich.console import Console
+
+    from presto_tui.views.screens.compare import CompareScreen
+
+    def shown(app) -> str:
+        console = Console(width=200, record=True, file=__import__("io").StringIO())
+        console.print(app.screen.query_one("#cmp-params-body").content)
+        return console.export_text()
+
+    trace = baselines_trace()
+    app = replay_app(trace, compare=(1, 2))  # best-of-N and PowerSMC
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.pause()
+        body = shown(app)
+        names = [ln.split()[1] if ln.startswith("≠") else (ln.split() or [""])[0] for ln in body.splitlines()]
+        assert "transitions" not in names and "acceptance" not in names
+        sa, sb = (app.screen.state.sessions[i].summary for i in (1, 2))
+        for label, a, b in (("log-lik/token", f"{sa.answer_loglik:.3f}", f"{sb.answer_loglik:.3f}"),
+                            ("confidence", f"{sa.answer_confidence:.3f}", f"{sb.answer_confidence:.3f}"),
+                            ("tokens generated", str(sa.tokens_generated), str(sb.tokens_generated)),
+                            ("time s", f"{sa.wall_s:.2f}", f"{sb.wall_s:.2f}")):
+            (line,) = [ln for ln in body.splitlines() if ln.lstrip("≠ ").startswith(label)]
+            assert line.split()[-2:] == [a, b], line
+        assert "steps" not in body and "budget" not in body and "prefetch" not in body
+        assert not app.screen.query_one("#cmp-plot").display  # no transitions: no acceptance to plot
+    app = replay_app(trace, compare=(0, 1))  # an MH chain and best-of-N
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.pause()
+        body = shown(app)
+        shared = next(ln for ln in body.splitlines() if ln.startswith("same in both"))
+        assert "epsilon" not in shared and "inputs" not in shared  # the chain's, not best-of-N's
+        (eps,) = [ln for ln in body.splitlines() if ln.startswith("≠ epsilon")]
+        assert eps.split()[-1] == "-"
+        (tr,) = [ln for ln in body.splitlines() if ln.lstrip("≠ ").startswith("transitions")]
+        assert tr.split()[-2:] == [str(app.screen.state.sessions[0].summary.transitions), "-"]
+        assert app.screen.query_one("#cmp-plot").display
 
 
 def baseline_only_trace(tmp_path: Path) -> Path:

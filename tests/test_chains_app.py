@@ -42,17 +42,18 @@ async def test_the_chains_view_plots_every_chain_and_switches_between_them():
         scr = app.screen
         assert [app.screen.state.sessions[i].start.chain for i in scr.members] == [0, 1, 2, 3]
         legend = text_of(app, "#ch-legend")
-        assert all(f"chain {m}" in legend for m in range(4)) and "chain 0 (selected)" in legend
+        # chains are numbered from 1 on screen, as sessions, rounds and blocks are
+        assert all(f"chain {m}" in legend for m in range(1, 5)) and "chain 1 (selected)" in legend
         diag = shown(app, "#ch-diagnostics")
         expected = chains_report([app.screen.state.sessions[i].summary for i in scr.members])
         rhat = next(d.rhat for d in expected.diagnostics if d.quantity == "log_target")
-        assert f"{rhat:.3f}" in diag and "bulk ESS" in diag and "K=40 was too short" in diag
+        assert f"{rhat:.3f}" in diag and "bulk ESS" in diag and "K=40 was too short" in diag and "so far" not in diag
         assert f"{expected.vote.majority.count}/4 chains" in diag
         await pilot.press("right", "right")
-        assert "chain 2 (selected)" in text_of(app, "#ch-legend")
-        assert text_of(app, "#ch-info").startswith("chain 2 of 4")
+        assert "chain 3 (selected)" in text_of(app, "#ch-legend")
+        assert text_of(app, "#ch-info").startswith("chain 3 of 4")
         assert "seed" in text_of(app, "#ch-text-body")
-        await pilot.press("enter")  # chain 2's latest round in the tree view
+        await pilot.press("enter")  # the third chain's latest round in the tree view
         await wait_until(pilot, lambda: app.screen is rounds)
         s, r = rounds.cursor
         assert (s, r) != start and rounds.state.sessions[s].start.chain == 2
@@ -121,7 +122,7 @@ async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
         assert session.history == [("the cat", vote(texts).majority.answer)]
         await pilot.press("tab", "m")
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
-        assert "chain 2" in text_of(app, "#ch-legend")
+        assert "chain 3" in text_of(app, "#ch-legend")
         live = chains_report([v.summary for v in views])
     session.close()
     # every chain is one session of the trace, each with its own events (their lines interleaved)
@@ -129,3 +130,156 @@ async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
     assert [s.start.chain for s in recorded] == [0, 1, 2]
     assert [s.summary().tokens for s in recorded] == [v.summary.tokens for v in views]
     assert chains_report([s.summary() for s in recorded]).to_dict() == live.to_dict()
+
+
+# -- the trace plot draws every transition, from the first frame ------------------------------------------
+
+def curve(plot, rgb: tuple[int, int, int]) -> dict[int, int]:
+    """{column: the highest row} where the plot draws in colour `rgb` (row 0 at the top)."""
+    from rich.style import Style
+
+    top: dict[int, int] = {}
+    for y, line in enumerate(plot.render().split("\n")):
+        for span in line.spans:
+            style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+            if style.color is not None and style.color.triplet is not None and tuple(style.color.triplet) == rgb:
+                for x in range(span.start, span.end):
+                    if not line.plain[x].isspace():
+                        top.setdefault(x, y)
+    return top
+
+
+async def test_the_chains_plot_draws_every_transition_of_every_chain_at_once():
+    """The plot was thinned to the width of a plot not yet laid out (0): each chain came out as a
+    straight line from its first log-target to its last until a key redrew it.  Without a key, the
+    selected chain's curve falls where its draws fall (the dip of chain 1 in transitions 17-19)."""
+    from presto_tui.views.screens.chains import colour_of
+
+    app = chains_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        await pilot.pause(0.3)
+        scr = app.screen
+        ys = [d.log_target for d in scr.views[0].summary.draws]
+        falls = lambda seq: any(b < a for a, b in zip(seq, seq[1:]))
+        assert falls(ys) and ys[-1] > ys[0]  # chain 1 rises overall, and falls somewhere on the way
+        rows = curve(scr.query_one("#ch-plot"), colour_of(0))
+        assert len(rows) > 20  # a curve across the plot, not two ends
+        heights = [-rows[x] for x in sorted(rows)]  # the curve's top, left to right (higher is larger)
+        assert falls(heights), heights  # a straight line from the first log-target to the last never falls
+
+
+def test_the_chains_plot_snapshot_from_the_first_frame(snap_compare):
+    # no key after m: what the plot shows before anything redraws it (every point's shape)
+    assert snap_compare(chains_app(), press=["m", "wait:300"], terminal_size=(140, 40))
+
+
+# -- burn-in and thinning, mixing plots, every chain's draws ----------------------------------------------
+
+async def test_b_sets_the_burn_in_and_thinning_the_diagnostics_read():
+    from presto_tui.api.diagnostics import Selection
+
+    app = chains_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        scr = app.screen
+        assert "burn-in 0, thin 1" in text_of(app, "#ch-info")  # the default is said too
+        await pilot.press("b")
+        await pilot.pause()
+        dialog = app.screen
+        dialog.query_one("#sel-burn-in").value = "40"  # K=40: none would be left
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "burn-in B must lie in [0, 39]" in str(dialog.query_one("#sel-error").content)
+        dialog.query_one("#sel-burn-in").value = "10"
+        dialog.query_one("#sel-thin").value = "3"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen is scr)
+        await pilot.pause()
+        assert scr.selection == Selection(10, 3) and "burn-in 10, thin 3" in text_of(app, "#ch-info")
+        expected = chains_report([v.summary for v in scr.views], Selection(10, 3))
+        diag = shown(app, "#ch-diagnostics")
+        assert "burn-in 10 (the first 10 of each block dropped), thin 3" in " ".join(diag.split())
+        rhat = next(d.rhat for d in expected.diagnostics if d.quantity == "log_target")
+        assert f"{rhat:.3f}" in diag and expected.diagnostics[0].draws == 10  # 30 left, one in 3 kept
+
+
+async def test_the_mixing_plots_are_the_diagnostics_autocorrelation_and_running_r_hat():
+    import numpy as np
+
+    from presto_tui.api.diagnostics import Selection, autocorrelation, draws_of, running_rhat
+
+    app = chains_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        scr = app.screen
+        summaries = [v.summary for v in scr.views]
+        for selection in (Selection(), Selection(5, 2)):
+            scr.selection = selection
+            scr.draw()
+            mix = scr.mixing()
+            draws = draws_of(summaries, 0, "log_target", selection)
+            assert mix.block == 0 and mix.draws == draws.shape[1]
+            want = autocorrelation(draws, max_lag=draws.shape[1] - 1)
+            np.testing.assert_allclose(np.array(mix.acf), want, equal_nan=True)
+            assert list(mix.rhat) == running_rhat(draws)
+        await pilot.pause(0.2)
+        assert "autocorrelation, block 1" in str(scr.query_one("#ch-acf").render())
+        assert "running R-hat, block 1" in str(scr.query_one("#ch-rhat").render())
+
+
+async def test_e_exports_every_chains_draws_as_stats_draws_writes_them(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app as cli
+
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["stats", str(DATA / "chains.jsonl"), "--burn-in", "5", "--thin", "2",
+                                   "--draws", "stats.csv"])
+    assert res.exit_code == 0, res.output
+    app = chains_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        scr = app.screen
+        await pilot.press("b")
+        await pilot.pause()
+        app.screen.query_one("#sel-burn-in").value = "5"
+        app.screen.query_one("#sel-thin").value = "2"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen is scr)
+        await pilot.press("e")
+        await pilot.pause()
+        app.screen.query_one("#export-folder").value = str(tmp_path / "out")
+        await pilot.press("b")  # both files
+        await wait_until(pilot, lambda: len(list((tmp_path / "out").glob("*-draws.*"))) == 2)
+    (csv_path,) = (tmp_path / "out").glob("*-s1-draws.csv")
+    assert csv_path.read_text() == (tmp_path / "stats.csv").read_text()  # the same file, from the same function
+    rows = csv_path.read_text().splitlines()
+    assert rows[1].split(",")[2:5] == ["1", "1", "1"]  # chain, block, transition: from 1, as on screen
+    assert (tmp_path / "out" / csv_path.name.replace(".csv", ".nc")).stat().st_size > 0
+
+
+async def test_the_mixing_warning_says_so_far_while_the_chains_run(tmp_path):
+    """Mid-run (a trace that ends inside its chains: as a live chat stands) the draws are the first
+    ones only; the warning blamed K at transition 16 of 40."""
+    lines = [ln for ln in (DATA / "chains.jsonl").read_text().splitlines(keepends=True)
+             if '"type":"session_end"' not in ln]
+    kept, seen = [], {}
+    for ln in lines:  # every chain's first 16 transitions
+        if '"type":"transition"' in ln:
+            sid = ln.split('"sid":')[1].split(",")[0]
+            seen[sid] = seen.get(sid, 0) + 1
+            if seen[sid] > 16:
+                continue
+        kept.append(ln)
+    (tmp_path / "mid.jsonl").write_text("".join(kept))
+    app = replay_app(read_trace(tmp_path / "mid.jsonl"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        diag = " ".join(shown(app, "#ch-diagnostics").split())
+        assert "so far" in diag and "16 transitions" in diag and "too short" not in diag

@@ -73,7 +73,7 @@ def test_run_text_shows_the_chains_diagnostics_and_the_agreed_answer():
         assert word in out
     header = next(ln for ln in out.splitlines() if ln.split()[:2] == ["chain", "status"])
     assert header.split() == ["chain", "status", "tr", "acc", "log-lik", "conf"]  # none hidden by a narrow width
-    assert all(f"chain {m}: " in out for m in range(4))  # every chain's text
+    assert all(f"chain {m}: " in out for m in range(1, 5))  # every chain's text, numbered from 1 as on screen
 
 
 def test_a_trace_of_chains_groups_them_and_stats_reports_them(tmp_path):

@@ -218,7 +218,7 @@ from arviz_stats import rhat
 dt = arviz_base.convert_to_datatree(sys.argv[1])
 post = dt["posterior"]
 r = rhat(dt, group="posterior", var_names=["log_target"])
-print(json.dumps({"groups": sorted(dt.children), "dims": dict(post.sizes),
+print(json.dumps({"groups": sorted(dt.children), "dims": dict(post.sizes), "chains": post["chain"].values.tolist(),
                   "log_target": post["log_target"].values.tolist(),
                   "accepted": dt["sample_stats"]["accepted"].values.tolist(),
                   "warmup": dict(dt["warmup_posterior"].sizes) if "warmup_posterior" in dt.children else None,
@@ -245,7 +245,7 @@ def test_run_writes_every_chains_draws_as_a_tidy_csv_and_arviz_netcdf(tmp_path):
     assert list(table[0]) == ["prompt", "group", "chain", "block", "transition", "accepted", "log_target", "loglik",
                               "confidence", "state", "kept"]
     assert len(table) == 3 * 10 and {r["accepted"] for r in table} <= {"true", "false"}
-    assert [r["kept"] for r in table if r["chain"] == "0"] == ["false"] * 2 + ["true"] * 8
+    assert [r["kept"] for r in table if r["chain"] == "1"] == ["false"] * 2 + ["true"] * 8  # chains from 1
     # every state id names one distinct state of the trace's own round trees, shared across chains
     trace = read_trace(tmp_path / "t.jsonl")
     tokens_of = {}
@@ -255,7 +255,7 @@ def test_run_writes_every_chains_draws_as_a_tidy_csv_and_arviz_netcdf(tmp_path):
                 tokens_of[(s.start.chain, rd.k_before + i + 1)] = st.tokens
     ids = {}
     for r in table:
-        assert ids.setdefault(tokens_of[(int(r["chain"]), int(r["transition"]))], r["state"]) == r["state"]
+        assert ids.setdefault(tokens_of[(int(r["chain"]) - 1, int(r["transition"]))], r["state"]) == r["state"]
     assert len(set(ids.values())) == len(ids)
     # the NetCDF, read back by ArviZ with nothing of presto-tui
     out = subprocess.run([sys.executable, "-c", READ_WITH_ARVIZ_ALONE, str(tmp_path / "out" / "d.nc")],
@@ -264,7 +264,8 @@ def test_run_writes_every_chains_draws_as_a_tidy_csv_and_arviz_netcdf(tmp_path):
     got = json.loads(out.stdout)
     assert {"posterior", "sample_stats", "warmup_posterior", "constant_data"} <= set(got["groups"])
     assert got["dims"] == {"chain": 3, "draw": 8, "prompt": 1, "block": 1} and got["warmup"]["draw"] == 2
-    kept = [[float(r["log_target"]) for r in table if r["chain"] == str(m) and r["kept"] == "true"] for m in range(3)]
+    assert got["chains"] == [1, 2, 3]  # the chains as the CSV and every screen number them
+    kept = [[float(r["log_target"]) for r in table if r["chain"] == str(m) and r["kept"] == "true"] for m in (1, 2, 3)]
     flat = [d[0][0] for chain in got["log_target"] for d in chain]
     assert flat == pytest.approx([x for chain in kept for x in chain], rel=1e-12)
     (printed,) = [d for d in report["diagnostics"] if d["quantity"] == "log_target"]

@@ -22,7 +22,7 @@ from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import open_trace
 from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, VocabUpdate
+from presto_tui.runtime.session.chat import ChatSession, EngineReady, Notice, ParamsChanged, VocabUpdate
 from presto_tui.runtime.session.events import TRANSIENT, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.serve.client import RemoteChatSession, check_url
 from presto_tui.serve.net import listen
@@ -204,6 +204,35 @@ async def test_the_app_draws_a_remote_prompts_tree_live(tmp_path):
     assert recorded_session.events[-1].text == s.summary.text and len(recorded_session.rounds) == len(s.rounds)
 
 
+async def test_the_app_shows_the_defaults_of_a_restarted_server(tmp_path):
+    """After the server restarted with K=5 the prompts ran with it while the app's settings still
+    showed the old server's K=12: the app takes the new parameters and shows them."""
+    from presto_tui.serve.app import ServeConfig, Server, create_app
+    from presto_tui.serve.net import in_thread
+    from presto_tui.views.dialogs.settings import SettingsScreen
+
+    with listen("127.0.0.1", 0) as s:
+        port = s.getsockname()[1]
+    with in_thread(create_app(Server(SyntheticEngine(), ServeConfig(defaults={"steps": 12}))), port=port) as (url, _):
+        session = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
+        params = params_from({**session.server_flags(), "max_new_tokens": 16, "seed": 4})  # as chat --connect
+    app = chat_app(session, params, backend="remote", model=None, subtitle=f"presto-tui serve at {url}")
+    with in_thread(create_app(Server(SyntheticEngine(), ServeConfig(defaults={"steps": 5}))), port=port):
+        async with app.run_test(size=(120, 36)) as pilot:
+            scr = app.screen
+            assert scr.params.steps == 12
+            scr.query_one("#prompt").focus()
+            await pilot.press(*"the cat", "enter")
+            await wait_until(pilot, lambda: scr.state.current is not None and scr.state.current.status == "done")
+            await wait_until(pilot, lambda: not scr.running)
+            assert scr.state.current.params["steps"] == 5 and scr.params.steps == 5
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: isinstance(app.screen, SettingsScreen))
+            assert app.screen.query_one("#f-steps").value == "5"
+            await pilot.press("escape")
+        session.close()
+
+
 @pytest.mark.parametrize("changes", [
     {}, {"prefetch": "stream", "budget": 12, "budget_policy": "fill", "speculate": "none"},
     {"sampler": "entropycut", "beta": 2.0, "cut_mix": 0.3, "tau": 0.5, "block_size": 8},
@@ -307,11 +336,14 @@ def test_a_server_stopped_midway_says_so_and_a_restarted_one_gives_its_new_defau
     items.clear()
     with in_thread(create_app(Server(SyntheticEngine(), ServeConfig(defaults={"steps": 5}))), port=port):
         remote.run("a dog", params, None, items.append)  # the app still holds K=12, taken from the old server
-        remote.run("a cat", params.with_(alpha=2.0), None, items.append)
+        (moved,) = [x.params for x in items if isinstance(x, ParamsChanged)]  # the app holds these from now on
+        assert (moved.steps, moved.alpha) == (5, params.alpha)
+        remote.run("a cat", moved.with_(alpha=2.0), None, items.append)
     starts = [x for x in items if isinstance(x, SessionStart)]
     assert [st.params["steps"] for st in starts] == [5, 5]
     assert [st.params["alpha"] for st in starts] == [params.alpha, 2.0]  # what the person chose stays
     (changed,) = [x for x in items if isinstance(x, Notice)]  # said once
     assert "has other defaults now (steps 12 -> 5)" in changed.message
+    assert len([x for x in items if isinstance(x, ParamsChanged)]) == 1
     remote.close()
     assert [s.events[-1].reason for s in read_trace(tmp_path / "here.jsonl").sessions] == ["cancelled", "done", "done"]

@@ -11,7 +11,15 @@ workers, one engine each.
 from __future__ import annotations
 
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers, chain_params, new_group
-from presto_tui.runtime.session.chat import ChainEvent, ChatSession, EngineReady, Notice, VocabUpdate, deliver
+from presto_tui.runtime.session.chat import (
+    ChainEvent,
+    ChatSession,
+    EngineReady,
+    Notice,
+    ParamsChanged,
+    VocabUpdate,
+    deliver,
+)
 from presto_tui.runtime.session.cluster import Cluster, EngineWorker, WorkerLost, check_address, split_cores
 from presto_tui.runtime.session.cluster import _ray as require_ray
 from presto_tui.runtime.session.loop import (
@@ -28,7 +36,7 @@ from presto_tui.runtime.session.loop import (
 
 __all__ = [
     "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineLoop", "EngineReady", "EngineWorker", "InternalError",
-    "Notice", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params", "check_address",
-    "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain", "make_driver", "new_group",
-    "require_ray", "run_chains", "split_cores",
+    "Notice", "ParamsChanged", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params",
+    "check_address", "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain",
+    "make_driver", "new_group", "require_ray", "run_chains", "split_cores",
 ]

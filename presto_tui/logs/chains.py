@@ -33,14 +33,15 @@ from presto_tui.safetext import visible
 
 def chain_reports(traces: list[Trace], selection: Selection = ALL) -> list[tuple[ChainsReport, list[dict]]]:
     """(report, members) for every group of chains in `traces`, diagnosed over the transitions
-    `selection` keeps; members name each chain's session as `stats` does (trace, index in it, id)."""
+    `selection` keeps; members name each chain's session as `stats` does (trace, its number in it
+    from 1, id)."""
     summaries: list[SessionSummary] = []
     where: dict[int, dict] = {}
     for t, i, sess, seen_in in _sessions(traces):
         if seen_in is None and sess.start.chains > 1:
             s = sess.summary()
             summaries.append(s)
-            where[id(s)] = {"trace": str(t.path), "session": i, "session_id": sess.start.session_id,
+            where[id(s)] = {"trace": str(t.path), "session": i + 1, "session_id": sess.start.session_id,
                             "chain": s.chain}
     return [(chains_report(g, selection), [where[id(s)] for s in g]) for g in chain_groups(summaries)]
 
@@ -97,10 +98,10 @@ def chains_table(group: Sequence[SessionSummary], title: str = "") -> Group:
     rows = []
     for s in group:
         chain = not s.baseline  # a baseline (best-of-N, ...) makes no transitions
-        rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)), str(s.transitions) if chain else "-",
-                     f"{s.acceptance_rate:.2f}" if chain else "-", _num(s.answer_loglik, ".3f"),
-                     _num(s.answer_confidence, ".3f")])
-    texts = [Text.assemble((f"chain {s.chain}: ", "bold"), visible(s.text, keep_newlines=False), no_wrap=True,
+        rows.append([str(s.chain + 1), Text(visible(s.status, keep_newlines=False)),
+                     str(s.transitions) if chain else "-", f"{s.acceptance_rate:.2f}" if chain else "-",
+                     _num(s.answer_loglik, ".3f"), _num(s.answer_confidence, ".3f")])
+    texts = [Text.assemble((f"chain {s.chain + 1}: ", "bold"), visible(s.text, keep_newlines=False), no_wrap=True,
                            overflow="ellipsis") for s in group]
     return Group(_table(["chain", "status", "tr", "acc", "log-lik", "conf"], rows, title), *texts)
 
@@ -154,8 +155,8 @@ def render(console: Console, reports: list[tuple[ChainsReport, list[dict]]], nam
     """`stats`: one block per group of chains, its sessions named as in the sessions table."""
     for report, members in reports:
         console.print()
-        ids = " ".join(f"[{names.index(m['trace'])}]#{m['session']}" if m["trace"] in names else f"#{m['session']}"
-                       for m in members)
+        ids = " ".join(f"[{names.index(m['trace']) + 1}]#{m['session']}" if m["trace"] in names
+                       else f"#{m['session']}" for m in members)
         head = Text(f"chains {visible(report.group, keep_newlines=False)} ({report.chains} chains x K="
                     f"{report.steps}: {ids}) ", style="bold")
         prompt = visible(report.prompt, keep_newlines=False)

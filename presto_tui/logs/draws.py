@@ -5,13 +5,13 @@ each MH session's events into a `ChainDraws` (its transitions and the state afte
 from the round trees), group the chains of a prompt (`--chains M`; a single chain is a
 group of one), and write:
 
-- `.csv`, tidy: one row per transition of every chain, with `prompt` (the group's index,
-  from 1), `group`, `chain` (from 0, as `--chains` numbers them), `block` and
-  `transition` (each from 1, within its block), `accepted`, `log_target`, `loglik`,
-  `confidence`, `state` (an id per distinct state over the whole export, from 1, in order
-  of first visit: chains that visit the same tokens share it) and `kept` (whether the
-  diagnostics read it under `--burn-in` and `--thin`); cells as the JSON writes them
-  (`logs/tidy.py`);
+- `.csv`, tidy: one row per transition of every chain, with `prompt` (the group's index),
+  `group`, `chain`, `block` and `transition` (within its block), each counted from 1 as
+  every screen and table counts them (the trace's own `chain` field is that minus 1),
+  `accepted`, `log_target`, `loglik`, `confidence`, `state` (an id per distinct state over
+  the whole export, from 1, in order of first visit: chains that visit the same tokens share
+  it) and `kept` (whether the diagnostics read it under `--burn-in` and `--thin`); cells as
+  the JSON writes them (`logs/tidy.py`);
 - `.nc`, ArviZ's DataTree (`diagnostics.datatree`: arviz-base's `from_dict`; xarray's
   `to_netcdf` through h5netcdf): `posterior` holds `log_target`, `loglik` and `confidence` over (chain, draw,
   prompt, block), the draws the diagnostics read; `warmup_posterior` the burn-in's;
@@ -99,7 +99,7 @@ def rows(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL) -> 
             for t in c.transitions:
                 tokens = c.state(t)
                 state = None if tokens is None else ids.setdefault(tokens, len(ids) + 1)
-                out.append({"prompt": p, "group": c.group, "chain": c.chain, "block": t.block + 1,
+                out.append({"prompt": p, "group": c.group, "chain": c.chain + 1, "block": t.block + 1,
                             "transition": t.k + 1, "accepted": t.accepted, "log_target": t.log_target,
                             "loglik": t.loglik, "confidence": t.confidence, "state": state,
                             "kept": selection.keeps(t.k)})
@@ -125,7 +125,7 @@ def datatree(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL)
     early = {q: np.full(warm_shape, np.nan) for q in QUANTITIES}
     stats = {"accepted": np.full(shape, np.nan), "state": np.full(shape, -1, dtype=np.int64),
              "transition": np.full(shape, -1, dtype=np.int64)}
-    chain_at = {(p, c.chain): m for p, g in enumerate(groups, 1) for m, c in enumerate(g)}
+    chain_at = {(p, c.chain + 1): m for p, g in enumerate(groups, 1) for m, c in enumerate(g)}
     slot: dict[tuple[int, int, int], int] = {}  # (prompt, chain, block) -> next kept draw
     for r in table:
         m, p, b = chain_at[(r["prompt"], r["chain"])], r["prompt"] - 1, r["block"] - 1
@@ -146,7 +146,8 @@ def datatree(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL)
             "constant_data": {"prompt_text": np.array([g[0].prompt for g in groups], dtype=object)}}
     if warm:
         data["warmup_posterior"] = early
-    coords = {"prompt": list(range(1, len(groups) + 1)), "block": list(range(1, blocks + 1))}
+    coords = {"chain": list(range(1, chains + 1)), "prompt": list(range(1, len(groups) + 1)),
+              "block": list(range(1, blocks + 1))}
     attrs = {"created_by": f"presto-tui {__version__}", **selection.to_dict(),
              "groups": ",".join(g[0].group for g in groups)}
     return diagnostics.datatree(data, dims, coords, attrs)

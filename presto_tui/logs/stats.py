@@ -271,8 +271,9 @@ BASELINE_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", 
 RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
 
 
-def _drawn(r: dict) -> str:
-    """Samples finished, particles x blocks grown, or SPS's rollouts over its steps."""
+def drawn_text(r: dict) -> str:
+    """What a baseline drew (a session row, or `SessionSummary.to_dict()`): samples finished,
+    particles x blocks grown, or SPS's rollouts over its steps."""
     if r.get("smc_steps"):
         return f"{r['params'].get('particles')}x{r['smc_steps']}"
     if r.get("sps_steps"):
@@ -283,7 +284,7 @@ def _drawn(r: dict) -> str:
 def _baseline_session_cells(r: dict) -> list:
     smc = bool(r.get("smc_steps"))
     return [Text(visible(_sampler(r["params"]))), f"{r['alpha']:g}", f"g{r['group']}", visible(r["status"]),
-            f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), _drawn(r),
+            f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), drawn_text(r),
             str(r["resamplings"]) if smc else "-", _opt(r.get("last_ess"), ".2f"),
             _opt(r["answer_loglik"], ".3f"), _opt(r["answer_confidence"], ".3f")]
 

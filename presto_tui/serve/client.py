@@ -14,7 +14,8 @@ not available.  A server stopped midway (Ctrl-C) cancels the chains and says so
 in the answer's stream: the session ends `cancelled` and one notice says that the
 server stopped.  Every prompt asks the server for its defaults anew: where a
 restarted server has others, the parameters the app took from the old defaults
-take the new ones (those the person chose stay), with one notice.
+take the new ones (those the person chose stay), with one notice, and the app holds
+and shows them from then on (`ParamsChanged`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import orjson
 from presto_tui.api.diagnostics import vote
 from presto_tui.api.events import Event, SessionEnd, SessionError, SessionStart
 from presto_tui.api.params import SAMPLER_PARAMS, SamplerParams, budget_text
-from presto_tui.api.sessions import EngineReady, Notice, VocabUpdate, deliver
+from presto_tui.api.sessions import EngineReady, Notice, ParamsChanged, VocabUpdate, deliver
 from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.safetext import visible
@@ -180,11 +181,13 @@ class RemoteChatSession:
         moved = rebased(params, self._base, flags) if self._base is not None else params
         if flags != self._flags:  # said once, when the server's defaults change
             self._flags = flags
+            self._base = flags  # the app takes the moved parameters (ParamsChanged): they rest on these now
             if moved != params:
                 said = ", ".join(f"{f.name.replace('_', ' ')} {getattr(params, f.name)} -> {getattr(moved, f.name)}"
                                  for f in fields(params) if getattr(params, f.name) != getattr(moved, f.name))
                 emit(Notice("input", f"the server at {self.url} has other defaults now ({said}); the prompts "
                                      "take them where this chat had taken the old ones"))
+                emit(ParamsChanged(moved))
         return moved
 
     def _connect(self, model: str | None, emit: Emit) -> RemoteEngine | None:

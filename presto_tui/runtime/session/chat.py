@@ -57,6 +57,14 @@ class EngineReady:
     model: str
 
 
+@dataclass(frozen=True)
+class ParamsChanged:
+    """The parameters the prompts now run with changed outside the app (a restarted server has other
+    defaults): the app holds, shows and sends these from now on."""
+
+    params: SamplerParams
+
+
 Emit = Callable[[object], None]
 
 

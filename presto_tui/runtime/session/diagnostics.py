@@ -239,7 +239,8 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
     if available():
         for b in blocks:
             diags += [diagnose(draws_of(summaries, b, q, selection), q, b) for q in QUANTITIES]
-        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection)
+        ended = all(s.status != "running" for s in summaries)  # (a trace cut inside a chain: as far as it goes)
+        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended)
     else:
         notes = [MISSING]
     return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
@@ -247,7 +248,10 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
 
 
 def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int,
-              selection: Selection = ALL) -> list[str]:
+              selection: Selection = ALL, ended: bool = True) -> list[str]:
+    """What fails the thresholds, per shared block.  While a chain still runs (`ended` False) the
+    draws are the first ones only: the warning says how things stand so far, and blames K only
+    once the chains have made all their transitions."""
     out = []
     for b in shared:
         mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
@@ -259,16 +263,21 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
             continue
         if mine and all(d.ess_bulk is None for d in mine):
             out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
-                       f"mixed; K={steps} was too short (run more steps, -K)")
+                       f"mixed; K={steps} was too short (run more steps, -K)" if ended else
+                       f"{where}the log-target has not varied so far: the chains have not moved yet "
+                       f"({mine[0].draws} of K={steps} transitions)")
             continue
         # the worst over the quantities that mix or not
         rhats = [d.rhat for d in mine if d.rhat is not None]
         esses = [d.ess_bulk for d in mine if d.ess_bulk is not None]
         worst = Diagnostic("", b, mine[0].chains, mine[0].draws, None, max(rhats, default=None),
                            min(esses, default=None), None, None)
-        if worst.problems():
+        if worst.problems() and ended:
             out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions: "
                        f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
+        elif worst.problems():
+            out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions "
+                       f"so far (of K={steps}): not mixed yet (thresholds {THRESHOLDS})")
     return out
 
 

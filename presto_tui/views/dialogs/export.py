@@ -1,4 +1,4 @@
-"""What to export and where to: a round view's exports (`e`), a chain history's."""
+"""What to export and where to: a round view's exports (`e`), a chain history's, a prompt's chains'."""
 
 from __future__ import annotations
 
@@ -89,3 +89,18 @@ class HistoryExportScreen(ChoiceExportScreen):
     HEADING = "Export the chain's history (a key, or click)"
     OPTIONS = HISTORY_EXPORTS
     BINDINGS = export_bindings(HISTORY_EXPORTS)
+
+
+DRAWS_EXPORTS = (
+    ("v", "csv", "CSV: every chain's draws, one row per transition"),
+    ("n", "nc", "NetCDF: the DataTree ArviZ writes (.nc)"),
+    ("b", "both", "both files"),
+)
+
+
+class DrawsExportScreen(ChoiceExportScreen):
+    """Every chain's draws as `run --draws` writes them: a tidy CSV, ArviZ's NetCDF, or both."""
+
+    HEADING = "Export the chains' draws (a key, or click)"
+    OPTIONS = DRAWS_EXPORTS
+    BINDINGS = export_bindings(DRAWS_EXPORTS)

@@ -45,7 +45,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("g", "go to round N of this session, or S:N (round N of session S)"),
         ("o", "session overview: the whole chain, one column per round (or epoch)"),
         ("m", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
-              "transitions, split R-hat, ESS and MCSE, and the answer they agree on"),
+              "transitions, their autocorrelation and running R-hat, split R-hat, ESS and MCSE, and the answer "
+              "they agree on (an MH chain's: a baseline has none)"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -80,6 +81,9 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Chains", (
         ("← / →", "previous / next chain (the selected one is drawn on top)"),
         ("enter", "open the selected chain's latest round"),
+        ("b", "burn-in B and thinning T: which transitions of each block the diagnostics read (as --burn-in "
+              "and --thin)"),
+        ("e", "every chain's draws as run --draws writes them: a tidy CSV, ArviZ's NetCDF, or both"),
         ("escape / m", "back to the tree"),
     )),
     ("Overview", (

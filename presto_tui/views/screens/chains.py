@@ -2,90 +2,126 @@
 
 - a trace plot: every chain's log-target (alpha log p0 of its state) after each
   transition, one colour per chain (Okabe and Ito's palette, the selected
-  chain drawn on top), drawn with textual-plotext;
-- beside it the MCMC diagnostics ArviZ computes over the chains (split R-hat,
+  chain drawn on top), drawn with textual-plotext at the plot's own width
+  (`widgets/plots.py`); where a burn-in is set, a line marks where it ends;
+- under it, one block's mixing (`state/chains.py`): each chain's autocorrelation
+  by lag, and R-hat over the first n kept draws of every chain as n grows,
+  both ArviZ's (`autocorrelation`, `running_rhat`);
+- beside them the MCMC diagnostics ArviZ computes over the chains (split R-hat,
   bulk and tail ESS, MCSE; `runtime.session.diagnostics`), the warnings, and
   the answer most chains agree on;
 - below, the selected chain: its status, acceptance, log-likelihood and
   confidence, and its text.
 
-←/→ select a chain, Enter opens its latest round in the tree view, Escape (or m)
-goes back.  A live chat's chains are redrawn as their transitions arrive (at
-most four times a second).  The view only reads the app's state.
+The diagnostics read the transitions the selection keeps: the burn-in B and the
+thinning T of `--burn-in` and `--thin` (`b` sets them here; the info line says
+which).  `e` exports every chain's draws as `run --draws` writes them (a tidy
+CSV, ArviZ's NetCDF).  ←/→ select a chain, Enter opens its latest round in the
+tree view, Escape (or m) goes back.  Chains are numbered from 1, as everywhere
+a person reads them.  A live chat's chains are redrawn as their transitions
+arrive (at most four times a second).  The view only reads the app's state.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
-from textual_plotext import PlotextPlot
+from textual.widgets import Header, Static
+from textual_plotext.plot import Plot
 
-from presto_tui.api.diagnostics import ChainsReport, chains_report
+from presto_tui.api.diagnostics import ALL, RHAT_MAX, ChainsReport, Selection, available, chains_report
 from presto_tui.api.events import cut_at_eos
 from presto_tui.api.params import budget_text
 from presto_tui.logs.chains import report_renderable
+from presto_tui.views.dialogs.export import DrawsExportScreen
+from presto_tui.views.dialogs.selection import SelectionScreen
 from presto_tui.views.screens.drawing import thinned
+from presto_tui.views.state import export
+from presto_tui.views.state.chains import Mixing, burn_in_ends, mixing, trace_points
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import AppState, SessionView
+from presto_tui.views.widgets.footer import FittedFooter
+from presto_tui.views.widgets.plots import SeriesPlot
 
 POLL_S = 0.25
+MIXING_MIN_HEIGHT = 30  # below this many rows the mixing plots give their rows to the trace plot
 # Okabe and Ito's palette: hues that stay apart under red-green colour blindness
 CHAIN_COLOURS = ((230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178), (213, 94, 0),
                  (204, 121, 167), (160, 160, 160))
+CHAINS = Binding.Group("chain")  # ← → chain: one place in the footer
+GREY = (128, 128, 128)  # a threshold, a burn-in's end
+LIGHT = (224, 224, 224)  # what belongs to every chain at once (R-hat)
 
 
 def colour_of(chain: int) -> tuple[int, int, int]:
     return CHAIN_COLOURS[chain % len(CHAIN_COLOURS)]
 
 
-def trace_points(view: SessionView) -> tuple[list[int], list[float]]:
-    """(transition number from 1, log-target after it) over every block of the chain."""
-    draws = view.summary.draws
-    return list(range(1, len(draws) + 1)), [d.log_target for d in draws]
+def whole_ticks(top: int) -> list[float]:
+    """At most about six whole-number ticks from 1 to `top`."""
+    return [float(x) for x in range(1, top + 1, max(1, -(-top // 6)))]
 
 
 class ChainsScreen(Screen[tuple[int, int] | None]):
     """A prompt's chains; dismisses with the (session, round) to open, or None."""
 
     BINDINGS = [
-        Binding("left,h,left_square_bracket", "move(-1)", "prev chain", key_display="←"),
-        Binding("right,l,right_square_bracket", "move(1)", "next chain", key_display="→"),
+        Binding("left,h,left_square_bracket", "move(-1)", "prev chain", key_display="←", group=CHAINS),
+        Binding("right,l,right_square_bracket", "move(1)", "next chain", key_display="→", group=CHAINS),
         Binding("enter", "open", "open its tree"),
+        Binding("b", "selection", "burn-in/thin"),
+        Binding("e", "export", "export draws"),
         Binding("escape,m", "close", "back"),
     ]
 
-    def __init__(self, state: AppState, session: int) -> None:
+    def __init__(self, state: AppState, session: int, export_dir: Path = Path("exports"),
+                 selection: Selection = ALL) -> None:
         super().__init__()
         self.state = state
         self.members = state.chains_of(session)
         self.selected = self.members.index(session)
+        self.export_dir = export_dir
+        self.selection = selection  # which transitions the diagnostics read (b)
         self._seen: tuple = ()
-        self._report: tuple[tuple, ChainsReport] | None = None  # (the _seen it was computed for, the report)
+        self._report: tuple[tuple, ChainsReport] | None = None  # (what it was computed for, the report)
+        self._mixing: tuple[tuple, Mixing | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield Static(id="ch-info")
         yield Static(id="ch-legend")
         with Horizontal(id="ch-main"):
-            yield PlotextPlot(id="ch-plot")
+            with Vertical(id="ch-plots"):
+                yield SeriesPlot(id="ch-plot")
+                with Horizontal(id="ch-mixing"):
+                    yield SeriesPlot(id="ch-acf")
+                    yield SeriesPlot(id="ch-rhat")
             with VerticalScroll(id="ch-side"):
                 yield Static(id="ch-diagnostics")
         with VerticalScroll(id="ch-text"):
             yield Static(id="ch-text-body")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.set_interval(POLL_S, self._poll)
         self.draw()
 
+    def on_resize(self) -> None:
+        self.query_one("#ch-mixing").display = self.size.height >= MIXING_MIN_HEIGHT
+
     @property
     def views(self) -> list[SessionView]:
         return [self.state.sessions[i] for i in self.members]
+
+    @property
+    def steps(self) -> int:
+        return int(self.views[0].params.get("steps") or 1)
 
     def _key(self, members: list[int]) -> tuple:
         """What the screen shows depends on: the chains, their draws so far, their status."""
@@ -99,6 +135,19 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             self.members = members
             self.draw()
 
+    # -- what is computed once per change of the draws (not per chain switched to) ------------------
+    def report(self) -> ChainsReport:
+        key = (self._seen, self.selection)
+        if self._report is None or self._report[0] != key:
+            self._report = (key, chains_report([v.summary for v in self.views], self.selection))
+        return self._report[1]
+
+    def mixing(self) -> Mixing | None:
+        key = (self._seen, self.selection)
+        if self._mixing is None or self._mixing[0] != key:
+            self._mixing = (key, mixing([v.summary for v in self.views], self.selection))
+        return self._mixing[1]
+
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self) -> None:
         views = self.views
@@ -106,7 +155,8 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         with self.app.batch_update():
             self.query_one("#ch-info", Static).update(self._info(views))
             self.query_one("#ch-legend", Static).update(self._legend(views))
-            self._plot(views)
+            self.query_one("#ch-plot", SeriesPlot).show(self._trace_drawing(views))
+            self._draw_mixing(views)
             self.query_one("#ch-diagnostics", Static).update(self._diagnostics(views))
             self.query_one("#ch-text-body", Static).update(self._text(views[self.selected]))
 
@@ -116,9 +166,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
                 return Text("this trace records no state per transition (it predates them): nothing to diagnose",
                             style="dim")
             return Text("no transitions yet", style="dim")
-        if self._report is None or self._report[0] != self._seen:  # ArviZ once per change of the draws,
-            self._report = (self._seen, chains_report([v.summary for v in views]))  # not per chain switched to
-        parts: list = [report_renderable(self._report[1], compact=True)]
+        parts: list = [report_renderable(self.report(), compact=True)]
         if len(views) < 2:
             parts.insert(0, Text("one chain: R-hat compares two or more (--chains M, or chains in ctrl+s)",
                                  style="dim"))
@@ -128,9 +176,11 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         v = views[self.selected]
         p = v.params
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(f"chain {v.start.chain} of {len(views)}", style="bold")
+        t.append(f"chain {v.start.chain + 1} of {len(views)}", style="bold")
         t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
-                 f"{p.get('alpha')} · log-target per transition · ")
+                 f"{p.get('alpha')} · ")
+        t.append(f"burn-in {self.selection.burn_in}, thin {self.selection.thin}", style="bold")
+        t.append(" (b) · ")
         t.append("> " + clip(v.start.prompt.replace("\n", " "), 200))
         return t
 
@@ -140,36 +190,80 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             r, g, b = colour_of(v.start.chain)
             mark = "━━" if i != self.selected else "██"
             t.append(f"{mark} ", style=f"rgb({r},{g},{b})")
-            t.append(f"chain {v.start.chain}{' (selected)' if i == self.selected else ''}  ",
+            t.append(f"chain {v.start.chain + 1}{' (selected)' if i == self.selected else ''}  ",
                      style="bold" if i == self.selected else "")
         return t
 
-    def _plot(self, views: list[SessionView]) -> None:
-        plot = self.query_one("#ch-plot", PlotextPlot)
-        plt = plot.plt
-        plt.clear_figure()
-        plt.title("log-target alpha log p0(x) after each transition")  # our words only: plotext parses ANSI
-        order = [i for i in range(len(views)) if i != self.selected] + [self.selected]  # the selected on top
-        longest = 1
-        for i in order:
-            xs, ys = trace_points(views[i])
-            if not xs:
-                continue
-            longest = max(longest, len(xs))
-            keep = thinned(len(xs), plot.size.width)  # the cost follows the plot's width
-            plt.plot([xs[j] for j in keep], [ys[j] for j in keep], marker="braille",
-                     color=colour_of(views[i].start.chain))
-        plt.xlim(0.5, longest + 0.5)
-        step = max(1, -(-longest // 6))  # at most about six whole-transition ticks
-        plt.xticks(list(range(1, longest + 1, step)))
-        plt.xlabel("transition")
-        plot.refresh()
+    def _order(self, views: list[SessionView]) -> list[int]:
+        return [i for i in range(len(views)) if i != self.selected] + [self.selected]  # the selected on top
+
+    def _trace_drawing(self, views: list[SessionView]):
+        series = [(trace_points(views[i]), colour_of(views[i].start.chain)) for i in self._order(views)]
+        ends = burn_in_ends(views[self.selected], self.selection)
+
+        def drawing(plt: Plot, width: int) -> None:
+            # our words only: plotext parses ANSI
+            plt.title("log-target alpha log p0(x) per transition" + (" (| burn-in ends)" if ends else ""))
+            longest = 1
+            for (xs, ys), colour in series:
+                if not xs:
+                    continue
+                longest = max(longest, len(xs))
+                keep = thinned(len(xs), width)  # the cost follows the plot's width, as it is drawn
+                plt.plot([xs[j] for j in keep], [ys[j] for j in keep], marker="braille", color=colour)
+            for x in ends:
+                plt.vline(x, color=GREY)
+            plt.xlim(0.5, longest + 0.5)
+            plt.xticks(whole_ticks(longest))
+            plt.xlabel("transition")
+
+        return drawing
+
+    def _draw_mixing(self, views: list[SessionView]) -> None:
+        mix = self.mixing()
+        acf, rhat = self.query_one("#ch-acf", SeriesPlot), self.query_one("#ch-rhat", SeriesPlot)
+        if mix is None:
+            why = "no block every chain has reached yet" if available() else "needs arviz-stats"
+            acf.show(lambda plt, width: plt.title(f"autocorrelation: {why}"))
+            rhat.show(lambda plt, width: plt.title(f"running R-hat: {why}"))
+            return
+        order = self._order(views)
+        where = f"block {mix.block + 1}"
+
+        def acf_drawing(plt: Plot, width: int) -> None:
+            plt.title(f"autocorrelation, {where}")
+            lags = 0
+            for i in order:
+                xs, ys = mix.acf_points(i)
+                if xs:
+                    plt.plot(xs, ys, marker="braille", color=colour_of(views[i].start.chain))
+                    lags = max(lags, xs[-1])
+            plt.hline(0.0, color=GREY)
+            plt.ylim(-1, 1)
+            plt.xticks([float(x) for x in range(0, lags + 1, max(1, -(-lags // 6)))])  # lags from 0
+            plt.xlabel("lag")
+
+        def rhat_drawing(plt: Plot, width: int) -> None:
+            xs, ys = mix.rhat_points()
+            if len(views) < 2:
+                plt.title("running R-hat: needs two chains or more")
+                return
+            plt.title(f"running R-hat, {where}")
+            if xs:
+                plt.plot(xs, ys, marker="braille", color=LIGHT)
+                plt.hline(RHAT_MAX, color=GREY)
+                plt.xlim(min(xs) - 0.5, max(xs) + 0.5)
+                plt.xticks([float(n) for n in range(xs[0], xs[-1] + 1, max(1, -(-(xs[-1] - xs[0] + 1) // 6)))])
+            plt.xlabel(f"first n draws (line: {RHAT_MAX})")
+
+        acf.show(acf_drawing)
+        rhat.show(rhat_drawing)
 
     def _text(self, v: SessionView) -> Text:
         s = v.summary
         t = Text()
         last = s.draws[-1] if s.draws else None
-        t.append(f"chain {v.start.chain} (seed {v.params.get('seed')}): {s.status}, {s.transitions} transitions, "
+        t.append(f"chain {v.start.chain + 1} (seed {v.params.get('seed')}): {s.status}, {s.transitions} transitions, "
                  f"acceptance {s.acceptance_rate:.2f}", style="bold")
         if last is not None:
             t.append(f", log-likelihood {last.loglik:.3f}, confidence {last.confidence:.3f}, first change at "
@@ -191,3 +285,33 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
+    def action_selection(self) -> None:
+        """`b`: the burn-in and thinning the diagnostics read."""
+        def done(chosen: Selection | None) -> None:
+            if chosen is not None and chosen != self.selection:
+                self.selection = chosen
+                self.draw()
+                self.notify(f"diagnostics over {chosen.words}", timeout=4)
+
+        self.app.push_screen(SelectionScreen(self.selection, self.steps), done)
+
+    def action_export(self) -> None:
+        """`e`: every chain's draws, as `run --draws` writes them."""
+        def done(result: tuple[str, Path] | None) -> None:
+            if result is not None:
+                self.export(*result)
+
+        self.app.push_screen(DrawsExportScreen(self.export_dir), done)
+
+    def export(self, kind: str, folder: Path) -> None:
+        """Write the draws as `kind` (csv, nc, both) into `folder`; one toast either way."""
+        self.export_dir = folder
+        stem = f"s{self.members[0] + 1}-draws"  # named after the prompt's first chain's session
+        try:
+            paths = export.write_draws(folder, stem, export.chain_draws(self.state, self.members), self.selection,
+                                       kind)
+        except export.ExportError as e:
+            self.notify(str(e), severity="error", timeout=8, markup=False)
+            return
+        self.notify("wrote " + " and ".join(clip(str(p), 200) for p in paths) + f" ({self.selection.words})",
+                    timeout=6, markup=False)

@@ -21,7 +21,7 @@ from textual.worker import Worker, WorkerState
 
 from presto_tui.api.events import InFlight, LiveTree, RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.api.params import BackendName, PrefetchRule, SamplerParams, budget_text
-from presto_tui.api.sessions import ChainEvent, EngineReady, Notice, VocabUpdate
+from presto_tui.api.sessions import ChainEvent, EngineReady, Notice, ParamsChanged, VocabUpdate
 from presto_tui.safetext import visible
 from presto_tui.views.dialogs.settings import SettingsScreen
 from presto_tui.views.screens.round import RoundScreen
@@ -137,6 +137,8 @@ class ChatScreen(RoundScreen):
             self.state.vocab.update(item.pieces)
         elif isinstance(item, Notice):
             self.notify(visible(item.message, keep_newlines=False), severity="error", timeout=10, markup=False)
+        elif isinstance(item, ParamsChanged):  # (its worker said why, in a notice)
+            self.params = item.params
         elif isinstance(item, EngineReady):
             self.app.sub_title = engine_title(item.backend, item.model)
             self.notify(f"{engine_title(item.backend, item.model)}: ready", timeout=3, markup=False)

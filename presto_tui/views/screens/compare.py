@@ -15,14 +15,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
-from textual_plotext import PlotextPlot
+from textual.widgets import Header, Static
 
 from presto_tui.views.screens.drawing import diff_styles, theme_colour, thinned
 from presto_tui.views.state import export
 from presto_tui.views.state.compare import ParamRow, acceptance_curve, answer_diff, outcome_rows, param_rows
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import AppState, SessionView
+from presto_tui.views.widgets.footer import FittedFooter
+from presto_tui.views.widgets.plots import SeriesPlot
 
 
 class CompareScreen(Screen[None]):
@@ -45,7 +46,7 @@ class CompareScreen(Screen[None]):
         with Horizontal(id="cmp-top"):
             with VerticalScroll(id="cmp-params"):
                 yield Static(id="cmp-params-body")
-            yield PlotextPlot(id="cmp-plot")
+            yield SeriesPlot(id="cmp-plot")
         with Horizontal(id="cmp-answers"):
             with VerticalScroll(id="cmp-answer-a"):
                 yield Static(id="cmp-answer-a-body")
@@ -53,12 +54,9 @@ class CompareScreen(Screen[None]):
                 yield Static(id="cmp-answer-b-body")
         with VerticalScroll(id="cmp-diff"):
             yield Static(id="cmp-diff-body")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
-        self.draw()
-
-    def on_resize(self) -> None:
         self.draw()
 
     def sessions(self) -> tuple[SessionView, SessionView]:
@@ -107,26 +105,38 @@ class CompareScreen(Screen[None]):
                      grid("outcome", outcome_rows(sa, sb)))
 
     def _plot(self, sa: SessionView, sb: SessionView) -> None:
-        plot = self.query_one("#cmp-plot", PlotextPlot)
-        plt = plot.plt
-        plt.clear_figure()
+        """The running acceptance of each MH chain; no plot where neither session is one (the
+        baselines make no transitions: their outcomes are in the table)."""
+        plot = self.query_one("#cmp-plot", SeriesPlot)
+        curves = [(name, acceptance_curve(s), theme_colour(self, var), marker)
+                  for name, s, var, marker in (("A", sa, "mh-accept", "braille"), ("B", sb, "mh-reject", "dot"))
+                  if s.baseline is None]
+        plot.display = bool(curves)
+        if not curves:
+            return
         # our own words only (plotext's output is parsed as ANSI); the markers are named in the title,
         # not in a legend, which plotext draws over the curves' start
-        plt.title("running acceptance: A line, B dots")
-        top = 0
-        for s, var, marker in ((sa, "mh-accept", "braille"), (sb, "mh-reject", "dot")):
-            ys = acceptance_curve(s)
-            if not ys:
-                continue
-            keep = thinned(len(ys), plot.size.width)
-            plt.plot([i + 1 for i in keep], [ys[i] for i in keep], marker=marker, color=theme_colour(self, var))
-            top = max(top, len(ys))
-        if top:
-            plt.ylim(0, 1)
-            plt.xlim(0.5, top + 0.5)
-            plt.xticks(list(range(1, top + 1, max(1, -(-top // 6)))))  # about six whole transitions
-            plt.xlabel("transition")
-        plot.refresh()
+        title = "running acceptance: " + ", ".join(f"{n} {'line' if m == 'braille' else 'dots'}"
+                                                   for n, _, _, m in curves)
+        if len(curves) == 1:
+            title += f" ({'B' if curves[0][0] == 'A' else 'A'}: a baseline)"
+
+        def drawing(plt, width: int) -> None:
+            plt.title(title)
+            top = 0
+            for _, ys, colour, marker in curves:
+                if not ys:
+                    continue
+                keep = thinned(len(ys), width)
+                plt.plot([i + 1 for i in keep], [ys[i] for i in keep], marker=marker, color=colour)
+                top = max(top, len(ys))
+            if top:
+                plt.ylim(0, 1)
+                plt.xlim(0.5, top + 0.5)
+                plt.xticks(list(range(1, top + 1, max(1, -(-top // 6)))))  # about six whole transitions
+                plt.xlabel("transition")
+
+        plot.show(drawing)
 
     def _answer(self, s: SessionView) -> Text:
         t = Text()

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.api.events import cut_at_eos
@@ -21,6 +21,7 @@ from presto_tui.views.state import export
 from presto_tui.views.state.evolution import Writer, clip
 from presto_tui.views.state.history import ChainHistory, chain_history
 from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.footer import FittedFooter
 
 CONTEXT_TOKENS = 4  # tokens of a visited state shown before where it differs from its block's start
 
@@ -47,7 +48,7 @@ class HistoryScreen(Screen[None]):
             yield PlotextPlot(id="hist-target")
             yield PlotextPlot(id="hist-loglik")
         yield DataTable(id="hist-states", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         h, p = self.history, self.view.params

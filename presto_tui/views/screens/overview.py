@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.views.screens.drawing import diff_styles, theme_colour, thinned
@@ -30,6 +30,7 @@ from presto_tui.views.state.baseline import NO_ROUNDS
 from presto_tui.views.state.evolution import clip, evolution_text, span_note
 from presto_tui.views.state.reducer import AppState
 from presto_tui.views.state.series import ChainSeries
+from presto_tui.views.widgets.footer import FittedFooter
 from presto_tui.views.widgets.strips import MAX_ROWS, ChainStrip, CutStrip
 
 POLL_S = 0.25  # a live session's new rounds reach the overview at most four times a second
@@ -70,7 +71,7 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
             yield PlotextPlot(id="ov-rate")
         with VerticalScroll(id="ov-text"):
             yield Static(id="ov-text-body")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.series.update()

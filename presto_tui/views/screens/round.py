@@ -28,7 +28,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.keys import format_key, key_to_character
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from presto_tui.api.events import RoundDone, RoundTree
 from presto_tui.views.dialogs.export import ExportScreen
@@ -49,6 +49,7 @@ from presto_tui.views.state.search import QueryError, Search, parse
 from presto_tui.views.state.tokens import token_split
 from presto_tui.views.widgets.baseline import BaselineTable
 from presto_tui.views.widgets.chain_text import ChainText
+from presto_tui.views.widgets.footer import FittedFooter
 from presto_tui.views.widgets.inputs import SearchBar
 from presto_tui.views.widgets.inspector import Inspector
 from presto_tui.views.widgets.stats import StatsPanel
@@ -58,6 +59,7 @@ from presto_tui.views.widgets.tree import RoundTreeView
 EXPORT_DIR = Path("exports")
 LEGEND_MIN_HEIGHT = 30  # below this many rows the legend gives its line to the tree (it is in the help)
 TITLE_3_LINES_MIN_HEIGHT = 24  # the tree's title folds to 3 lines at 80x24 (48 columns), to 2 below
+ROUNDS, MATCHES = Binding.Group("round"), Binding.Group("match")
 
 
 def typed(key: str) -> bool:
@@ -81,13 +83,14 @@ def typed_actions(screen: type[Screen]) -> frozenset[str]:
 
 class RoundScreen(Screen):
     BINDINGS = [  # tree navigation keys: RoundTreeView.BINDINGS
-        Binding("left_square_bracket", "round(-1)", "prev round"),
-        Binding("right_square_bracket", "round(1)", "next round"),
+        # pairs share one place in the footer ("[ ] round"): at 80 columns every key it shows fits
+        Binding("left_square_bracket", "round(-1)", "prev round", group=ROUNDS),
+        Binding("right_square_bracket", "round(1)", "next round", group=ROUNDS),
         Binding("o", "overview", "overview"),
         Binding("m", "chains", "chains", show=False),  # taught in the help; most sessions are one chain
         Binding("slash", "search", "search"),
-        Binding("n", "search_step(True)", "next match"),
-        Binding("N", "search_step(False)", "prev match"),
+        Binding("n", "search_step(True)", "next match", group=MATCHES),
+        Binding("N", "search_step(False)", "prev match", group=MATCHES),
         Binding("g", "goto", "go to"),
         Binding("e", "export", "export"),
         Binding("c", "compare", "compare", show=False),
@@ -106,7 +109,7 @@ class RoundScreen(Screen):
         self.tree_mode = TreeMode()  # what the tree pane shows of a round
         self.baseline_mode = BaselineMode()  # ... or of a baseline session, in the tree's place
         self.search: Search | None = None
-        self.search_status = ""
+        self._search_said: tuple[str, tuple[int, int] | None] = ("", None)  # (the status, where its match is)
         self.export_dir = EXPORT_DIR
         self.compare_mark: int | None = None  # the session `c` marked, to compare with another
 
@@ -128,7 +131,7 @@ class RoundScreen(Screen):
             yield Static("search /", id="search-label")
             yield SearchBar(placeholder="k=5  cut=10-20  class=reject  or text in a proposal  (enter searches, "
                                         "n/N step, escape closes, empty ends the search)", id="search", compact=True)
-        yield Footer()
+        yield FittedFooter()
 
     def compose_bottom(self) -> ComposeResult:
         """What a screen puts under the chain's text: the chat's prompt, the replay's timeline."""
@@ -237,10 +240,20 @@ class RoundScreen(Screen):
             self.draw_stats(session)
             self.tree_mode.draw_title(title, self._where(), steady=self.title_steady())
         status = self.query_one("#search-status", Static)
-        status.display = bool(self.search_status)
-        status.update(Text(self.search_status, no_wrap=True, overflow="ellipsis"))
+        said = self.search_status
+        status.display = bool(said)
+        status.update(Text(said, no_wrap=True, overflow="ellipsis"))
         tokens = self.shown_tokens(session) if session is not None else []
         self.query_one("#output", ChainText).show(session, tokens, self.current_round(), self.state.pieces)
+
+    @property
+    def search_status(self) -> str:
+        """The search's line: where its match is while that is on screen; elsewhere only the search
+        and its keys (a match of session 2 is no news on session 5)."""
+        said, where = self._search_said
+        if self.search is None or where is None or where == self.cursor:
+            return said
+        return f"/{clip(self.search.query.raw, 40)} · n/N: the next or previous match from here"
 
     def title_steady(self) -> bool:
         """Whether the tree's title keeps its height as its text shrinks (chat: while a run is live)."""
@@ -256,7 +269,7 @@ class RoundScreen(Screen):
         s, r = self.cursor
         view = self.state.sessions[s]
         start = view.start
-        chain = f" (chain {start.chain} of {start.chains}: m shows them all)" if start.chains > 1 else ""
+        chain = f" (chain {start.chain + 1} of {start.chains}: m shows them all)" if start.chains > 1 else ""
         return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
                 f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
                 f"{rd.tree.rule}/{rd.tree.inputs}")
@@ -325,12 +338,15 @@ class RoundScreen(Screen):
             self.notify("no session yet: the chains view needs one", timeout=3)
             return
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
+        if self.state.sessions[session].baseline is not None:
+            self.notify(f"m: the chains view needs MH chains ({NO_ROUNDS}: no transitions)", timeout=4)
+            return
 
         def done(result: tuple[int, int] | None) -> None:
             if result is not None:
                 self.chain_picked(result[0])
 
-        self.app.push_screen(ChainsScreen(self.state, session), done)
+        self.app.push_screen(ChainsScreen(self.state, session, self.export_dir), done)
 
     def chain_picked(self, index: int) -> None:
         """Show session `index`'s latest round (the chains view opened it)."""
@@ -412,7 +428,7 @@ class RoundScreen(Screen):
     def search_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if not event.value.strip():  # an empty search ends the search
-            self.search, self.search_status = None, ""
+            self.search, self._search_said = None, ("", None)
             self.refresh_bindings()
             self.query_one("#search-row").display = False
             self.main_view.focus()
@@ -436,13 +452,13 @@ class RoundScreen(Screen):
         found = self.search.step(self.cursor, self.tree_view.selected, forward)
         shown = clip(self.search.query.raw, 40)
         if found is None:
-            self.search_status = f"/{shown}: no match"
+            self._search_said = (f"/{shown}: no match", None)
             self.draw_panels()
             return
         cursor, node, wrapped = found
         s, r = cursor
-        self.search_status = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
-                              + (" (wrapped)" if wrapped else "") + " · n/N")
+        self._search_said = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
+                             + (" (wrapped)" if wrapped else "") + " · n/N", cursor)
         self.go_to(self.state.timeline_index(cursor), node=node)
 
     # -- export --------------------------------------------------------------------------
@@ -471,11 +487,11 @@ class RoundScreen(Screen):
                     return
                 session = self.state.sessions[cursor[0]]
                 if kind == "text":
-                    content = export.tree_as_text(session, cursor[0], rd, self.tree_mode.layout(rd.tree))
+                    content = export.tree_as_text(session, cursor, rd, self.tree_mode.layout(rd.tree))
                     path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit), content)
                 else:
                     path = export.write(folder, export.file_name("tree", cursor, "json", session.unit),
-                                        export.tree_as_json(self.state, session, rd))
+                                        export.tree_as_json(self.state, session, cursor, rd))
             else:
                 shown = self.answer_tokens()
                 if shown is None:

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from presto_tui.api.events import Pieces
 from presto_tui.safetext import visible
@@ -21,6 +21,7 @@ from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.layout import symbol
 from presto_tui.views.state.ratio import ratio_terms
 from presto_tui.views.state.tokens import NOT_RECORDED, TokenSplit
+from presto_tui.views.widgets.footer import FittedFooter
 
 TOKEN_TEXT = 14  # characters of a token's text in a table cell
 DRIVERS = 3  # positions marked as the largest shares of log r
@@ -59,7 +60,7 @@ class TokenScreen(Screen[None]):
         yield DataTable(id="tok-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="tok-totals"):
             yield Static(id="tok-totals-body")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

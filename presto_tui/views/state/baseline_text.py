@@ -108,7 +108,7 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     c = run.choice
     if c is not None:
         what = "particle" if run.smc else "sample"
-        t.append(f"\nanswer: {what} {c.index}, {clip(c.rule, 120)}")
+        t.append(f"\nanswer: {what} #{c.index}, {clip(c.rule, 120)}")
     if m.answer_loglik is not None and m.answer_confidence is not None:
         t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
     elif c is None:
@@ -181,4 +181,4 @@ def answer_title(session: SessionView) -> str:
     if c is None:
         return "no answer yet: a baseline answers at its end"
     what = "particle" if run.smc else "sample"
-    return clip(f"the answer: {what} {c.index} ({c.rule})", 200)
+    return clip(f"the answer: {what} #{c.index} ({c.rule})", 200)

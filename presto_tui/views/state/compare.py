@@ -16,6 +16,7 @@ from rich.text import Text
 
 from presto_tui.api.events import Pieces, cut_at_eos
 from presto_tui.api.params import PARAMS, SAMPLER_PARAMS
+from presto_tui.logs.stats import drawn_text
 from presto_tui.views.state.evolution import PLAIN_DIFF, TEXT_BUDGET, DiffStyles, Writer, clip
 from presto_tui.views.state.reducer import SessionView
 
@@ -40,30 +41,65 @@ def _shown(v: object) -> str:
     return f"{v:g}" if isinstance(v, float) else clip(str(v), 60)
 
 
+def _reads(name: str, session: SessionView) -> bool:
+    """Whether `session`'s sampler and rule read parameter `name` (a name the specification does not
+    know, from an older trace: shown as it is)."""
+    return name not in PARAMS or PARAMS[name].applies(session.params)
+
+
 def param_rows(a: SessionView, b: SessionView) -> list[ParamRow]:
-    """Every parameter that either session's sampler and rule read (a missing one shows as -), then
-    the backend, model and prompt."""
+    """Every parameter that either session's sampler and rule read, then the backend, model and
+    prompt.  A session that does not read one shows - (a baseline has no K, budget or prefetch
+    rule): it is never "the same in both" because both traces hold the default."""
     keys = [k for k in PARAM_ORDER if k in a.params or k in b.params]
     keys += sorted((set(a.params) | set(b.params)) - set(keys))
     # only what either session's sampler and rule read (`--beta` changes nothing in a PowerMH chain)
-    keys = [k for k in keys if k not in PARAMS or PARAMS[k].applies(a.params) or PARAMS[k].applies(b.params)]
-    rows = [ParamRow(k, _shown(a.params.get(k)), _shown(b.params.get(k))) for k in keys]
+    keys = [k for k in keys if _reads(k, a) or _reads(k, b)]
+    shown = lambda k, s: _shown(s.params.get(k)) if _reads(k, s) else "-"
+    rows = [ParamRow(k, shown(k, a), shown(k, b)) for k in keys]
     for name, get in (("backend", lambda s: s.start.backend), ("model", lambda s: s.start.model),
                       ("prompt", lambda s: s.start.prompt.replace("\n", " ⏎ "))):
         rows.append(ParamRow(name, _shown(get(a)), _shown(get(b))))
     return rows
 
 
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def answer_tokens(s: SessionView) -> int:
+    """The answer's length: the response a person gets, up to its first EOS (every method's)."""
+    return len(cut_at_eos(s.summary.tokens, s.start.backend_info.get("eos_id")))
+
+
+# (name, value of an MH chain's summary): what the stats panel and `stats` show of a chain
+CHAIN_OUTCOMES = (
+    ("transitions", lambda m: str(m.transitions)),
+    ("acceptance", lambda m: f"{m.acceptance_rate:.2f}"),
+    ("model calls", lambda m: str(m.calls)),
+    ("tr/call", lambda m: f"{m.transitions_per_call:.2f}" if m.calls else "-"),
+    ("tr/s", lambda m: f"{m.transitions_per_s:.2f}"),
+    ("speedup est.", lambda m: "-" if m.speedup_estimate is None else f"{m.speedup_estimate:.2f}x"),
+)
+
+
 def outcome_rows(a: SessionView, b: SessionView) -> list[ParamRow]:
-    """What each session came to: the numbers the stats panel shows."""
-    out = []
-    for name, get in (("status", lambda m: m.status), ("transitions", lambda m: str(m.transitions)),
-                      ("acceptance", lambda m: f"{m.acceptance_rate:.2f}"),
-                      ("model calls", lambda m: str(m.calls)),
-                      ("tr/call", lambda m: f"{m.transitions_per_call:.2f}" if m.calls else "-"),
-                      ("tr/s", lambda m: f"{m.transitions_per_s:.2f}"),
-                      ("speedup est.", lambda m: "-" if m.speedup_estimate is None else f"{m.speedup_estimate:.2f}x")):
-        out.append(ParamRow(name, get(a.summary), get(b.summary)))
+    """What each session came to, as `stats` tables it: an MH chain's transitions, acceptance and
+    speed (- for a baseline, which makes no transitions), then every session's time, tokens, answer
+    and its log-likelihood per token and confidence (eqs. 21-22), and what a baseline drew."""
+    out = [ParamRow("status", a.status, b.status)]
+    if a.baseline is None or b.baseline is None:
+        for name, get in CHAIN_OUTCOMES:
+            out.append(ParamRow(name, *(get(s.summary) if s.baseline is None else "-" for s in (a, b))))
+    for name, of in (("time s", lambda s: f"{s.summary.wall_s:.2f}"),
+                     ("tokens generated", lambda s: str(s.summary.tokens_generated)),
+                     ("answer tokens", lambda s: str(answer_tokens(s))),
+                     ("log-lik/token", lambda s: _opt(s.summary.answer_loglik, ".3f")),
+                     ("confidence", lambda s: _opt(s.summary.answer_confidence, ".3f"))):
+        out.append(ParamRow(name, of(a), of(b)))
+    if a.baseline is not None or b.baseline is not None:
+        out.append(ParamRow("drawn", *(drawn_text(s.summary.to_dict()) if s.baseline is not None else "-"
+                                       for s in (a, b))))
     return out
 
 

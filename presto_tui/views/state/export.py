@@ -2,13 +2,19 @@
 
 - a round's tree as text: the rows the tree view shows (its mode and reach threshold),
   under a header naming the session and round;
-- a round's tree as JSON: the trace's own `round` record (logs.schema.encode, so
-  `logs.schema.decode` reads it back), with the session's prompt and parameters and the
-  text of every token the round mentions;
+- a round's tree as JSON: where it is (session, round or epoch, block), the trace's own `round`
+  record (`record`: logs.schema.encode, so `logs.schema.decode` reads it back), with the
+  session's prompt and parameters and the text of every token the round mentions;
 - the answer: the state's text up to its first EOS;
 - a session's chain history (history.py): JSON with every transition and every distinct
   state (its text too), or CSV, one file of transitions and one of states.  Numbers that are not
-  finite are written as the trace writes them ("-inf"), so the JSON stays JSON.
+  finite are written as the trace writes them ("-inf"), so the JSON stays JSON;
+- a prompt's chains' draws: the tidy CSV and ArviZ's NetCDF file that `run --draws` and
+  `stats --draws` write, by the same functions (`logs/draws.py`).
+
+Sessions, chains, rounds (epochs), blocks and transitions are numbered from 1, as the screen
+shows them; node and state ids are ids.  A trace record exported as it is (a round's tree as
+JSON) keeps the trace's own fields, whose indices count from 0 (docs/trace-format.md).
 
 Exported text is passed through `visible()`: a trace's token text may hold escape
 sequences, and an exported file or clipboard is often pasted into a terminal.
@@ -16,13 +22,17 @@ sequences, and an exported file or clipboard is often pasted into a terminal.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from presto_tui.api.diagnostics import Selection
 from presto_tui.api.events import RoundDone, cut_at_eos, event_token_ids
 from presto_tui.errors import OutputError
 from presto_tui.files import make_folders
+from presto_tui.logs import draws
 from presto_tui.logs.schema import encode
 from presto_tui.logs.tidy import csv_text
 from presto_tui.logs.tidy import number as _number
@@ -56,24 +66,31 @@ def shown(path: Path) -> str:
     return visible(str(path), keep_newlines=False)
 
 
-def round_header(session: SessionView, s: int, rd: RoundDone) -> str:
+def round_header(session: SessionView, cursor: tuple[int, int], rd: RoundDone) -> str:
+    s, r = cursor
     p = session.params
-    return (f"session {s + 1}, {session.unit} {rd.round + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
+    return (f"session {s + 1}, {session.unit} {r + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
             f"{p.get('sampler')} {rd.tree.rule}/{rd.tree.inputs} N={p.get('budget')}\n"
             f"prompt: {visible(session.start.prompt[:300], keep_newlines=False)}\n")
 
 
-def tree_as_text(session: SessionView, s: int, rd: RoundDone, lay: Layout) -> str:
-    return round_header(session, s, rd) + "\n" + visible(tree_text(rd.tree, lay))
+def tree_as_text(session: SessionView, cursor: tuple[int, int], rd: RoundDone, lay: Layout) -> str:
+    return round_header(session, cursor, rd) + "\n" + visible(tree_text(rd.tree, lay))
 
 
-def tree_as_json(state: AppState, session: SessionView, rd: RoundDone) -> str:
+def tree_as_json(state: AppState, session: SessionView, cursor: tuple[int, int], rd: RoundDone) -> str:
+    """The round at `cursor` (session, round index) as JSON: where it is, numbered as the screen
+    says it ("session 2 · epoch 1304 · block 1"), and the trace's own record of it (`record`, which
+    `logs.schema.decode` reads back; its `round` and `block` are the trace's indices, from 0)."""
+    s, r = cursor
     ids = sorted(set(event_token_ids(rd)))
     doc = {
         "format": "presto-tui-round",
-        "session": {"prompt": session.start.prompt, "params": session.params, "backend": session.start.backend,
-                    "model": session.start.model},
-        "round": encode(rd),
+        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
+                    "backend": session.start.backend, "model": session.start.model},
+        session.unit: r + 1,
+        "block": rd.block + 1,
+        "record": encode(rd),
         "vocab": {str(i): piece for i, piece in zip(ids, state.pieces(ids))},
     }
     return json.dumps(doc) + "\n"  # ASCII escapes: no raw control character reaches a terminal
@@ -119,3 +136,28 @@ def history_as_csv(state: AppState, session: SessionView, history: ChainHistory)
     """(the transitions, the distinct states) as CSV, each cell as the JSON export writes it."""
     steps, states = history_rows(state, session, history)
     return csv_text(TRANSITION_FIELDS, steps), csv_text(STATE_FIELDS, states, text=("text",))
+
+
+# -- a prompt's chains' draws ------------------------------------------------------------------------
+
+DRAWS_FORMATS = {"csv": (".csv",), "nc": (".nc",), "both": (".csv", ".nc")}
+
+
+def chain_draws(state: AppState, members: Sequence[int]) -> list[list[draws.ChainDraws]]:
+    """The draws of sessions `members` (a prompt's chains), grouped as `run --draws` groups them."""
+    return draws.grouped(draws.ChainDraws.of(state.sessions[i].events) for i in members)
+
+
+def write_draws(folder: Path, stem: str, groups: Sequence[Sequence[draws.ChainDraws]], selection: Selection,
+                kind: str) -> list[Path]:
+    """Write the draws as `kind` (csv, nc or both: DRAWS_FORMATS) into `folder`; the paths written."""
+    if not groups:
+        raise ExportError("no draws to export: the chains have made no transition yet")
+    paths = [folder / file_name(stem, None, ext.lstrip("."), "round") for ext in DRAWS_FORMATS[kind]]
+    if any(p.suffix == ".nc" for p in paths) and not all(importlib.util.find_spec(m) for m in draws.NETCDF_NEEDS):
+        raise ExportError(draws.MISSING.replace("--draws PATH.nc", "the NetCDF export"))
+    make_folders(folder, "export", error=ExportError)
+    try:
+        return draws.write(paths, groups, selection)
+    except OutputError as e:
+        raise ExportError(str(e)) from None

@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from presto_tui.api.events import NodeStatus, NodeView, Pieces, RoundTree
 from presto_tui.views.state.evolution import PLAIN_DIFF, DiffStyles, Writer
+from presto_tui.views.state.folding import Paragraphs, Units
 from presto_tui.views.state.layout import symbol
 from presto_tui.views.state.ratio import ratio_text
 
@@ -54,10 +55,12 @@ class Inspector(Static):
             t.append(f"\ndecision k={d.index}  cut {d.cut}/{tree.T} ({d.cut / tree.T:.2f})  u={d.accept_u:.3f}")
             if d.h_pred is not None:
                 t.append(f"  h+={d.h_pred:.2f}")
+        parts: list[Text | Units] = [t]
+        t = Text()
         sc = v.score
         if sc is not None:
-            t.append_text(ratio_text(sc))
-            t.append(f"\nA = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
+            parts += ratio_text(sc).parts
+            t.append(f"A = {sc.accept_prob:.4f}  class {sc.eps_class}  -> "
                      f"{'accept' if d is not None and d.accept_u < sc.accept_prob else 'reject'}")
             t.append("\nt: this ratio per token", style="dim")  # the per-token view (screens/tokens.py)
             if sc.candidates:  # MultiTryMH: the candidate table
@@ -66,18 +69,19 @@ class Inspector(Static):
                     mark = "*" if j == sc.selected else " "
                     t.append(f"\n{mark}{j:<4} {tau:<5} {log_w:8.2f}  {prob:.3f}")
         elif v.status == NodeStatus.DEFERRED:
-            t.append("\nrequest infeasible this round (Condition 1); the decision keeps its inputs")
+            t.append("request infeasible this round (Condition 1); the decision keeps its inputs")
         elif v.status == NodeStatus.LEAF:
-            t.append("\nnot expanded this round")
+            t.append("not expanded this round")
         elif v.status == NodeStatus.UNREACHABLE:
-            t.append("\nissued below a deferred node's reject child: the walk cannot get here")
+            t.append("issued below a deferred node's reject child: the walk cannot get here")
         elif v.status == NodeStatus.LIVE:
-            t.append("\nits request is still decoding (streaming): scored once it finishes")
+            t.append("its request is still decoding (streaming): scored once it finishes")
         elif v.status == NodeStatus.ABORTED:
-            t.append("\nits request was aborted: no state the chain can still reach asks for it")
+            t.append("its request was aborted: no state the chain can still reach asks for it")
         if d is not None:
-            t.append("\n")
             styles = DiffStyles(self.get_component_rich_style("inspector--removed"),
                                 self.get_component_rich_style("inspector--added"))
+            t.append("\n" if t.plain else "")
             t.append_text(node_diff(tree, v, pieces, styles=styles))
-        self.update(t)
+        parts.append(t)
+        self.update(Paragraphs(parts))
