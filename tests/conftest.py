@@ -3,6 +3,9 @@
 Engine tests skip where the engines are not installed, except in CI (CI=true)
 or under PRESTO_TUI_REQUIRE_ENGINES=1, where a missing engine fails them.
 A quick loop while editing: pytest -m "not engine and not slow".
+
+Fixtures shared by the test modules live here; plain helper functions and classes
+(synthetic engines, the error-line check, waiting) in tests/helpers.py.
 """
 
 from __future__ import annotations
@@ -54,3 +57,12 @@ def no_engine(monkeypatch):
         raise AssertionError("an engine was started before the input was checked")
 
     monkeypatch.setattr(registry, "start_engine", refuse)
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run the test in its own empty folder, `tmp_path`: commands write traces (./sessions), results and
+    exports into the current folder by default. A module whose every test needs it says
+    `pytestmark = pytest.mark.usefixtures("in_tmp")`."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

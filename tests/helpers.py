@@ -1,8 +1,11 @@
-"""Shared test helpers: small synthetic models and trajectory collection."""
+"""Shared test helpers: small synthetic models and engines held by the test, trajectory collection,
+the one-error-line check of the commands, and waiting on a condition (fixtures are in conftest.py)."""
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
@@ -107,19 +110,109 @@ class ScriptedEngine(SyntheticEngine):
 
     def step(self):
         if self._slow and self.delay:
-            import time
-
             time.sleep(self.delay)
         self._slow = False
         return super().step()
 
 
+class GatedEngine(ScriptedEngine):
+    """The synthetic engine, held by the test in either (or both) of two ways:
+
+    - shut: while shut, a step decodes nothing (after a short sleep), but the engine loop still
+      turns, so chains join, leave and are cancelled as usual, until the test opens it again.
+      `GatedEngine(shut=True)` starts shut; `shut()` and `open()` switch it.
+    - counted: with `counted=True` each call (a batch sent to an idle engine, as ScriptedEngine
+      counts them: a round, a sequential step, a block) waits in its first step until the test
+      lets it through with `let_through()`, so that the screen can be checked between calls;
+      `let_through(n)` lets n more through (a large n: all that are left); `waiting` is true while
+      a call waits. A call not let through within `wait` seconds goes on anyway, so that a failed
+      test does not hang.
+    """
+
+    def __init__(self, *args, shut: bool = False, counted: bool = False, wait: float = 20.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._open = threading.Event()
+        if not shut:
+            self._open.set()
+        self._calls_let_through = threading.Semaphore(0) if counted else None
+        self.wait = wait
+        self.waiting = False
+
+    def shut(self) -> None:
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def let_through(self, n: int = 1) -> None:
+        if self._calls_let_through is None:
+            raise AssertionError("let_through needs GatedEngine(counted=True)")
+        self._calls_let_through.release(n)
+
+    def step(self):
+        if not self._open.is_set():
+            time.sleep(0.002)
+            return []
+        if self._calls_let_through is not None and self._slow:
+            self.waiting = True
+            try:
+                self._calls_let_through.acquire(timeout=self.wait)
+            finally:
+                self.waiting = False
+        return super().step()
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+ERROR_PREFIX = "presto-tui: error: "
+
+
+def error_line(res, code: int = 2) -> str:
+    """The message of a command that failed as every command must (the house rule for bad input).
+
+    `res` is a CliRunner result. Checks: exit code `code` (2 for bad input, 1 for a failure while
+    running), exactly one non-blank line on stderr and it starts `presto-tui: error: `, nothing but
+    blank lines on stdout, no traceback and no usage box anywhere. Returns the message after the
+    prefix, for the test to check what it names.
+    """
+    assert res.exit_code == code, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(ERROR_PREFIX), res.stderr
+    assert not res.stdout.strip(), res.stdout
+    for noise in ("Traceback", "Usage:", "Try '", "╭"):
+        assert noise not in res.output, res.output
+    return lines[0].removeprefix(ERROR_PREFIX)
+
+
+def cli_error(*args: str, code: int = 2) -> str:
+    """`presto-tui ARGS` run in this process, which must fail in one line: its error_line."""
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+
+    return error_line(CliRunner().invoke(app, list(args)), code)
+
+
+# -- waiting on a condition -----------------------------------------------------------------------
+
+def wait_for(cond, what: str = "the condition", *, timeout: float = 120.0, every: float = 0.05):
+    """Poll `cond` until it returns something true, and return that. The limit only stops a hang (it
+    is far above any normal wait), so no test passes or fails on timing; `what` names the wait in
+    the failure. In a Pilot test use `wait_until` instead: it lets the app run between polls."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
 # -- driving the app (Pilot) ----------------------------------------------------------------------
 
 async def wait_until(pilot, cond, timeout=10.0):
-    """Poll `cond` between pauses: one pause is no reliable wait for background work."""
-    import time
-
+    """Poll `cond` between pauses: one pause is no reliable wait for background work (the Pilot
+    counterpart of `wait_for`)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import cli_error
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
@@ -14,12 +15,7 @@ from presto_tui.runtime.core.randomness import chain_seed
 from presto_tui.runtime.session import diagnostics
 
 runner = CliRunner()
-PREFIX = "presto-tui: error: "
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 def invoke(*args):
@@ -113,19 +109,11 @@ def test_bench_runs_every_row_with_its_chains():
     assert all(r["rhat_max"] == seq["rhat_max"] for r in d["rows"])  # PreSTO walks the very same chains
 
 
-def error_line(*args) -> str:
-    res = invoke(*args)
-    assert res.exit_code == 2, res.output
-    lines = res.stderr.splitlines()
-    assert res.stdout == "" and len(lines) == 1 and lines[0].startswith(PREFIX), res.output
-    return lines[0].removeprefix(PREFIX)
-
-
 def test_bad_chains_are_one_line_errors(monkeypatch):
-    assert error_line("run", "x", "--chains", "0") == "--chains must lie in [1, 256], got 0"
-    assert error_line("run", "x", "--chains", "two") == "--chains must be a whole number in [1, 256], got 'two'"
-    assert "does not combine with --workers" in error_line("run", "x", "--chains", "2", "--workers", "2")
+    assert cli_error("run", "x", "--chains", "0") == "--chains must lie in [1, 256], got 0"
+    assert cli_error("run", "x", "--chains", "two") == "--chains must be a whole number in [1, 256], got 'two'"
+    assert "does not combine with --workers" in cli_error("run", "x", "--chains", "2", "--workers", "2")
     monkeypatch.setattr(diagnostics, "available", lambda: False)
-    assert error_line("run", "x", "--chains", "2") == ("--chains above 1: MCMC diagnostics need arviz-stats: "
+    assert cli_error("run", "x", "--chains", "2") == ("--chains above 1: MCMC diagnostics need arviz-stats: "
                                                        "pip install 'presto-tui[diagnostics]'")
     assert json_lines(invoke("run", "x", "--chains", "1", "--json", "-n", "4", "-K", "2", "--no-trace"))

@@ -11,11 +11,7 @@ from presto_tui import __version__
 from presto_tui.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # `run` writes traces into ./sessions by default
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 def invoke(*args):

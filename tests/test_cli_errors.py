@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import cli_error
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
@@ -22,24 +23,7 @@ from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import ParamError, SamplerParams
 
 runner = CliRunner()
-PREFIX = "presto-tui: error: "
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-
-def error_line(*args: str) -> str:
-    """The one error line of a command that must fail with exit code 2 and print nothing else."""
-    res = runner.invoke(app, list(args))
-    assert res.exit_code == 2, res.output
-    assert res.stdout == ""
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(PREFIX), res.stderr
-    for noise in ("Usage:", "╭", "Traceback", "Try '"):
-        assert noise not in res.output
-    return lines[0].removeprefix(PREFIX)
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 # -- usage errors: unknown options, missing values, numbers that do not parse, bad choices, extra arguments --
@@ -113,11 +97,11 @@ def error_line(*args: str) -> str:
      "unknown --throughput-rule 'dfs'; choose one of none, bfs, predictive, spine, stream"),
 ])
 def test_every_usage_error_is_one_exact_line(no_engine, args, line):
-    assert error_line(*args) == line
+    assert cli_error(*args) == line
 
 
 def test_a_bad_value_is_shown_never_interpreted(no_engine):
-    line = error_line("run", "x", "--sampler", "\x1b[2Jboom")
+    line = cli_error("run", "x", "--sampler", "\x1b[2Jboom")
     assert "\x1b" not in line and line.startswith("unknown --sampler '") and "boom" in line
 
 
@@ -201,7 +185,7 @@ def test_help_shows_each_parameters_own_default_and_range():
                                   ["run", "x", "--trace", "/proc/presto-tui.jsonl"]])
 def test_an_unwritable_output_is_refused_before_any_engine(no_engine, args):
     """/proc takes no new files, even from root, whatever its permission bits say."""
-    line = error_line(*args)
+    line = cli_error(*args)
     assert line.startswith(f"{args[-1]}: cannot write in /proc (")
 
 

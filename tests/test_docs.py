@@ -265,11 +265,11 @@ def test_the_top_level_namespace_is_the_api():
 
 
 @pytest.mark.slow
-def test_the_example_notebook_runs(tmp_path, monkeypatch):
+@pytest.mark.usefixtures("in_tmp")
+def test_the_example_notebook_runs(tmp_path):
     """docs/examples/quickstart.ipynb, executed cell by cell as a reader would (nbclient)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    monkeypatch.chdir(tmp_path)
     notebook = nbformat.read(ROOT / "docs" / "examples" / "quickstart.ipynb", as_version=4)
     nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -130,8 +130,8 @@ def test_code_that_exits_early_loops_or_eats_memory_does_not_pass(tmp_path):
     assert not greedy.passed and "MemoryError" in greedy.detail
 
 
-def test_code_runs_in_another_process_and_folder(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.usefixtures("in_tmp")
+def test_code_runs_in_another_process_and_folder(tmp_path):
     # writing a file and changing this process's state: neither reaches the tool
     r = run_tests("import os\nopen('left.txt', 'w').write('x')\nos.environ['PRESTO_LEAK'] = '1'",
                   "import os\nassert os.getpid() != " + str(__import__("os").getpid()), FAST)

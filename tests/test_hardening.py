@@ -23,6 +23,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers import cli_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -33,19 +34,7 @@ from presto_tui.logs.reader import read_trace
 
 runner = CliRunner()
 DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-
-def one_error_line(res, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("presto-tui: error:"), res.stderr
-    assert "Traceback" not in res.output
-    return lines[0]
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 # -- output paths, before any engine ------------------------------------------------------
@@ -64,7 +53,7 @@ def test_trace_paths_are_checked_with_the_right_reason_before_the_engine(tmp_pat
     else:
         make(path)
     args = [command] + (["x"] if command == "run" else []) + ["--backend", "vllm", "--trace", str(path)]
-    line = one_error_line(runner.invoke(app, args))
+    line = cli_error(*args)
     assert reason in line
     if reason == "exists already":
         assert path.read_text() == "old trace"  # never overwritten
@@ -95,7 +84,7 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_pat
 
     monkeypatch.setattr(run_command, "open_trace", opener)
     path = tmp_path / "full.jsonl"
-    line = one_error_line(runner.invoke(app, ["run", "the cat", "-n", "12", "-K", "8", "--trace", str(path)]), 1)
+    line = cli_error("run", "the cat", "-n", "12", "-K", "8", "--trace", str(path), code=1)
     assert "No space left on device" in line
     trace = read_trace(path)  # every line written before the disk filled reads back
     assert trace.sessions and trace.sessions[0].start.prompt == "the cat"
@@ -127,12 +116,12 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_what_was_written(tmp_pat
     (["--prefetch", "stream", "--inputs", "node"], "--prefetch stream needs --inputs decision"),
 ])
 def test_every_value_is_checked_before_any_engine(no_engine, args, needle):
-    line = one_error_line(runner.invoke(app, ["run", "x", *args]))
+    line = cli_error("run", "x", *args)
     assert needle in line
 
 
 def test_blank_prompts_and_a_bom(tmp_path, no_engine):
-    assert "the prompt is empty" in one_error_line(runner.invoke(app, ["run", "   "]))
+    assert "the prompt is empty" in cli_error("run", "   ")
     f = tmp_path / "bom.txt"
     f.write_bytes("\ufeffthe cat\n".encode())
     from presto_tui.cli.options import read_prompts
@@ -142,7 +131,7 @@ def test_blank_prompts_and_a_bom(tmp_path, no_engine):
 
 @pytest.mark.parametrize("limit", ["0", "-1"])
 def test_bench_limits_are_checked(no_engine, limit):
-    assert "--limit must be >= 1" in one_error_line(runner.invoke(app, ["bench", "--limit", limit]))
+    assert "--limit must be >= 1" in cli_error("bench", "--limit", limit)
 
 
 @pytest.mark.parametrize("content,needle", [
@@ -158,7 +147,7 @@ def test_bench_limits_are_checked(no_engine, limit):
 def test_classifier_files_are_untrusted_input(tmp_path, no_engine, content, needle):
     f = tmp_path / "clf.json"
     f.write_text(content)
-    line = one_error_line(runner.invoke(app, ["run", "x", "--prefetch", "predictive", "--classifier", str(f)]))
+    line = cli_error("run", "x", "--prefetch", "predictive", "--classifier", str(f))
     assert needle in line and str(f) in line  # and it names the file
 
 
@@ -168,8 +157,8 @@ def test_an_engine_failure_in_bench_is_one_line(monkeypatch):
     from presto_tui.cli import options
 
     monkeypatch.setattr(options, "start_engine", lambda name, opts: ScriptedEngine(fail_on_call=3))
-    line = one_error_line(runner.invoke(app, ["bench", "--limit", "1", "-n", "8", "-K", "4", "--budgets", "4",
-                                              "--rules", "spine", "--no-trace"]), 1)
+    line = cli_error("bench", "--limit", "1", "-n", "8", "-K", "4", "--budgets", "4", "--rules", "spine",
+                     "--no-trace", code=1)
     assert "out of memory (simulated)" in line
 
 
@@ -375,7 +364,7 @@ def test_an_output_whose_folder_would_be_made_outside_the_current_one_is_refused
     monkeypatch.chdir(here)
     out = tmp_path / "missing" / "dir" / "out.json"
     args = [a.format(out=out, trace=DATA / "replay.jsonl") for a in args]
-    line = one_error_line(runner.invoke(app, args))
+    line = cli_error(*args)
     assert f"no folder {tmp_path / 'missing'} for the" in line and "only inside the current one" in line, line
     assert not (tmp_path / "missing").exists()
 

@@ -81,9 +81,9 @@ def test_stream_with_epochs_cut_short_is_still_sequential_powermh(tmp_path):
     assert states(stream) == states(seq)
 
 
-def test_the_reported_command_ends_its_trace(tmp_path, monkeypatch):
+@pytest.mark.usefixtures("in_tmp")
+def test_the_reported_command_ends_its_trace(tmp_path):
     """`presto-tui run "long run" --backend synthetic --prefetch stream -K 3000` crashed at a run of 67 rejects."""
-    monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["run", "long run", "--backend", "synthetic", "--prefetch", "stream", "-K", "3000",
                                    "--trace", "t.jsonl"])
     assert res.exit_code == 0, res.output

@@ -13,11 +13,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import presto_command
+from helpers import presto_command, wait_for
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
@@ -26,11 +25,7 @@ from presto_tui.logs.reader import read_trace
 ray = pytest.importorskip("ray") if os.environ.get("CI") != "true" else __import__("ray")
 runner = CliRunner()
 PROMPTS = ["the cat", "a dog ran", "the tree", "small red home", "it was warm", "then it slept"]
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 def prompts_file(tmp_path: Path) -> Path:
@@ -100,10 +95,11 @@ def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
         presto_command("run", "--prompts-file", str(many), "--backend", "synthetic", "-n", "64", "-K", "300",
                        "-N", "2", "--workers", "2", "--trace", str(trace), "--json"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and (not trace.exists() or trace.read_text().count('"session_end"') < 1):
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        wait_for(lambda: trace.exists() and '"session_end"' in trace.read_text(), "a finished session", timeout=60,
+                 every=0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     t = read_trace(trace)

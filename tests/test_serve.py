@@ -14,13 +14,12 @@ import re
 import signal
 import subprocess
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import presto_command
+from helpers import GatedEngine, cli_error, presto_command, wait_for
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
@@ -37,27 +36,7 @@ openai = pytest.importorskip("openai")
 runner = CliRunner()
 SIZES = ["-n", "16", "-K", "10"]
 BODY = {"max_tokens": 16, "steps": 10}
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-
-class GatedEngine(SyntheticEngine):
-    """The synthetic model, stalled while its gate is shut: a step then decodes nothing (the loop
-    still turns, so chains join, leave and are cancelled as usual) until the test opens it."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gate = threading.Event()
-        self.gate.set()
-
-    def step(self):
-        if not self.gate.is_set():
-            time.sleep(0.002)
-            return []
-        return super().step()
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 @contextmanager
@@ -83,14 +62,6 @@ def run_twin(prompt: str, *flags: str) -> dict:
     return json.loads(res.stdout)
 
 
-def cli_error(*args: str) -> str:
-    """The one error line `presto-tui` prints for these arguments, without its prefix."""
-    res = runner.invoke(cli, list(args))
-    assert res.exit_code == 2, res.output
-    (line,) = res.stderr.splitlines()
-    return line.removeprefix("presto-tui: error: ")
-
-
 def metrics(url: str, **headers) -> dict[str, float]:
     text = httpx.get(url + "/metrics", headers=headers).text
     out = {}
@@ -99,15 +70,6 @@ def metrics(url: str, **headers) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
-
-
-def poll(cond, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -282,8 +244,7 @@ def test_the_authorization_scheme_is_case_insensitive():
 
 
 def test_a_full_queue_is_429_with_retry_after():
-    engine = GatedEngine()
-    engine.gate.clear()
+    engine = GatedEngine(shut=True)
     with serving(engine, max_chains=1, max_queue=1) as (url, _):
         with httpx.stream("POST", url + "/v1/completions", json={"prompt": "the cat", "stream": True, **BODY}) as a, \
                 httpx.stream("POST", url + "/v1/completions", json={"prompt": "a dog", "stream": True, **BODY}) as b:
@@ -295,14 +256,13 @@ def test_a_full_queue_is_429_with_retry_after():
             assert busy.json()["error"]["message"].startswith("the server is busy")
             too_many = httpx.post(url + "/v1/completions", json={"prompt": "a dog", "n": 3, **BODY})
             assert too_many.status_code == 400 and "at most 2 at once" in too_many.json()["error"]["message"]
-        poll(lambda: metrics(url)["presto_queue_length"] == metrics(url)["presto_chains_live"] == 0)
+        wait_for(lambda: metrics(url)["presto_queue_length"] == metrics(url)["presto_chains_live"] == 0)
 
 
 # -- clients that leave, timeouts, the trace ------------------------------------------------------
 
 def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_path):
-    engine = GatedEngine()
-    engine.gate.clear()
+    engine = GatedEngine(shut=True)
     trace = tmp_path / "serve.jsonl"
     twin = run_twin("a dog ran", *SIZES, "--prefetch", "stream", "--seed", "2")
     with serving(engine, trace=trace, max_chains=4) as (url, server):
@@ -315,18 +275,18 @@ def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_pat
                                                                  "prefetch": "stream", **BODY}) as r:
             lines = r.iter_lines()  # (kept: a dropped iterator closes the response)
             next(lines)  # admitted and running (stalled)
-            poll(lambda: metrics(url)["presto_chains_live"] == 2)
+            wait_for(lambda: metrics(url)["presto_chains_live"] == 2)
         # the stream was closed: its chain is cancelled and its requests aborted; the other goes on
-        poll(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 1)
+        wait_for(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 1)
         with pytest.raises(httpx.ReadTimeout):  # a plain answer's client that gives up
             httpx.post(url + "/v1/completions", json={"prompt": "it was warm", **BODY}, timeout=1.0)
-        poll(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 2)
+        wait_for(lambda: metrics(url)['presto_chains_total{status="cancelled"}'] == 2)
         m = metrics(url)
         assert m["presto_chains_live"] == 1 and m["presto_engine_requests_live"] == engine.live > 0
-        engine.gate.set()
+        engine.open()
         t.join(30)
         assert other["r"].choices[0].text == twin["text"]
-        poll(lambda: metrics(url)["presto_engine_requests_live"] == 0)
+        wait_for(lambda: metrics(url)["presto_engine_requests_live"] == 0)
         m = metrics(url)
         assert m["presto_chains_live"] == 0 and m['presto_chains_total{status="done"}'] == 1
         assert m["presto_transitions_total"] == 10 and m["presto_requests_in_progress"] == 0
@@ -336,8 +296,7 @@ def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_pat
 
 
 def test_a_request_past_its_timeout_is_504_and_its_session_ends_cancelled(tmp_path):
-    engine = GatedEngine()
-    engine.gate.clear()
+    engine = GatedEngine(shut=True)
     trace = tmp_path / "serve.jsonl"
     with serving(engine, trace=trace, request_timeout=0.3) as (url, _):
         r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", **BODY})
@@ -345,7 +304,7 @@ def test_a_request_past_its_timeout_is_504_and_its_session_ends_cancelled(tmp_pa
         lines = [ln for ln in httpx.post(url + "/v1/completions", json={"prompt": "a dog", "stream": True, **BODY})
                  .text.splitlines() if ln.startswith("data: ")]
         assert "request_timeout" in lines[-2] and lines[-1] == "data: [DONE]"
-        poll(lambda: metrics(url)["presto_chains_live"] == 0)
+        wait_for(lambda: metrics(url)["presto_chains_live"] == 0)
     assert [s.events[-1].reason for s in read_trace(trace).sessions] == ["cancelled", "cancelled"]
 
 
@@ -357,7 +316,7 @@ def test_the_event_stream_replays_a_request_through_the_trace_gate(tmp_path):
         every: list[dict] = []
         firehose = threading.Thread(target=lambda: read_events(url, "", every, stop_after=1))
         firehose.start()
-        poll(lambda: server.hub._listeners)  # listening before the request starts
+        wait_for(lambda: server.hub._listeners)  # listening before the request starts
         r = httpx.post(url + "/v1/chat/completions", json={
             "messages": [{"role": "user", "content": "the cat"}], "request_id": "mine", "prefetch": "stream",
             **BODY}).json()

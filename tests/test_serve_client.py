@@ -13,8 +13,8 @@ import socket
 import threading
 
 import pytest
-from helpers import wait_until
-from test_serve import GatedEngine, poll, serving
+from helpers import GatedEngine, wait_for, wait_until
+from test_serve import serving
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
@@ -114,21 +114,20 @@ class Proxy:
 
 
 def test_escape_cancels_on_the_server_and_a_lost_connection_keeps_what_came(tmp_path):
-    engine = GatedEngine()
-    engine.gate.clear()
+    engine = GatedEngine(shut=True)
     items: list = []
     with serving(engine) as (url, _):
         proxy = Proxy(url)
         remote = RemoteChatSession(proxy.url, trace_opener=opener(tmp_path / "here.jsonl"))
         worker = threading.Thread(target=remote.run, args=("the cat", PARAMS, None, items.append))
         worker.start()
-        poll(lambda: any(isinstance(x, SessionStart) for x in items))
+        wait_for(lambda: any(isinstance(x, SessionStart) for x in items))
         remote.cancel()
         worker.join(10)
         assert isinstance(items[-1], SessionEnd) and items[-1].reason == "cancelled"
         worker = threading.Thread(target=remote.run, args=("a dog", PARAMS, None, items.append))
         worker.start()
-        poll(lambda: sum(isinstance(x, SessionStart) for x in items) == 2)
+        wait_for(lambda: sum(isinstance(x, SessionStart) for x in items) == 2)
         kept = len(items)
         proxy.cut()  # the network goes while the prompt runs
         worker.join(30)
@@ -170,8 +169,8 @@ def test_check_url_takes_what_openai_clients_take():
         check_url("127.0.0.1:8000")
 
 
-def test_chat_connect_refuses_engine_flags_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.usefixtures("in_tmp")
+def test_chat_connect_refuses_engine_flags_in_one_line():
     runner = CliRunner()
     for args, line in [
         (["--connect", "ftp://x"], "--connect takes the server's URL, e.g. http://127.0.0.1:8000, got 'ftp://x'"),
@@ -249,10 +248,10 @@ def test_a_prompt_sends_every_parameter_the_server_needs_to_build_the_same_chain
     assert ask.prompts[0].history == (("a", "b"),) and ask.request_id == "r1" and ask.stream
 
 
-def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(tmp_path, monkeypatch):
+@pytest.mark.usefixtures("in_tmp")
+def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(monkeypatch):
     import presto_tui.views.app as views_app
 
-    monkeypatch.chdir(tmp_path)
     seen = {}
 
     class NoApp:
@@ -316,8 +315,7 @@ def test_a_server_stopped_midway_says_so_and_a_restarted_one_gives_its_new_defau
 
     with listen("127.0.0.1", 0) as s:
         port = s.getsockname()[1]
-    engine = GatedEngine()
-    engine.gate.clear()  # the chain stalls until the server stops
+    engine = GatedEngine(shut=True)  # the chain stalls until the server stops
     items: list = []
     with in_thread(create_app(Server(engine, ServeConfig(defaults={"steps": 12}))), port=port) as (url, _):
         remote = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
@@ -325,7 +323,7 @@ def test_a_server_stopped_midway_says_so_and_a_restarted_one_gives_its_new_defau
         assert params.steps == 12
         worker = threading.Thread(target=remote.run, args=("the cat", params, None, items.append))
         worker.start()
-        poll(lambda: any(isinstance(x, SessionStart) for x in items))
+        wait_for(lambda: any(isinstance(x, SessionStart) for x in items))
     worker.join(30)  # leaving the block stops the server as Ctrl-C does
     assert not worker.is_alive()
     (end,) = [x for x in items if isinstance(x, SessionEnd)]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import presto_command
-from test_serve import BODY, GatedEngine, client, metrics, poll, run_twin
+from helpers import GatedEngine, cli_error, presto_command, wait_for
+from test_serve import BODY, client, metrics, run_twin
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
@@ -37,11 +37,7 @@ from presto_tui.serve.net import in_thread
 
 openai = pytest.importorskip("openai")
 MODEL = "synthetic-v26-o2-s0"
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 @contextmanager
@@ -90,7 +86,7 @@ def data_lines(r: httpx.Response) -> list[dict]:
 def test_a_listener_that_falls_behind_is_dropped_with_a_last_event_that_says_why():
     with served(listener_bytes=64 << 10) as (url, server, uv):
         with httpx.stream("GET", url + "/v1/presto/events", timeout=5) as slow:
-            poll(lambda: server.hub.listeners == 1)
+            wait_for(lambda: server.hub.listeners == 1)
             squeeze(uv)
             for seed in range(40):  # about 30 KB of events each; the client reads none of it meanwhile
                 httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": seed, **BODY})
@@ -162,8 +158,7 @@ def tenants():
 
 
 def test_a_tenant_sees_and_cancels_only_its_own_requests():
-    engine = GatedEngine()
-    engine.gate.clear()
+    engine = GatedEngine(shut=True)
     secret = "alice secret prompt"
     with served(engine, tenants=tenants()) as (url, server, _):
         a, b = client(url, "key-a"), client(url, "key-b")
@@ -179,12 +174,12 @@ def test_a_tenant_sees_and_cancels_only_its_own_requests():
         ops_sees: list[dict] = []
         for key, out in (("key-b", bob_sees), ("key-ops", ops_sees)):
             threading.Thread(target=firehose, args=(key, out), daemon=True).start()
-        poll(lambda: server.hub.listeners == 2)
+        wait_for(lambda: server.hub.listeners == 2)
         answer: dict = {}
         t = threading.Thread(target=lambda: answer.update(r=a.completions.create(
             model=MODEL, prompt=secret, seed=3, extra_body={**BODY, "request_id": "a1"})))
         t.start()
-        poll(lambda: server.host.chains_live == 1)
+        wait_for(lambda: server.host.chains_live == 1)
         as_bob = {"Authorization": "Bearer key-b"}
         assert httpx.get(url + "/v1/presto/events?request=a1", headers=as_bob).status_code == 404
         with pytest.raises(openai.NotFoundError) as nope:
@@ -196,15 +191,15 @@ def test_a_tenant_sees_and_cancels_only_its_own_requests():
         u = threading.Thread(target=lambda: theirs.update(r=b.completions.create(
             model=MODEL, prompt="a dog", extra_body={**BODY, "request_id": "a1"})))
         u.start()
-        poll(lambda: server.host.chains_live == 2)
-        engine.gate.set()
+        wait_for(lambda: server.host.chains_live == 2)
+        engine.open()
         t.join(30)
         u.join(30)
         with pytest.raises(openai.BadRequestError) as again:  # a used id is never reused
             a.completions.create(model=MODEL, prompt="the cat", extra_body={**BODY, "request_id": "a1"})
         admin = httpx.get(url + "/v1/presto/events?request=a1&tenant=alice",
                           headers={"Authorization": "Bearer key-ops"}, timeout=10)
-        poll(lambda: sum(o.get("type") == "session_end" for o in ops_sees) == 2)
+        wait_for(lambda: sum(o.get("type") == "session_end" for o in ops_sees) == 2)
     assert answer["r"].choices[0].text == run_twin(secret, "-n", "16", "-K", "10", "--seed", "3")["text"]
     assert answer["r"].choices[0].finish_reason != "cancelled"
     assert secret not in json.dumps(bob_sees) and {o.get("tenant") for o in bob_sees if "tenant" in o} == {"bob"}
@@ -246,8 +241,6 @@ def test_a_server_made_request_id_is_unguessable_and_keys_come_from_flags_or_a_f
 
 
 def test_serve_checks_its_keys_caps_and_scale_flags_before_the_engine(monkeypatch, tmp_path):
-    from test_serve import cli_error
-
     from presto_tui.runtime.engines import registry
 
     monkeypatch.setattr(registry, "start_engine", lambda *a, **k: pytest.fail("the engine started"))
@@ -343,7 +336,7 @@ def test_a_stopping_signal_drains_and_a_listener_that_never_reads_costs_no_trace
         running = threading.Thread(target=lambda: httpx.post(url + "/v1/completions", timeout=60,
                                                              json={"prompt": "a dog", **body, "steps": 1000}))
         running.start()
-        poll(lambda: metrics(url)["presto_chains_live"] > 0)
+        wait_for(lambda: metrics(url)["presto_chains_live"] > 0)
     finally:
         proc.send_signal(sig)
         rest = proc.communicate(timeout=60)[1]
@@ -380,7 +373,7 @@ def test_soak_memory_stays_within_a_margin_over_thousands_of_requests_with_stall
     with served(max_chains=8) as (url, server, uv):
         listeners = [stalled(url) for _ in range(3)]  # every request's events, never read
         listeners += [stalled(url, "/v1/presto/events?request=nobody-yet")]  # (a 404, answered and kept open)
-        poll(lambda: server.hub.listeners == 3)
+        wait_for(lambda: server.hub.listeners == 3)
         squeeze(uv)
 
         def load(n: int) -> None:

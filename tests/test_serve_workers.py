@@ -16,7 +16,8 @@ from collections import Counter
 
 import httpx
 import pytest
-from test_serve import client, metrics, poll, run_twin
+from helpers import wait_for
+from test_serve import client, metrics, run_twin
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
@@ -26,11 +27,7 @@ from presto_tui.runtime.session.events import SessionEnd, SessionError
 ray = pytest.importorskip("ray") if os.environ.get("CI") != "true" else __import__("ray")
 openai = pytest.importorskip("openai")
 PROMPTS = ["the cat", "a dog ran", "the tree", "small red home"]
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 def steps_by_worker(url: str) -> dict[str, float]:
@@ -54,7 +51,7 @@ def test_two_workers_answer_as_run_does_spread_the_load_and_a_killed_one_fails_o
     with in_thread(create_app(Server(e, ServeConfig(max_chains=4), trace=writer, pool=pool))) as (url, _):
         listening = threading.Thread(target=read_all_events, args=(url, seen), daemon=True)
         listening.start()
-        poll(lambda: metrics(url)["presto_event_streams"] == 1, 30)
+        wait_for(lambda: metrics(url)["presto_event_streams"] == 1)
         c = client(url)
         answers: dict[str, str] = {}
 
@@ -93,7 +90,7 @@ def test_two_workers_answer_as_run_does_spread_the_load_and_a_killed_one_fails_o
         threads = [threading.Thread(target=long, args=(p,)) for p in PROMPTS]
         for t in threads:
             t.start()
-        poll(lambda: all(v > 0 for k, v in metrics(url).items() if k.startswith("presto_worker_chains_live")), 30)
+        wait_for(lambda: all(v > 0 for k, v in metrics(url).items() if k.startswith("presto_worker_chains_live")))
         ray.kill(pool.workers[0].actor)
         for t in threads:
             t.join(120)

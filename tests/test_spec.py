@@ -231,6 +231,7 @@ def test_engine_options_are_refused_by_a_backend_that_does_not_take_them():
                     engine_options({"backend": backend.value, p.name: value})
 
 
+@pytest.mark.usefixtures("in_tmp")
 def test_a_hub_id_is_found_in_a_local_hugging_face_cache(tmp_path, monkeypatch):
     """The cache layout huggingface_hub writes: models--ORG--NAME/{refs/main, snapshots/REV/...}."""
     from presto_tui.api.engine import engine_options
@@ -247,17 +248,16 @@ def test_a_hub_id_is_found_in_a_local_hugging_face_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)
     check_model("Qwen/Qwen3-8B")
     assert resolve("Qwen/Qwen3-8B") == snap
     assert engine_options({"backend": "transformers", "model": "Qwen/Qwen3-8B"})[1].model == "Qwen/Qwen3-8B"
 
 
+@pytest.mark.usefixtures("in_tmp")
 def test_an_uncached_hub_id_offline_is_one_line_naming_the_id_and_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["run", "x", "--backend", "transformers", "--model", "Qwen/Qwen3-8B"],
                                 env={**os.environ, "PRESTO_TUI_BACKEND": "transformers"})
     assert result.exit_code == 2

@@ -15,12 +15,7 @@ from presto_tui.runtime.session.events import SessionEnd, SpsStep
 
 runner = CliRunner()
 SPS = ["--sampler", "sps", "--sps-chunk", "4", "--sps-rollouts", "2", "--sps-top-k", "3", "--sps-draws", "5"]
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PRESTO_TUI_BACKEND", "synthetic")
+pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
 def invoke(*args: str):

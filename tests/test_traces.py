@@ -297,8 +297,8 @@ def test_engine_error_ends_the_trace_with_an_error_event(tmp_path):
     assert "out of memory" in sess.events[-1].message and len(sess.rounds) == 1
 
 
-def test_run_writes_a_trace_by_default_and_stats_reads_it(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.usefixtures("in_tmp")
+def test_run_writes_a_trace_by_default_and_stats_reads_it(tmp_path):
     res = runner.invoke(app, ["run", "the cat", "-K", "6", "-n", "12", "--json"])
     assert res.exit_code == 0
     (path,) = list((tmp_path / "sessions").glob("*-run.jsonl"))

@@ -12,11 +12,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedEngine
+from helpers import ScriptedEngine, error_line, wait_for, wait_until
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
@@ -38,30 +37,12 @@ def web(*args: str):
     return runner.invoke(cli, ["web", *args])
 
 
-def one_error_line(res, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("presto-tui: error: "), res.output
-    return lines[0]
-
-
 def lines_of(path: Path) -> list[dict]:
     """The complete lines of a trace being written."""
     if not path.exists():
         return []
     text = path.read_text()
     return [json.loads(ln) for ln in text[: text.rfind("\n") + 1].splitlines()]
-
-
-def wait_for(cond, what: str, timeout: float = 120.0):
-    """Poll `cond` until it holds; the limit only stops a hang (it is far above any normal wait)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # -- checked before the server starts -------------------------------------------------------------
@@ -80,31 +61,31 @@ def wait_for(cond, what: str, timeout: float = 120.0):
     (["--prot", "8080"], "unknown option --prot for presto-tui web; did you mean --port?"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_serving(args, needle):
-    assert needle in one_error_line(web(*args))
+    assert needle in error_line(web(*args))
 
 
 def test_an_existing_trace_or_a_port_in_use_is_refused(tmp_path):
     taken = tmp_path / "taken.jsonl"
     taken.write_text("")
-    assert "trace file exists already" in one_error_line(web("--", "--trace", str(taken)))
+    assert "trace file exists already" in error_line(web("--", "--trace", str(taken)))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        assert f"port {port} on 127.0.0.1 is in use; choose another --port" in one_error_line(
+        assert f"port {port} on 127.0.0.1 is in use; choose another --port" in error_line(
             web("--port", str(port), "--", "--backend", "synthetic"))
 
 
 def test_replay_of_a_bad_trace_is_reported_as_replay_reports_it(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"not": "a header"}\n')
-    assert one_error_line(web("--replay", str(bad))).startswith(f"presto-tui: error: {bad}:1:")
+    assert error_line(web("--replay", str(bad))).startswith(f"{bad}:1:")
 
 
 def test_without_textual_serve_it_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "textual_serve", None)  # None in sys.modules: the import fails
     monkeypatch.setitem(sys.modules, "textual_serve.server", None)
-    line = one_error_line(web("--port", str(free_port()), "--replay", str(DATA / "replay.jsonl")))
+    line = error_line(web("--port", str(free_port()), "--replay", str(DATA / "replay.jsonl")))
     assert "needs textual-serve: pip install 'presto-tui[web]'" in line
 
 
@@ -148,9 +129,7 @@ async def test_the_app_told_to_quit_from_outside_ends_a_running_session_cancelle
         scr = app.screen
         scr.query_one("#prompt").focus()
         await pilot.press(*"the cat", "enter")
-        end = time.monotonic() + 30
-        while not (scr.state.current and scr.state.current.rounds) and time.monotonic() < end:
-            await pilot.pause(0.05)
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.rounds, timeout=30)
         assert scr.running
         app.post_message(ExitApp())
     # the app has closed; closing the session waits for its prompt to stop
@@ -395,7 +374,7 @@ def test_replay_in_a_browser_steps_rounds_with_the_keyboard(page, tmp_path):
 def test_listening_beyond_loopback_warns_that_anyone_can_run_the_app(tmp_path):
     served = Served(["--host", "0.0.0.0", "--replay", str(DATA / "replay.jsonl")], tmp_path)
     try:
-        wait_for(lambda: any("warning: listening on 0.0.0.0" in ln for ln in served.err), "the warning", 30)
+        wait_for(lambda: any("warning: listening on 0.0.0.0" in ln for ln in served.err), "the warning", timeout=30)
         assert served.stop() == 0
     finally:
         served.close()
