@@ -129,9 +129,9 @@ def eval_(
 
       presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
 
-      presto-tui eval --frontier "lowtemp; smc@2,4,8; sps@2,4; powermh@2,4,8; powermh+stream@2,4,8"
+      presto-tui eval --frontier "lowtemp; smc@2,4; powermh+stream@2,8"
 
-      presto-tui eval --backend synthetic --synthetic-vocab 3 -n 6 --limit 2 --frontier default --frontier-seeds 400
+      presto-tui eval --backend synthetic --frontier default   # no model needed
 
     With --frontier (docs/eval/frontier.md) each method runs over a range of its budget
     instead: its quality against its time per prompt, each method's Pareto front and the
