@@ -210,6 +210,12 @@ def wait_for(cond, what: str = "the condition", *, timeout: float = 120.0, every
 
 # -- driving the app (Pilot) ----------------------------------------------------------------------
 
+async def not_a_double_click(pilot) -> None:
+    """The one wait for time itself: Textual chains two clicks at one place within its threshold into a
+    double click, so a test that means two single clicks lets that threshold go by."""
+    await pilot.pause(pilot.app.CLICK_CHAIN_TIME_THRESHOLD)
+
+
 async def wait_until(pilot, cond, timeout=10.0):
     """Poll `cond` between pauses: one pause is no reliable wait for background work (the Pilot
     counterpart of `wait_for`)."""

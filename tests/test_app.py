@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedEngine, text_of, wait_until
+from helpers import ScriptedEngine, not_a_double_click, text_of, wait_until
 from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
@@ -217,7 +217,8 @@ async def test_chat_worker_failure_is_shown_once_and_app_stays_usable():
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "error")
         await wait_until(pilot, lambda: not scr.running)
         assert "out of memory" in text_of(app, "#stats")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: any("out of memory" in t for t in toasts(app)))
+        await pilot.pause()
         assert sum("out of memory" in t for t in toasts(app)) == 1  # one toast per failure
         await submit(pilot, app, "a dog")  # the next prompt runs normally
         await wait_until(pilot, lambda: len(scr.state.sessions) == 2 and scr.state.current.status == "done")
@@ -237,7 +238,7 @@ async def test_settings_apply_to_the_next_prompt():
         assert "--budget must lie in [1, 4096]" in str(settings.query_one("#settings-error").content)
         budget.value = "2"
         settings.query_one("#f-prefetch").value = "bfs"
-        await pilot.pause(0.3)  # a second click at once would count as a double click
+        await not_a_double_click(pilot)
         await pilot.click("#save")
         await pilot.pause()
         assert scr.params.budget == 2 and scr.params.prefetch == "bfs"
@@ -256,8 +257,8 @@ async def test_enter_in_a_settings_field_saves_and_is_not_a_prompt(tmp_path):
         await pilot.pause()
         app.screen.query_one("#f-budget").focus()
         await pilot.press("ctrl+u", "2", "0", "enter")
-        await pilot.pause(0.3)
-        assert app.screen is scr and scr.params.budget == 20
+        await wait_until(pilot, lambda: app.screen is scr)
+        assert scr.params.budget == 20
         assert scr.state.current is None and not scr.running  # nothing was sampled
 
 
@@ -298,8 +299,7 @@ async def test_chat_engine_start_failure_is_reported_and_retried():
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         scr = app.screen
         await wait_until(pilot, lambda: attempts)
-        await pilot.pause(0.2)
-        assert any("simulated" in t for t in toasts(app)) and not scr.running
+        await wait_until(pilot, lambda: any("simulated" in t for t in toasts(app)) and not scr.running)
         await submit(pilot, app, "the cat")  # the prompt starts the engine again
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
         assert len(attempts) == 2
@@ -505,31 +505,33 @@ async def test_pasted_lines_are_kept_and_said():
         prompt = scr.query_one("#prompt")
         prompt.focus()
         prompt.post_message(events.Paste("the cat\nsat on\nthe mat"))
-        await pilot.pause(0.2)
-        assert prompt.value == "the cat⏎sat on⏎the mat"
-        assert any("3 lines" in t for t in toasts(app))
+        await wait_until(pilot, lambda: prompt.value == "the cat⏎sat on⏎the mat")
+        await wait_until(pilot, lambda: any("3 lines" in t for t in toasts(app)))
         await pilot.press("enter")
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done")
         assert scr.state.current.start.prompt == "the cat\nsat on\nthe mat"
 
 
 async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
+    """The loop parks before its next engine step (a condition, not a wait: on a slow machine a
+    wait could pass with a chain that never stopped), and the mark stays while it is parked."""
     backend = SlowBackend(delay=0.1)
-    app, _ = make_chat(backend, prefetch="none")
+    app, session = make_chat(backend, prefetch="none")
     async with app.run_test(size=(120, 30), notifications=True) as pilot:
         scr = app.screen
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 1)
         await pilot.press("tab", "p")  # p pauses from the tree (in the prompt it is typed)
-        await pilot.pause(0.4)
-        n = len(scr.state.current.rounds)
-        await pilot.pause(0.8)  # in all longer than any toast of the old kind lasted
-        assert len(scr.state.current.rounds) <= n + 1  # stopped after the current round
-        assert "paused (p resumes)" in text_of(app, "#stats") and "running" not in text_of(app, "#stats")
+        await wait_until(pilot, session.parked.is_set)  # the loop waits: no engine step runs now
+        n, calls = len(scr.state.current.rounds), backend.calls
+        await wait_until(pilot, lambda: "paused (p resumes)" in text_of(app, "#stats"))
+        for _ in range(5):  # frames go by; the mark is the panel's (a toast's would go), the chain stays put
+            await pilot.pause()
+            assert "paused (p resumes)" in text_of(app, "#stats") and "running" not in text_of(app, "#stats")
         assert text_of(app, "#tree-title").startswith("⏸ paused")
+        assert session.parked.is_set() and backend.calls == calls and len(scr.state.current.rounds) == n
         await pilot.press("p")
-        await pilot.pause(0.2)
-        assert "paused" not in text_of(app, "#stats")
+        await wait_until(pilot, lambda: "paused" not in text_of(app, "#stats"))
         await wait_until(pilot, lambda: scr.state.current.status == "done")
 
 
@@ -541,7 +543,7 @@ async def test_browsing_back_during_a_run_shows_the_round_and_the_live_chain():
         await submit(pilot, app, "a dog")
         await wait_until(pilot, lambda: scr.state.current and len(scr.state.current.rounds) >= 3)
         await pilot.press("tab", "home")
-        await pilot.pause(0.5)
+        await wait_until(pilot, lambda: "as of round 1 of session 1" in text_of(app, "#stats"))
         stats = text_of(app, "#stats")
         assert "as of round 1 of session 1" in stats and "transitions 1/" in stats
         assert "live: session 1, round" in stats
@@ -549,9 +551,8 @@ async def test_browsing_back_during_a_run_shows_the_round_and_the_live_chain():
         await wait_until(pilot, lambda: text_of(app, "#stats").split("live: ")[1] != first_live)  # it moves on
         assert scr.cursor == (0, 0)  # while the screen stays on round 1
         await pilot.press("end")
-        await wait_until(pilot, lambda: scr.state.current.status == "done")
-        await pilot.pause(0.3)
-        assert "live:" not in text_of(app, "#stats")
+        await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
+        await wait_until(pilot, lambda: "live:" not in text_of(app, "#stats"))
 
 
 async def test_speedup_is_shown_only_against_a_comparable_sequential_sampler():
@@ -572,8 +573,7 @@ async def test_speedup_is_shown_only_against_a_comparable_sequential_sampler():
             state = app.screen.state
             await submit(pilot, app, "the cat")
             await wait_until(pilot, lambda s=state: s.current and s.current.status == "done")
-            await pilot.pause(0.2)
-            assert expected in text_of(app, "#stats")
+            await wait_until(pilot, lambda e=expected, a=app: e in text_of(a, "#stats"))
 
 
 async def test_streaming_sessions_show_transitions_per_second():
@@ -741,7 +741,7 @@ async def test_overview_has_a_column_per_round_and_opens_the_selected_one():
         await pilot.pause()
         await pilot.click("#ov-strip", offset=(ChainStrip.LABEL + 2, 1))
         assert app.screen.selected == 2
-        await pilot.pause(0.3)  # not a double click
+        await not_a_double_click(pilot)
         await pilot.click("#ov-strip", offset=(ChainStrip.LABEL + 2, 1))
         await pilot.pause()
         assert app.screen is scr and scr.cursor == (0, 2)
@@ -940,7 +940,7 @@ async def export_to(pilot, app, folder, key):
     await pilot.pause()
     app.screen.query_one("#export-folder").value = str(folder)
     await pilot.press(key)
-    await pilot.pause(0.3)
+    await wait_until(pilot, lambda: type(app.screen).__name__ != "ExportScreen")  # written: the dialog closes
 
 
 async def test_export_screen_tree_and_answer(tmp_path):
@@ -1043,11 +1043,16 @@ async def test_the_footer_shows_whole_keys_only(size):
         await wait_until(pilot, lambda: scr.running and scr.state.current and scr.state.current.rounds)
         await pilot.press("tab", "slash", *"k=1", "enter")
         await wait_until(pilot, lambda: scr.search is not None)
-        await pilot.pause(0.3)
         footer = scr.query_one(Footer)
-        shown = [k for k in footer.query(FooterKey) if k.display and k.parent.display]
         width = size[0]
-        assert all(k.region.right <= width and k.region.width > 0 for k in shown)
+
+        def visible_keys() -> list:
+            return [k for k in footer.query(FooterKey) if k.display and k.parent.display]
+
+        # the footer lays out again with the search's keys: every key shown whole, inside the screen
+        await wait_until(pilot, lambda: visible_keys() and all(k.region.right <= width and k.region.width > 0
+                                                               for k in visible_keys()))
+        shown = visible_keys()
         words = {k.description for k in shown}
         assert {"cancel", "pause", "help", "settings"} <= words
         if width >= 140:  # room for every key

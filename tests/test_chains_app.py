@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import ScriptedEngine, text_of, wait_until
+from helpers import ScriptedEngine, not_a_double_click, text_of, wait_until
 from test_app import make_chat, submit
 
 from presto_tui.logs.reader import read_trace
@@ -108,7 +108,7 @@ async def test_chat_runs_the_chains_set_in_its_settings_at_once(tmp_path):
         await pilot.click("#save")
         assert "chains must lie in [1, 256]" in str(settings.query_one("#settings-error").content)
         field.value = "3"
-        await pilot.pause(0.3)  # a second click at once would count as a double click
+        await not_a_double_click(pilot)
         await pilot.click("#save")
         await wait_until(pilot, lambda: app.screen is scr)
         assert scr.chains == 3

@@ -116,6 +116,7 @@ class ChatSession:
         self._cancel = threading.Event()
         self._resume = threading.Event()
         self._resume.set()
+        self.parked = threading.Event()  # set while a paused prompt's loop waits to be resumed (no step runs)
 
     # -- the UI thread ----------------------------------------------------------
     def cancel(self) -> None:
@@ -199,7 +200,10 @@ class ChatSession:
         self.trace = deliver(self.trace, ev, emit, chain, sid)
 
     def _should_stop(self) -> bool:
-        self._resume.wait()
+        if not self._resume.is_set():
+            self.parked.set()  # the loop stops here, before its next engine step, until resumed
+            self._resume.wait()
+            self.parked.clear()
         return self._cancel.is_set()
 
     def close(self) -> None:
