@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedEngine, text_of, wait_until
+from helpers import GatedEngine, ScriptedEngine, text_of, wait_until
 from textual.widgets._toast import Toast
 from typer.testing import CliRunner
 
@@ -329,29 +329,13 @@ def test_replay_takes_a_trace_of_baseline_sessions_only(tmp_path, monkeypatch):
 
 # -- the app: chat --------------------------------------------------------------------------------------
 
-class GatedEngine(ScriptedEngine):
-    """The synthetic engine whose every call (a batch sent to an idle engine: a PowerSMC block)
-    waits until the test lets it through, so that the screen can be checked between blocks."""
-
-    def __init__(self, *args, **kwargs):
-        import threading
-
-        super().__init__(*args, **kwargs)
-        self.gate = threading.Semaphore(0)
-
-    def step(self):
-        if self._slow:
-            self.gate.acquire(timeout=20)
-        return super().step()
-
-
 def make_chat(backend, **params):
     session = ChatSession(engine_factory=lambda model: backend)
     return chat_app(session, SamplerParams(**params), backend="synthetic", model=None)
 
 
 async def test_chat_grows_the_particle_grid_as_blocks_arrive():
-    engine = GatedEngine()
+    engine = GatedEngine(counted=True)  # each PowerSMC block waits until the test lets it through
     app = make_chat(engine, sampler="powersmc", prefetch="none", particles=5, smc_block=4, max_new_tokens=24)
     async with app.run_test(size=(120, 34)) as pilot:
         scr = app.screen
@@ -360,7 +344,7 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
         grid = scr.query_one("#particles", ParticleGrid)
         try:
             for block in (1, 2):  # drawn block by block, as each arrives; no answer until the end
-                engine.gate.release()
+                engine.let_through()
                 # drawn: the title says so (the state takes the block a frame before the screen)
                 drawn = f"block {block} of at most 6"
                 await wait_until(pilot, lambda d=drawn: grid.display and d in text_of(app, "#tree-title"))
@@ -368,7 +352,7 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
                 assert (grid.col, grid.row) == (block - 1, 0)  # following the newest block
                 assert "no answer yet" in text_of(app, "#stats") and "★" not in text_of(app, "#inspector")
         finally:
-            engine.gate.release(100)
+            engine.let_through(100)
         await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
         await pilot.pause(0.2)
         run = scr.state.current.baseline
