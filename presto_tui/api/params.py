@@ -45,6 +45,7 @@ from presto_tui.runtime.core.spec import (
     raw_text,
     read_budget,
     request_field,
+    whole_number,
 )
 
 Params = SamplerParams  # the public name
@@ -57,10 +58,10 @@ def load_classifier(path: Path | None) -> CertaintyClassifier | None:
     return CertaintyClassifier.load(readable_file(Path(path), "classifier file", pipes=True))
 
 __all__ = [
-    "GRAMMAR", "Method", "describe", "parse_method", "parse_methods", "sequential_of",
     "AUTO_BUDGET", "BENCH_SIZES", "BUDGET_LIMIT", "BackendName", "CertaintyClassifier", "ENGINE_PARAMS", "FEATURES",
-    "Group", "InputMode", "LIMITS", "Limit", "MULTITRY_TAUS", "Name", "Naming", "PAPER_SETTINGS", "PARAMS", "Param",
-    "ParamError", "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerKind", "SamplerName", "SamplerParams",
-    "applying", "budget_text", "flag", "json_schema", "label", "load_classifier", "number_text", "of_group",
-    "params_from", "raw_text", "read_budget", "request_field", "rule_defaults", "unknown_choice",
+    "GRAMMAR", "Group", "InputMode", "LIMITS", "Limit", "MULTITRY_TAUS", "Method", "Name", "Naming", "PAPER_SETTINGS",
+    "PARAMS", "Param", "ParamError", "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerKind", "SamplerName",
+    "SamplerParams", "applying", "budget_text", "describe", "flag", "json_schema", "label", "load_classifier",
+    "number_text", "of_group", "params_from", "parse_method", "parse_methods", "raw_text", "read_budget",
+    "request_field", "rule_defaults", "sequential_of", "unknown_choice", "whole_number",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -254,8 +253,6 @@ def _finish(writer, run):
 
 
 def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool, writer) -> None:
-    import orjson
-
     from presto_tui.eval.figures import save_figures, terminal_figures
     from presto_tui.eval.report import default_pairs, render, results
 
@@ -267,22 +264,14 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
     saved = save_figures(res, out_path.with_suffix(""), figures)
     # beside the results: named by file, so that the folder can move
     res["figures"] = {k: Path(v).name if k in ("accuracy", "kv") and v else v for k, v in saved.items()}
-    o.write_results(out_path, orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    if json_out:
-        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-    else:
-        console = o.table_console()
+
+    def show(console, res: dict) -> None:
         render(console, res)
-        for plot in terminal_figures(res, width=min(console.width, 120)):
-            sys.stdout.write(plot + "\n")
         if res["figures"].get("kv_missing"):
             console.print(f"no KV-pool figure: {res['figures']['kv_missing']}")
-    saved_paths = [p for p in (saved["accuracy"], saved["kv"]) if p]
-    print(f"presto-tui: results written to {visible(str(out_path), keep_newlines=False)}"
-              + (f", figures to {', '.join(visible(p, keep_newlines=False) for p in saved_paths)}"
-                 if saved_paths else "")
-              + (f", trace to {visible(str(writer.path), keep_newlines=False)}"
-                 if writer is not None and not writer.broken else ""), file=o.term())
+
+    o.publish(res, out_path, json_out, show, terminal_figures, [p for p in (saved["accuracy"], saved["kv"]) if p],
+              writer)
 
 
 class _progress:

@@ -3,13 +3,12 @@ its time, the Pareto fronts and the readings at equal quality (presto_tui/eval/f
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from presto_tui.cli import options as o
 from presto_tui.errors import InputError, OutputError
+from presto_tui.files import make_folders
 from presto_tui.logs.writer import open_trace
-from presto_tui.safetext import visible
 
 SEEDS = o.Limit(1, 100_000, integer=True)
 ENUMERABLE_SEEDS = 200  # seeds per prompt on an enumerable model, where each point's law is estimated
@@ -78,8 +77,6 @@ def run_frontier(*, spec: str, seeds: int | None, base, items, task_meta: dict, 
 
 
 def report(ev, points, seeds: int, laws, meta: dict, out_path: Path, figures: str, json_out: bool, writer) -> None:
-    import orjson
-
     from presto_tui.errors import describe
     from presto_tui.eval.frontier import analyse, point_rows
     from presto_tui.eval.frontier_report import render, save_figure, terminal_figures
@@ -88,22 +85,7 @@ def report(ev, points, seeds: int, laws, meta: dict, out_path: Path, figures: st
     measures = ["tv"] if laws is not None else ["loglik", "confidence", "accuracy"]
     res = {**meta, "interrupted": ev.interrupted, "failure": None if ev.failure is None else describe(ev.failure)[1],
            "points": rows, **analyse(rows, points, measures)}
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)  # before the figure, which goes beside it
-    except OSError as e:
-        raise OutputError(f"{visible(str(out_path.parent), keep_newlines=False)}: cannot make the folder "
-                          f"({e.strerror})") from None
+    make_folders(out_path.parent, "results", error=OutputError)  # before the figure, which goes beside it
     saved = save_figure(res, out_path.with_suffix(""), figures)
     res["figure"] = None if saved is None else Path(saved).name  # beside the results: the folder can move
-    o.write_results(out_path, orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    if json_out:
-        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-    else:
-        console = o.table_console()
-        render(console, res)
-        for plot in terminal_figures(res, width=min(console.width, 120)):
-            sys.stdout.write(plot + "\n")
-    print(f"presto-tui: results written to {visible(str(out_path), keep_newlines=False)}"
-          + (f", figure to {visible(saved, keep_newlines=False)}" if saved else "")
-          + (f", trace to {visible(str(writer.path), keep_newlines=False)}"
-             if writer is not None and not writer.broken else ""), file=o.term())
+    o.publish(res, out_path, json_out, render, terminal_figures, [saved] if saved else [], writer)

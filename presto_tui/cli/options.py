@@ -10,6 +10,7 @@ get wrong is checked here, before any engine starts.
 from __future__ import annotations
 
 import functools
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -348,3 +349,23 @@ def write_results(path: Path, data: bytes) -> None:
     except OSError as e:
         raise OutputError(f"{visible(str(path), keep_newlines=False)}: cannot write results "
                           f"({e.strerror or e})") from None
+
+
+def publish(res: dict, out_path: Path, json_out: bool, show: Callable[[Any, dict], None],
+            plots: Callable[..., list[str]], figures: list[str], trace) -> None:
+    """How a results command ends (eval, its frontier): the results JSON written, then printed, or shown
+    (`show(console, res)`) with its terminal plots; one line names every file written."""
+    import orjson
+
+    write_results(out_path, orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    if json_out:
+        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    else:
+        console = table_console()
+        show(console, res)
+        for plot in plots(res, width=min(console.width, 120)):
+            sys.stdout.write(plot + "\n")
+    shown = lambda p: visible(str(p), keep_newlines=False)
+    print(f"presto-tui: results written to {shown(out_path)}"
+          + (f", figure{'s' if len(figures) > 1 else ''} to {', '.join(shown(f) for f in figures)}" if figures else "")
+          + (f", trace to {shown(trace.path)}" if trace is not None and not trace.broken else ""), file=term())

@@ -17,13 +17,12 @@ would sample with the wrong law.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
-from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from, raw_text
+from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from, raw_text, whole_number
 from presto_tui.api.sessions import CHAINS
 from presto_tui.errors import InputError
 
@@ -180,23 +179,13 @@ def json_kind(value: Any) -> str:
         type(value), type(value).__name__)
 
 
-def _integer(value: int | float | str) -> int:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if not (math.isfinite(value) and value.is_integer()):
-            raise ValueError(value)
-        return int(value)
-    return int(value.strip())  # as the command line reads a whole number: "4.0" is not one
-
-
 def _whole(name: str, value: Any, limit: Limit, default: int) -> int:
     if value is None:
         return default
     try:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(value)
-        n = _integer(value)
+        n = whole_number(value)
     except ValueError:
         raise FieldError(limit.unparsable(name, str(value)), name) from None
     message = limit.message(name, n)

@@ -280,7 +280,7 @@ class Param:
         if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
             raise self._error(_esc(limit.unparsable("\0", str(raw))).replace("\0", me), naming)
         try:
-            number = _integer(raw) if limit.integer else float(raw)
+            number = whole_number(raw) if limit.integer else float(raw)
         except (ValueError, OverflowError):
             raise self._error(_esc(limit.unparsable("\0", str(raw))).replace("\0", me), naming) from None
         # what the person typed where the number it became says less (1e309, not inf)
@@ -338,7 +338,8 @@ def _esc(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _integer(value: int | float | str) -> int:
+def whole_number(value: int | float | str) -> int:
+    """A whole number as a person or a JSON body gives it: 3, 3.0, "3" (not "3.0", not 3.5: ValueError)."""
     if isinstance(value, int):
         return value
     if isinstance(value, float):
