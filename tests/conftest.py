@@ -66,3 +66,23 @@ def in_tmp(tmp_path, monkeypatch):
     `pytestmark = pytest.mark.usefixtures("in_tmp")`."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# -- the embedded model on the real engines ------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def model_dir():
+    from presto_tui.runtime.engines.models import resolve
+    from presto_tui.runtime.engines.registry import _prepare_environment
+
+    _prepare_environment(None)
+    return resolve(None, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def vllm(model_dir):
+    """The embedded model on vLLM, started once for every module's engine tests (they share one
+    xdist worker): a vLLM start is the longest set-up in the suite."""
+    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
+
+    return start_engine("vllm", EngineOptions(max_model_len=512))

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedEngine, not_a_double_click, text_of, wait_until
+from helpers import GatedEngine, ScriptedEngine, not_a_double_click, text_of, wait_until
 from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
@@ -1036,11 +1036,13 @@ async def test_the_footer_shows_whole_keys_only(size):
     from textual.widgets import Footer
     from textual.widgets._footer import FooterKey
 
-    app, session = make_chat(ScriptedEngine(delay=0.05), steps=400)
+    engine = GatedEngine(counted=True)  # held between calls: the session is running while the test looks
+    app, session = make_chat(engine, steps=400)
     async with app.run_test(size=size) as pilot:
         scr = app.screen
         await submit(pilot, app, "the cat")
-        await wait_until(pilot, lambda: scr.running and scr.state.current and scr.state.current.rounds)
+        engine.let_through(2)
+        await wait_until(pilot, lambda: engine.waiting and scr.state.current and scr.state.current.rounds)
         await pilot.press("tab", "slash", *"k=1", "enter")
         await wait_until(pilot, lambda: scr.search is not None)
         footer = scr.query_one(Footer)
@@ -1058,6 +1060,7 @@ async def test_the_footer_shows_whole_keys_only(size):
         if width >= 140:  # room for every key
             assert not [k for k in footer.query(FooterKey) if not k.display]
         session.cancel()
+        engine.let_through(1000)
         await wait_until(pilot, lambda: not scr.running)
     session.close()
 

@@ -16,26 +16,10 @@ TOL = 5e-4  # per token, nats: fp32 logits from an incremental pass vs one full 
 
 
 @pytest.fixture(scope="module")
-def model_dir():
-    from presto_tui.runtime.engines.models import resolve
-    from presto_tui.runtime.engines.registry import _prepare_environment
-
-    _prepare_environment(None)
-    return resolve(None, quiet=True)
-
-
-@pytest.fixture(scope="module")
 def hf(model_dir):
     from presto_tui.runtime.engines.hf_engine import TransformersEngine
 
     return TransformersEngine(model_dir, model_name="smollm2-135m")
-
-
-@pytest.fixture(scope="module")
-def vllm(model_dir):
-    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
-
-    return start_engine("vllm", EngineOptions(max_model_len=512))
 
 
 @pytest.fixture(scope="module")

@@ -128,7 +128,7 @@ def test_tables_answers_and_plots_print_in_the_terminal(tmp_path):
     asked = re.search(r"^ *powermh\+spine / powermh\+bfs/node +loglik .*\n.* confidence ", text, re.MULTILINE)
     assert asked  # the pair asked for, both statistics
     assert Path("out/res-accuracy.svg").read_text().lstrip().startswith("<?xml")
-    assert "results written to out/res.json, figures to out/res-accuracy.svg, trace to t.jsonl" in res.stderr
+    assert "results written to out/res.json, figure to out/res-accuracy.svg, trace to t.jsonl" in res.stderr
 
 
 @pytest.mark.parametrize("lines, needle", [

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from presto_tui.cli import app
 from presto_tui.logs.reader import read_trace
+from presto_tui.runtime.core.params import SamplerParams
 
 ray = pytest.importorskip("ray") if os.environ.get("CI") != "true" else __import__("ray")
 runner = CliRunner()
@@ -53,7 +54,6 @@ def test_two_ray_workers_give_what_one_engine_gives(tmp_path):
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_loses_no_prompt():
-    from presto_tui.runtime.core.params import SamplerParams
     from presto_tui.runtime.engines.registry import EngineOptions
     from presto_tui.runtime.engines.synthetic import SyntheticEngine
     from presto_tui.runtime.session.cluster import Cluster, WorkerLost
@@ -139,23 +139,30 @@ def test_ray_missing_is_one_line(monkeypatch):
 
 
 @pytest.mark.engine
-def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path):
+def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path, vllm):
+    from presto_tui.api import sample
+
+    prompt = "Name a prime number."
     f = tmp_path / "p.txt"
-    f.write_text("Name a prime number.\n")
-    common = ["--prompts-file", str(f), "-n", "12", "-K", "4", "--backend", "vllm", "--max-model-len", "256"]
-    local = run_json(*common)
-    remote = run_json(*common, "--workers", "1")
-    assert remote[0]["tokens"] == local[0]["tokens"]
+    f.write_text(prompt + "\n")
+    remote = run_json("--prompts-file", str(f), "-n", "12", "-K", "4", "--backend", "vllm", "--max-model-len", "256",
+                      "--workers", "1")
+    (local,) = sample(vllm, prompt, {"max_new_tokens": 12, "steps": 4})  # the library, on this process's engine
+    assert remote[0]["tokens"] == list(local.tokens)
 
 
 @pytest.mark.engine
-def test_vllm_multiprocess_engine_core_brings_the_records_back():
+def test_vllm_multiprocess_engine_core_brings_the_records_back(vllm):
     """VLLM_ENABLE_V1_MULTIPROCESSING=1 runs the engine core (and the logits processor) in another
-    process: the records come back through collective_rpc, the chain equals the in-process one,
-    and nothing is left behind in the worker."""
+    process: the records come back through collective_rpc, the chain equals the in-process one
+    (this process's engine, which runs in-process under the tests), and nothing is left behind in
+    the worker."""
+    from presto_tui.runtime.session.events import SessionEnd
+    from presto_tui.runtime.session.runner import run_session
+
     code = r'''
 import os, sys, json
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = sys.argv[1]
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
 if __name__ == "__main__":
     from presto_tui.runtime.core.params import SamplerParams
     from presto_tui.runtime.engines.registry import EngineOptions, start_engine
@@ -170,14 +177,15 @@ if __name__ == "__main__":
     out["pending"] = e.pending_records()
     print("RESULT " + json.dumps(out))
 '''
-    results = {}
-    for mp in ("0", "1"):
-        proc = subprocess.run([sys.executable, "-c", code, mp], capture_output=True, text=True, timeout=600)
-        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        assert line, proc.stderr[-2000:]
-        results[mp] = json.loads(line[0][7:])
-    assert results["1"]["none"] == results["1"]["stream"] == results["0"]["none"]
-    assert results["1"]["pending"] == 0
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, proc.stderr[-2000:]
+    apart = json.loads(line[0][7:])
+    params = SamplerParams(prefetch="none", max_new_tokens=12, steps=6, budget=4, seed=3)
+    (here,) = [list(ev.tokens) for ev in run_session(vllm, params, vllm.encode_prompt("Name a prime number."))
+               if isinstance(ev, SessionEnd)]
+    assert apart["none"] == apart["stream"] == here
+    assert apart["pending"] == 0
 
 
 @pytest.mark.engine

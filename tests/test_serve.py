@@ -481,13 +481,12 @@ def test_an_engine_failure_ends_the_chains_it_hit_with_a_500_and_the_server_serv
 
 
 @pytest.mark.engine
-def test_on_vllm_the_openai_client_gets_what_run_gets():
+def test_on_vllm_the_openai_client_gets_what_run_gets(vllm):
     """The embedded SmolLM2-135M on vLLM: the chain `run` builds (make_driver + the engine loop, on the
     same engine before it serves), then the same prompt through the openai client, plain and streamed."""
-    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
     from presto_tui.runtime.session.runner import run_session
 
-    engine = start_engine("vllm", EngineOptions(max_model_len=512))
+    engine = vllm
     prompt, params = "What is 7 * 8?", SamplerParams(max_new_tokens=16, steps=4, budget=4, seed=3)
     (twin,) = [e for e in run_session(engine, params, engine.encode_prompt(prompt), prompt=prompt)
                if isinstance(e, SessionEnd)]
