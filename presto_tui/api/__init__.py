@@ -15,7 +15,7 @@ import-linter contracts hold that.
     result.text, result.answer, result.diagnostics.warnings
     data = presto_tui.read_trace("sessions/nb.jsonl")
     data.transitions                                         # a pandas DataFrame
-    data.chains(0)                                           # an ArviZ DataTree
+    data.chains(1)                                           # an ArviZ DataTree
 
 Names load on first use, so `import presto_tui` stays cheap.
 """

@@ -26,13 +26,14 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.params import SamplerParams, params_from
-from presto_tui.runtime.core.spec import Limit
+from presto_tui.runtime.core.spec import SAMPLER_PARAMS, Limit, ParamError
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers
 from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report, require
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
@@ -129,6 +130,13 @@ def as_params(params: SamplerParams | dict | None) -> SamplerParams:
     if isinstance(params, SamplerParams):
         return params.validate()
     if isinstance(params, dict):
+        known = [p.name for p in SAMPLER_PARAMS]
+        for key in params:
+            if key not in known:  # (a typo would otherwise sample with the default, silently)
+                close = get_close_matches(str(key), known, n=1)
+                raise ParamError(f"unknown parameter {str(key)[:60]!r}"
+                                 + (f"; did you mean {close[0]!r}?" if close else "; presto_tui.SPEC lists them"),
+                                 param=str(key))
         return params_from(params, naming=lambda name: name)
     raise InputError(f"params should be presto_tui.Params or a dict of parameter values, got {type(params).__name__}")
 

@@ -7,10 +7,11 @@ prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ 
     t.sessions                      # one row per session: parameters, status, numbers `stats` prints
     t.transitions                   # one row per MH transition: log-target, eqs. 21-22, accepted
     t.rounds, t.nodes               # one row per round (epoch), per node of its tree
-    idata = t.chains(group=0)       # the chains of a `--chains M` prompt, for arviz
+    idata = t.chains(1)             # the chains of the first `--chains M` prompt, for arviz
     import arviz_stats; arviz_stats.rhat(idata)
 
-Sessions are numbered from 1, as everywhere else in presto-tui (`session` column).  pandas
+Sessions, chains, blocks, transitions and rounds are counted from 1, as everywhere else in
+presto-tui (`stats`, the app, the `--draws` exports).  pandas
 and ArviZ are optional (`pip install 'presto-tui[data]'`); without them these properties say
 in one line what to install.  The trace is read through the same gate as `replay` and
 `stats` (untrusted input, every line checked).
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from presto_tui.errors import InputError
+from presto_tui.logs.draws import ChainDraws, datatree
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
@@ -98,6 +100,7 @@ class TraceData:
             row.update({p.name: start.params.get(p.name) for p in SAMPLER_PARAMS})
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
+            row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
         return pd.DataFrame(rows)
@@ -110,10 +113,10 @@ class TraceData:
         pd = need("pandas")
         rows = []
         for i, sess in enumerate(self.raw.sessions, start=1):
-            chain = sess.start.chain
+            chain = sess.start.chain + 1
             for ev in sess.events:
                 if isinstance(ev, Transition):
-                    rows.append({"session": i, "chain": chain, "block": ev.block, "transition": ev.k + 1,
+                    rows.append({"session": i, "chain": chain, "block": ev.block + 1, "transition": ev.k + 1,
                                  "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
                                  "confidence": ev.confidence, "first_diff": ev.first_diff})
         return pd.DataFrame(rows, columns=["session", "chain", "block", "transition", "accepted", "log_target",
@@ -128,7 +131,7 @@ class TraceData:
         for i, sess in enumerate(self.raw.sessions, start=1):
             for ev in sess.events:
                 if isinstance(ev, RoundDone):
-                    rows.append({"session": i, "block": ev.block, "round": ev.round + 1, "k_before": ev.k_before,
+                    rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "k_before": ev.k_before,
                                  "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
                                  "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
                                  "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
@@ -149,7 +152,7 @@ class TraceData:
                 tree = ev.tree
                 for v in tree.iter_nodes(limit=1_000_000):
                     sc, d = v.score, v.decision
-                    rows.append({"session": i, "block": ev.block, "round": ev.round + 1, "node": v.id,
+                    rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "node": v.id,
                                  "parent": tree.parent_of(v.id), "depth": v.depth, "accept_child": v.accept,
                                  "status": str(v.status), "decision": None if d is None else d.index,
                                  "cut": None if d is None else d.cut,
@@ -175,33 +178,21 @@ class TraceData:
         order = {i: sess.start.chain for i, sess in enumerate(self.raw.sessions, start=1)}
         return [sorted(g, key=order.__getitem__) for g in groups.values()]
 
-    def chains(self, group: int = 0, *, block: int = 0) -> Any:
-        """The draws of one prompt's chains (chain group `group`, from 0 in order of appearance) in
-        `block` as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
-        (chain, draw), every chain cut to the shortest; `sample_stats` holds `accepted`.  Any ArviZ
-        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`)."""
-        import numpy as np
-
-        base = need("arviz_base", "diagnostics")
+    def chains(self, prompt: int = 1, *, block: int = 1) -> Any:
+        """The draws of one prompt's chains (`prompt` numbers the chain groups from 1, in order of
+        appearance, as `chain_groups` lists them) in `block` (from 1) as an ArviZ DataTree:
+        `posterior` holds log_target, loglik and confidence with dims (chain, draw), every chain cut
+        to the shortest; `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ
+        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`).  It is
+        the `--draws PATH.nc` export of those chains at that prompt and block."""
+        need("arviz_base", "diagnostics")
         groups = self.chain_groups()
-        if not 0 <= group < len(groups):
-            raise InputError(f"{self.path}: no chain group {group} (it has {len(groups)})")
-        members = groups[group]
-        series: list[list[Transition]] = []
-        for number in members:
-            series.append([e for e in self.session(number).events if isinstance(e, Transition) and e.block == block])
-        k = min((len(s) for s in series), default=0)
+        if not 1 <= prompt <= len(groups):
+            raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
+        members = [ChainDraws.of(self.session(n).events) for n in groups[prompt - 1]]
+        k = min(sum(1 for t in c.transitions if t.block == block - 1) for c in members)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {group} has no transitions in block {block} "
+            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} "
                              "(a baseline, or a session cut short before its first transition)")
-
-        def arr(name: str) -> np.ndarray:
-            return np.array([[getattr(t, name) for t in s[:k]] for s in series], dtype=float)
-
-        start = self.session(members[0]).start
-        return base.from_dict(
-            {"posterior": {q: arr(q) for q in ("log_target", "loglik", "confidence")},
-             "sample_stats": {"accepted": np.array([[t.accepted for t in s[:k]] for s in series])}},
-            attrs={"posterior": {"prompt": start.prompt, "sampler": str(start.params.get("sampler")), "block": block,
-                                 "sessions": list(members), "trace": str(self.path)}})
-
+        # (blocks are numbered 1.. in the export, so block b sits at index b - 1)
+        return datatree([members]).isel(prompt=0, block=block - 1, draw=slice(0, k), missing_dims="ignore")

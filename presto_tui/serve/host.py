@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart, Vocab
@@ -103,6 +103,37 @@ class Withdrawn:
 Deliver = Callable[[list[tuple[str, object]], dict[int, str]], None]
 
 
+class ServerTrace:
+    """The server's trace, shared by its one engine thread (EngineHost) and its workers' readers
+    (Pool): every chain's events under the chain's session id, as they pass. A write that fails (a
+    full disk) is said once, and the server serves on without a trace."""
+
+    def __init__(self, writer: Any, warn: Callable[[str], None]):
+        self.writer = writer
+        self.error = ""
+        self._warn = warn
+        self._sid: dict[str, str] = {}  # chain key -> its session id, while the chain runs
+
+    def record(self, key: str, ev: object) -> None:
+        if isinstance(ev, (Admitted, Refused, Withdrawn)):  # the server's own, before or instead of a session
+            return
+        if isinstance(ev, SessionStart):
+            self._sid[key] = ev.session_id
+        if self.writer is not None:
+            try:
+                self.writer.write(ev, self._sid.get(key))  # (the writer leaves out the transient events itself)
+            except PrestoError as e:
+                self.error = e.line
+                self._warn(f"presto-tui: error: {visible(e.line, keep_newlines=False)}; serving on without a trace")
+                self.writer = None
+        if isinstance(ev, (SessionEnd, SessionError)):
+            self._sid.pop(key, None)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 class EngineHost:
     stopped_line = "the engine thread has stopped; restart presto-tui serve"
 
@@ -111,13 +142,12 @@ class EngineHost:
         self.engine = engine
         self.loop = EngineLoop(engine)
         self.max_chains = max_chains
-        self.trace = trace
         self.classifier = classifier
         self._deliver = deliver
         self._warn = warn or (lambda line: print(line, file=sys.stderr))
+        self.trace = ServerTrace(trace, self._warn)
         self._inbox: queue.Queue = queue.Queue()
         self._waiting: collections.OrderedDict[str, tuple[Chain, object]] = collections.OrderedDict()
-        self._sid: dict[str, str] = {}  # chain key -> its session id
         self._vocab = Vocab(engine.token_pieces)
         self.pieces: dict[int, str] = {}  # every token text sent so far (read by the HTTP side)
         self._thread = threading.Thread(target=self._run, name="presto-engine", daemon=True)
@@ -130,7 +160,6 @@ class EngineHost:
         self.steps = 0
         self.faults = 0
         self.last_fault = ""
-        self.trace_error = ""
         self.failed: BaseException | None = None  # the thread itself died (a bug)
 
     # -- any thread ---------------------------------------------------------------------------
@@ -250,26 +279,20 @@ class EngineHost:
         for active in list(self.loop.active):
             self._cancel(str(active), out)
         self._publish(out)
-        if self.trace is not None:
-            self.trace.close()
+        self.trace.close()
 
     def _publish(self, out: list[tuple[str, object]]) -> None:
         """Trace, token text and numbers first, then one batch to the HTTP side."""
         moved = 0
         fresh: dict[int, str] = {}
         for key, ev in out:
-            if isinstance(ev, SessionStart):
-                self._sid[key] = ev.session_id
             if isinstance(ev, RoundDone):
                 moved += ev.k_after - ev.k_before
             if not isinstance(ev, (*TRANSIENT, Admitted, Refused, Withdrawn)):
                 new = self._vocab.new_pieces(cast(Event, ev))
                 self.pieces.update(new)
                 fresh.update(new)
-            if self.trace is not None and not isinstance(ev, (Admitted, Refused, Withdrawn)):
-                self._record(key, ev)  # (the writer leaves out the transient events itself)
-            if isinstance(ev, (SessionEnd, SessionError)):
-                self._sid.pop(key, None)
+            self.trace.record(key, ev)
         if moved:
             self.transitions += moved
             self._rate.add(moved)
@@ -279,14 +302,9 @@ class EngineHost:
         if out:
             self._deliver(out, fresh)
 
-    def _record(self, key: str, ev) -> None:
-        assert self.trace is not None
-        try:
-            self.trace.write(ev, self._sid.get(key))
-        except PrestoError as e:  # a full disk: say so once, and serve on without a trace
-            self.trace_error = e.line
-            self._warn(f"presto-tui: error: {visible(e.line, keep_newlines=False)}; serving on without a trace")
-            self.trace = None
+    @property
+    def trace_error(self) -> str:
+        return self.trace.error
 
 
 def _tokenizer_size(engine: Engine) -> int | None:

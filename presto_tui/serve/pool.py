@@ -40,9 +40,8 @@ from typing import Any
 from presto_tui.api.events import RoundDone, SessionEnd, SessionError, SessionStart
 from presto_tui.api.params import CertaintyClassifier
 from presto_tui.api.sessions import Cluster, EngineWorker
-from presto_tui.errors import PrestoError
 from presto_tui.safetext import visible
-from presto_tui.serve.host import Admitted, Chain, Deliver, EngineHost, RateWindow, Refused, Withdrawn
+from presto_tui.serve.host import Chain, Deliver, EngineHost, RateWindow, Refused, ServerTrace, Withdrawn
 from presto_tui.serve.protocol import Prompt
 
 AFFINITY_KEYS = 4096  # conversations remembered for prefix affinity
@@ -162,24 +161,22 @@ class Pool:
         self.pieces: dict[int, str] = {}
         e = self.cluster.engine
         self.engine = PoolEngine(e["name"], e["model"], dict(e["info"], workers=workers), e["eos_id"], self.pieces)
-        self.trace: Any = None
-        self.trace_error = ""
         self.transitions = 0
         self.workers_lost = 0
         self._warn = warn or (lambda line: print(line, file=sys.stderr))
+        self.trace = ServerTrace(None, self._warn)
         self._deliver: Deliver = lambda out, fresh: None
         self._lock = threading.Lock()
         self._request_worker: dict[str, Worker] = {}  # a request's chains' worker, while any runs
         self._request_chains: collections.Counter[str] = collections.Counter()
         self._affinity: collections.OrderedDict[bytes, int] = collections.OrderedDict()
-        self._sid: dict[str, str] = {}
         self._rate = RateWindow()
         self._stopping = False
         self._closed = False
 
     # -- the server's side -----------------------------------------------------------------
     def bind(self, deliver: Deliver, trace: Any = None) -> Pool:
-        self._deliver, self.trace = deliver, trace
+        self._deliver, self.trace = deliver, ServerTrace(trace, self._warn)
         return self
 
     def start(self) -> None:
@@ -248,8 +245,7 @@ class Pool:
             if w.alive and w.keys:
                 self._lost(w, "it stopped without ending its chains")
         self._closed = True
-        if self.trace is not None:
-            self.trace.close()
+        self.trace.close()
         self.cluster.close()
 
     # -- the readers ----------------------------------------------------------------------
@@ -272,11 +268,9 @@ class Pool:
             for key, ev in out:
                 if isinstance(ev, SessionStart):
                     w.started.add(key)
-                    self._sid[key] = ev.session_id
                 if isinstance(ev, RoundDone):
                     moved += ev.k_after - ev.k_before
-                if not isinstance(ev, (Admitted, Refused, Withdrawn)):
-                    self._record(key, ev)
+                self.trace.record(key, ev)
                 if isinstance(ev, ENDS):
                     self._end(w, key)
             if moved:
@@ -295,7 +289,7 @@ class Pool:
             for key in sorted(w.keys):
                 if key in w.started:
                     ev: object = SessionError(f"worker {w.index} died: {reason}", "engine")
-                    self._record(key, ev)
+                    self.trace.record(key, ev)
                 else:
                     ev = Refused("engine", f"worker {w.index} died before the chain started: {reason}")
                 out.append((key, ev))
@@ -311,22 +305,15 @@ class Pool:
     def _end(self, w: Worker, key: str) -> None:
         w.keys.discard(key)
         w.started.discard(key)
-        self._sid.pop(key, None)
         request = key.split("/", 1)[0]
         self._request_chains[request] -= 1
         if self._request_chains[request] <= 0:
             del self._request_chains[request]
             self._request_worker.pop(request, None)
 
-    def _record(self, key: str, ev) -> None:
-        if self.trace is None:
-            return
-        try:
-            self.trace.write(ev, self._sid.get(key))
-        except PrestoError as e:  # a full disk: say so once, and serve on without a trace
-            self.trace_error = e.line
-            self._warn(f"presto-tui: error: {visible(e.line, keep_newlines=False)}; serving on without a trace")
-            self.trace = None
+    @property
+    def trace_error(self) -> str:
+        return self.trace.error
 
     # -- numbers ------------------------------------------------------------------------
     @property

@@ -34,10 +34,6 @@ __all__ = ["AUTO_BUDGET", "BENCH_SIZES", "BON_RANKS", "BUDGET_POLICIES", "LIMITS
            "PAPER_SETTINGS", "SPECULATE", "Limit", "ParamError", "SamplerParams", "budget_text", "flag",
            "number_text", "params_from", "rule_defaults"]
 
-# The registry's names as strings (runtime/core/names.py holds the lists and their help).
-SAMPLERS = SamplerName.names()
-PREFETCH_RULES = PrefetchRule.names()
-INPUT_MODES = InputMode.names()
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
 ROUND_BUDGET = 8  # -N for the round rules when none is given (stream's is auto)
 

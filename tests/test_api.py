@@ -1,0 +1,172 @@
+"""The public Python API (`import presto_tui`) against the commands built on it.
+
+What a notebook gets must be what `presto-tui run` and `stats` print for the same prompts and
+seeds: the same chains, the same numbers from the trace, the same chains' diagnostics from the
+ArviZ object.  All on the synthetic engine (exact, fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+from helpers import cli_error
+from typer.testing import CliRunner
+
+import presto_tui
+from presto_tui.cli import app
+
+pytestmark = pytest.mark.usefixtures("in_tmp")
+runner = CliRunner()
+PROMPTS = ["the cat", "a dog ran"]
+
+
+def run_cli(*args: str) -> list[dict]:
+    res = runner.invoke(app, ["run", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
+
+
+def cli_json(*args: str) -> dict:
+    res = runner.invoke(app, list(args))
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.fixture
+def engine():
+    return presto_tui.Engine(backend="synthetic")
+
+
+def test_sample_gives_what_run_gives(engine, tmp_path):
+    (tmp_path / "p.txt").write_text("\n".join(PROMPTS) + "\n")
+    params = {"max_new_tokens": 16, "steps": 12, "seed": 5, "prefetch": "spine", "budget": 4}
+    results = presto_tui.sample(engine, PROMPTS, params)
+    printed = run_cli("--prompts-file", "p.txt", "-n", "16", "-K", "12", "--seed", "5", "--prefetch", "spine",
+                      "--budget", "4", "--no-trace")
+    assert [r.prompt for r in results] == PROMPTS
+    assert [list(r.tokens) for r in results] == [p["tokens"] for p in printed]
+    assert [r.text for r in results] == [p["text"] for p in printed]
+    assert [r.chains[0].summary.transitions for r in results] == [p["transitions"] for p in printed] == [12, 12]
+    assert all(r.status == "done" and r.trace is None for r in results)
+
+
+def test_a_bad_parameter_is_the_same_sentence_from_python_and_the_command_line(engine):
+    with pytest.raises(presto_tui.ParamError) as err:
+        presto_tui.sample(engine, "the cat", {"alpha": 0})
+    assert str(err.value) == "alpha must lie in (0, 1000], got 0"
+    assert cli_error("run", "the cat", "--alpha", "0", "--no-trace") == "--alpha must lie in (0, 1000], got 0"
+    with pytest.raises(presto_tui.ParamError, match=r"^unknown parameter 'alfa'; did you mean 'alpha'\?$"):
+        presto_tui.sample(engine, "the cat", {"alfa": 2})  # not the default alpha, silently
+
+
+@pytest.fixture
+def chains_trace(engine):
+    """Three chains of each prompt through the API, with a trace."""
+    results = presto_tui.sample(engine, PROMPTS, presto_tui.Params(max_new_tokens=16, steps=30, seed=2), chains=3,
+                                trace="t.jsonl")
+    assert all(r.trace is not None and r.trace.name == "t.jsonl" for r in results)
+    return results
+
+
+def test_the_traces_dataframes_hold_what_stats_prints(chains_trace):
+    pd = pytest.importorskip("pandas")
+    data = presto_tui.read_trace("t.jsonl")
+    printed = cli_json("stats", "t.jsonl", "--json")["sessions"]
+    frame = data.sessions
+    assert list(frame["session"]) == list(range(1, len(printed) + 1))
+    for column in ("prompt", "text", "status", "transitions", "acceptance_rate", "wall_s"):
+        assert list(frame[column]) == [s[column] for s in printed], column
+    assert sorted(frame["chain"]) == [1, 1, 2, 2, 3, 3]  # counted from 1, as stats counts them
+    # every transition once, in its session: the counts and the acceptance rate again
+    per = data.transitions.groupby("session").agg(n=("transition", "size"), rate=("accepted", "mean"),
+                                                  first=("transition", "min"), last=("transition", "max"))
+    assert list(per["n"]) == [s["transitions"] for s in printed]
+    assert list(per["rate"]) == pytest.approx([s["acceptance_rate"] for s in printed])
+    assert set(per["first"]) == {1} and list(per["last"]) == list(per["n"])
+    # the rounds walk every transition: their sums are the sessions' counts
+    walked = data.rounds.groupby("session")["transitions"].sum()
+    assert list(walked) == [s["transitions"] for s in printed]
+    assert isinstance(data.nodes, pd.DataFrame) and data.nodes["on_path"].any()
+
+
+def test_the_arviz_object_gives_the_chains_diagnostics_that_stats_and_sample_report(chains_trace):
+    arviz_stats = pytest.importorskip("arviz_stats")
+    data = presto_tui.read_trace("t.jsonl")
+    printed = cli_json("stats", "t.jsonl", "--json")["chains"]
+    assert len(data.chain_groups()) == len(printed) == len(PROMPTS)
+    for p, (result, report) in enumerate(zip(chains_trace, printed), start=1):
+        idata = data.chains(p)
+        assert idata.posterior.sizes["chain"] == 3 and idata.posterior.sizes["draw"] == 30
+        assert idata.attrs["groups"] == report["chain_group"]
+        for d in report["diagnostics"]:
+            values = idata.posterior[d["quantity"]]
+            if d["rhat"] is None:  # (the chains never left one state: no R-hat)
+                continue
+            assert float(arviz_stats.rhat(values)) == pytest.approx(d["rhat"], rel=1e-9), d["quantity"]
+            assert float(arviz_stats.ess(values, method="bulk")) == pytest.approx(d["ess_bulk"], rel=1e-9)
+        lt = next(d for d in result.diagnostics.diagnostics if d.quantity == "log_target")
+        assert float(arviz_stats.rhat(idata.posterior["log_target"])) == pytest.approx(lt.rhat, rel=1e-9)
+    with pytest.raises(presto_tui.InputError, match=r"no chain group 3 \(it has 2, from 1\)"):
+        data.chains(3)
+
+
+def test_the_arviz_object_is_the_draws_export_at_that_prompt(chains_trace):
+    pytest.importorskip("h5netcdf")
+    from arviz_base import convert_to_datatree
+
+    res = runner.invoke(app, ["stats", "t.jsonl", "--draws", "d.nc"])
+    assert res.exit_code == 0, res.output
+    exported = convert_to_datatree("d.nc")
+    for p in (1, 2):
+        here = presto_tui.read_trace("t.jsonl").chains(p).posterior["log_target"].values
+        there = exported.posterior["log_target"].sel(prompt=p, block=1).values
+        assert (here == there).all()
+
+
+def test_events_stream_as_they_happen_and_a_session_cancels(engine):
+    from presto_tui.api import events
+
+    kinds: dict[str, int] = {}
+    for index, event in presto_tui.stream(engine, "the cat", {"steps": 6, "max_new_tokens": 12}):
+        assert index == 0
+        kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
+    assert kinds["SessionStart"] == kinds["SessionEnd"] == 1 and kinds["Transition"] == 6
+
+    async def cancel_after(n: int):
+        seen = 0
+        async with engine.session("the cat", {"steps": 5000, "max_new_tokens": 12}, trace="c.jsonl") as session:
+            async for _, event in session:
+                if isinstance(event, events.Transition):
+                    seen += 1
+                    if seen == n:
+                        session.cancel()
+            return await session.result()
+
+    result = asyncio.run(cancel_after(10))
+    assert result.status == "cancelled" and 10 <= result.chains[0].summary.transitions < 5000
+    (ended,) = presto_tui.read_trace("c.jsonl").sessions.itertuples()
+    assert ended.status == "cancelled" and ended.ended  # the trace ends the session as it stopped
+
+
+def test_a_damaged_trace_is_named_by_its_line(chains_trace):
+    lines = Path("t.jsonl").read_text().splitlines()
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    Path("bad.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(presto_tui.TraceError, match=r"^bad\.jsonl:4: "):
+        presto_tui.read_trace("bad.jsonl")
+
+
+def test_the_readme_example_runs_as_written():
+    """The README's Python block, on the synthetic engine instead of the embedded model (the
+    same calls; the engine tests cover vLLM): a renamed or renumbered API breaks it here."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (block,) = re.findall(r"^```python\n(.*?)^```", readme, flags=re.DOTALL | re.MULTILINE)
+    assert "presto_tui.Engine()" in block
+    code = block.replace("presto_tui.Engine()", 'presto_tui.Engine(backend="synthetic")')
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["result"].answer is not None and len(scope["data"].transitions) > 0
