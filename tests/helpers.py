@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
@@ -239,3 +241,21 @@ def presto_command(*args: str) -> list[str]:
     and Python then installs no KeyboardInterrupt of its own)."""
     return [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
             "from presto_tui.cli import main; main()", *args]
+
+
+@contextmanager
+def served(engine=None, trace: Path | None = None, **config):
+    """`presto-tui serve`'s app in a thread, on `engine` (a synthetic one by default) with a trace
+    where asked: (its URL, the presto Server, the uvicorn server)."""
+    from presto_tui.logs.writer import TraceWriter
+    from presto_tui.serve.app import ServeConfig, Server, create_app
+    from presto_tui.serve.net import in_thread
+
+    engine = engine or SyntheticEngine()
+    writer = None
+    if trace is not None:
+        writer = TraceWriter(trace, command="serve", backend=engine.name, model=engine.model,
+                             params=SamplerParams().to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
+    server = Server(engine, ServeConfig(**config), trace=writer)
+    with in_thread(create_app(server)) as (url, uv):
+        yield url, server, uv

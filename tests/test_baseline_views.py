@@ -354,9 +354,9 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
         finally:
             engine.let_through(100)
         await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
-        await pilot.pause(0.2)
         run = scr.state.current.baseline
-        assert grid.columns == len(run.steps) and run.choice is not None
+        await wait_until(pilot, lambda: grid.columns == len(run.steps))
+        assert run.choice is not None
         last, answer = run.chosen_text_step()
         assert (grid.col, grid.row) == (last, answer)  # it followed the newest block, then the answer
         assert "★ the answer" in text_of(app, "#inspector")

@@ -226,8 +226,7 @@ async def test_the_mixing_plots_are_the_diagnostics_autocorrelation_and_running_
             want = autocorrelation(draws, max_lag=draws.shape[1] - 1)
             np.testing.assert_allclose(np.array(mix.acf), want, equal_nan=True)
             assert list(mix.rhat) == running_rhat(draws)
-        await pilot.pause(0.2)
-        assert "autocorrelation, block 1" in str(scr.query_one("#ch-acf").render())
+        await wait_until(pilot, lambda: "autocorrelation, block 1" in str(scr.query_one("#ch-acf").render()))
         assert "running R-hat, block 1" in str(scr.query_one("#ch-rhat").render())
 
 

@@ -334,8 +334,9 @@ async def test_h_shows_the_history_and_exports_it(tmp_path):
             await pilot.press("e")
             await wait_until(pilot, lambda: app.screen.query("#export-folder"))
             app.screen.query_one("#export-folder").value = str(tmp_path)
+            before = len(list(tmp_path.iterdir()))
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda b=before: len(list(tmp_path.iterdir())) > b)  # the export written
         (js,) = tmp_path.glob("*-s1-history.json")
         assert len(json.loads(js.read_text())["transitions"]) == len(hist.history.steps)
         assert len(list(tmp_path.glob("*-s1-history.csv"))) == len(list(tmp_path.glob("*-s1-states.csv"))) == 1

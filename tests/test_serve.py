@@ -14,22 +14,18 @@ import re
 import signal
 import subprocess
 import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import GatedEngine, cli_error, presto_command, wait_for
+from helpers import GatedEngine, cli_error, presto_command, served, wait_for
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
 from presto_tui.logs.reader import read_trace
-from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.session.events import InFlight, LiveTree, RoundDone, SessionEnd, SessionStart
-from presto_tui.serve.app import ServeConfig, Server, create_app
-from presto_tui.serve.net import in_thread
 from presto_tui.serve.wire import decode_event, encode_event
 
 openai = pytest.importorskip("openai")
@@ -37,18 +33,6 @@ runner = CliRunner()
 SIZES = ["-n", "16", "-K", "10"]
 BODY = {"max_tokens": 16, "steps": 10}
 pytestmark = pytest.mark.usefixtures("in_tmp")
-
-
-@contextmanager
-def serving(engine=None, trace: Path | None = None, **config):
-    engine = engine or SyntheticEngine()
-    writer = None
-    if trace is not None:
-        writer = TraceWriter(trace, command="serve", backend=engine.name, model=engine.model,
-                             params=SamplerParams().to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
-    server = Server(engine, ServeConfig(**config), trace=writer)
-    with in_thread(create_app(server)) as (url, _):
-        yield url, server
 
 
 def client(url: str, key: str = "none") -> openai.OpenAI:
@@ -77,7 +61,7 @@ def metrics(url: str, **headers) -> dict[str, float]:
 @pytest.mark.parametrize("prefetch", ["spine", "stream"])
 def test_completions_and_chat_answer_what_run_answers(prefetch):
     twin = run_twin("the cat", *SIZES, "--seed", "3", "--prefetch", prefetch)
-    with serving() as (url, _):
+    with served() as (url, *_):
         c = client(url)
         extra = {**BODY, "prefetch": prefetch}
         plain = c.completions.create(model="synthetic-v26-o2-s0", prompt="the cat", seed=3, max_tokens=16,
@@ -104,7 +88,7 @@ def test_completions_and_chat_answer_what_run_answers(prefetch):
 def test_n_choices_run_on_chain_seeds_and_prompt_lists_keep_their_order():
     from presto_tui.runtime.core.randomness import chain_seed
 
-    with serving() as (url, _):
+    with served() as (url, *_):
         out = client(url).completions.create(model="synthetic-v26-o2-s0", prompt=["the cat", "a dog ran"], n=2,
                                              seed=5, extra_body=BODY)
     texts = {c.index: c.text for c in out.choices}
@@ -121,7 +105,7 @@ def test_token_id_prompts_and_stop_sequences_as_lm_eval_sends_them():
     ids = engine.encode_prompt("the cat")
     twin = run_twin("the cat", *SIZES, "--seed", "1234")
     stop = twin["text"].split()[3]
-    with serving(engine) as (url, _):
+    with served(engine) as (url, *_):
         r = httpx.post(url + "/v1/completions", json={
             "model": engine.model, "prompt": [ids], "max_tokens": 16, "temperature": 0, "stop": [stop],
             "seed": 1234, "steps": 10}).json()
@@ -141,7 +125,7 @@ def test_a_bad_value_is_a_400_with_the_line_run_prints(field, value, flag):
     """The same line `run` prints, naming the request field the client sent (not a flag it never
     typed), and OpenAI's error object names the field in `param`."""
     expected = cli_error("run", "the cat", flag, str(value)).replace(flag, field)
-    with serving() as (url, _), pytest.raises(openai.BadRequestError) as e:
+    with served() as (url, *_), pytest.raises(openai.BadRequestError) as e:
         client(url).completions.create(model="synthetic-v26-o2-s0", prompt="the cat", extra_body={field: value})
     assert e.value.status_code == 400 and e.value.body["message"] == expected
     assert e.value.body["param"] == field
@@ -154,7 +138,7 @@ def test_a_bad_value_is_a_400_with_the_line_run_prints(field, value, flag):
     ({"n": 0}, "n must lie in [1, 256], got 0", "n"),
 ])
 def test_a_bad_field_is_named_as_the_request_names_it(body, message, param):
-    with serving() as (url, _):
+    with served() as (url, *_):
         r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", **body})
     assert r.status_code == 400 and r.json()["error"]["message"] == message and r.json()["error"]["param"] == param
 
@@ -169,7 +153,7 @@ def test_bad_requests_get_one_line_each():
         ({"prompt": "the cat", "n": 0}, "n must lie in [1, 256], got 0"),
         ({"messages": []}, None),
     ]
-    with serving() as (url, _):
+    with served() as (url, *_):
         for body, line in cases:
             route = "/v1/chat/completions" if "messages" in body else "/v1/completions"
             r = httpx.post(url + route, json=body)
@@ -188,7 +172,7 @@ def test_bad_requests_get_one_line_each():
 def test_a_prompt_too_long_for_the_model_is_a_400_before_the_stream_starts(monkeypatch):
     engine = SyntheticEngine()
     monkeypatch.setattr(SyntheticEngine, "max_len", 10)
-    with serving(engine) as (url, server):
+    with served(engine) as (url, server, _):
         r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 16, "stream": True})
         assert r.status_code == 400
         assert r.json()["error"]["message"] == \
@@ -206,7 +190,7 @@ ROUTES = [("GET", "/health"), ("GET", "/metrics"), ("GET", "/v1/models"), ("POST
 
 
 def test_without_the_key_every_route_is_401_and_a_10_mb_body_is_413():
-    with serving(api_key="s3cret") as (url, _):
+    with served(api_key="s3cret") as (url, *_):
         for method, path in ROUTES:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
                 r = httpx.request(method, url + path, headers=headers, json={"prompt": "the cat"})
@@ -236,7 +220,7 @@ def test_without_the_key_every_route_is_401_and_a_10_mb_body_is_413():
 
 def test_the_authorization_scheme_is_case_insensitive():
     """RFC 7235: `bearer KEY` and `BEARER KEY` are `Bearer KEY` (they were refused with 401)."""
-    with serving(api_key="s3cret") as (url, _):
+    with served(api_key="s3cret") as (url, *_):
         for scheme in ("Bearer", "bearer", "BEARER"):
             r = httpx.get(url + "/v1/models", headers={"Authorization": f"{scheme} s3cret"})
             assert r.status_code == 200, scheme
@@ -245,7 +229,7 @@ def test_the_authorization_scheme_is_case_insensitive():
 
 def test_a_full_queue_is_429_with_retry_after():
     engine = GatedEngine(shut=True)
-    with serving(engine, max_chains=1, max_queue=1) as (url, _):
+    with served(engine, max_chains=1, max_queue=1) as (url, *_):
         with httpx.stream("POST", url + "/v1/completions", json={"prompt": "the cat", "stream": True, **BODY}) as a, \
                 httpx.stream("POST", url + "/v1/completions", json={"prompt": "a dog", "stream": True, **BODY}) as b:
             assert a.status_code == b.status_code == 200  # one runs (stalled), one waits for its slot
@@ -265,7 +249,7 @@ def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_pat
     engine = GatedEngine(shut=True)
     trace = tmp_path / "serve.jsonl"
     twin = run_twin("a dog ran", *SIZES, "--prefetch", "stream", "--seed", "2")
-    with serving(engine, trace=trace, max_chains=4) as (url, server):
+    with served(engine, trace=trace, max_chains=4) as (url, server, _):
         c = client(url)
         other: dict = {}
         t = threading.Thread(target=lambda: other.update(r=c.completions.create(
@@ -298,7 +282,7 @@ def test_a_client_that_disconnects_leaves_no_chain_and_no_engine_request(tmp_pat
 def test_a_request_past_its_timeout_is_504_and_its_session_ends_cancelled(tmp_path):
     engine = GatedEngine(shut=True)
     trace = tmp_path / "serve.jsonl"
-    with serving(engine, trace=trace, request_timeout=0.3) as (url, _):
+    with served(engine, trace=trace, request_timeout=0.3) as (url, *_):
         r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", **BODY})
         assert r.status_code == 504 and "--request-timeout" in r.json()["error"]["message"]
         lines = [ln for ln in httpx.post(url + "/v1/completions", json={"prompt": "a dog", "stream": True, **BODY})
@@ -312,7 +296,7 @@ def test_a_request_past_its_timeout_is_504_and_its_session_ends_cancelled(tmp_pa
 
 def test_the_event_stream_replays_a_request_through_the_trace_gate(tmp_path):
     trace = tmp_path / "serve.jsonl"
-    with serving(trace=trace) as (url, server):
+    with served(trace=trace) as (url, server, _):
         every: list[dict] = []
         firehose = threading.Thread(target=lambda: read_events(url, "", every, stop_after=1))
         firehose.start()
@@ -388,7 +372,7 @@ def test_concurrent_clients_get_each_their_own_answer(tmp_path):
                               "--prefetch", "stream"])
     twins = [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
     answers: dict[int, str] = {}
-    with serving(max_chains=4, max_queue=16) as (url, _):
+    with served(max_chains=4, max_queue=16) as (url, *_):
         c = client(url)
 
         def ask(i: int) -> None:
@@ -453,7 +437,7 @@ def test_baselines_and_budget_policies_in_the_body_answer_as_run_does():
                                                                      "--cut-mix", "0.5"]),
              ({"sampler": "sps", "sps_rollouts": 2, "sps_chunk": 4, "sps_jackknife": False},
               ["--sampler", "sps", "--sps-rollouts", "2", "--sps-chunk", "4", "--no-sps-jackknife"])]
-    with serving() as (url, _):
+    with served() as (url, *_):
         for body, flags in cases:
             r = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": 9, **BODY, **body}).json()
             twin = run_twin("the cat", *SIZES, "--seed", "9", *flags)
@@ -468,7 +452,7 @@ def test_an_engine_failure_ends_the_chains_it_hit_with_a_500_and_the_server_serv
     from helpers import ScriptedEngine
 
     engine = ScriptedEngine(fail_on_call=2, error=MemoryError("out of memory (simulated)"))
-    with serving(engine) as (url, _):
+    with served(engine) as (url, *_):
         failed = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "prefetch": "none", **BODY})
         ok = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "seed": 3, **BODY})
         m = metrics(url)
@@ -491,7 +475,7 @@ def test_on_vllm_the_openai_client_gets_what_run_gets(vllm):
     (twin,) = [e for e in run_session(engine, params, engine.encode_prompt(prompt), prompt=prompt)
                if isinstance(e, SessionEnd)]
     extra = {"steps": 4, "budget": 4}
-    with serving(engine) as (url, _):
+    with served(engine) as (url, *_):
         c = client(url)
         plain = c.completions.create(model=engine.model, prompt=prompt, seed=3, max_tokens=16, extra_body=extra)
         chat = list(c.chat.completions.create(model=engine.model, seed=3, max_tokens=16, stream=True,

@@ -13,8 +13,7 @@ import socket
 import threading
 
 import pytest
-from helpers import GatedEngine, wait_for, wait_until
-from test_serve import serving
+from helpers import GatedEngine, served, wait_for, wait_until
 from typer.testing import CliRunner
 
 from presto_tui.cli import app as cli
@@ -45,7 +44,7 @@ def test_a_remote_prompt_gives_the_local_sessions_events_and_a_local_trace(tmp_p
     for prompt in ("the cat", "a dog ran"):  # the second with the first in its history
         local.run(prompt, PARAMS, None, local_items.append)
     items: list = []
-    with serving() as (url, _):
+    with served() as (url, *_):
         remote = RemoteChatSession(url + "/v1", trace_opener=opener(tmp_path / "here.jsonl"))
         remote.start_engine(None, items.append)
         for prompt in ("the cat", "a dog ran"):
@@ -116,7 +115,7 @@ class Proxy:
 def test_escape_cancels_on_the_server_and_a_lost_connection_keeps_what_came(tmp_path):
     engine = GatedEngine(shut=True)
     items: list = []
-    with serving(engine) as (url, _):
+    with served(engine) as (url, *_):
         proxy = Proxy(url)
         remote = RemoteChatSession(proxy.url, trace_opener=opener(tmp_path / "here.jsonl"))
         worker = threading.Thread(target=remote.run, args=("the cat", PARAMS, None, items.append))
@@ -152,7 +151,7 @@ def test_a_server_that_refuses_or_is_not_there_is_one_notice(monkeypatch):
     assert notice.message.startswith(f"cannot reach the server at http://127.0.0.1:{port} (")
     monkeypatch.setattr(SyntheticEngine, "max_len", 10)
     items = []
-    with serving() as (url, _):
+    with served() as (url, *_):
         RemoteChatSession(url).run("the cat", PARAMS, None, items.append)
         remote = RemoteChatSession(url)
         remote.run("the cat", PARAMS, "another-model", items.append)
@@ -184,7 +183,7 @@ def test_chat_connect_refuses_engine_flags_in_one_line():
 
 
 async def test_the_app_draws_a_remote_prompts_tree_live(tmp_path):
-    with serving() as (url, _):
+    with served() as (url, *_):
         session = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
         app = chat_app(session, PARAMS, backend="remote", model=None, subtitle=f"presto-tui serve at {url}")
         async with app.run_test(size=(110, 32)) as pilot:
@@ -264,7 +263,7 @@ def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(mon
 
     monkeypatch.setattr(views_app, "chat_app", fake_app)
     runner = CliRunner()
-    with serving(defaults={"steps": 7, "prefetch": "stream", "budget": "fill:4"}) as (url, _):
+    with served(defaults={"steps": 7, "prefetch": "stream", "budget": "fill:4"}) as (url, *_):
         res = runner.invoke(cli, ["chat", "--connect", url, "--alpha", "2", "--no-trace"])
     assert res.exit_code == 0, res.output
     p = seen["params"]
@@ -292,7 +291,7 @@ def test_several_chains_per_prompt_come_back_as_the_local_sessions_chain_events(
     local = ChatSession(engine_factory=lambda model: SyntheticEngine())
     local.run("the cat", PARAMS, None, local_items.append, 3)
     items: list = []
-    with serving() as (url, _):
+    with served() as (url, *_):
         remote = RemoteChatSession(url, trace_opener=opener(tmp_path / "here.jsonl"))
         remote.run("the cat", PARAMS, None, items.append, 3)
         remote.close()

@@ -20,37 +20,19 @@ import subprocess
 import threading
 import time
 import types
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import GatedEngine, cli_error, presto_command, wait_for
+from helpers import GatedEngine, cli_error, presto_command, served, wait_for
 from test_serve import BODY, client, metrics, run_twin
 
 from presto_tui.logs.reader import read_trace
-from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.serve.app import ServeConfig, Server, create_app
-from presto_tui.serve.net import in_thread
 
 openai = pytest.importorskip("openai")
 MODEL = "synthetic-v26-o2-s0"
 pytestmark = pytest.mark.usefixtures("in_tmp")
-
-
-@contextmanager
-def served(engine=None, trace: Path | None = None, **config):
-    """The server in a thread: (its URL, the presto Server, the uvicorn server)."""
-    engine = engine or SyntheticEngine()
-    writer = None
-    if trace is not None:
-        writer = TraceWriter(trace, command="serve", backend=engine.name, model=engine.model,
-                             params=SamplerParams().to_dict(), pieces=engine.token_pieces, engine=dict(engine.info))
-    server = Server(engine, ServeConfig(**config), trace=writer)
-    with in_thread(create_app(server)) as (url, uv):
-        yield url, server, uv
 
 
 def address(url: str) -> tuple[str, int]:
