@@ -206,3 +206,17 @@ def test_cpu_workers_sharing_a_node_get_disjoint_cores():
     assert cores[0] == (0, 1) and cores[2] == (2, 3) and cores[3] == (4, 5)  # 3 workers on 8 cores: 2 each
     assert cores[1] == (0,) and cores[4] == (1,)
     assert split_cores([("a", [0])] * 2) == [(0,), (0,)]  # more workers than cores: they share
+
+
+@pytest.mark.parametrize("env,share,threads", [(None, 2, 2), ("1", 2, 1), ("8", 2, 2), ("", 3, 3), ("two", 2, 2),
+                                               ("0", 2, 2)])
+def test_a_ray_workers_threads_follow_omp_num_threads_as_a_local_engines_do(monkeypatch, env, share, threads):
+    """Without --threads a worker takes its share of the cores, or fewer where OMP_NUM_THREADS says
+    so (a busy machine; the tests' two workers on two cores): oversubscribed OpenMP threads spin."""
+    from presto_tui.runtime.session.cluster import worker_threads
+
+    if env is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    assert worker_threads(share) == threads

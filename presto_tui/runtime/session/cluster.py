@@ -66,6 +66,13 @@ def check_address(address: str, timeout_s: float = 3.0) -> None:
         raise InputError(f"--ray-address {address}: cannot reach it ({e.strerror or e})") from None
 
 
+def worker_threads(share: int) -> int:
+    """A CPU worker's threads without --threads: as a local engine's (`OMP_NUM_THREADS` where it is
+    set, for a busy machine), at most the worker's share of the cores."""
+    raw = os.environ.get("OMP_NUM_THREADS", "")
+    return min(share, int(raw)) if raw.isdigit() and int(raw) > 0 else share
+
+
 class Cluster:
     """W engine workers on Ray (a local instance started and stopped here, or `address`)."""
 
@@ -101,7 +108,7 @@ class Cluster:
                 # OMP_NUM_THREADS must be right when the worker process starts: once vLLM has run in
                 # this process it preloads libgomp for its children, which reads the variable at load
                 # (measured: 2 workers with a core each but 2 threads each, 20x slower than with 1 each)
-                threads = str(engine_options.threads or share)
+                threads = str(engine_options.threads or worker_threads(share))
                 per = {"num_cpus": share, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads}}}
             worker_cls = ray.remote(max_restarts=0, max_task_retries=0, **(actor_options or {}))(worker or EngineWorker)
             self.workers = [worker_cls.options(**per).remote() for _ in range(workers)]
