@@ -21,13 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart, Vocab
 from presto_tui.api.params import CertaintyClassifier, SamplerParams
 from presto_tui.api.sessions import EngineLoop, StartFailed, chain_params, check_context, make_driver
 from presto_tui.errors import InputError, PrestoError, describe
+from presto_tui.logs.writer import TraceWriter
 from presto_tui.safetext import visible
 from presto_tui.serve.protocol import Prompt
 
@@ -108,7 +109,7 @@ class ServerTrace:
     (Pool): every chain's events under the chain's session id, as they pass. A write that fails (a
     full disk) is said once, and the server serves on without a trace."""
 
-    def __init__(self, writer: Any, warn: Callable[[str], None]):
+    def __init__(self, writer: TraceWriter | None, warn: Callable[[str], None]):
         self.writer = writer
         self.error = ""
         self._warn = warn
@@ -121,7 +122,7 @@ class ServerTrace:
             self._sid[key] = ev.session_id
         if self.writer is not None:
             try:
-                self.writer.write(ev, self._sid.get(key))  # (the writer leaves out the transient events itself)
+                self.writer.write(cast(Event, ev), self._sid.get(key))  # (it leaves out the transient events itself)
             except PrestoError as e:
                 self.error = e.line
                 self._warn(f"presto-tui: error: {visible(e.line, keep_newlines=False)}; serving on without a trace")
@@ -137,7 +138,7 @@ class ServerTrace:
 class EngineHost:
     stopped_line = "the engine thread has stopped; restart presto-tui serve"
 
-    def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace=None,
+    def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace: TraceWriter | None = None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
         self.engine = engine
         self.loop = EngineLoop(engine)
