@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # The project's checks, as CI runs them: lint, types, architecture contracts, the docs site, tests.
 # Quick loop while editing: .venv/bin/pytest -m "not engine and not slow"
-# The tests run on one worker per core and one more (PYTEST_WORKERS=0 runs them in one process): a
-# Pilot test spends about a third of its time waiting for Textual's frames, which the extra worker
-# fills (measured on 2 cores: 539 s against 592-620 s with two workers). The engine tests
+# The tests run on two workers (PYTEST_WORKERS=0 runs them in one process); the engine tests
 # share one worker so each engine starts once (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +10,4 @@ bin=.venv/bin
 "$bin/mypy"
 "$bin/lint-imports"
 NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"  # a broken link fails
-"$bin/pytest" -q -n "${PYTEST_WORKERS:-$(( $(nproc) + 1 ))}" --dist loadgroup --durations=8 "$@"
+"$bin/pytest" -q -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=8 "$@"

@@ -18,7 +18,7 @@ import pytest
 ENGINE_PACKAGES = ("torch", "transformers", "gguf", "vllm")
 REQUIRE_ENGINES = os.environ.get("PRESTO_TUI_REQUIRE_ENGINES") == "1" or os.environ.get("CI") == "true"
 
-# Under pytest-xdist (scripts/check.sh runs a worker per core and one more) the engine tests share one
+# Under pytest-xdist (scripts/check.sh runs two workers on two cores) the engine tests share one
 # worker (the embedded model's vLLM engine starts once) and the engines run on one thread: two
 # threads on a core another worker keeps busy spin (oneDNN) and run many times slower.
 if os.environ.get("PYTEST_XDIST_WORKER"):
