@@ -12,7 +12,15 @@ from pathlib import Path
 from presto_tui.files import readable_file
 from presto_tui.runtime.core.classifier import FEATURES, CertaintyClassifier
 from presto_tui.runtime.core.methods import GRAMMAR, Method, describe, parse_method, parse_methods, sequential_of
-from presto_tui.runtime.core.names import BackendName, InputMode, PrefetchRule, SamplerKind, SamplerName, unknown_choice
+from presto_tui.runtime.core.names import (
+    BackendName,
+    InputMode,
+    PrefetchRule,
+    SamplerKind,
+    SamplerName,
+    unknown_choice,
+    unknown_name,
+)
 from presto_tui.runtime.core.names import Choice as Name
 from presto_tui.runtime.core.params import (
     BENCH_SIZES,
@@ -63,5 +71,5 @@ __all__ = [
     "PARAMS", "Param", "ParamError", "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerKind", "SamplerName",
     "SamplerParams", "applying", "budget_text", "describe", "flag", "json_schema", "label", "load_classifier",
     "number_text", "of_group", "params_from", "parse_method", "parse_methods", "raw_text", "read_budget",
-    "request_field", "rule_defaults", "sequential_of", "unknown_choice", "whole_number",
+    "request_field", "rule_defaults", "sequential_of", "unknown_choice", "unknown_name", "whole_number",
 ]

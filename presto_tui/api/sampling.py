@@ -26,12 +26,12 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
+from presto_tui.runtime.core.names import unknown_name
 from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS, Limit, ParamError
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers
@@ -133,10 +133,7 @@ def as_params(params: SamplerParams | dict | None) -> SamplerParams:
         known = [p.name for p in SAMPLER_PARAMS]
         for key in params:
             if key not in known:  # (a typo would otherwise sample with the default, silently)
-                close = get_close_matches(str(key), known, n=1)
-                raise ParamError(f"unknown parameter {str(key)[:60]!r}"
-                                 + (f"; did you mean {close[0]!r}?" if close else "; presto_tui.SPEC lists them"),
-                                 param=str(key))
+                raise ParamError(unknown_name("parameter", key, known, "; presto_tui.SPEC lists them"), param=str(key))
         return params_from(params, naming=lambda name: name)
     raise InputError(f"params should be presto_tui.Params or a dict of parameter values, got {type(params).__name__}")
 

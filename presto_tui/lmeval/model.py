@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from lm_eval.api.registry import register_model
 
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.events import cut_at_stop
-from presto_tui.api.params import ENGINE_PARAMS, PARAMS, SAMPLER_PARAMS, SamplerParams
+from presto_tui.api.params import ENGINE_PARAMS, PARAMS, SAMPLER_PARAMS, SamplerParams, unknown_name
 from presto_tui.errors import InputError
 from presto_tui.lmeval.requests import Ask, ask_params, occurrences, read_ask, request_seed
 from presto_tui.safetext import visible
@@ -256,8 +255,7 @@ def _flags(model_args: dict[str, Any]) -> dict[str, Any]:
             continue
         name = ARGS.get(key)
         if name is None:
-            close = get_close_matches(key, sorted(ARGS), n=1)
-            raise InputError(f"unknown model_args key {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+            raise InputError(unknown_name("model_args key", key, ARGS))
         if name in OWN_TYPES:
             types = OWN_TYPES[name]
             if (bool not in types and isinstance(value, bool)) or not isinstance(value, types):

@@ -19,10 +19,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from typing import Any
 
-from presto_tui.api.params import SAMPLER_PARAMS, Limit, ParamError, SamplerParams, params_from, raw_text, whole_number
+from presto_tui.api.params import (
+    SAMPLER_PARAMS,
+    Limit,
+    ParamError,
+    SamplerParams,
+    params_from,
+    raw_text,
+    unknown_name,
+    whole_number,
+)
 from presto_tui.api.sessions import CHAINS
 from presto_tui.errors import InputError
 
@@ -132,9 +140,7 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
     known = set(FIELDS[kind]) | set(SAMPLER_FIELDS) | {"paper_settings"} | set(IGNORED) | set(NOTHING_ASKED)
     for name in body:
         if name not in known:
-            close = get_close_matches(str(name), sorted(known), n=1)
-            raise InputError(f"unknown field {str(name)[:60]!r}" + (f"; did you mean {close[0]!r}?" if close else
-                                                                    " (see presto-tui serve --help)"))
+            raise InputError(unknown_name("field", name, known, " (see presto-tui serve --help)"))
     for name, allowed in NOTHING_ASKED.items():
         if name in body and body[name] not in allowed:
             raise InputError(f"{name} is not available from presto-tui serve: the answer is the chain's final "

@@ -9,6 +9,8 @@ sampler is adding one member here (and its family in `runtime/samplers`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from difflib import get_close_matches
 from enum import Enum, StrEnum
 from typing import Self
 
@@ -38,6 +40,13 @@ def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str
     """The one message for a name that is not among the choices (the CLI's parser and
     `SamplerParams.validate` both say it this way)."""
     return f"unknown {flag} {str(value)!r}; choose one of {', '.join(choices)}"
+
+
+def unknown_name(what: str, name: object, known: Iterable[str], otherwise: str = "") -> str:
+    """The one message for a key nobody declared (a request field, a parameter in a dict, a model
+    argument), too many to list: its near miss where there is one, else `otherwise`."""
+    close = get_close_matches(str(name), sorted(known), n=1)
+    return f"unknown {what} {str(name)[:60]!r}" + (f"; did you mean {close[0]!r}?" if close else otherwise)
 
 
 class SamplerKind(Enum):
