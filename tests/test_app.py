@@ -449,7 +449,8 @@ async def test_plus_says_the_threshold_in_the_title_without_toasts():
 async def test_help_rows_wrap_inside_their_column_at_120_columns():
     from rich.console import Console
 
-    from presto_tui.views.dialogs.help import KEYS, help_text
+    from presto_tui.api.params import MethodKind, methods
+    from presto_tui.views.dialogs.help import KEYS, SAMPLERS, help_text
 
     app = replay_app(read_trace(DATA / "replay.jsonl"))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -459,8 +460,8 @@ async def test_help_rows_wrap_inside_their_column_at_120_columns():
         assert width >= 80
     lines = ["".join(seg.text for seg in line).rstrip()
              for line in Console(width=width).render_lines(help_text({}), pad=False)]
-    keys = [k for _, rows in KEYS for k, _ in rows]
-    sections = {s for s, _ in KEYS} | {"Symbols"}
+    keys = [k for _, rows in KEYS for k, _ in rows] + [m.name for m in methods()]
+    sections = {s for s, _ in KEYS} | {"Symbols", SAMPLERS} | {k.plural for k in MethodKind}
     indent = lines[1].index(KEYS[0][1][0][1].split()[0])  # where the first row's description starts
     assert indent >= 12
     for line in lines:
@@ -588,7 +589,7 @@ async def test_the_settings_dialog_has_a_field_for_every_sampler_parameter_of_th
     """The spec walked into the settings dialog: every sampler parameter a person sets is a field with
     the spec's label, shown exactly for the samplers and rules that read it, read on the one path
     (a bad value gives the command line's message)."""
-    from presto_tui.api.params import SAMPLER_PARAMS, PrefetchRule, SamplerName
+    from presto_tui.api.params import SAMPLER_PARAMS, PrefetchRule, applies, find_method, method_names
 
     app, _ = make_chat(SlowBackend())
     async with app.run_test(size=(100, 40)) as pilot:
@@ -598,14 +599,14 @@ async def test_the_settings_dialog_has_a_field_for_every_sampler_parameter_of_th
         for p in SAMPLER_PARAMS:
             if p.settings:
                 assert str(settings.query_one(f"#row-{p.name} Label").render()) == p.label
-        for sampler in SamplerName.names():
-            rule = "spine" if SamplerName.of(sampler).chain else "none"
+        for sampler in method_names():
+            rule = "spine" if find_method(sampler).chain else "none"
             settings.query_one("#f-sampler").value = sampler
             settings.query_one("#f-prefetch").value = rule
             await pilot.pause()
             shown = {p.name for p in SAMPLER_PARAMS if p.settings and settings.query_one(f"#row-{p.name}").display}
             params = {"sampler": sampler, "prefetch": rule if rule in PrefetchRule.names() else "none"}
-            assert shown == {p.name for p in SAMPLER_PARAMS if p.settings and p.applies(params)}, sampler
+            assert shown == {p.name for p in SAMPLER_PARAMS if p.settings and applies(p, params)}, sampler
         settings.query_one("#f-sampler").value = "powermh"
         settings.query_one("#f-prefetch").value = "stream"
         await pilot.pause()

@@ -21,7 +21,8 @@ from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.session.chat import ChatSession
-from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep
+from presto_tui.runtime.methods.powersmc import SmcStep
+from presto_tui.runtime.session.events import Choice, Sample, SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import chat_app, replay_app
 from presto_tui.views.state.reducer import AppState
@@ -61,7 +62,7 @@ def test_a_baseline_session_takes_one_place_on_the_timeline_and_has_no_round():
     trace = baselines_trace()
     state = state_of(e for s in trace.sessions for e in s.events)
     mh, bon, smc = state.sessions
-    assert mh.baseline is None and bon.baseline is not None and smc.baseline is not None
+    assert mh.method_run is None and bon.method_run is not None and smc.method_run is not None
     assert [s.positions for s in state.sessions] == [len(mh.rounds), 1, 1]
     assert state.total_rounds == len(mh.rounds) + 2
     assert state.timeline_cursor(len(mh.rounds)) == (1, 0) and state.timeline_cursor(state.total_rounds - 1) == (2, 0)
@@ -72,7 +73,7 @@ def test_a_baseline_session_takes_one_place_on_the_timeline_and_has_no_round():
 def test_best_of_n_ranks_by_the_score_its_answer_was_chosen_by():
     trace = baselines_trace()
     events = trace.sessions[1].events
-    run = state_of(events).sessions[0].baseline
+    run = state_of(events).sessions[0].method_run
     choice = next(e for e in events if isinstance(e, Choice))
     samples = [e for e in events if isinstance(e, Sample)]
     ranked = run.ranked()
@@ -84,7 +85,7 @@ def test_best_of_n_ranks_by_the_score_its_answer_was_chosen_by():
     b = SyntheticEngine()
     evs = list(run_session(b, SamplerParams(sampler="bestofn", prefetch="none", samples=6, bon_rank="logp",
                                             max_new_tokens=48), b.encode_prompt("the cat"), prompt="the cat"))
-    by_p = state_of(evs).sessions[0].baseline
+    by_p = state_of(evs).sessions[0].method_run
     assert [s.logp for s in by_p.ranked()] == sorted((s.logp for s in by_p.samples.values()), reverse=True)
     assert by_p.ranked()[0].index == next(e for e in evs if isinstance(e, Choice)).index
 
@@ -94,7 +95,7 @@ def test_particle_text_follows_the_recorded_lineage_to_the_answer(seed):
     """Seed 3 resamples twice in the middle; seed 4 resamples after its last block (every copy had
     stopped at EOS), so the answer's index is one of the copies: its line goes through the parents."""
     events = smc_events(seed)
-    run = state_of(events).sessions[0].baseline
+    run = state_of(events).sessions[0].method_run
     steps = [e for e in events if isinstance(e, SmcStep)]
     assert any(st.resampled for st in steps)
     end = next(e for e in events if isinstance(e, SessionEnd))
@@ -144,12 +145,12 @@ async def test_replay_shows_best_of_n_as_its_samples_ranked():
         scr = app.screen
         await pilot.press("end", "left_square_bracket")  # the last place is PowerSMC's; one back, best-of-N's
         assert scr.cursor == (1, 0)
-        table = scr.query_one("#samples", SampleTable)
+        table = scr.query_one(SampleTable)
         await wait_until(pilot, lambda: table.display and not scr.query_one("#tree", RoundTreeView).display)
-        run = scr.state.sessions[1].baseline
+        run = scr.state.sessions[1].method_run
         choice = run.choice
         assert table.rows == 6 and table.row == 0  # the answer, ranked first
-        assert "best-of-N N=6" in text_of(app, "#tree-title") and "session 2 of 3" in text_of(app, "#tree-title")
+        assert "best-of-6" in text_of(app, "#tree-title") and "session 2 of 3" in text_of(app, "#tree-title")
         inspector = text_of(app, "#inspector")
         assert f"sample #{choice.index}  rank 1 of 6" in inspector and "★ the answer" in inspector
         lines = [table.render_line(y).text for y in range(table.rows + 1)]
@@ -173,9 +174,9 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
     async with app.run_test(size=(120, 34)) as pilot:
         scr = app.screen
         await pilot.press("end")
-        grid = scr.query_one("#particles", ParticleGrid)
+        grid = scr.query_one(ParticleGrid)
         await wait_until(pilot, lambda: grid.display)
-        run = scr.state.sessions[2].baseline
+        run = scr.state.sessions[2].method_run
         steps = run.steps
         last, answer = run.chosen_text_step()
         assert (grid.col, grid.row) == (last, answer)  # the answer's cell is selected
@@ -229,7 +230,7 @@ async def test_m_on_a_baseline_session_says_in_one_line_it_has_no_chains():
         await pilot.press("m")
         await wait_until(pilot, lambda: any("m: the chains view needs MH chains" in t for t in toasts(app)))
         (said,) = [t for t in toasts(app) if t.startswith("m:")]
-        assert "no rounds: a baseline session" in said and app.screen is scr
+        assert "no rounds: a one-shot session" in said and app.screen is scr
         await pilot.press("home", "m")  # the MH session
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
 
@@ -293,7 +294,7 @@ async def test_overview_and_search_on_a_baseline_session_say_there_are_no_rounds
     async with app.run_test(size=(120, 34), notifications=True) as pilot:
         scr = app.screen
         await pilot.press("end", "o")
-        await wait_until(pilot, lambda: any("no rounds: a baseline session" in t for t in toasts(app)))
+        await wait_until(pilot, lambda: any("no rounds: a one-shot session" in t for t in toasts(app)))
         assert app.screen is scr
         # the trace has rounds in its first session: a search from here finds them
         await pilot.press("slash", *"k=1", "enter")
@@ -305,7 +306,7 @@ async def test_overview_and_search_on_a_baseline_session_say_there_are_no_rounds
         await pilot.press("o")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "OverviewScreen")
         await pilot.press("right_square_bracket")
-        await wait_until(pilot, lambda: "no rounds: a baseline session" in text_of(app, "#ov-text-body"))
+        await wait_until(pilot, lambda: "no rounds: a one-shot session" in text_of(app, "#ov-text-body"))
         await pilot.press("enter")  # nothing to open
         await wait_until(pilot, lambda: app.screen is scr)
     # a trace of baseline sessions only: nothing to search
@@ -341,7 +342,8 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
         scr = app.screen
         scr.query_one("#prompt").focus()
         await pilot.press(*"the cat", "enter")
-        grid = scr.query_one("#particles", ParticleGrid)
+        await wait_until(pilot, lambda: bool(scr.query(ParticleGrid)))  # made when the first session needs it
+        grid = scr.query_one(ParticleGrid)
         try:
             for block in (1, 2):  # drawn block by block, as each arrives; no answer until the end
                 engine.let_through()
@@ -354,7 +356,7 @@ async def test_chat_grows_the_particle_grid_as_blocks_arrive():
         finally:
             engine.let_through(100)
         await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
-        run = scr.state.current.baseline
+        run = scr.state.current.method_run
         await wait_until(pilot, lambda: grid.columns == len(run.steps))
         assert run.choice is not None
         last, answer = run.chosen_text_step()
@@ -371,7 +373,7 @@ async def test_settings_offer_the_baselines_and_hide_what_does_not_apply():
         await pilot.press("ctrl+s")
         await pilot.pause()
         dialog = app.screen
-        assert "baselines lowtemp bestofn powersmc sps" in text_of(app, "#settings-note")
+        assert "one-shot samplers lowtemp bestofn powersmc sps" in text_of(app, "#settings-note")
         assert dialog.query_one("#row-budget").display and not dialog.query_one("#row-samples").display
         dialog.query_one("#f-sampler").value = "bestofn"
         await pilot.pause()
@@ -379,7 +381,7 @@ async def test_settings_offer_the_baselines_and_hide_what_does_not_apply():
             assert not dialog.query_one(f"#row-{name}").display, name
         for name in ("samples", "bon_rank", "alpha", "tau", "max_new_tokens", "seed"):
             assert dialog.query_one(f"#row-{name}").display, name
-        assert "best-of-N is a baseline" in text_of(app, "#settings-note")
+        assert "best-of-N is a one-shot sampler" in text_of(app, "#settings-note")
         dialog.query_one("#f-budget").value = "0"  # out of view: not read, so no error from it
         dialog.query_one("#f-samples").value = "3"
         dialog.query_one("#f-bon_rank").value = "logp"
@@ -390,9 +392,9 @@ async def test_settings_offer_the_baselines_and_hide_what_does_not_apply():
         assert (p.sampler, p.prefetch, p.samples, p.bon_rank, p.budget) == ("bestofn", "none", 3, "logp", 6)
         scr.query_one("#prompt").focus()
         await pilot.press(*"a dog", "enter")
-        table = scr.query_one("#samples", SampleTable)
+        table = scr.query_one(SampleTable)
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.status == "done" and table.rows == 3)
-        assert "by sum log p0" in text_of(app, "#tree-title")
+        assert "ranked by log p0" in text_of(app, "#tree-title")
         # back to a chain: its rule starts anew (a baseline's "none" was forced, not chosen)
         await pilot.press("ctrl+s")
         await pilot.pause()
@@ -442,15 +444,15 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     rows, groups = d["sessions"], d["pooled"]
-    assert [r["baseline"] for r in rows] == [False] * 2 + [True] * 8
-    assert {r["rule"] for r in rows[2:]} == {"baseline"}
+    assert [r["one_shot"] for r in rows] == [False] * 2 + [True] * 8
+    assert {r["rule"] for r in rows[2:]} == {"one-shot"}
     for r in rows[2:]:
         assert r["answer_loglik"] is not None and r["answer_confidence"] is not None and r["wall_s"] > 0
         assert "steps" not in r["comparable"] and "budget" not in r["comparable"]
     assert rows[2]["comparable"]["samples"] == 4 and rows[-1]["comparable"]["particles"] == 4
     assert [g["sessions"] for g in groups] == [2, 4, 2, 2]  # bestofn N=4 pooled over K and budget
     g = groups[1]
-    assert g["baseline"] and g["comparable"]["sampler"] == "bestofn"
+    assert g["one_shot"] and g["comparable"]["sampler"] == "bestofn"
     members = [r for r in rows if r["group"] == g["group"]]
     assert g["answer_loglik_mean"] == pytest.approx(sum(r["answer_loglik"] for r in members) / 4)
     assert g["wall_s_mean"] == pytest.approx(sum(r["wall_s"] for r in members) / 4)
@@ -458,13 +460,13 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     assert smc["resamplings"] == sum(r["resamplings"] for r in rows if r["group"] == smc["group"])
     # the tables: the chain's rows among the sessions, the baselines' in their own table
     out = runner.invoke(cli_app, ["stats", str(path)], env={"COLUMNS": "200"}).stdout
-    chain_part, baseline_part = out.split("baseline sessions (no MH transitions)")
-    assert "bestofn" not in chain_part and "powermh" in chain_part
+    chain_part, baseline_part = out.split("one-shot sessions (no MH transitions)")
+    assert "best-of" not in chain_part and "PowerMH" in chain_part
     header = next(ln for ln in baseline_part.splitlines() if "prompt" in ln)
     for col in ("time s", "tokens", "drawn", "resampl.", "ESS", "ll/tok", "conf"):
         assert col in header
     assert "tr/call" not in header
     smc_line = next(ln for ln in baseline_part.splitlines() if f"[1]#{rows[-1]['session']} " in ln)
-    assert "powersmc P=4 B=6 R=400" in smc_line
+    assert "PowerSMC P=4 B=6 R=400" in smc_line
     assert f"{rows[-1]['last_ess']:.2f}" in smc_line and f"{rows[-1]['answer_loglik']:.3f}" in smc_line
-    assert "pooled baselines" in baseline_part and "bestofn N=5 logq" in baseline_part
+    assert "pooled one-shot sessions" in baseline_part and "best-of-5" in baseline_part

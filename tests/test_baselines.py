@@ -18,7 +18,8 @@ from helpers import small_backend
 from test_law import tv_bound
 
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.session.events import Choice, SessionEnd, SmcStep
+from presto_tui.runtime.methods.powersmc import SmcStep
+from presto_tui.runtime.session.events import Choice, SessionEnd
 from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import run_session
 
@@ -124,7 +125,7 @@ def test_powersmc_approaches_pi_alpha_as_particles_grow(capsys):
 def replay_weights(lm, steps: list[SmcStep], params: SamplerParams) -> list[tuple[list[float], float]]:
     """Each block's log weights and ESS from the recorded tokens and lineage alone, with log p0 and
     log q_tau recomputed from the model (not from the engine's records)."""
-    from presto_tui.runtime.session.baselines import exponent  # the schedule is the spec; the rest is ours
+    from presto_tui.runtime.methods.powersmc import exponent  # the schedule is the spec; the rest is ours
 
     P, n = params.particles, params.max_new_tokens
     toks: list[tuple[int, ...]] = [()] * P

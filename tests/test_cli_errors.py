@@ -19,7 +19,8 @@ from helpers import cli_error
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
-from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.names import InputMode, PrefetchRule
 from presto_tui.runtime.core.params import ParamError, SamplerParams
 
 runner = CliRunner()
@@ -163,13 +164,15 @@ def test_examples_keep_their_indentation():
 
 def test_help_lists_every_registered_name_with_its_help():
     text = flat(help_of("run"))
-    for choices in (SamplerName, PrefetchRule, InputMode):
+    for choices in (PrefetchRule, InputMode):
         for member in choices:
             assert f"{member.value} ({member.help})" in text
+    for method in registry.methods():
+        assert f"{method.name} ({method.help})" in text
 
 
 def test_help_shows_each_parameters_own_default_and_range():
-    from presto_tui.runtime.core.params import LIMITS, number_text
+    from presto_tui.runtime.core.spec import LIMITS, number_text
 
     text = flat(help_of("run"))
     defaults = SamplerParams()
@@ -240,12 +243,12 @@ def test_stats_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
 
 # -- one registry of names ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("sampler", list(SamplerName))
+@pytest.mark.parametrize("sampler", registry.names())
 def test_every_registered_sampler_runs_from_the_command_line(sampler):
-    res = runner.invoke(app, ["run", "the cat", "--sampler", sampler.value, "-n", "8", "-K", "3", "--json",
+    res = runner.invoke(app, ["run", "the cat", "--sampler", sampler, "-n", "8", "-K", "3", "--json",
                               "--no-trace"])
     assert res.exit_code == 0, res.output
-    assert f'"sampler":"{sampler.value}"' in res.stdout
+    assert f'"sampler":"{sampler}"' in res.stdout
 
 
 @pytest.mark.parametrize("rule", list(PrefetchRule))
@@ -260,10 +263,13 @@ def test_node_inputs_are_taken_exactly_by_the_rules_the_registry_says(rule):
 
 def test_every_registered_sampler_has_its_family_or_its_driver():
     from presto_tui.runtime.samplers.families import sampler_family
-    from presto_tui.runtime.session.baselines import BASELINES
+    from helpers import small_backend
 
-    for sampler in SamplerName:
-        if sampler.chain:
-            assert sampler_family(SamplerParams(sampler=sampler.value)).name == sampler.value
+    from presto_tui.runtime.session.driver import SessionDriver
+
+    for method in registry.methods():
+        params = SamplerParams(sampler=method.name)
+        if method.chain:
+            assert sampler_family(params).name == method.name
         else:
-            assert sampler.value in BASELINES
+            assert isinstance(method.driver(small_backend(), params, (1, 2)), SessionDriver)

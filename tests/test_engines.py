@@ -141,7 +141,8 @@ def test_baselines_stop_at_eos_on_vllm(vllm):
     """Low temperature and best-of-N on vLLM: samples stop at the model's EOS (or run to n), best-of-N's
     sample 0 is low temperature's, PowerSMC's particles grow in blocks to an answer, and SPS steps to one
     (with one candidate a step, low temperature's tokens)."""
-    from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SmcStep, SpsStep
+    from presto_tui.runtime.methods.powersmc import SmcStep
+from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SpsStep
     from presto_tui.runtime.session.runner import run_session
 
     ids = vllm.encode_prompt("Say yes.")

@@ -236,7 +236,7 @@ def test_inputs_flag_applies_where_the_rule_takes_node_inputs():
 
 @pytest.mark.parametrize("spec, needle", [
     ("greedy", "unknown method 'greedy'"),
-    ("lowtemp+spine", "baseline"),
+    ("lowtemp+spine", "one-shot sampler"),
     ("lowtemp:4", "takes no :N"),
     ("powermh:8", "powermh+RULE:8"),
     ("powermh+fast", "unknown PreSTO rule 'fast'"),

@@ -34,7 +34,7 @@ from presto_tui.views.state import export
 from presto_tui.views.state.compare import acceptance_curve, answer_diff, param_rows
 from presto_tui.views.state.history import chain_history
 from presto_tui.views.state.reducer import AppState
-from presto_tui.views.state.tokens import NOT_RECORDED, token_split
+from presto_tui.views.state.tokens import NOT_RECORDED, RatioKind, token_split
 
 DATA = Path(__file__).parent / "data"
 RESEARCH = DATA / "research.jsonl"
@@ -164,10 +164,10 @@ def test_the_split_explains_extra_terms_and_refuses_nodes_without_a_score():
     ec = state.sessions[1].rounds[0].tree  # EntropyCut
     v = scored(ec)[0]
     split = token_split(ec, v, 4.0)
-    assert split.sampler == "entropycut" and any("reverse-move" in n for n in split.notes)
+    assert split.ratio is RatioKind.REVERSE_MOVE and any("reverse-move" in n for n in split.notes)
     mt = state.sessions[2].rounds[0].tree  # MultiTryMH
     split = token_split(mt, scored(mt)[0], 4.0)
-    assert split.sampler == "multitry" and all(r.proposal is None for r in split.rows)
+    assert split.ratio is RatioKind.MULTIPLE_TRY and all(r.proposal is None for r in split.rows)
     assert any("does not split by token" in n for n in split.notes)
     unscored = next(v for v in ec.iter_nodes() if v.score is None)
     assert token_split(ec, unscored, 4.0) is None

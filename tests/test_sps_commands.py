@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from presto_tui.cli import app
 from presto_tui.logs.reader import read_trace
-from presto_tui.runtime.session.events import SessionEnd, SpsStep
+from presto_tui.runtime.methods.sps import SpsStep
+from presto_tui.runtime.session.events import SessionEnd
 
 runner = CliRunner()
 SPS = ["--sampler", "sps", "--sps-chunk", "4", "--sps-rollouts", "2", "--sps-top-k", "3", "--sps-draws", "5"]
@@ -35,7 +36,7 @@ def test_run_records_the_steps_and_says_what_ran():
     assert all(st.jackknife == () and st.probs == st.plain for st in steps)  # --no-sps-jackknife
     assert d["tokens"] == list(s.events[-1].tokens) and d["answer_loglik"] is not None
     text = invoke("run", "the cat", "-n", "12", *SPS, "--no-trace")
-    assert text.exit_code == 0 and "Scalable Power Sampling, K=3 of 5 draws, M=2 rollouts, chunks of 4" in text.stdout
+    assert text.exit_code == 0 and "Scalable Power Sampling K=3 of L=5 draws, M=2, B=4" in text.stdout
     assert "steps / rollouts" in text.stdout
 
 
@@ -45,7 +46,7 @@ def test_run_records_the_steps_and_says_what_ran():
     (["--sps-top-k", "0"], "--sps-top-k must lie in [1, 256], got 0"),
     (["--sps-horizon", "-1"], "--sps-horizon must lie in [0, 65536], got -1"),
     (["--sps-chunk", "x"], "--sps-chunk must be a whole number in [1, 65536], got 'x'"),
-    (["--prefetch", "spine"], "--sampler sps is a baseline, not an MH chain: it takes no --prefetch rule "
+    (["--prefetch", "spine"], "--sampler sps is a one-shot sampler, not an MH chain: it takes no --prefetch rule "
                               "(use --prefetch none)"),
 ])
 def test_bad_sps_values_are_one_line_and_exit_2(args, line):
@@ -62,17 +63,18 @@ def test_stats_pools_sps_sessions_on_their_own_parameters_and_replay_opens_them(
     res = invoke("stats", *traces, "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    assert all(r["baseline"] and r["rule"] == "baseline" for r in d["sessions"])
+    assert all(r["one_shot"] and r["rule"] == "one-shot" for r in d["sessions"])
     assert d["sessions"][0]["comparable"]["sps_rollouts"] == 2 and "steps" not in d["sessions"][0]["comparable"]
     assert [g["sessions"] for g in d["pooled"]] == [2, 1]  # M = 2 pooled over seeds, M = 3 apart
     table = runner.invoke(app, ["stats", *traces], env={"COLUMNS": "200"}).stdout
-    assert "sps K=3 L=5 M=2 H=end B=4 jackknife" in table and "sps K=3 L=5 M=3 H=end B=4 jackknife" in table
+    assert "Scalable Power Sampling K=3 of L=5 draws, M=2, B=4" in table
+    assert "Scalable Power Sampling K=3 of L=5 draws, M=3, B=4" in table
     ran = []
     monkeypatch.setattr("presto_tui.views.app.PrestoApp.run", lambda self: ran.append(self))
     res = invoke("replay", "t1.jsonl")
     assert res.exit_code == 0, res.output
     (shown,) = ran
-    assert shown._first.state.sessions[0].baseline.sps.steps  # the replay screen holds its steps
+    assert shown._first.state.sessions[0].method_run.steps  # the replay screen holds its steps
 
 
 def test_bench_runs_sps_once_beside_the_chains():

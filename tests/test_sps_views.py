@@ -16,7 +16,8 @@ from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.runtime.session.events import SessionEnd, SpsStep
+from presto_tui.runtime.methods.sps import SpsStep
+from presto_tui.runtime.session.events import SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import replay_app
 from presto_tui.views.state.reducer import AppState
@@ -44,18 +45,18 @@ def test_the_run_folds_the_steps_and_reads_an_untrusted_index_as_nothing():
     state = AppState()
     for ev in events:
         state.apply(ev)
-    run = state.sessions[0].baseline
-    assert run is not None and run.sps is not None and not run.smc
+    run = state.sessions[0].method_run
+    assert isinstance(run, SpsRun)
     steps = [e for e in events if isinstance(e, SpsStep)]
-    assert run.sps.steps == steps and state.sessions[0].positions == 1
+    assert run.steps == steps and state.sessions[0].positions == 1
     end = events[-1]
-    assert isinstance(end, SessionEnd) and run.sps.path() == end.tokens
+    assert isinstance(end, SessionEnd) and run.path() == end.tokens
     for s, st in enumerate(steps):
-        assert run.sps.path(s) == end.tokens[:st.position]
-        c = run.sps.candidate(s, st.chosen)
-        assert c is not None and c.chosen and c.tokens == run.sps.chosen(s) and c.prob == st.probs[st.chosen]
-    assert run.sps.candidate(len(steps), 0) is None and run.sps.candidate(0, 99) is None
-    assert run.sps.chosen(-1) == () and SpsRun().width == 0
+        assert run.path(s) == end.tokens[:st.position]
+        c = run.candidate(s, st.chosen)
+        assert c is not None and c.chosen and c.tokens == run.chosen(s) and c.prob == st.probs[st.chosen]
+    assert run.candidate(len(steps), 0) is None and run.candidate(0, 99) is None
+    assert run.chosen(-1) == () and SpsRun().width == 0
 
 
 async def test_replay_shows_the_steps_and_the_inspector_the_candidates_numbers(tmp_path):
@@ -64,10 +65,10 @@ async def test_replay_shows_the_steps_and_the_inspector_the_candidates_numbers(t
     async with app.run_test(size=(120, 34)) as pilot:
         scr = app.screen
         await pilot.press("end")
-        grid = scr.query_one("#sps", SpsGrid)
+        grid = scr.query_one(SpsGrid)
         await wait_until(pilot, lambda: grid.display)
         assert not scr.query_one("#tree", RoundTreeView).display
-        run = scr.state.sessions[1].baseline.sps
+        run = scr.state.sessions[1].method_run
         steps = run.steps
         last = len(steps) - 1
         assert (grid.row, grid.col) == (last, steps[last].chosen)  # the newest chunk drawn is selected
@@ -102,7 +103,7 @@ async def test_replay_shows_the_steps_and_the_inspector_the_candidates_numbers(t
         assert f"drawn with probability {st.probs[k]:.4f}" in inspector
         # the title, the stats and the answer pane speak of SPS
         title = text_of(app, "#tree-title")
-        assert "Scalable Power Sampling K=3 of 6 draws" in title and "session 2 of 2" in title
+        assert "Scalable Power Sampling K=3 of L=6 draws" in title and "session 2 of 2" in title
         stats = text_of(app, "#stats")
         assert f"step {len(steps)} of at most 6" in stats and f"rollouts {run.rollouts}" in stats
         assert "answer log-lik" in stats
@@ -119,8 +120,8 @@ async def test_chat_grows_the_grid_a_step_at_a_time():
         scr = app.screen
         scr.query_one("#prompt").focus()
         await pilot.press(*"the cat", "enter")
-        grid = scr.query_one("#sps", SpsGrid)
+        grid = scr.query_one(SpsGrid)
         await wait_until(pilot, lambda: grid.display and scr.state.current.status == "done")
-        run = scr.state.current.baseline.sps
+        run = scr.state.current.method_run
         await wait_until(pilot, lambda: grid.rows == len(run.steps) and grid.row == len(run.steps) - 1)
         assert "★ drawn" in text_of(app, "#inspector")

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from presto_tui.api.params import find_method
 from presto_tui.cli import app
 from presto_tui.errors import EngineError
 from presto_tui.logs.reader import TraceError, read_trace
@@ -434,10 +435,10 @@ def test_stats_rows_say_sampler_and_alpha_and_pool_only_comparable_sessions(tmp_
     out = res.stdout
     header = next(ln for ln in out.splitlines() if "prompt" in ln and "rule" in ln)
     assert "sampler" in header and "α" in header and "group" in header
-    assert "entropycut β=4 mix=0.1" in out and "pooled (comparable sessions)" in out
+    assert "EntropyCut β=4 mix=0.1" in out and "pooled (comparable sessions)" in out
     for g in groups:
         pooled_line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"g{g['group']} "))
-        assert "[1]#" in pooled_line and g["sampler"] in pooled_line
+        assert "[1]#" in pooled_line and find_method(g["sampler"]).display in pooled_line
 
 
 def test_stats_reads_each_trace_and_session_once_and_says_so(tmp_path):

@@ -36,7 +36,9 @@ EXPORTS = {
     "Param": "presto_tui.api.params",
     "Group": "presto_tui.api.params",
     "ParamError": "presto_tui.api.params",
-    "SamplerName": "presto_tui.api.params",
+    "Method": "presto_tui.api.params",
+    "MethodKind": "presto_tui.api.params",
+    "methods": "presto_tui.api.params",
     "PrefetchRule": "presto_tui.api.params",
     "InputMode": "presto_tui.api.params",
     "BackendName": "presto_tui.api.params",
@@ -58,9 +60,9 @@ SUBMODULES = ("engine", "params", "events", "sampling", "traces", "sessions", "d
 
 __all__ = [
     "API_VERSION", "BackendName", "ChainResult", "Engine", "EngineError", "EngineOptions", "Group", "InputError",
-    "InputMode", "OutputError", "Param", "ParamError", "Params", "PrefetchRule", "PrestoError", "Result", "SPEC",
-    "SamplerName", "Session", "SessionEvent", "TraceData", "TraceError", "diagnostics", "engine", "events", "params",
-    "read_trace", "sample", "sampling", "sessions", "stream", "traces",
+    "InputMode", "Method", "MethodKind", "OutputError", "Param", "ParamError", "Params", "PrefetchRule",
+    "PrestoError", "Result", "SPEC", "Session", "SessionEvent", "TraceData", "TraceError", "diagnostics", "engine",
+    "events", "methods", "params", "read_trace", "sample", "sampling", "sessions", "stream", "traces",
 ]
 
 if TYPE_CHECKING:
@@ -70,11 +72,12 @@ if TYPE_CHECKING:
         BackendName,
         Group,
         InputMode,
+        Method,
+        MethodKind,
         Param,
         ParamError,
         Params,
         PrefetchRule,
-        SamplerName,
     )
     from presto_tui.api.sampling import ChainResult, Result, Session, SessionEvent, sample, stream
     from presto_tui.api.traces import TraceData, read_trace

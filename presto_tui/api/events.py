@@ -13,7 +13,7 @@ from presto_tui.runtime.core.mh import ACCEPT, EPS_CLASSES, REJECT, UNCERTAIN, S
 from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eos, cut_at_stop
 from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree, TableTree
 from presto_tui.runtime.samplers.multitry import log_ratio_terms
-from presto_tui.runtime.session.baselines import normalised
+from presto_tui.runtime.session.batch import normalised
 from presto_tui.runtime.session.critpath import CAUSES, SHORT, CriticalPath, critical_path
 from presto_tui.runtime.session.events import (
     TRANSIENT,
@@ -25,6 +25,7 @@ from presto_tui.runtime.session.events import (
     Event,
     InFlight,
     LiveTree,
+    MethodEvent,
     ModelCall,
     RequestEvent,
     RequestKind,
@@ -33,20 +34,18 @@ from presto_tui.runtime.session.events import (
     SessionEnd,
     SessionError,
     SessionStart,
-    SmcStep,
-    SpsStep,
     Transition,
 )
 from presto_tui.runtime.session.limit import Limits, limits
 from presto_tui.runtime.session.metrics import first_difference
-from presto_tui.runtime.session.summary import SessionSummary, is_baseline, summarize
+from presto_tui.runtime.session.summary import SessionSummary, is_one_shot, summarize
 from presto_tui.runtime.session.vocab import Pieces, Vocab, event_token_ids
 
 __all__ = [
     "ACCEPT", "BlockStart", "CAUSES", "Choice", "CriticalPath", "DecisionWalked", "EPS_CLASSES", "EngineCost",
     "EngineSteps", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces",
     "Proposal", "REJECT", "Request", "RequestEvent", "RequestKind", "RoundDone", "RoundTree", "SHORT", "Sample",
-    "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary", "SmcStep", "SpsStep",
+    "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary", "MethodEvent",
     "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path", "cut_at_eos", "cut_at_stop",
-    "event_token_ids", "first_difference", "is_baseline", "limits", "log_ratio_terms", "normalised", "summarize",
+    "event_token_ids", "first_difference", "is_one_shot", "limits", "log_ratio_terms", "normalised", "summarize",
 ]

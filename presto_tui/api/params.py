@@ -10,17 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from presto_tui.files import readable_file
+from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.classifier import FEATURES, CertaintyClassifier
-from presto_tui.runtime.core.methods import GRAMMAR, Method, describe, parse_method, parse_methods, sequential_of
-from presto_tui.runtime.core.names import (
-    BackendName,
-    InputMode,
-    PrefetchRule,
-    SamplerKind,
-    SamplerName,
-    unknown_choice,
-    unknown_name,
-)
+from presto_tui.runtime.core.language import MethodSpec, describe, grammar, parse_method, parse_methods, sequential_of
+from presto_tui.runtime.core.method import Axis, Cost, EventType, Method, MethodInfo, MethodKind
+from presto_tui.runtime.core.names import BackendName, InputMode, PrefetchRule, unknown_choice, unknown_name
 from presto_tui.runtime.core.names import Choice as Name
 from presto_tui.runtime.core.params import (
     BENCH_SIZES,
@@ -43,6 +37,7 @@ from presto_tui.runtime.core.spec import (
     Naming,
     Param,
     ParamError,
+    applies,
     applying,
     budget_text,
     flag,
@@ -50,13 +45,31 @@ from presto_tui.runtime.core.spec import (
     label,
     number_text,
     of_group,
+    param_table,
     raw_text,
     read_budget,
     request_field,
+    sampler_table,
     whole_number,
 )
 
 Params = SamplerParams  # the public name
+
+
+def methods() -> tuple[Method, ...]:
+    """Every sampling method presto-tui knows: the built-in ones, then every installed plugin's (the
+    entry-point group `presto_tui.methods`), each a `Method`."""
+    return registry.methods()
+
+
+def find_method(name: object) -> Method | None:
+    """The method called `name` (or one of its aliases, as `bon`); None if there is none."""
+    return registry.find(name)
+
+
+def method_names(kind: MethodKind | None = None) -> tuple[str, ...]:
+    """The names `--sampler` takes (of one kind, or all)."""
+    return registry.names(kind)
 
 
 def load_classifier(path: Path | None) -> CertaintyClassifier | None:
@@ -66,10 +79,12 @@ def load_classifier(path: Path | None) -> CertaintyClassifier | None:
     return CertaintyClassifier.load(readable_file(Path(path), "classifier file", pipes=True))
 
 __all__ = [
-    "AUTO_BUDGET", "BENCH_SIZES", "BUDGET_LIMIT", "BackendName", "CertaintyClassifier", "ENGINE_PARAMS", "FEATURES",
-    "GRAMMAR", "Group", "InputMode", "LIMITS", "Limit", "MULTITRY_TAUS", "Method", "Name", "Naming", "PAPER_SETTINGS",
-    "PARAMS", "Param", "ParamError", "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerKind", "SamplerName",
-    "SamplerParams", "applying", "budget_text", "describe", "flag", "json_schema", "label", "load_classifier",
-    "number_text", "of_group", "params_from", "parse_method", "parse_methods", "raw_text", "read_budget",
-    "request_field", "rule_defaults", "sequential_of", "unknown_choice", "unknown_name", "whole_number",
+    "AUTO_BUDGET", "Axis", "BENCH_SIZES", "BUDGET_LIMIT", "BackendName", "CertaintyClassifier", "Cost",
+    "ENGINE_PARAMS", "EventType", "FEATURES", "Group", "InputMode", "LIMITS", "Limit", "MULTITRY_TAUS", "Method",
+    "MethodInfo", "MethodKind", "MethodSpec", "Name", "Naming", "PAPER_SETTINGS", "PARAMS", "Param", "ParamError",
+    "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerParams", "applies", "applying", "budget_text",
+    "describe", "find_method", "flag", "grammar", "json_schema", "label", "load_classifier", "method_names",
+    "methods", "number_text", "of_group", "param_table", "params_from", "parse_method", "parse_methods", "raw_text",
+    "read_budget", "request_field", "rule_defaults", "sampler_table", "sequential_of", "unknown_choice",
+    "unknown_name", "whole_number",
 ]

@@ -29,7 +29,6 @@ from presto_tui.runtime.session.loop import (
     check_context,
     default_concurrency,
     display_text,
-    live_per_chain,
     make_driver,
     run_chains,
 )
@@ -37,6 +36,6 @@ from presto_tui.runtime.session.loop import (
 __all__ = [
     "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineLoop", "EngineReady", "EngineWorker", "InternalError",
     "Notice", "ParamsChanged", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params",
-    "check_address", "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain",
+    "check_address", "check_context", "default_concurrency", "deliver", "display_text",
     "make_driver", "new_group", "require_ray", "run_chains", "split_cores",
 ]

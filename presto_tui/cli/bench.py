@@ -31,10 +31,11 @@ from presto_tui.api.params import (
     Group,
     InputMode,
     PrefetchRule,
-    SamplerName,
     SamplerParams,
     budget_text,
+    find_method,
     load_classifier,
+    method_names,
     read_budget,
     unknown_choice,
 )
@@ -54,19 +55,25 @@ Config = tuple[str, str, str | None]
 SEQUENTIAL = PrefetchRule.NONE.value
 
 
+def is_chain(sampler: str) -> bool:
+    """Whether `sampler` (a name --samplers has checked) is an MH chain method."""
+    m = find_method(sampler)
+    return m is not None and m.chain
+
+
 def configs(samplers: list[str], rules: list[str], budgets: list[str]) -> list[Config]:
     """Each MH sampler sequentially, then under every rule and budget (auto and fill:N are the streaming
     rule's own: the round rules take plain N only); a baseline once, on its own."""
     out: list[Config] = []
     for smp in samplers:
         out.append((smp, SEQUENTIAL, None))
-        if SamplerName.of(smp).chain:
+        if is_chain(smp):
             out += [(smp, r, b) for r in rules for b in budgets if r == PrefetchRule.STREAM or b.isdigit()]
     return out
 
 
 def label(sampler: str, rule: str, budget: str | None) -> str:
-    if not SamplerName.of(sampler).chain:
+    if not is_chain(sampler):
         return sampler
     return f"{sampler} " + ("seq" if rule == SEQUENTIAL else f"{rule} {budget}")
 
@@ -107,7 +114,7 @@ def limit_table(results: dict[Config, list[SessionSummary]], speed: tuple[float 
     rule walks the same ones), as means over the prompts."""
     out = []
     for (sampler, rule, _), rows in results.items():
-        if rule != SEQUENTIAL or not SamplerName.of(sampler).chain:
+        if rule != SEQUENTIAL or not is_chain(sampler):
             continue
         lims = [limits(r.path, *speed) for r in rows if r.path and r.transitions]
         if not lims:
@@ -250,7 +257,7 @@ def row_params(base: SamplerParams, sampler: str, rule: str, budget: str | None,
 
 
 def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules: list[str],
-              budgets: list[str], samplers: Sequence[str] = (SamplerName.POWERMH.value,), seeds: int = 1,
+              budgets: list[str], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
@@ -485,8 +492,8 @@ def bench(
     workers: o.Workers = None, ray_address: o.RayAddress = None,
     samplers: Annotated[str, typer.Option(
         metavar="NAME,...",
-        help=f"Comma-separated samplers, each against its own sequential run: {', '.join(SamplerName.names())}.")
-    ] = SamplerName.POWERMH.value,
+        help=f"Comma-separated samplers, each against its own sequential run: {', '.join(method_names())}.")
+    ] = "powermh",
     seeds: Annotated[int, typer.Option(
         help=f"Seeds per prompt (0..seeds-1), {o.CLI_LIMITS['seeds'].where}.")] = 1,
     chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1, classifier: o.Classifier = None,
@@ -534,7 +541,7 @@ def bench(
     if SEQUENTIAL in _names(rules):
         raise InputError("--rules lists PreSTO rules; each sampler's sequential run is always the reference")
     rule_list = _chosen("--rules", rules, PrefetchRule.presto_names())
-    sampler_list = _chosen("--samplers", samplers, SamplerName.names())
+    sampler_list = _chosen("--samplers", samplers, method_names())
     if not budget_list or not rule_list or not sampler_list:
         raise InputError("bench needs at least one sampler, budget and rule")
     if limit is not None:

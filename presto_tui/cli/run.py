@@ -260,38 +260,29 @@ def print_summary(out, s, params, label: str = "") -> None:
         quality = [("answer under p0 (eqs. 21-22)", f"log-likelihood {s.answer_loglik:.3f} per token, confidence "
                     f"{s.answer_confidence:.3f}")]
     table = Table(title=setting(params), show_header=False, title_justify="left")
-    if s.baseline:
+    if s.one_shot:
         rows = [("model calls", str(s.calls)), ("time", f"{s.wall_s:.2f} s"),
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
-        if s.smc_steps:
-            rows.append(("blocks / resamplings", f"{s.smc_steps} / {s.resamplings} (last ESS {s.last_ess:.2f})"))
-        if s.sps_steps:
-            rows.append(("steps / rollouts", f"{s.sps_steps} / {s.rollouts}"))
-        rows += [("chosen", s.choice)] + quality
+        rows += s.info.rows() + quality
     else:
-        rows = mh_rows(s) + quality
+        rows = mh_rows(s) + s.info.rows() + quality
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
+    for note in s.info.notes():
+        out.print(Text(f"note: {note}", style="dim"))
 
 
 def setting(params) -> str:
-    """What ran: the chain, its rule and sizes; or a baseline with its own parameters."""
-    from presto_tui.api.params import SamplerName
+    """What ran, in its method's words (the settings, its rule and sizes), and the parameters every
+    method reads."""
+    from presto_tui.api.params import describe
 
-    if not SamplerName.of(params.sampler).chain:
-        return SamplerName.of(params.sampler).display + {
-            "bestofn": f", N={params.samples}, ranked by sum of log {'p0' if params.bon_rank == 'logp' else 'q_tau'}",
-            "powersmc": f", P={params.particles}, blocks of {params.smc_block}, ramp {params.smc_ramp}",
-            "sps": f", K={params.sps_top_k} of {params.draws} draws, M={params.sps_rollouts} rollouts"
-                   f"{f' of {params.sps_horizon}' if params.sps_horizon else ''}, chunks of {params.sps_chunk}"
-                   f"{'' if params.sps_jackknife else ', no jackknife'}",
-        }.get(params.sampler, "") + f", tau={params.proposal_tau:g}"
-    rule = "sequential" if params.prefetch == "none" else f"PreSTO {params.prefetch}"
-    from presto_tui.api.params import budget_text
-
-    budget = f", N={budget_text(params.to_dict())}" if params.prefetch != "none" else ""
-    return f"{params.sampler}, {rule}, {params.inputs} inputs{budget}, K={params.steps}"
+    words = describe(params)
+    if params.method.chain:
+        return f"{words}, {params.inputs} inputs, K={params.steps}" + (
+            f", B={params.block}" if params.block != params.max_new_tokens else "")
+    return f"{words}, tau={params.proposal_tau:g}"
 
 
 def print_chains(out, group, report, params, label: str = "") -> None:

@@ -31,7 +31,7 @@ def replay(
 
     A timeline runs over every round; space plays and pauses, < and > change the speed,
     [ and ] step, g goes to a round, home and end jump; q quits. ? shows every key. A
-    baseline session (lowtemp, bestofn, powersmc) is one place on it: its samples, or
+    one-shot session (lowtemp, bestofn, powersmc, sps, ...) is one place on it: its samples, or
     PowerSMC's particles over blocks, where a round's tree would be. In the app, c
     compares two sessions, t splits the selected node's ratio by token and H shows the
     session's whole chain (exportable as JSON or CSV).
@@ -54,11 +54,11 @@ def replay(
 def replay_checked(traces: list[Path], compare: str | None, on_bad_lines: str = "error"):
     """The traces replay shows and the sessions it compares, checked (`web` checks with this too)."""
     loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
-    from presto_tui.views.state.baseline import is_baseline
+    from presto_tui.views.state.baseline import run_of
 
-    if not any(s.rounds or is_baseline(s.start.params) for t in loaded for s in t.sessions):
-        raise InputError(f"{traces[0]}: the trace holds no rounds and no baseline session to replay"
-                         if len(loaded) == 1 else "none of the traces holds a round or a baseline session to replay")
+    if not any(s.rounds or run_of(s.start.params) is not None for t in loaded for s in t.sessions):
+        raise InputError(f"{traces[0]}: the trace holds no rounds and no one-shot session to replay"
+                         if len(loaded) == 1 else "none of the traces holds a round or a one-shot session to replay")
     sessions = sum(len(t.sessions) for t in loaded)
     return loaded, _session_pair(compare, sessions) if compare is not None else None
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presto_tui.api.params import Method, ParamError, SamplerName, describe, parse_method
+from presto_tui.api.params import MethodSpec, ParamError, describe, parse_method
 from presto_tui.errors import InputError
 from presto_tui.eval.tasks import Item
 
@@ -59,13 +59,11 @@ Z95 = 1.959963984540054
 
 # -- the spec ----------------------------------------------------------------------------------
 
-def budget_axis(method: Method) -> tuple[str, str] | None:
-    """(the parameter a method's budget sets, its symbol), or None (low temperature: one point)."""
-    name = method.params.sampler
-    if SamplerName.of(name).chain:
-        return "steps", "K"
-    return {SamplerName.BESTOFN.value: ("samples", "N"), SamplerName.POWERSMC.value: ("particles", "P"),
-            SamplerName.SPS.value: ("sps_rollouts", "M")}.get(name)
+def budget_axis(method: MethodSpec) -> tuple[str, str] | None:
+    """(the parameter a method's budget sets, its symbol): its method's axis (`Method.axis`), or None
+    (low temperature: one point)."""
+    axis = method.method.axis
+    return None if axis is None else (axis.param, axis.symbol)
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ class Point:
     group: str  # the method as the spec names it: every budget of an entry shares it
     axis: str | None  # K, N, P or M (None: low temperature)
     budget: int | None
-    method: Method  # label: `group@budget` (the group alone without a budget axis)
+    method: MethodSpec  # label: `group@budget` (the group alone without a budget axis)
 
     @property
     def label(self) -> str:
@@ -111,7 +109,7 @@ def parse_spec(text: str, base) -> list[Point]:
         if axis is None:
             raise InputError(f"{FLAG}: {entry}: {group} draws one sample and has no budget; write {group} alone")
         field, symbol = axis
-        if field != "steps" and re.search(r":[0-9]+$", spec):  # a baseline's :N is its budget
+        if not method.method.chain and re.search(r":[0-9]+$", spec):  # a one-shot method's :N is its budget
             raise InputError(f"{FLAG}: {entry}: {group} sets {symbol} already; give it once, after @")
         if not _BUDGETS.match(budgets):
             raise InputError(f"{FLAG}: {entry}: after @ come the values of {symbol}, whole numbers separated by "
@@ -124,7 +122,7 @@ def parse_spec(text: str, base) -> list[Point]:
                 params = method.params.with_(**{field: b}).validate()
             except ParamError as e:
                 raise InputError(f"{FLAG}: {entry}: {e.line}") from None
-            points.append(Point(group, symbol, b, Method(f"{group}@{b}", params, (*method.given, field))))
+            points.append(Point(group, symbol, b, MethodSpec(f"{group}@{b}", params, (*method.given, field))))
         if len(points) > MAX_POINTS:
             raise InputError(f"{FLAG}: more than {MAX_POINTS} points")
     for i, p in enumerate(points):  # bon@4 and bestofn@4 are one point under two names
@@ -382,8 +380,8 @@ def speedup_sentence(s: dict, measure: Measure) -> str:
             f"{s['sequential']}{spread}.")
 
 
-def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str = SamplerName.SPS.value) -> str | None:
-    """Where a sampler's front lands against the MH samplers (default: Scalable Power Sampling)."""
+def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str) -> str | None:
+    """Where a sampler's front lands against the MH samplers."""
     mine = [r for r in rows if r["sampler"] == sampler]
     if not mine:
         return None
@@ -479,9 +477,10 @@ def analyse(rows: list[dict], points: Sequence[Point], measures: Sequence[str]) 
     have = [r for r in rows if _has(r, primary)]
     out["speedups"], out["landing"] = equal_quality(have, points, primary)
     out["summary"] = [out["dominance"][primary.key], *(speedup_sentence(s, primary) for s in out["speedups"])]
-    sps = landing_sentence(out["landing"], primary)
-    if sps is not None:
-        out["summary"].append(sps)
+    for sampler in dict.fromkeys(r["sampler"] for r in out["landing"]):  # every method beside the MH pairs
+        sentence = landing_sentence(out["landing"], primary, sampler)
+        if sentence is not None:
+            out["summary"].append(sentence)
     return out
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from presto_tui.api.events import Event, SessionEnd, SessionError, SessionStart, SessionSummary
-from presto_tui.api.params import Method
+from presto_tui.api.params import MethodSpec
 from presto_tui.eval.graders import Grade, Grader, grader
 from presto_tui.eval.sandbox import CodeLimits
 from presto_tui.eval.tasks import Item
@@ -51,7 +51,7 @@ def item_seed(seed: int, item_id: str) -> int:
     return int(rng.integers(0, 2**63 - 1))
 
 
-def item_params(method: Method, item: Item):
+def item_params(method: MethodSpec, item: Item):
     return method.params.with_(seed=item_seed(method.params.seed, item.id))
 
 
@@ -87,7 +87,7 @@ class Outcome:
 @dataclass
 class Evaluation:
     items: list[Item]
-    methods: list[Method]
+    methods: list[MethodSpec]
     outcomes: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # (item, method) -> its session
     interrupted: bool = False  # Ctrl-C: what finished is here
     failure: Exception | None = None  # the engine or a worker failed: what finished before is here
@@ -177,7 +177,7 @@ def _graders(items: list[Item], limits: CodeLimits) -> dict[str, Grader]:
     return {name: grader(name, limits) for name in {it.grader for it in items}}
 
 
-def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: int = 1, classifier=None,
+def run_local(engine, items: list[Item], methods: list[MethodSpec], *, concurrency: int = 1, classifier=None,
               trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None, chains: int = 1,
               vote: bool = False) -> Evaluation:
     """Every (item, method) session on one engine, `concurrency` at a time (at least a pair's chains)."""
@@ -209,7 +209,7 @@ def run_local(engine, items: list[Item], methods: list[Method], *, concurrency: 
     return ev
 
 
-def run_cluster(cluster, items: list[Item], methods: list[Method], *, classifier=None, trace=None,
+def run_cluster(cluster, items: list[Item], methods: list[MethodSpec], *, classifier=None, trace=None,
                 limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None,
                 on_lost: Callable[[object], None] | None = None) -> Evaluation:
     """Every method's items over the cluster's workers, one method after the other."""

@@ -59,10 +59,51 @@ from dataclasses import replace
 from typing import Any
 
 from presto_tui.errors import InputError
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.fields import MAX_TOKEN_ID, SchemaError
+from presto_tui.runtime.core.fields import (
+    check as _check,
+)
+from presto_tui.runtime.core.fields import (
+    get as _get,
+)
+from presto_tui.runtime.core.fields import (
+    read_bool as _bool,
+)
+from presto_tui.runtime.core.fields import (
+    read_choice as _choice,
+)
+from presto_tui.runtime.core.fields import (
+    read_finite as _finite,
+)
+from presto_tui.runtime.core.fields import (
+    read_float as _float,
+)
+from presto_tui.runtime.core.fields import (
+    read_int as _int,
+)
+from presto_tui.runtime.core.fields import (
+    read_list as _list,
+)
+from presto_tui.runtime.core.fields import (
+    read_opt_int as _opt_int,
+)
+from presto_tui.runtime.core.fields import (
+    read_row as _row,
+)
+from presto_tui.runtime.core.fields import (
+    read_str as _str,
+)
+from presto_tui.runtime.core.fields import (
+    read_tokens as _tokens,
+)
+from presto_tui.runtime.core.fields import (
+    write_num as _num,
+)
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
 from presto_tui.runtime.core.names import InputMode, PrefetchRule
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.spec import PARAMS
+from presto_tui.runtime.core.spec import Target, param_table
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
     ROOT,
@@ -82,6 +123,7 @@ from presto_tui.runtime.session.events import (
     EngineCost,
     EngineSteps,
     Event,
+    MethodEvent,
     ModelCall,
     RequestEvent,
     RequestKind,
@@ -90,8 +132,6 @@ from presto_tui.runtime.session.events import (
     SessionEnd,
     SessionError,
     SessionStart,
-    SmcStep,
-    SpsStep,
     Transition,
 )
 
@@ -101,100 +141,14 @@ MAGIC = "presto-tui-trace"
 REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
 STATUSES = tuple(NodeStatus)  # the values a table row's status may take (the enum's values are what traces hold)
 STOP_REASONS = (NodeStatus.LEAF, NodeStatus.DEFERRED, "cap", "accepted", "length")
-MAX_TOKEN_ID = 2**31 - 1
-MAX_TEXT = 1 << 20  # a string field longer than this is not something presto-tui wrote
-MAX_COUNT = 2**53
-
-
-class SchemaError(ValueError):
-    """An object that does not fit the schema; the message names the field."""
-
-
-# -- validation helpers -------------------------------------------------------
-
-def _check(ok: bool, where: str, what: str) -> None:
-    if not ok:
-        raise SchemaError(f"field '{where}' {what}")
-
-
-def _get(d: dict, key: str, where: str = "") -> Any:
-    if key not in d:
-        raise SchemaError(f"missing field '{where}{key}'")
-    return d[key]
-
-
-def _int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int:
-    _check(isinstance(v, int) and not isinstance(v, bool), where, "should be an integer")
-    _check(lo <= v <= hi, where, f"should lie in {lo}..{hi}")
-    return v
-
-
-def _opt_int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int | None:
-    return None if v is None else _int(v, where, lo, hi)
-
-
-def _float(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) -> float:
-    """A number; JSON has no infinities, so -inf/inf/nan travel as strings (MH ratios can be -inf)."""
-    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
-        x = float(v)
-    else:
-        _check(isinstance(v, (int, float)) and not isinstance(v, bool), where, "should be a number")
-        x = float(v)
-    _check(math.isnan(x) or lo <= x <= hi, where, f"should lie in [{lo:g}, {hi:g}]")
-    return x
-
-
-def _finite(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) -> float:
-    x = _float(v, where, lo, hi)
-    _check(math.isfinite(x), where, "should be a finite number")
-    return x
-
-
-def _str(v: Any, where: str, max_len: int = MAX_TEXT) -> str:
-    _check(isinstance(v, str), where, "should be a string")
-    _check(len(v) <= max_len, where, f"is longer than {max_len} characters")
-    return v
-
-
-def _list(v: Any, where: str) -> list:
-    _check(isinstance(v, list), where, "should be a list")
-    return v
-
-
-def _tokens(v: Any, where: str) -> tuple[int, ...]:
-    _check(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_TOKEN_ID
-                                       for x in v), where, "should be a list of token ids")
-    return tuple(v)
-
-
-def _bool(v: Any, where: str) -> bool:
-    _check(isinstance(v, bool), where, "should be true or false")
-    return v
-
-
-def _choice(v: Any, where: str, choices: tuple[str, ...]) -> str:
-    _check(isinstance(v, str) and v in choices, where, f"should be one of {', '.join(choices)}")
-    return v
-
-
-def _row(v: Any, where: str, widths: tuple[int, ...]) -> list:
-    _check(isinstance(v, list) and len(v) in widths, where,
-           f"should be a list of {' or '.join(map(str, widths))} values")
-    return v
-
-
-def _num(x: float) -> float | str:
-    """JSON has no infinities; MH ratios can be -inf when a proposal has p0 = 0."""
-    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
-
-
 def params_of(d: Any, where: str = "params") -> dict:
     """A session's sampler parameters, validated as the samplers validate them."""
     _check(isinstance(d, dict), where, "should be an object")
-    known = {k: v for k, v in d.items() if k in SamplerParams.__dataclass_fields__}
+    table = param_table()
+    known = {k: v for k, v in d.items() if k in table and table[k].target is Target.SAMPLER}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
     for k, v in known.items():
-        if PARAMS[k].kind is bool:  # a switch (the spec says which)
+        if table[k].kind is bool:  # a switch (the spec says which)
             _check(v is None or isinstance(v, bool), f"{where}.{k}", "should be true or false")
         else:
             _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
@@ -279,17 +233,11 @@ def encode(ev: Event) -> dict:
         return {"type": "sample", "index": ev.index, "tokens": list(ev.tokens), "logq": _num(ev.logq),
                 "logp": _num(ev.logp), "loglik": _num(ev.loglik), "confidence": _num(ev.confidence),
                 "clock": ev.clock}
-    if isinstance(ev, SmcStep):
-        return {"type": "smc_step", "step": ev.step, "t": ev.t, "exponent": ev.exponent,
-                "tokens": [list(t) for t in ev.tokens], "log_weights": [_num(w) for w in ev.log_weights],
-                "ess": ev.ess, "resampled": ev.resampled, "parents": list(ev.parents), "wall_s": ev.wall_s}
-    if isinstance(ev, SpsStep):
-        return {"type": "sps_step", "step": ev.step, "position": ev.position,
-                "candidates": [list(c) for c in ev.candidates], "log_p0": [_num(x) for x in ev.log_p0],
-                "log_weights": [[_num(w) for w in row] for row in ev.log_weights],
-                "log_zeta": [_num(x) for x in ev.log_zeta], "plain": list(ev.plain),
-                "jackknife": [_num(x) for x in ev.jackknife], "probs": list(ev.probs), "chosen": ev.chosen,
-                "u": ev.u, "draws": ev.draws, "reused": ev.reused, "wall_s": ev.wall_s}
+    if isinstance(ev, MethodEvent):  # a method's own event: its module says how it is written
+        et = registry.event_type_of(ev)
+        if et is None:
+            raise TypeError(f"not a recorded event: {type(ev).__name__} (no registered method declares it)")
+        return {"type": et.type, **et.encode(ev)}
     if isinstance(ev, Choice):
         return {"type": "choice", "index": ev.index, "rule": ev.rule, "scores": [_num(x) for x in ev.scores],
                 "loglik": _num(ev.loglik), "confidence": _num(ev.confidence)}
@@ -379,17 +327,6 @@ def decode(d: Any) -> Event:
         return Sample(_int(g("index"), "index"), _tokens(g("tokens"), "tokens"), _float(g("logq"), "logq"),
                       _float(g("logp"), "logp"), _float(g("loglik"), "loglik"), _float(g("confidence"), "confidence"),
                       _finite(g("clock"), "clock", 0.0))
-    if kind == "smc_step":
-        toks = tuple(_tokens(t, "tokens") for t in _list(g("tokens"), "tokens"))
-        weights = tuple(_float(w, "log_weights") for w in _list(g("log_weights"), "log_weights"))
-        parents = tuple(_int(j, "parents", 0, len(toks) - 1) for j in _list(g("parents"), "parents"))
-        _check(len(toks) >= 1 and len(weights) == len(toks) == len(parents), "tokens",
-               "should hold one entry per particle, as log_weights and parents do")
-        return SmcStep(_int(g("step"), "step"), _int(g("t"), "t"), _finite(g("exponent"), "exponent"), toks, weights,
-                       _finite(g("ess"), "ess", 0.0), _bool(g("resampled"), "resampled"), parents,
-                       _finite(g("wall_s"), "wall_s", 0.0))
-    if kind == "sps_step":
-        return _sps_step(d)
     if kind == "choice":
         scores = tuple(_float(x, "scores") for x in _list(g("scores"), "scores"))
         return Choice(_int(g("index"), "index", 0, max(0, len(scores) - 1)), _str(g("rule"), "rule", 200), scores,
@@ -445,31 +382,10 @@ def decode(d: Any) -> Event:
                           _str(g("text"), "text"))
     if kind == "error":
         return SessionError(_str(g("message"), "message", 10_000), _str(g("kind"), "kind", 40))
+    et = registry.event_type(kind)  # a method's own event: its module reads it
+    if et is not None:
+        return et.decode(d)
     raise SchemaError(f"unknown event type {kind[:40]!r}")
-
-
-def _sps_step(d: dict) -> SpsStep:
-    """A step of Scalable Power Sampling: one entry per candidate in every per-candidate field,
-    probabilities in [0, 1] (the jackknife's raw values may leave it), the chosen one among them."""
-    g = lambda key: _get(d, key)
-    cands = tuple(_tokens(c, "candidates") for c in _list(g("candidates"), "candidates"))
-    k = len(cands)
-    _check(k >= 1 and all(cands), "candidates", "should hold at least one chunk of at least one token")
-    per = lambda key, read: tuple(read(x, key) for x in _list(g(key), key))
-    log_p0, log_zeta = per("log_p0", _float), per("log_zeta", _float)
-    share = lambda x, where: _finite(x, where, 0.0, 1.0)
-    plain, probs = per("plain", share), per("probs", share)
-    jk = per("jackknife", _finite)
-    weights = tuple(tuple(_float(w, "log_weights") for w in _list(row, "log_weights"))
-                    for row in _list(g("log_weights"), "log_weights"))
-    for key, values in (("log_p0", log_p0), ("log_weights", weights), ("log_zeta", log_zeta), ("plain", plain),
-                        ("probs", probs)):
-        _check(len(values) == k, key, "should hold one entry per candidate")
-    _check(len(jk) in (0, k), "jackknife", "should hold one entry per candidate, or none")
-    draws = _int(g("draws"), "draws", 1)
-    return SpsStep(_int(g("step"), "step"), _int(g("position"), "position"), cands, log_p0, weights, log_zeta,
-                   plain, jk, probs, _int(g("chosen"), "chosen", 0, k - 1), _finite(g("u"), "u", 0.0, 1.0), draws,
-                   _int(g("reused"), "reused", 0, draws), _finite(g("wall_s"), "wall_s", 0.0))
 
 
 # -- round trees --------------------------------------------------------------

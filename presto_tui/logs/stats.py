@@ -10,10 +10,11 @@ lines interleave in the trace; a model call's time depends on them).  Pooling
 sessions that differ in any of these would average speedups and rates of
 different experiments (`comparable`).
 
-The paper's baselines (low temperature, best-of-N, PowerSMC) make no MH
-transitions: their sessions and groups get tables of their own, with what they
-have instead (time, tokens, samples or particles, resamplings and the last ESS,
-the answer's log-likelihood per token and confidence, eqs. 21-22).
+The one-shot methods (low temperature, best-of-N, PowerSMC, Scalable Power
+Sampling, a plugin's) make no MH transitions: their sessions and groups get
+tables of their own, with what they have instead (time, tokens, what the method
+drew in its own words, resamplings where it resamples, the answer's
+log-likelihood per token and confidence, eqs. 21-22).
 
 A session is counted once however many traces hold it: sessions are known by
 their id, so a trace read twice, or a copy of it, adds nothing
@@ -37,9 +38,10 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.logs.reader import SessionTrace, Trace
+from presto_tui.runtime.core.language import describe
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.core.spec import budget_text, comparable_names, own_text
-from presto_tui.runtime.session.summary import is_baseline
+from presto_tui.runtime.core.spec import budget_text, comparable_names
+from presto_tui.runtime.session.summary import is_one_shot
 from presto_tui.safetext import visible
 
 CLASSES = (ACCEPT, REJECT, UNCERTAIN)
@@ -114,8 +116,8 @@ def session_rows(traces: list[Trace]) -> list[dict]:
                          side_by_side[id(t)][i])
         d.update(trace=str(t.path), session=i + 1, session_id=start.session_id, backend=start.backend,
                  model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
-                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, baseline=s.baseline,
-                 answer_tokens=len(s.tokens),
+                 alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, one_shot=s.one_shot,
+                 drawn=s.info.drawn(), answer_tokens=len(s.tokens),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
                  # skipped lines (--on-bad-lines) mark it damaged; the trace may end inside it: cut short
                  status=s.status if s.damaged_lines or sess.ended else "cut short")
@@ -131,9 +133,9 @@ def pooled_groups(rows: list[dict]) -> list[dict]:
     out = []
     for g, rs in sorted(members.items()):
         d = {"group": g, "comparable": rs[0]["comparable"], "sampler": rs[0]["sampler"], "alpha": rs[0]["alpha"],
-             "rule": rs[0]["rule"], "baseline": rs[0]["baseline"],
+             "rule": rs[0]["rule"], "one_shot": rs[0]["one_shot"],
              "members": [{"trace": r["trace"], "session": r["session"], "session_id": r["session_id"]} for r in rs]}
-        d.update(pooled_baseline(rs) if rs[0]["baseline"] else pooled(rs))
+        d.update(pooled_one_shot(rs) if rs[0]["one_shot"] else pooled(rs))
         out.append(d)
     return out
 
@@ -187,9 +189,10 @@ def mean(values: list) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def pooled_baseline(rows: list[dict]) -> dict:
-    """Totals and means over comparable baseline sessions (no transitions to pool): time and
-    tokens per session, resamplings, and the answers' mean log-likelihood and confidence."""
+def pooled_one_shot(rows: list[dict]) -> dict:
+    """Totals and means over comparable one-shot sessions (no transitions to pool): time and
+    tokens per session, resamplings (where the method resamples), and the answers' mean
+    log-likelihood and confidence."""
     n = len(rows)
     return {
         "sessions": n,
@@ -203,24 +206,26 @@ def pooled_baseline(rows: list[dict]) -> dict:
         "answer_tokens_mean": sum(r["answer_tokens"] for r in rows) / n,
         "samples": sum(r.get("samples", 0) for r in rows),
         "resamplings": sum(r.get("resamplings", 0) for r in rows),
-        "resamplings_mean": sum(r.get("resamplings", 0) for r in rows) / n,
+        # a method that resamples says so in its numbers (PowerSMC's `resamplings`); None: it does not
+        "resamplings_mean": (sum(r.get("resamplings", 0) for r in rows) / n
+                             if any("resamplings" in r for r in rows) else None),
         "answer_loglik_mean": mean([r["answer_loglik"] for r in rows]),
         "answer_confidence_mean": mean([r["answer_confidence"] for r in rows]),
     }
 
 
 def _rule(p: dict) -> str:
-    if is_baseline(p):
-        return "baseline"  # no MH chain: no prefetch rule
+    if is_one_shot(p):
+        return "one-shot"  # no MH chain: no prefetch rule
     if p.get("prefetch") == "none":
         return "sequential"
     return f"{p.get('prefetch')}{'/node' if p.get('inputs') == 'node' else ''} N={budget_text(p)}"
 
 
 def _sampler(p: dict) -> str:
-    """The sampler with its own parameters (those that make sessions comparable)."""
-    own = own_text(p)
-    return f"{p.get('sampler')} {own}" if own else str(p.get("sampler"))
+    """The method with its own parameters, in its own words (those make sessions comparable); an MH
+    chain's rule has its own column."""
+    return describe(p).split(", ")[0] if not is_one_shot(p) else describe(p)
 
 
 def _numbers(d: dict, status: str, shares: dict) -> list[str]:
@@ -261,41 +266,31 @@ def _opt(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-# the baselines' tables: a session's time (s), tokens generated, the answer's tokens, samples (best-of-N)
-# or particles x blocks (PowerSMC), resamplings, the last ESS, the answer's log p0 per token and confidence
-BASELINE_NUMERIC = ("status", "time s", "tokens", "answer", "drawn", "resampl.", "ESS", "ll/tok", "conf")
-BASELINE_SESSION_COLUMNS = ("sampler", "α", "group", *BASELINE_NUMERIC)
+# the one-shot methods' tables: a session's time (s), tokens generated, the answer's tokens, what the method
+# drew (`MethodInfo.drawn`: samples, particles x blocks, rollouts/steps), resamplings, the last ESS, the
+# answer's log p0 per token and confidence
+ONE_SHOT_NUMERIC = ("status", "time s", "tokens", "answer", "drawn", "resampl.", "ESS", "ll/tok", "conf")
+ONE_SHOT_SESSION_COLUMNS = ("sampler", "α", "group", *ONE_SHOT_NUMERIC)
 # per session: mean time, tokens and answer length, mean resamplings, mean log-likelihood and confidence
-BASELINE_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
+ONE_SHOT_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
                           "ll/tok", "conf")
-RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
+RIGHT = {*NUMERIC[1:], *ONE_SHOT_NUMERIC[1:], "n", "sessions"}
 
 
-def drawn_text(r: dict) -> str:
-    """What a baseline drew (a session row, or `SessionSummary.to_dict()`): samples finished,
-    particles x blocks grown, or SPS's rollouts over its steps."""
-    if r.get("smc_steps"):
-        return f"{r['params'].get('particles')}x{r['smc_steps']}"
-    if r.get("sps_steps"):
-        return f"{r.get('rollouts', 0)}/{r['sps_steps']}"
-    return str(r.get("samples", 0))
-
-
-def _baseline_session_cells(r: dict) -> list:
-    smc = bool(r.get("smc_steps"))
+def _one_shot_session_cells(r: dict) -> list:
     return [Text(visible(_sampler(r["params"]))), f"{r['alpha']:g}", f"g{r['group']}", visible(r["status"]),
-            f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), drawn_text(r),
-            str(r["resamplings"]) if smc else "-", _opt(r.get("last_ess"), ".2f"),
+            f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), visible(r["drawn"]),
+            str(r["resamplings"]) if "resamplings" in r else "-", _opt(r.get("last_ess"), ".2f"),
             _opt(r["answer_loglik"], ".3f"), _opt(r["answer_confidence"], ".3f")]
 
 
-def _baseline_group_cells(g: dict) -> list:
+def _one_shot_group_cells(g: dict) -> list:
     c = g["comparable"]
     status = ", ".join(f"{visible(k)} {v}" for k, v in g["statuses"].items())
     return [Text(visible(_sampler(c))), f"{g['alpha']:g}", str(c.get("max_new_tokens")),
             f"{g['sessions']} ({g['prompts']} prompt{'s' if g['prompts'] != 1 else ''})", status,
             f"{g['wall_s_mean']:.2f}", f"{g['tokens_generated_mean']:.0f}", f"{g['answer_tokens_mean']:.0f}",
-            f"{g['resamplings_mean']:.1f}" if c.get("sampler") == "powersmc" else "-",
+            _opt(g["resamplings_mean"], ".1f"),
             _opt(g["answer_loglik_mean"], ".3f"), _opt(g["answer_confidence_mean"], ".3f")]
 
 
@@ -306,7 +301,7 @@ def _engine(c: dict) -> str:
 # what tells groups apart beyond their columns: said once under the table where every group shares it
 UNSHOWN = {"engine": _engine, "sessions at once": lambda c: str(c["at_once"]), "tau": lambda c: f"{c['tau']:g}",
            "epsilon": lambda c: f"{c['epsilon']:g}"}
-BASELINE_UNSHOWN = {k: f for k, f in UNSHOWN.items() if k != "epsilon"}  # epsilon sets MH classes only
+ONE_SHOT_UNSHOWN = {k: f for k, f in UNSHOWN.items() if k != "epsilon"}  # epsilon sets MH classes only
 
 
 def _table(console: Console, title: str, caption: str, what: str, columns: tuple[str, ...],
@@ -338,23 +333,23 @@ def _table(console: Console, title: str, caption: str, what: str, columns: tuple
 
 
 def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
-    """The MH chains' sessions and groups, then the baselines' (each table only where it has rows)."""
+    """The MH chains' sessions and groups, then the one-shot methods' (each table only where it has rows)."""
     names = list(dict.fromkeys(r["trace"] for r in rows))
     caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names, 1))
-    chains = [r for r in rows if not r["baseline"]]
-    baselines = [r for r in rows if r["baseline"]]
+    chains = [r for r in rows if not r["one_shot"]]
+    one_shot = [r for r in rows if r["one_shot"]]
     if chains or not rows:
         console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, _labels(chains, names),
                              [_session_cells(r) for r in chains]))
-        _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["baseline"]], names,
+        _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["one_shot"]], names,
                        UNSHOWN, GROUP_COLUMNS, _group_cells)
-    if baselines:
-        console.print(_table(console, "baseline sessions (no MH transitions)", caption, "prompt",
-                             BASELINE_SESSION_COLUMNS, _labels(baselines, names),
-                             [_baseline_session_cells(r) for r in baselines]))
-        _render_pooled(console, "pooled baselines (comparable sessions; per session: means)",
-                       [g for g in groups if g["baseline"]], names, BASELINE_UNSHOWN, BASELINE_GROUP_COLUMNS,
-                       _baseline_group_cells)
+    if one_shot:
+        console.print(_table(console, "one-shot sessions (no MH transitions)", caption, "prompt",
+                             ONE_SHOT_SESSION_COLUMNS, _labels(one_shot, names),
+                             [_one_shot_session_cells(r) for r in one_shot]))
+        _render_pooled(console, "pooled one-shot sessions (comparable sessions; per session: means)",
+                       [g for g in groups if g["one_shot"]], names, ONE_SHOT_UNSHOWN, ONE_SHOT_GROUP_COLUMNS,
+                       _one_shot_group_cells)
 
 
 def _labels(rows: list[dict], names: list[str]) -> list[tuple[str, Text]]:
@@ -404,8 +399,6 @@ def _side(trace: Trace, select, shown: str) -> tuple[dict[tuple, tuple], dict]:
     if not chosen:
         raise InputError(f"{shown}: no session matches" if select is not None else f"{shown}: no sessions")
     if len(methods) > 1:
-        from presto_tui.runtime.core.methods import describe
-
         names = "; ".join(sorted({describe(p) for p in methods.values()}))
         raise InputError(f"{shown}: sessions of {len(methods)} methods ({names}); choose one with PATH@METHOD, "
                          "e.g. run.jsonl@powermh+spine")
@@ -429,7 +422,6 @@ def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A"
     log-likelihood and confidence under p0, the acceptance rate, and the time per prompt (with the
     ratio of mean times, eq. 20)."""
     from presto_tui.logs.paired import paired_tost
-    from presto_tui.runtime.core.methods import describe
 
     side_a, left_a = _side(a, select_a, shown_a)
     side_b, left_b = _side(b, select_b, shown_b)

@@ -1,17 +1,18 @@
-"""The names a person chooses from, in one registry: samplers, prefetch rules, input modes, engines.
+"""The fixed names a person chooses from: prefetch rules, input modes, engines.
 
 Each list is an Enum whose members are the names typed on the command line (a
 `StrEnum`: a member equals its name) and carry their short help and what code asks
 of a name.  The CLI's choices and help, parameter validation, `bench`'s labels, the
-summary and the views read these lists; nothing else spells them, so adding a
-sampler is adding one member here (and its family in `runtime/samplers`).
+summary and the views read these lists; nothing else spells them.  The samplers are
+not a fixed list: each is a `Method` in the registry (`core/registry.py`), so a plugin
+can add one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from difflib import get_close_matches
-from enum import Enum, StrEnum
+from enum import StrEnum
 from typing import Self
 
 
@@ -47,45 +48,6 @@ def unknown_name(what: str, name: object, known: Iterable[str], otherwise: str =
     argument), too many to list: its near miss where there is one, else `otherwise`."""
     close = get_close_matches(str(name), sorted(known), n=1)
     return f"unknown {what} {str(name)[:60]!r}" + (f"; did you mean {close[0]!r}?" if close else otherwise)
-
-
-class SamplerKind(Enum):
-    """What a sampler is.  CHAIN: a Metropolis-Hastings chain targeting pi_alpha; it runs
-    sequentially (`--prefetch none`) or with PreSTO under every prefetch rule.  BASELINE: one of
-    the paper's test-time baselines (appendix E.8), or Scalable Power Sampling beside them: no MH
-    decisions, no prefetch rule; its samples stop at EOS."""
-
-    CHAIN = "chain"
-    BASELINE = "baseline"
-
-
-class SamplerName(Choice):
-    """`--sampler`: the method that draws the response."""
-
-    display: str  # as the paper writes it
-    kind: SamplerKind
-
-    def __init__(self, name: str, display: str, help: str, kind: SamplerKind = SamplerKind.CHAIN) -> None:
-        self.display, self.help, self.kind = display, help, kind
-
-    POWERMH = "powermh", "PowerMH", "uniform cut, suffix from q_tau"
-    ENTROPYCUT = "entropycut", "EntropyCut", "cuts where p0's entropy jumps"
-    MULTITRY = "multitry", "MultiTryMH", "multiple-try Metropolis over --tries candidate suffixes"
-    LOWTEMP = "lowtemp", "low temperature", "one sample at temperature 1/alpha", SamplerKind.BASELINE
-    BESTOFN = ("bestofn", "best-of-N", "--samples samples at temperature 1/alpha, the most likely kept",
-               SamplerKind.BASELINE)
-    POWERSMC = ("powersmc", "PowerSMC", "--particles particles grown in blocks, reweighted towards p0^alpha and "
-                "resampled", SamplerKind.BASELINE)
-    SPS = ("sps", "Scalable Power Sampling", "chunk by chunk from the top --sps-top-k candidates, each weighted by "
-           "--sps-rollouts rollouts of its future", SamplerKind.BASELINE)
-
-    @property
-    def chain(self) -> bool:
-        return self.kind is SamplerKind.CHAIN
-
-    @classmethod
-    def chain_names(cls) -> tuple[str, ...]:
-        return tuple(s.value for s in cls if s.chain)
 
 
 class PrefetchRule(Choice):

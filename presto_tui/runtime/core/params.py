@@ -9,17 +9,15 @@ before any work so that a bad value costs the person nothing but a one-line mess
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
-from presto_tui.runtime.core.names import InputMode, PrefetchRule, SamplerName
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.method import MethodKind
+from presto_tui.runtime.core.names import InputMode, PrefetchRule
 from presto_tui.runtime.core.spec import (
     AUTO_BUDGET,
-    BON_RANKS,
     BUDGET_POLICIES,
-    LIMITS,
-    PARAMS,
-    SAMPLER_PARAMS,
     SPECULATE,
     Limit,
     Naming,
@@ -28,11 +26,12 @@ from presto_tui.runtime.core.spec import (
     default,
     flag,
     number_text,
+    param_table,
+    sampler_table,
 )
 
-__all__ = ["AUTO_BUDGET", "BENCH_SIZES", "BON_RANKS", "BUDGET_POLICIES", "LIMITS", "MULTITRY_TAUS",
-           "PAPER_SETTINGS", "SPECULATE", "Limit", "ParamError", "SamplerParams", "budget_text", "flag",
-           "number_text", "params_from", "rule_defaults"]
+__all__ = ["AUTO_BUDGET", "BENCH_SIZES", "BUDGET_POLICIES", "MULTITRY_TAUS", "PAPER_SETTINGS", "SPECULATE", "Limit",
+           "ParamError", "SamplerParams", "budget_text", "flag", "number_text", "params_from", "rule_defaults"]
 
 MULTITRY_TAUS = (0.25, 0.5, 1.0)  # candidate temperatures of MultiTryMH (paper D.4)
 ROUND_BUDGET = 8  # -N for the round rules when none is given (stream's is auto)
@@ -48,26 +47,29 @@ _RULE_DEFAULT: Any = None  # SamplerParams' prefetch and budget: set from the sa
 
 
 def rule_defaults(sampler: str | None, prefetch: str | None, budget: int | None) -> dict[str, Any]:
-    """What an unset rule and budget are: a baseline has no prefetch rule, a chain the default
-    one; the streaming rule's budget is auto (the cost policy up to AUTO_BUDGET), a round rule's
-    ROUND_BUDGET."""
-    chain = sampler not in SamplerName.names() or SamplerName.of(sampler).chain
+    """What an unset rule and budget are: a one-shot method has no prefetch rule, an MH chain the
+    default one; the streaming rule's budget is auto (the cost policy up to AUTO_BUDGET), a round
+    rule's ROUND_BUDGET.  (An unknown sampler is taken for a chain: validation names it.)"""
+    chain = registry.kind_of(sampler) in (MethodKind.CHAIN, None)
     rule = prefetch if prefetch is not None else (default("prefetch") if chain else PrefetchRule.NONE.value)
     if budget is None:
         budget = AUTO_BUDGET if rule == PrefetchRule.STREAM else ROUND_BUDGET
     return {"prefetch": rule, "budget": budget}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SamplerParams:
-    """Everything that fixes a chain's law and its prefetch schedule.
+    """Everything that fixes a session's law and its prefetch schedule: the core's parameters as
+    fields, and every registered method's own (best-of-N's `samples`, PowerSMC's `particles`, a
+    plugin's) in `own`, read as attributes all the same (`params.particles`).
 
-    Defaults are sized to give a first answer within about a minute on a
-    2-core CPU with a small model; `PAPER_SETTINGS` are one flag away.
+    Defaults are sized to give a first answer within about a minute on a 2-core CPU with a small
+    model; `PAPER_SETTINGS` are one flag away.  Build it with keyword arguments (the parameters'
+    names, as `--help` shows them with dashes); `validate()` checks how they go together.
     """
 
     sampler: str = default("sampler")
-    # None: the rule's default (rule_defaults): the fastest exact rule measured for a chain, none for a baseline
+    # None: the rule's default (rule_defaults): the fastest exact rule measured for a chain, none for a one-shot
     prefetch: str = _RULE_DEFAULT
     inputs: str = default("inputs")
     alpha: float = default("alpha")
@@ -81,27 +83,53 @@ class SamplerParams:
     speculate: str = default("speculate")  # stream: see SPECULATE (in-proposal speculation measured slower on 2 cores)
     epsilon: float = default("epsilon")
     seed: int = default("seed")
-    beta: float = default("beta")  # EntropyCut's cut-law exponent (paper D.4)
-    cut_mix: float = default("cut_mix")  # EntropyCut: uniform share of the cut law (reaches the first token)
-    tries: int = default("tries")  # MultiTryMH's candidates per transition
-    samples: int = default("samples")  # best-of-N's N
-    bon_rank: str = default("bon_rank")  # best-of-N: rank by sum log q_tau (the paper's choice) or sum log p0
-    particles: int = default("particles")  # PowerSMC's P
-    smc_block: int = default("smc_block")  # PowerSMC: tokens per block between resampling steps (the paper's 128)
-    smc_ramp: int = default("smc_ramp")  # PowerSMC: the exponent reaches alpha after this many tokens (the paper's 400)
-    # Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py).  The paper ran K = M = 8 with chunks
-    # of B = 192 of 3072 tokens (its table 4); the defaults are sized for a CPU and n = 96.
-    sps_top_k: int = default("sps_top_k")  # K_t: candidate chunks per step, the most likely distinct ones drawn
-    sps_draws: int | None = default("sps_draws")  # L_t: chunks drawn from q_tau per step; None: K_t
-    sps_rollouts: int = default("sps_rollouts")  # M_t: rollouts per candidate
-    sps_horizon: int = default("sps_horizon")  # H_t: a rollout's tokens; 0: to the end (zeta of theorem 3.1)
-    sps_chunk: int = default("sps_chunk")  # B: tokens per step (1: algorithm 1, token by token)
-    sps_jackknife: bool = default("sps_jackknife")  # the jackknife estimate (eq. 5), else the plug-in (eq. 4)
+    # every registered method's own parameters, (name, value) sorted by name, defaults filled in
+    own: tuple[tuple[str, Any], ...] = ()
 
-    def __post_init__(self) -> None:
+    def __init__(self, **values: Any) -> None:
+        core = {f.name for f in fields(SamplerParams) if f.name != "own"}
+        table = param_table()
+        own: dict[str, Any] = {}
+        for p in sampler_table():
+            if p.name not in core:
+                own[p.name] = p.default
+        for name, value in values.items():
+            if name in core:
+                object.__setattr__(self, name, value)
+            elif name in own or (name in table and table[name].target.value == "sampler"):
+                own[name] = value
+            else:
+                raise TypeError(f"SamplerParams got an unknown parameter {name!r}")
+        for name in core - values.keys():
+            object.__setattr__(self, name, getattr(SamplerParams, name))
+        object.__setattr__(self, "own", tuple(sorted(own.items())))
         if self.prefetch is None or self.budget is None:
             for k, v in rule_defaults(self.sampler, self.prefetch, self.budget).items():
                 object.__setattr__(self, k, v)
+
+    def __repr__(self) -> str:
+        """The core's values and its method's own (a method's parameters of no use to it are left out)."""
+        core = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "own")
+        m = registry.find(self.sampler)
+        mine = ", ".join(f"{k}={v!r}" for k, v in self.own if m is not None and k in m.own)
+        return f"SamplerParams({core}{', ' + mine if mine else ''})"
+
+    def __getattr__(self, name: str) -> Any:
+        # a method's own parameter (only called for names that are not fields)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for k, v in object.__getattribute__(self, "own"):
+            if k == name:
+                return v
+        param = param_table().get(name)
+        if param is not None and param.target.value == "sampler":  # registered after these were made
+            return param.default
+        raise AttributeError(f"'SamplerParams' has no parameter {name!r}")
+
+    @property
+    def method(self):  # -> Method (typed loosely: core/method.py's class, looked up in the registry)
+        """The method these parameters run (`runtime/core/registry.py`); ParamError if none is called so."""
+        return registry.method(self.sampler)
 
     @property
     def proposal_tau(self) -> float:
@@ -112,31 +140,27 @@ class SamplerParams:
         return self.block_size if self.block_size is not None else self.max_new_tokens
 
     @property
-    def draws(self) -> int:
-        """SPS's L_t: the chunks drawn per step (--sps-draws, else --sps-top-k)."""
-        return self.sps_draws if self.sps_draws is not None else self.sps_top_k
-
-    @property
     def n_blocks(self) -> int:
         return self.max_new_tokens // self.block
 
     def validate(self, naming: Naming = flag) -> SamplerParams:
         """Return self, or raise ParamError naming the first bad value, each parameter named by
         `naming` (the command line's flags; the server names its fields)."""
-        for p in SAMPLER_PARAMS:
+        for p in sampler_table():
             value = getattr(self, p.name)
             p.check(value, naming)
             if p.reader is not None and isinstance(value, str):
                 p.read(value, naming)  # a list such as --speculate: each item checked
         about = ParamError.about
+        method = registry.method(self.sampler)
         rule = PrefetchRule.of(self.prefetch)
-        if not SamplerName.of(self.sampler).chain and rule.presto:
-            raise about("prefetch", "{sampler} {0} is a baseline, not an MH chain: it takes no {prefetch} rule "
-                        "(use {prefetch} none)", self.sampler, naming=naming)
+        if not method.chain and rule.presto:
+            raise about("prefetch", "{sampler} {0} is a one-shot sampler, not an MH chain: it takes no {prefetch} "
+                        "rule (use {prefetch} none)", self.sampler, naming=naming)
         if rule.presto and not rule.node_inputs and self.inputs != InputMode.DECISION:
             raise about("inputs", "{prefetch} {0} needs {inputs} decision (its requests are keyed by decision, "
                         "which is what keeps it exact)", self.prefetch, naming=naming)
-        tau_limit = PARAMS["tau"].limit
+        tau_limit = param_table()["tau"].limit
         if self.tau is None and tau_limit is not None and not tau_limit.contains(self.proposal_tau):
             raise about("alpha", "{alpha} {0} makes the proposal temperature 1/alpha = {1}, outside {tau}'s range "
                         "{2}; give {tau} too", number_text(self.alpha), f"{self.proposal_tau:.4g}", tau_limit,
@@ -144,26 +168,24 @@ class SamplerParams:
         if self.max_new_tokens % self.block:
             raise about("block_size", "{block_size} {0} does not divide {max_new_tokens} {1}", self.block,
                         self.max_new_tokens, naming=naming)
-        if self.sampler == SamplerName.ENTROPYCUT and self.block < 2:
-            raise about("block_size", "{sampler} entropycut needs {block_size} >= 2 (it cuts between tokens)",
-                        naming=naming)
-        if self.sampler == SamplerName.SPS and self.sps_jackknife and self.sps_rollouts < 2:
-            raise about("sps_rollouts", "{sps_jackknife} needs {sps_rollouts} >= 2 (each leave-one-out estimate "
-                        "drops one rollout), got {0}; or turn {sps_jackknife} off", self.sps_rollouts, naming=naming)
-        if self.sampler == SamplerName.MULTITRY and rule.presto and self.budget < self.tries:
-            raise about("budget", "{budget} {0} is below {tries} {1}: a MultiTryMH decision needs all its "
-                        "candidates in one call", self.budget, self.tries, naming=naming)
+        method.check(self, naming)
         return self
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """Every parameter by name (as a trace's header and session_start hold them): tau and the block
+        size resolved, and what its method resolves of its own (`Method.resolved`: SPS's draws)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "own"}
+        d.update(self.own)
         d["tau"] = self.proposal_tau
         d["block_size"] = self.block
-        d["sps_draws"] = self.draws
+        d.update(self.method.resolved(self))
         return d
 
-    def with_(self, **changes) -> SamplerParams:
-        return replace(self, **changes)
+    def with_(self, **changes: Any) -> SamplerParams:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "own"}
+        values.update(self.own)
+        values.update(changes)
+        return SamplerParams(**values)
 
 
 def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = None, *, paper: bool = False,
@@ -176,7 +198,8 @@ def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = No
         merged.update(PAPER_SETTINGS)
         if values.get("max_new_tokens") is not None and values.get("block_size") is None:
             merged["block_size"] = None  # one block of the n the person chose
-    given = {p.name: values[p.name] for p in SAMPLER_PARAMS if values.get(p.name) is not None}
+    table = param_table()
+    given = {p.name: values[p.name] for p in sampler_table() if values.get(p.name) is not None}
     for name, raw in given.items():
-        merged.update(PARAMS[name].read(raw, naming))
+        merged.update(table[name].read(raw, naming))
     return SamplerParams(**merged).validate(naming)

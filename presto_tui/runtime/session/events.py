@@ -99,7 +99,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class Sample:
-    """A baseline's finished sample (low temperature: the one; best-of-N: one of N), stopped at EOS."""
+    """A one-shot method's finished sample (low temperature: the one; best-of-N: one of N), stopped at EOS."""
 
     index: int
     tokens: tuple[int, ...]
@@ -111,46 +111,14 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class SmcStep:
-    """One PowerSMC block (Azizi et al. 2026, appendix E.8): each particle's new tokens, the log
-    weights after the block, the effective sample size, and what resampling did."""
-
-    step: int
-    t: int  # tokens grown per particle so far (the global time)
-    exponent: float  # a(t): the target at this time is p0^a(t)
-    tokens: tuple[tuple[int, ...], ...]  # per particle, this block's tokens (none once it stopped at EOS)
-    log_weights: tuple[float, ...]  # unnormalised, after the block and before resampling
-    ess: float  # (sum w)^2 / sum w^2 of those weights
-    resampled: bool  # ESS fell below half the particles: systematic resampling
-    parents: tuple[int, ...]  # particle i continues from particle parents[i] (the identity without resampling)
-    wall_s: float  # the block's engine time
-
-
-@dataclass(frozen=True)
-class SpsStep:
-    """One step of Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py): the candidate
-    chunks, the numbers their conditional was estimated from, and the chunk drawn.  Per candidate, in
-    the step's order (by log p0, most likely first)."""
-
-    step: int
-    position: int  # tokens generated before this step
-    candidates: tuple[tuple[int, ...], ...]  # each candidate chunk's tokens
-    log_p0: tuple[float, ...]  # log p0 of each chunk given the prefix
-    log_weights: tuple[tuple[float, ...], ...]  # its rollouts' log p0^alpha(y) - log q(y); () if it has no future
-    log_zeta: tuple[float, ...]  # log zeta_hat (eq. 3; 0.0: no future, zeta = 1 exactly)
-    plain: tuple[float, ...]  # the plug-in estimate (eq. 4)
-    jackknife: tuple[float, ...]  # the jackknife estimate (eq. 5), before clipping; () when not used
-    probs: tuple[float, ...]  # what the chunk was drawn from
-    chosen: int
-    u: float  # the uniform it was drawn with (inverse CDF over `probs`)
-    draws: int  # chunks drawn from q_tau that the candidates were chosen from
-    reused: int  # of those, continuations of draws that began with the previous step's chunk
-    wall_s: float  # the step's engine time (its draws and its rollouts)
+class MethodEvent:
+    """The base of a method's own events (PowerSMC's `SmcStep`, SPS's `SpsStep`, a plugin's): each is
+    declared with its trace encoding in its method's module (`Method.events`)."""
 
 
 @dataclass(frozen=True)
 class Choice:
-    """The sample or particle a baseline answers with."""
+    """The sample or particle a one-shot method answers with."""
 
     index: int
     rule: str  # how it was chosen, in words
@@ -269,6 +237,6 @@ class Damaged:
 
 
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | SmcStep | SpsStep | Choice | EngineCost | EngineSteps | SessionEnd | SessionError | InFlight | LiveTree
+         | MethodEvent | Choice | EngineCost | EngineSteps | SessionEnd | SessionError | InFlight | LiveTree
          | Damaged)
 TRANSIENT = (InFlight, LiveTree)

@@ -23,15 +23,11 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from presto_tui.errors import EngineError, PrestoError, describe
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
-from presto_tui.runtime.core.names import PrefetchRule, SamplerName
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
-from presto_tui.runtime.session.baselines import BASELINES
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.driver import Driver, SessionDriver, check_context, display_text
 from presto_tui.runtime.session.events import Event
-from presto_tui.runtime.session.rounds import RoundDriver
-from presto_tui.runtime.session.streaming import StreamDriver
 
 __all__ = ["Driver", "EngineLoop", "InternalError", "SessionDriver", "StartFailed", "check_context", "display_text",
            "make_driver", "run_chains"]
@@ -61,21 +57,17 @@ def engine_faults():
         raise EngineError(describe(e)[1]) from e
 
 
-# Which driver runs a prefetch rule: every rule but the streaming one runs in rounds.
-DRIVERS: dict[str, type[Driver]] = {PrefetchRule.STREAM.value: StreamDriver}
-
-
 def make_driver(engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None,
                 **chain) -> SessionDriver:
-    """The session `params` select: a baseline's, or an MH chain's under its prefetch rule
-    (`state`: start the chain's first block from this state, no extension).  `chain`: the
-    chain's index, count and group under `--chains`."""
-    baseline = BASELINES.get(params.sampler)
-    if baseline is not None:
-        return baseline(engine, params, prompt_ids, prompt=prompt, **chain)
-    cls = DRIVERS.get(params.prefetch, RoundDriver)
-    return cls(engine, params, prompt_ids, prompt=prompt, classifier=classifier, state=state, **chain)
+    """The session `params` select, as its method makes it (`Method.driver`): an MH chain's under its
+    prefetch rule (`classifier`: the epsilon classes' model; `state`: start the chain's first block
+    from this state, no extension), or a one-shot method's.  `chain`: the chain's index, count and
+    group under `--chains`."""
+    method = params.method
+    if method.chain:
+        return method.driver(engine, params, prompt_ids, prompt=prompt, classifier=classifier, state=state, **chain)
+    return method.driver(engine, params, prompt_ids, prompt=prompt, **chain)
 
 
 Key = Hashable
@@ -171,26 +163,9 @@ BATCH_LIVE = 64  # requests an engine decodes at once for little more than one s
 COST_POLICY_LIVE = 8  # what the cost policy keeps live on average, about (13 alone on a CPU's cost, 8 with 4 chains)
 
 
-def live_per_chain(params: SamplerParams) -> int:
-    """Requests a session of `params` keeps live at once, about: its budget under a PreSTO rule (the
-    cost policy: what it typically keeps, at most the cap), one for the sequential sampler and low
-    temperature, every sample or particle of best-of-N and PowerSMC."""
-    if params.sampler == SamplerName.BESTOFN:
-        return params.samples
-    if params.sampler == SamplerName.POWERSMC:
-        return params.particles
-    if params.sampler == SamplerName.SPS:
-        return params.sps_top_k * params.sps_rollouts
-    if not PrefetchRule.of(params.prefetch).presto:
-        return 1
-    if params.prefetch == PrefetchRule.STREAM and params.budget_policy == "cost":
-        return min(params.budget, COST_POLICY_LIVE)
-    return params.budget
-
-
 def default_concurrency(sessions: int, params: SamplerParams) -> int:
     """Enough sessions at once to keep about BATCH_LIVE requests live, never more than there are."""
-    return max(1, min(sessions, BATCH_LIVE // max(1, live_per_chain(params))))
+    return max(1, min(sessions, BATCH_LIVE // max(1, params.method.width(params))))
 
 
 def run_chains(engine: Engine, drivers: Iterator[SessionDriver] | Sequence[SessionDriver], *, concurrency: int = 1,

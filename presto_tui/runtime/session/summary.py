@@ -45,8 +45,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.method import MethodInfo
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
-from presto_tui.runtime.core.names import PrefetchRule, SamplerName
+from presto_tui.runtime.core.names import PrefetchRule
 from presto_tui.runtime.session.critpath import CriticalPath, PathLog
 from presto_tui.runtime.session.events import (
     BlockStart,
@@ -59,12 +61,9 @@ from presto_tui.runtime.session.events import (
     RequestEvent,
     RequestKind,
     RoundDone,
-    Sample,
     SessionEnd,
     SessionError,
     SessionStart,
-    SmcStep,
-    SpsStep,
     Transition,
 )
 from presto_tui.runtime.session.limit import BlockPath, Limits, limits
@@ -73,10 +72,10 @@ from presto_tui.runtime.session.limit import BlockPath, Limits, limits
 SHARED_CALLS = ("extend-ahead", "extend-overlap")
 
 
-def is_baseline(params: dict) -> bool:
-    """Params of a baseline (low temperature, best-of-N, PowerSMC): no MH chain."""
-    name = params.get("sampler")
-    return name in SamplerName.names() and not SamplerName.of(name).chain
+def is_one_shot(params: dict) -> bool:
+    """Params of a one-shot method (low temperature, best-of-N, PowerSMC, SPS, ...): no MH chain."""
+    m = registry.find(params.get("sampler"))
+    return m is not None and not m.chain
 
 
 @dataclass
@@ -114,13 +113,9 @@ class SessionSummary:
     answer_loglik: float | None = None
     answer_confidence: float | None = None
     path: list[BlockPath] = field(default_factory=list)  # the trajectory, for the dependency limit
-    samples: int = 0  # baselines: samples finished (low temperature, best-of-N)
-    smc_steps: int = 0  # PowerSMC: blocks grown, resampling steps, the last block's ESS
-    resamplings: int = 0
-    last_ess: float | None = None
-    sps_steps: int = 0  # Scalable Power Sampling: steps (chunks drawn), rollouts issued
-    rollouts: int = 0
-    choice: str = ""  # a baseline: how its answer was chosen
+    # the method's own numbers, folded from its own events (`Method.info`: PowerSMC's resamplings, SPS's
+    # rollouts, best-of-N's samples and choice, ...), made when the session starts
+    info: MethodInfo = field(default_factory=MethodInfo)
     status: str = "running"  # running, done, cancelled, error; damaged (lines of its trace were skipped)
     error: str = ""
     damaged_lines: list[int] = field(default_factory=list)  # a trace's lines that were skipped (Damaged)
@@ -137,9 +132,12 @@ class SessionSummary:
     def update(self, ev: Event) -> SessionSummary:
         self._events += 1
         self.timing.update(ev)
+        self.info.update(ev)
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
             self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
+            method = registry.find(self.params.get("sampler"))
+            self.info = method.info() if method is not None else MethodInfo()
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose not in SHARED_CALLS:
@@ -153,7 +151,7 @@ class SessionSummary:
                 self.call_time_s += ev.wall_s
                 self.requests_issued += ev.requests
                 self.proposal_tokens += ev.tokens
-                if self.baseline:  # no rounds: its calls are its time (and every token is its own)
+                if self.one_shot:  # no rounds: its calls are its time (and every token is its own)
                     self.wall_s += ev.wall_s
                     self.used_tokens += ev.tokens
         elif isinstance(ev, RequestEvent):
@@ -180,17 +178,7 @@ class SessionSummary:
         elif isinstance(ev, Transition):
             self.draws.append(ev)
             self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
-        elif isinstance(ev, Sample):
-            self.samples += 1
-        elif isinstance(ev, SmcStep):
-            self.smc_steps += 1
-            self.resamplings += ev.resampled
-            self.last_ess = ev.ess
-        elif isinstance(ev, SpsStep):
-            self.sps_steps += 1
-            self.rollouts += sum(len(row) for row in ev.log_weights)
         elif isinstance(ev, Choice):
-            self.choice = ev.rule
             self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, RoundDone):
             self._round(ev)
@@ -262,18 +250,18 @@ class SessionSummary:
     def critical_path(self) -> CriticalPath | None:
         """Where the chain's time went, by cause (critpath.py); None without the timing it needs."""
         if self._crit[0] != self._events:
-            self._crit = (self._events, self.timing.critical_path() if not self.baseline else None)
+            self._crit = (self._events, self.timing.critical_path() if not self.one_shot else None)
         return self._crit[1]
 
     @property
-    def baseline(self) -> bool:
-        """A baseline's session (low temperature, best-of-N, PowerSMC): no MH transitions."""
-        return is_baseline(self.params)
+    def one_shot(self) -> bool:
+        """A one-shot method's session (low temperature, best-of-N, PowerSMC, SPS, ...): no MH transitions."""
+        return is_one_shot(self.params)
 
     @property
     def streaming(self) -> bool:
         """The streaming rule's session: no proposal calls, only engine steps (per call: undefined)."""
-        return self.params.get("prefetch") == PrefetchRule.STREAM and not self.baseline
+        return self.params.get("prefetch") == PrefetchRule.STREAM and not self.one_shot
 
     @property
     def transitions_per_call(self) -> float:
@@ -308,9 +296,9 @@ class SessionSummary:
         """Why there is no speedup estimate (None: there is one)."""
         if self.params.get("prefetch") == PrefetchRule.NONE:
             return "this is the sequential sampler, the baseline"
-        if self.params.get("sampler") == SamplerName.MULTITRY:
-            return (f"sequential {SamplerName.MULTITRY.display} sends its tries in one call; "
-                    "`presto-tui bench` measures it")
+        method = registry.find(self.params.get("sampler"))
+        if method is not None and method.speedup_unavailable is not None:
+            return method.speedup_unavailable
         if not ((self.single_request_tokens or self.engine_cost is not None) and self.wall_s
                 and self.sequential_tokens):
             return "not measured yet: it needs a single-request call"
@@ -370,11 +358,7 @@ class SessionSummary:
             **({"critical_path": cp.to_dict()} if (cp := self.critical_path) is not None else {}),
             "answer_loglik": self.answer_loglik,
             "answer_confidence": self.answer_confidence,
-            **({"samples": self.samples} if self.samples else {}),
-            **({"smc_steps": self.smc_steps, "resamplings": self.resamplings, "last_ess": self.last_ess}
-               if self.smc_steps else {}),
-            **({"sps_steps": self.sps_steps, "rollouts": self.rollouts} if self.sps_steps else {}),
-            **({"choice": self.choice} if self.choice else {}),
+            **self.info.to_dict(),
             "rounds": self.rounds,
             "elapsed_s": self.elapsed_s,
             "params": self.params,

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from presto_tui.runtime.core import registry
 from presto_tui.runtime.session.events import (
     BlockStart,
     Event,
+    MethodEvent,
     RoundDone,
     Sample,
     SessionEnd,
     SessionStart,
-    SmcStep,
-    SpsStep,
 )
 
 Pieces = Callable[[Sequence[int]], list[str]]
@@ -38,10 +38,9 @@ def event_token_ids(ev: Event) -> list[int]:
         return list(ev.tokens)
     if isinstance(ev, Sample):  # a baseline's samples and particles are shown, not only its answer
         return list(ev.tokens)
-    if isinstance(ev, SmcStep):
-        return [t for grown in ev.tokens for t in grown]
-    if isinstance(ev, SpsStep):
-        return [t for chunk in ev.candidates for t in chunk]
+    if isinstance(ev, MethodEvent):  # a method's own: its declaration says which tokens it carries
+        et = registry.event_type_of(ev)
+        return list(et.tokens(ev)) if et is not None else []
     return []
 
 

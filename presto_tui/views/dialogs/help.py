@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
+from presto_tui.api.params import MethodKind, methods
 from presto_tui.views.dialogs.base import Dialog
 from presto_tui.views.state.layout import MEANINGS, symbol
 
@@ -33,11 +34,13 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("+ / -", "more / fewer low-probability nodes, down to reach 1e-12; nodes of reach exactly 0 "
                   "(below a certain reject or a deferred node) show once the arrows reach them"),
     )),
-    ("Baseline sessions (low temperature, best-of-N, PowerSMC: no rounds, no tree)", (
-        ("↑ ↓ / k j", "best-of-N: the next sample down or up the ranking; PowerSMC: the next particle"),
-        ("← → / h l", "PowerSMC: the block before or after (the inspector: that particle's text up to it)"),
-        ("pgup pgdn", "a page of samples or particles"),
-        ("[ / ]", "a baseline session is one place among the rounds: [ ] reach it and leave it"),
+    ("One-shot sessions (best-of-N, PowerSMC, SPS, ...: no rounds, no tree)", (
+        ("↑ ↓ / k j", "best-of-N: the next sample down or up the ranking; PowerSMC: the next particle; SPS: the "
+                      "next step"),
+        ("← → / h l", "PowerSMC: the block before or after (the inspector: that particle's text up to it); SPS: "
+                      "the step's next candidate (the inspector: its log p0, zeta, both estimates, its rollouts)"),
+        ("pgup pgdn", "a page of samples, particles or steps"),
+        ("[ / ]", "a one-shot session is one place among the rounds: [ ] reach it and leave it"),
     )),
     ("Rounds (epochs in a streaming session)", (
         ("[ / ]", "previous / next round"),
@@ -46,7 +49,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("o", "session overview: the whole chain, one column per round (or epoch)"),
         ("m", "chains of the prompt (--chains M, or chains in ctrl+s): the log-target of each over its "
               "transitions, their autocorrelation and running R-hat, split R-hat, ESS and MCSE, and the answer "
-              "they agree on (an MH chain's: a baseline has none)"),
+              "they agree on; for a one-shot method, its M answers and their vote"),
     )),
     ("Search", (
         ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
@@ -100,8 +103,26 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
+SAMPLERS = "Samplers (ctrl+s: sampler; --sampler on the command line)"
+
+
+def samplers_text() -> list:
+    """The samplers ctrl+s and --sampler take, from the method registry (a plugin's among them)."""
+    parts: list = [Text(SAMPLERS, style="bold underline")]
+    for kind in MethodKind:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, min_width=12, style="bold")
+        grid.add_column(ratio=1, overflow="fold")
+        for m in methods():
+            if m.kind is kind:
+                grid.add_row(m.name, f"{m.display}: {m.help}")
+        parts += [Text(kind.plural, style="italic"), grid]
+    return [*parts, Text("")]
+
+
 def help_text(styles: dict[str, Style]) -> Group:
-    """Keys as a two-column grid: a description wraps inside its own column, never mid-row."""
+    """Keys as a two-column grid: a description wraps inside its own column, never mid-row; then the
+    samplers and the symbols."""
     parts: list = []
     for section, rows in KEYS:
         grid = Table.grid(padding=(0, 2))
@@ -117,6 +138,7 @@ def help_text(styles: dict[str, Style]) -> Group:
         legend.add_row(Text(symbol(kind), style=styles.get(kind, Style())), meaning)
     legend.add_row(Text("▶ band", style=styles.get("path", Style())), "the realized path (the walk of the round)")
     legend.add_row("❯ bold", "the selected node")
+    parts += samplers_text()
     parts += [Text("Symbols", style="bold underline"), legend,
               Text("Colours: accept blue, reject vermillion, uncertain yellow, deferred purple (chosen to "
                    "stay apart for red-green colour blindness; the symbols say the same).", style="dim")]

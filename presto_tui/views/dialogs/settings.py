@@ -9,27 +9,37 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 
 from presto_tui.api.params import (
-    SAMPLER_PARAMS,
     BackendName,
+    MethodKind,
     Param,
     ParamError,
     PrefetchRule,
-    SamplerName,
     SamplerParams,
+    applies,
     budget_text,
+    find_method,
+    methods,
+    sampler_table,
 )
 from presto_tui.api.sessions import CHAINS
 from presto_tui.safetext import visible
 from presto_tui.views.dialogs.base import Dialog
 
-# every sampler parameter a person sets, in the specification's order, labelled as it says
-FIELDS: tuple[Param, ...] = tuple(p for p in SAMPLER_PARAMS if p.settings)
+
+def fields() -> tuple[Param, ...]:
+    """Every sampler parameter a person sets, in the specification's order, labelled as it says (a
+    plugin's method's among them: the table is read when the dialog opens)."""
+    return tuple(p for p in sampler_table() if p.settings)
 
 
-def applies(p: Param, sampler: str, rule: str) -> bool:
+def is_chain(sampler: str) -> bool:
+    m = find_method(sampler)
+    return m is None or m.chain
+
+
+def shown(p: Param, sampler: str, rule: str) -> bool:
     """Whether field `p` means anything to a session of `sampler` under `rule` (the spec says)."""
-    chain = SamplerName.of(sampler).chain
-    return p.applies({"sampler": sampler, "prefetch": rule if chain else PrefetchRule.NONE.value})
+    return applies(p, {"sampler": sampler, "prefetch": rule if is_chain(sampler) else PrefetchRule.NONE.value})
 
 
 class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
@@ -37,8 +47,9 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
 
     Every field is a sampler parameter of the specification (its label, its one validation path,
     the message the command line gives).  Only the fields that apply to the sampler and rule typed
-    show (`applies`): a baseline hides the MH chain's (its prefetch rule, budget, K...) and shows
-    its own; a field out of view keeps its value, and a baseline is saved without a prefetch rule.
+    show (`shown`): a one-shot method hides the MH chain's (its prefetch rule, budget, K...) and
+    shows its own; a field out of view keeps its value, and a one-shot method is saved without a
+    prefetch rule.
     The fields scroll; Save and Cancel stay at the bottom of the dialog, always in view."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
@@ -49,10 +60,11 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
         self.model = model
         self.backend = backend
         self.chains = chains
+        self.fields = fields()
 
     def _shown(self, name: str) -> str:
-        if name == "prefetch" and not SamplerName.of(self.params.sampler).chain:
-            return SamplerParams().prefetch  # a baseline's "none" is forced, not chosen: a chain starts anew
+        if name == "prefetch" and not is_chain(self.params.sampler):
+            return SamplerParams().prefetch  # a one-shot's "none" is forced, not chosen: a chain starts anew
         if name == "budget":
             return budget_text(self.params.to_dict())  # as -N writes it: auto, a cap, fill:N
         value = getattr(self.params, name)
@@ -67,9 +79,9 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
             yield Static(Text("Settings for the next prompt", style="bold"))
             yield Static("", id="settings-note")
             with VerticalScroll(id="settings-fields"):
-                for p in FIELDS:
+                for p in self.fields:
                     with Horizontal(classes="field", id=f"row-{p.name}") as row:
-                        row.display = applies(p, self.params.sampler, self.params.prefetch)
+                        row.display = shown(p, self.params.sampler, self.params.prefetch)
                         yield Label(p.label)
                         yield Input(self._shown(p.name), id=f"f-{p.name}", compact=True)
                 with Horizontal(classes="field"):
@@ -93,30 +105,31 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
         return self.backend in BackendName.names() and BackendName.of(self.backend).builtin_model
 
     def on_mount(self) -> None:
-        self.query_one(f"#f-{FIELDS[0].name}", Input).focus()  # ctrl+s, then type: it goes into a field
+        self.query_one(f"#f-{self.fields[0].name}", Input).focus()  # ctrl+s, then type: it goes into a field
         self._note(self.params.sampler)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id not in ("f-sampler", "f-prefetch"):
             return
         sampler, rule = self.sampler(), self.rule()
-        for p in FIELDS:
-            self.query_one(f"#row-{p.name}").display = applies(p, sampler, rule)
+        for p in self.fields:
+            self.query_one(f"#row-{p.name}").display = shown(p, sampler, rule)
         self._note(sampler)
 
     def _note(self, sampler: str) -> None:
-        name = SamplerName.of(sampler)
-        kinds = [" ".join(n.value for n in SamplerName if n.chain == chain) for chain in (True, False)]
-        note = Text(f"samplers: MH chains {kinds[0]}; baselines {kinds[1]}", style="dim")
-        if not name.chain:
-            note.append(f"\n{name.display} is a baseline, not an MH chain: no prefetch rule, budget, K, B or "
+        kinds = {k: " ".join(m.name for m in methods() if m.kind is k) for k in MethodKind}
+        note = Text("samplers: " + "; ".join(f"{k.plural} {names}" for k, names in kinds.items() if names),
+                    style="dim")
+        m = find_method(sampler)
+        if m is not None and not m.chain:
+            note.append(f"\n{m.display} is a one-shot sampler, not an MH chain: no prefetch rule, budget, K, B or "
                         "epsilon (their fields are hidden)", style="dim")
         self.query_one("#settings-note", Static).update(note)
 
     def sampler(self) -> str:
         """The sampler the dialog stands at (the one given, while the field names none)."""
         typed = self.query_one("#f-sampler", Input).value.strip()
-        return typed if typed in SamplerName.names() else self.params.sampler
+        return typed if find_method(typed) is not None else self.params.sampler
 
     def rule(self) -> str:
         """The rule the dialog stands at (the one given, while the field names none)."""
@@ -140,12 +153,12 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
         values: dict[str, object] = {}
         sampler, rule = self.sampler(), self.rule()
         try:
-            for p in FIELDS:
-                if not applies(p, sampler, rule):
+            for p in self.fields:
+                if not shown(p, sampler, rule):
                     continue  # out of view: it keeps its value
                 values.update(p.read(self.query_one(f"#f-{p.name}", Input).value))  # the one validation path
-            if not SamplerName.of(sampler).chain:
-                values["prefetch"] = PrefetchRule.NONE.value  # a baseline has no prefetch rule
+            if not is_chain(sampler):
+                values["prefetch"] = PrefetchRule.NONE.value  # a one-shot method has no prefetch rule
             params = self.params.with_(**values).validate()
             raw = self.query_one("#f-chains", Input).value.strip()
             try:

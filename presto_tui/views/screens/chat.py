@@ -153,7 +153,7 @@ class ChatScreen(RoundScreen):
                 self.follow = True
                 if item.chain == 0:
                     self._said.clear()
-                if self.state.current.baseline is not None:  # type: ignore[union-attr]
+                if self.state.current.method_run is not None:  # type: ignore[union-attr]
                     self.cursor = (self.state.current_index, 0)  # its view fills in as events arrive
                 elif self.shown_baseline() is not None:
                     self.cursor = None  # a baseline's view must not stand for the new chain's first round
@@ -216,7 +216,7 @@ class ChatScreen(RoundScreen):
             return ""
         m = cur.summary
         status = "paused" if self.paused else m.status
-        if cur.baseline is not None:
+        if cur.method_run is not None:
             return f"live: session {len(self.state.sessions)}, {bt.progress(cur)}, {status}"
         return (f"live: session {len(self.state.sessions)}, {cur.unit} {len(cur.rounds)}, "
                 f"{m.transitions}/{cur.total_steps} transitions, {status}")

@@ -110,7 +110,7 @@ class CompareScreen(Screen[None]):
         plot = self.query_one("#cmp-plot", SeriesPlot)
         curves = [(name, acceptance_curve(s), theme_colour(self, var), marker)
                   for name, s, var, marker in (("A", sa, "mh-accept", "braille"), ("B", sb, "mh-reject", "dot"))
-                  if s.baseline is None]
+                  if s.method_run is None]
         plot.display = bool(curves)
         if not curves:
             return

@@ -157,7 +157,7 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         cols = self.series.columns
         view = self.state.sessions[self.session]
         if not cols:
-            return Text(NO_ROUNDS if view.baseline is not None else f"no {view.unit}s yet", style="dim")
+            return Text(NO_ROUNDS if view.method_run is not None else f"no {view.unit}s yet", style="dim")
         rd = view.rounds[self.selected]
         before, after = rd.tree.root.tokens, rd.tree.final_state.tokens
         t = Text()

@@ -173,7 +173,7 @@ class RoundScreen(Screen):
         if self.cursor is None:
             return None
         session = self.state.sessions[self.cursor[0]]
-        return session if session.baseline is not None else None
+        return session if session.method_run is not None else None
 
     def shown_tree(self) -> RoundTree | None:
         """The tree on screen: the round under the cursor (chat: or the one in progress)."""
@@ -224,7 +224,7 @@ class RoundScreen(Screen):
         """Put the baseline mode or the tree mode in the tree's place, whichever the cursor's session
         needs; the focus stays in that place."""
         had_focus = isinstance(self.focused, (RoundTreeView, BaselineTable))
-        self.baseline_mode.set_shown(baseline.baseline if baseline is not None else None)
+        self.baseline_mode.set_shown(baseline)
         self.tree_mode.set_shown(baseline is None, legend=self.size.height >= LEGEND_MIN_HEIGHT)
         if had_focus and self.focused is not self.main_view:
             self.main_view.focus()
@@ -338,7 +338,7 @@ class RoundScreen(Screen):
             self.notify("no session yet: the chains view needs one", timeout=3)
             return
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
-        if self.state.sessions[session].baseline is not None:
+        if self.state.sessions[session].method_run is not None:
             self.notify(f"m: the chains view needs MH chains ({NO_ROUNDS}: no transitions)", timeout=4)
             return
 
@@ -363,7 +363,7 @@ class RoundScreen(Screen):
                 self.go_to(self.state.timeline_index(result))
 
         self.app.push_screen(GoToScreen([s.positions for s in self.state.sessions], self.cursor[0],
-                                        [s.unit if s.baseline is None else "result" for s in self.state.sessions]),
+                                        [s.unit if s.method_run is None else "result" for s in self.state.sessions]),
                              done)
 
     def action_compare(self) -> None:

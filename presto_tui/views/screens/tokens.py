@@ -20,7 +20,7 @@ from presto_tui.views.screens.drawing import number_cell
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.layout import symbol
 from presto_tui.views.state.ratio import ratio_terms
-from presto_tui.views.state.tokens import NOT_RECORDED, TokenSplit
+from presto_tui.views.state.tokens import NOT_RECORDED, RatioKind, TokenSplit
 from presto_tui.views.widgets.footer import FittedFooter
 
 TOKEN_TEXT = 14  # characters of a token's text in a table cell
@@ -64,7 +64,7 @@ class TokenScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        delta = "Δ log r" if self.split.sampler != "multitry" else "Δ target"
+        delta = "Δ target" if self.split.ratio is RatioKind.MULTIPLE_TRY else "Δ log r"
         for name in self.COLUMNS:
             table.add_column(delta if name == "Δ log r" else name.strip(), key=name)
         self.query_one("#tok-info", Static).update(self._info())
@@ -79,7 +79,7 @@ class TokenScreen(Screen[None]):
         t.append(f"{self.where}node #{v.id} ({symbol(sp.score.eps_class)} {sp.score.eps_class}, depth {v.depth})",
                  style="bold")
         t.append(f" · decision k={d.index if d else '?'} · cut {sp.cut} of T={sp.T} · alpha {sp.alpha:g} · "
-                 f"{sp.sampler}")
+                 f"{sp.ratio}")
         t.append(f"\nthe proposal y ({len(sp.rows)} tokens from the cut) against the suffix x of the state it would "
                  "replace; target = alpha (log p0(y) - log p0(x)), proposal = log q(x) - log q(y)", style="dim")
         if not sp.recorded:

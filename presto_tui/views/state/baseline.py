@@ -1,35 +1,105 @@
-"""A baseline session as the app shows it, folded from its events (pure; no Textual here).
+"""A session with a view of its own (a one-shot method's samples, particles or steps; a method's
+that declares one), folded from its events (pure; no Textual here).
 
-The paper's test-time baselines (low temperature, best-of-N, PowerSMC) have no
-rounds and no tree.  Their events say everything the view draws: `Sample` (a
-finished sample with its sums of log q_tau and log p0), `SmcStep` (a PowerSMC
-block: each particle's new tokens, the log weights after it, the ESS, whether it
-resampled and each particle's parent) and `Choice` (the answer, how it was
-chosen, the scores).  `BaselineRun` keeps them and answers the views' questions:
-the samples in the order of the score the answer was chosen by, each block's
-weight shares, which particle descends from which, the answer's ancestors, and a
-particle's text after any block.  Nothing is re-decided here: ranks sort the
-recorded scores, shares normalise the recorded log weights, lineage follows the
-recorded parents.  A trace is untrusted, so an index that points nowhere ends a
-walk instead of raising.
+A method names the fold of its events for the app by import path (`Method.view_state`); `run_of`
+makes one for a session's parameters.  Every fold is a `MethodRun`: it keeps the events its view
+draws and says, in words, what the title, the stats panel and the answer pane show of it.  The
+built-in ones: `SamplesRun` (low temperature, best-of-N: `Sample` and `Choice` events),
+`SmcRun` (PowerSMC: `SmcStep` blocks, each particle's new tokens, the weights after it, the ESS,
+whether it resampled and each particle's parent) and `SpsRun` (`state/sps.py`).  Nothing is
+re-decided here: ranks sort the recorded scores, shares normalise the recorded log weights,
+lineage follows the recorded parents.  A trace is untrusted, so an index that points nowhere ends
+a walk instead of raising.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
-from presto_tui.api.events import Choice, Event, Sample, SmcStep, normalised
-from presto_tui.api.params import SamplerName
-from presto_tui.views.state.sps import SpsRun, is_sps
+from rich.text import Text
 
-NO_ROUNDS = "no rounds: a baseline session"  # what the overview and search say of one
+from presto_tui.api.events import Choice, Event, Sample, SessionSummary, normalised
+from presto_tui.api.params import find_method
+from presto_tui.views.state.evolution import clip
+
+NO_ROUNDS = "no rounds: a one-shot session"  # what the overview and search say of one
 
 
-def is_baseline(params: dict) -> bool:
-    """Whether a session's sampler is one of the baselines (no MH chain, no rounds)."""
-    name = params.get("sampler")
-    return name in SamplerName.names() and not SamplerName.of(str(name)).chain
+def run_of(params: dict) -> MethodRun | None:
+    """The fold of a session's events that its method's view draws (None: the MH chain's tree, or a
+    method whose view cannot be loaded: then the session shows as a chain's would)."""
+    m = find_method(params.get("sampler"))
+    path = getattr(m, "view_state", None) if m is not None else None
+    if not path:
+        return None
+    try:
+        module, _, name = path.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+    run = cls.of(params)
+    return run if isinstance(run, MethodRun) else None
+
+
+def _tau(params: dict) -> str:
+    tau = params.get("tau")
+    return f"tau {tau:g}" if isinstance(tau, (int, float)) and not isinstance(tau, bool) else "tau ?"
+
+
+@dataclass
+class MethodRun:
+    """A session's events as its method's view folds them (subclass it; `of` makes one)."""
+
+    params: dict = field(default_factory=dict)
+    choice: Choice | None = None
+    own_events: tuple[type, ...] = ()  # its method's own event classes (`Method.events`)
+    what = "sample"  # what the answer is one of, in words
+
+    @classmethod
+    def of(cls, params: dict) -> MethodRun:
+        m = find_method(params.get("sampler"))
+        return cls(dict(params), own_events=tuple(e.cls for e in m.events) if m is not None else ())
+
+    def apply(self, ev: Event) -> None:
+        if isinstance(ev, Choice):
+            self.choice = ev
+
+    # -- words -------------------------------------------------------------------------------
+    @property
+    def display(self) -> str:
+        m = find_method(self.params.get("sampler"))
+        return m.display if m is not None else str(self.params.get("sampler"))
+
+    def describe(self) -> list[str]:
+        """What ran, in parts: its method's own words and the temperature."""
+        m = find_method(self.params.get("sampler"))
+        words = m.describe(self.params) if m is not None else str(self.params.get("sampler"))
+        return [words, _tau(self.params)]
+
+    def progress(self) -> str:
+        return ""
+
+    def title_extra(self) -> list[str]:
+        return []
+
+    def legend(self) -> list[str]:
+        return ["★ answer"]
+
+    def stats_body(self, m: SessionSummary) -> Text:
+        """The stats panel's lines between what ran and the answer's numbers."""
+        t = Text(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
+        if self.progress():
+            t.append(f"\n{self.progress()}")
+        return t
+
+    def answer_title(self) -> str:
+        c = self.choice
+        if c is None:
+            return "no answer yet: a one-shot method answers at its end"
+        return clip(f"the answer: {self.what} #{c.index} ({c.rule})", 200)
 
 
 def shares(log_weights: tuple[float, ...] | list[float]) -> list[float]:
@@ -44,42 +114,24 @@ def shares(log_weights: tuple[float, ...] | list[float]) -> list[float]:
 
 
 @dataclass
-class BaselineRun:
-    """The events of one baseline session, as they arrive (live) or as a trace holds them."""
+class SamplesRun(MethodRun):
+    """Low temperature's one sample, best-of-N's N: the samples as they finish, and the choice."""
 
-    sampler: str
     rank: str = "logq"  # best-of-N's score before the choice names it: sum of log q_tau or of log p0
     samples: dict[int, Sample] = field(default_factory=dict)  # by sample index
-    steps: list[SmcStep] = field(default_factory=list)
-    choice: Choice | None = None
-    sps: SpsRun | None = None  # Scalable Power Sampling: its steps (state/sps.py)
 
     @classmethod
-    def of(cls, params: dict) -> BaselineRun | None:
-        if not is_baseline(params):
-            return None
-        return cls(str(params.get("sampler")), "logp" if params.get("bon_rank") == "logp" else "logq",
-                   sps=SpsRun() if is_sps(params) else None)
-
-    @property
-    def smc(self) -> bool:
-        return self.sampler == SamplerName.POWERSMC
-
-    @property
-    def display(self) -> str:
-        return SamplerName.of(self.sampler).display
+    def of(cls, params: dict) -> SamplesRun:
+        run = super().of(params)
+        assert isinstance(run, SamplesRun)
+        run.rank = "logp" if params.get("bon_rank") == "logp" else "logq"
+        return run
 
     def apply(self, ev: Event) -> None:
-        if self.sps is not None:
-            self.sps.apply(ev)
+        super().apply(ev)
         if isinstance(ev, Sample):
             self.samples[ev.index] = ev
-        elif isinstance(ev, SmcStep):
-            self.steps.append(ev)
-        elif isinstance(ev, Choice):
-            self.choice = ev
 
-    # -- best-of-N and low temperature -------------------------------------------------
     def score(self, s: Sample) -> float:
         """The score sample `s` was (or will be) chosen by: the choice's, once it is made."""
         c = self.choice
@@ -97,9 +149,34 @@ class BaselineRun:
 
     @property
     def score_name(self) -> str:
-        return "sum log p0" if self.rank == "logp" and self.sampler == SamplerName.BESTOFN else "sum log q"
+        return "sum log p0" if self.rank == "logp" and self.many else "sum log q"
 
-    # -- PowerSMC ---------------------------------------------------------------------------
+    @property
+    def many(self) -> bool:
+        """Whether its method draws `samples` of them (best-of-N) rather than one (low temperature)."""
+        m = find_method(self.params.get("sampler"))
+        return m is not None and "samples" in m.own
+
+    def progress(self) -> str:
+        wanted = self.params.get("samples", "?") if self.many else 1
+        return f"{len(self.samples)}/{wanted} samples"
+
+    def legend(self) -> list[str]:
+        return ["★ answer", "best first", "end: EOS, or n reached"]
+
+
+@dataclass
+class SmcRun(MethodRun):
+    """PowerSMC's blocks as they finish: each particle's tokens, weights, ESS and lineage."""
+
+    steps: list[Any] = field(default_factory=list)  # its `SmcStep`s (PowerSMC's own event: `own_events`)
+    what = "particle"
+
+    def apply(self, ev: Event) -> None:
+        super().apply(ev)
+        if isinstance(ev, self.own_events):
+            self.steps.append(ev)
+
     @property
     def particles(self) -> int:
         return max((len(st.tokens) for st in self.steps), default=0)
@@ -153,7 +230,7 @@ class BaselineRun:
         renumbered: each step back goes through that block's parents (the identity where it did
         not resample)."""
         line: dict[int, int] = {}
-        if self.choice is None or not self.smc:
+        if self.choice is None:
             return line
         cur = self.choice.index
         for s in range(len(self.steps) - 1, -1, -1):
@@ -171,3 +248,29 @@ class BaselineRun:
             return None
         last = len(self.steps) - 1
         return (last, line[last]) if last in line else None
+
+    def total_blocks(self) -> int | None:
+        n, b = self.params.get("max_new_tokens"), self.params.get("smc_block")
+        return -(-n // b) if isinstance(n, int) and isinstance(b, int) and b > 0 else None
+
+    def progress(self) -> str:
+        most = self.total_blocks()
+        particles = self.particles or self.params.get("particles", "?")
+        # at most: every particle may stop at EOS before n
+        return f"block {len(self.steps)}{f' of at most {most}' if most else ''}, {particles} particles"
+
+    def stats_body(self, m: SessionSummary) -> Text:
+        t = Text(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
+        resamplings = sum(st.resampled for st in self.steps)
+        t.append(f"\nparticles {self.particles or self.params.get('particles', '?')}  "
+                 f"{self.progress().split(',')[0]}  resamplings {resamplings}")
+        if self.steps:
+            t.append(f"\nlast ESS {self.steps[-1].ess:.2f} of {self.particles}")
+        return t
+
+    def title_extra(self) -> list[str]:
+        resamplings = sum(st.resampled for st in self.steps)
+        return [f"{resamplings} resampling{'s' if resamplings != 1 else ''}"]
+
+    def legend(self) -> list[str]:
+        return ["bar: weight share", "⟳ resampled", "←j from particle j", "✗ dropped", "∎ EOS", "★ answer"]

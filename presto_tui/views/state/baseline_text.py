@@ -1,5 +1,6 @@
-"""What the panels say of a baseline session (pure): the title, the stats panel, the inspector and
-the answer pane's words for a session without rounds (`state/baseline.py`)."""
+"""What the panels say of a session with a view of its own (pure): the title, the stats panel and the
+answer pane's words for a session without rounds, from its fold (`state/baseline.py`: `MethodRun`), and
+the inspector's for a sample (`SamplesRun`) and a particle after a block (`SmcRun`)."""
 
 from __future__ import annotations
 
@@ -7,80 +8,44 @@ from rich.style import Style
 from rich.text import Text
 
 from presto_tui.api.events import Pieces, Sample, cut_at_eos
-from presto_tui.views.state import sps as sps_state
-from presto_tui.views.state.baseline import BaselineRun
+from presto_tui.views.state.baseline import MethodRun, SamplesRun, SmcRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 from presto_tui.views.state.reducer import SessionView
 
 
-def _p(session: SessionView, key: str, default: object = "?") -> object:
-    return session.params.get(key, default)
+def _run(session: SessionView) -> MethodRun:
+    run = session.method_run
+    assert run is not None
+    return run
 
 
 def describe(session: SessionView) -> list[str]:
-    """The baseline with its own parameters, in parts, as the title and the stats panel name it."""
-    run = session.baseline
-    assert run is not None
-    if run.sps is not None:
-        return sps_state.describe(session.params)
-    tau = _p(session, "tau")
-    tau_s = f"tau {tau:g}" if isinstance(tau, (int, float)) else "tau ?"
-    if run.smc:
-        return [f"{run.display} P={_p(session, 'particles')}", f"blocks of {_p(session, 'smc_block')}",
-                f"ramp {_p(session, 'smc_ramp')}", tau_s]
-    if run.sampler == "bestofn":
-        return [f"{run.display} N={_p(session, 'samples')}", f"by {run.score_name}", tau_s]
-    return [run.display, tau_s]
-
-
-def total_blocks(session: SessionView) -> int | None:
-    n, b = _p(session, "max_new_tokens", None), _p(session, "smc_block", None)
-    return -(-n // b) if isinstance(n, int) and isinstance(b, int) and b > 0 else None
+    """What ran, in parts, as the title and the stats panel name it (its method's own words)."""
+    return _run(session).describe()
 
 
 def progress(session: SessionView) -> str:
-    """How far the session got: samples finished, or blocks grown."""
-    run = session.baseline
-    assert run is not None
-    if run.sps is not None:
-        return sps_state.progress(run.sps, session.params)
-    if run.smc:
-        most = total_blocks(session)
-        particles = run.particles or _p(session, "particles")
-        # at most: every particle may stop at EOS before n
-        return f"block {len(run.steps)}{f' of at most {most}' if most else ''}, {particles} particles"
-    wanted = _p(session, "samples") if run.sampler == "bestofn" else 1
-    return f"{len(run.samples)}/{wanted} samples"
+    """How far the session got: samples finished, blocks grown, steps taken."""
+    return _run(session).progress()
 
 
 def where(session: SessionView, index: int, sessions: int) -> str:
     """The title: what the view shows and where it sits."""
-    run = session.baseline
-    assert run is not None
-    parts = [*describe(session), f"session {index + 1} of {sessions}", progress(session)]
-    if run.smc:
-        resamplings = sum(st.resampled for st in run.steps)
-        parts.append(f"{resamplings} resampling{'s' if resamplings != 1 else ''}")
-    return " · ".join(parts)
+    run = _run(session)
+    parts = [*run.describe(), f"session {index + 1} of {sessions}", run.progress(), *run.title_extra()]
+    return " · ".join(p for p in parts if p)
 
 
 def legend(session: SessionView) -> list[str]:
     """What the view's marks mean (the title's last line)."""
-    run = session.baseline
-    assert run is not None
-    if run.sps is not None:
-        return sps_state.legend()
-    if run.smc:
-        return ["bar: weight share", "⟳ resampled", "←j from particle j", "✗ dropped", "∎ EOS", "★ answer"]
-    return ["★ answer", "best first", "end: EOS, or n reached"]
+    return _run(session).legend()
 
 
 def stats_text(session: SessionView, *, paused: bool = False, paused_style: Style | str = "",
                heading: str = "", heading_style: Style | str = "", live: str = "") -> Text:
-    """The stats panel of a baseline session: time, tokens, samples or particles, resamplings,
-    the last ESS, and the answer's log-likelihood and confidence (eqs. 21-22)."""
-    run = session.baseline
-    assert run is not None
+    """The stats panel: status, what ran, its method's numbers, the answer's log-likelihood and
+    confidence (eqs. 21-22)."""
+    run = _run(session)
     m = session.summary
     t = Text()
     if heading:
@@ -89,30 +54,17 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
         t.append(" ⏸ paused (p resumes) ", style=paused_style)
     else:
         t.append(m.status, style="bold")
-    t.append(f"  {', '.join(describe(session))}")
-    if run.sps is not None:
-        t = sps_state.stats_text(run.sps, session.params, m, head=t)
-        if m.error:
-            t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
-        if live:
-            t.append("\n" + live, style="italic")
-        return t
-    t.append(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
-    if run.smc:
-        t.append(f"\nparticles {run.particles or _p(session, 'particles')}  {progress(session).split(',')[0]}"
-                 f"  resamplings {m.resamplings}")
-        if m.last_ess is not None:
-            t.append(f"\nlast ESS {m.last_ess:.2f} of {run.particles}")
-    else:
-        t.append(f"\n{progress(session)}")
+    t.append(f"  {', '.join(run.describe())}")
+    t.append_text(run.stats_body(m))
     c = run.choice
     if c is not None:
-        what = "particle" if run.smc else "sample"
-        t.append(f"\nanswer: {what} #{c.index}, {clip(c.rule, 120)}")
+        t.append(f"\nanswer: {run.what} #{c.index}, {clip(c.rule, 120)}")
     if m.answer_loglik is not None and m.answer_confidence is not None:
         t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
     elif c is None:
         t.append("\nno answer yet: it is chosen at the end", style="dim")
+    for note in m.info.notes():
+        t.append(f"\nnote: {clip(note, 300)}", style="dim")
     if m.error:
         t.append("\nerror: " + clip(m.error.replace("\n", " "), 300), style="bold red")
     if live:
@@ -120,7 +72,7 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     return t
 
 
-def sample_text(run: BaselineRun, rank: int, sm: Sample, pieces: Pieces, eos_id: int | None,
+def sample_text(run: SamplesRun, rank: int, sm: Sample, pieces: Pieces, eos_id: int | None,
                 styles: DiffStyles) -> Text:
     """The inspector for a sample: its numbers and its whole text."""
     t = Text()
@@ -137,7 +89,7 @@ def sample_text(run: BaselineRun, rank: int, sm: Sample, pieces: Pieces, eos_id:
     return t
 
 
-def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int | None, styles: DiffStyles) -> Text:
+def cell_text(run: SmcRun, step: int, i: int, pieces: Pieces, eos_id: int | None, styles: DiffStyles) -> Text:
     """The inspector for a particle after a block: its weight, the block's ESS, its lineage, and its
     text up to that block (the block's own tokens marked)."""
     t = Text()
@@ -173,12 +125,4 @@ def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int |
 
 def answer_title(session: SessionView) -> str:
     """The answer pane's title."""
-    run = session.baseline
-    assert run is not None
-    if run.sps is not None:
-        return sps_state.answer_title(run.sps)
-    c = run.choice
-    if c is None:
-        return "no answer yet: a baseline answers at its end"
-    what = "particle" if run.smc else "sample"
-    return clip(f"the answer: {what} #{c.index} ({c.rule})", 200)
+    return _run(session).answer_title()

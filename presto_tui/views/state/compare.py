@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from presto_tui.api.events import Pieces, cut_at_eos
-from presto_tui.api.params import PARAMS, SAMPLER_PARAMS
-from presto_tui.logs.stats import drawn_text
+from presto_tui.api.params import applies, param_table, sampler_table
 from presto_tui.views.state.evolution import PLAIN_DIFF, TEXT_BUDGET, DiffStyles, Writer, clip
 from presto_tui.views.state.reducer import SessionView
 
 # the parameters in the specification's order, then anything else a trace holds
-PARAM_ORDER = tuple(p.name for p in SAMPLER_PARAMS)
 
 
 @dataclass(frozen=True)
@@ -44,14 +42,15 @@ def _shown(v: object) -> str:
 def _reads(name: str, session: SessionView) -> bool:
     """Whether `session`'s sampler and rule read parameter `name` (a name the specification does not
     know, from an older trace: shown as it is)."""
-    return name not in PARAMS or PARAMS[name].applies(session.params)
+    table = param_table()
+    return name not in table or applies(table[name], session.params)
 
 
 def param_rows(a: SessionView, b: SessionView) -> list[ParamRow]:
     """Every parameter that either session's sampler and rule read, then the backend, model and
     prompt.  A session that does not read one shows - (a baseline has no K, budget or prefetch
     rule): it is never "the same in both" because both traces hold the default."""
-    keys = [k for k in PARAM_ORDER if k in a.params or k in b.params]
+    keys = [k for k in (p.name for p in sampler_table()) if k in a.params or k in b.params]
     keys += sorted((set(a.params) | set(b.params)) - set(keys))
     # only what either session's sampler and rule read (`--beta` changes nothing in a PowerMH chain)
     keys = [k for k in keys if _reads(k, a) or _reads(k, b)]
@@ -88,17 +87,17 @@ def outcome_rows(a: SessionView, b: SessionView) -> list[ParamRow]:
     speed (- for a baseline, which makes no transitions), then every session's time, tokens, answer
     and its log-likelihood per token and confidence (eqs. 21-22), and what a baseline drew."""
     out = [ParamRow("status", a.status, b.status)]
-    if a.baseline is None or b.baseline is None:
+    if a.method_run is None or b.method_run is None:
         for name, get in CHAIN_OUTCOMES:
-            out.append(ParamRow(name, *(get(s.summary) if s.baseline is None else "-" for s in (a, b))))
+            out.append(ParamRow(name, *(get(s.summary) if s.method_run is None else "-" for s in (a, b))))
     for name, of in (("time s", lambda s: f"{s.summary.wall_s:.2f}"),
                      ("tokens generated", lambda s: str(s.summary.tokens_generated)),
                      ("answer tokens", lambda s: str(answer_tokens(s))),
                      ("log-lik/token", lambda s: _opt(s.summary.answer_loglik, ".3f")),
                      ("confidence", lambda s: _opt(s.summary.answer_confidence, ".3f"))):
         out.append(ParamRow(name, of(a), of(b)))
-    if a.baseline is not None or b.baseline is not None:
-        out.append(ParamRow("drawn", *(drawn_text(s.summary.to_dict()) if s.baseline is not None else "-"
+    if a.method_run is not None or b.method_run is not None:
+        out.append(ParamRow("drawn", *(s.summary.info.drawn() if s.method_run is not None else "-"
                                        for s in (a, b))))
     return out
 

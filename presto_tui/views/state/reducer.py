@@ -6,8 +6,9 @@ Live sessions (the chat worker) and replays (a trace) feed the same
 draw the same screens from the same data.
 
 The timeline runs over positions: an MH session has one per round (epoch), a
-baseline session (no rounds: its samples or particles, `baseline.py`) one
-for the whole session, so that replay and chat reach it like a round.
+session with a view of its own (a one-shot method's samples, particles or
+steps: `baseline.py`) one for the whole session, so that replay and chat reach
+it like a round.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from presto_tui.api.events import (
     SessionSummary,
     TableTree,
 )
-from presto_tui.views.state.baseline import BaselineRun
+from presto_tui.views.state.baseline import MethodRun, run_of
 
 
 def unit_name(params: dict) -> str:
@@ -42,16 +43,18 @@ class SessionView:
     summary: SessionSummary = field(default_factory=SessionSummary)
     events: list[Event] = field(default_factory=list)
     rounds: list[RoundDone] = field(default_factory=list)
-    baseline: BaselineRun | None = None  # a baseline's samples or particles (None: an MH chain)
+    # its method's own view of it (`Method.view_state`: a one-shot method's samples, particles or steps);
+    # None: an MH chain's rounds and trees
+    method_run: MethodRun | None = None
 
     def __post_init__(self) -> None:
-        if self.baseline is None:
-            self.baseline = BaselineRun.of(self.start.params)
+        if self.method_run is None:
+            self.method_run = run_of(self.start.params)
 
     @property
     def positions(self) -> int:
-        """Its places on the timeline: one per round, or one for a baseline session."""
-        return 1 if self.baseline is not None else len(self.rounds)
+        """Its places on the timeline: one per round, or one for a session with a view of its own."""
+        return 1 if self.method_run is not None else len(self.rounds)
 
     @property
     def params(self) -> dict:
@@ -109,8 +112,8 @@ class AppState:
         s = self.sessions[self._chain_at.get(chain, -1) if chain is not None else -1]
         s.summary.update(ev)
         s.events.append(ev)
-        if s.baseline is not None:
-            s.baseline.apply(ev)
+        if s.method_run is not None:
+            s.method_run.apply(ev)
         if isinstance(ev, RoundDone):
             s.rounds.append(ev)
         elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:

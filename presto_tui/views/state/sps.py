@@ -1,6 +1,6 @@
 """A Scalable Power Sampling session as the app shows it, folded from its events (pure; no Textual).
 
-Each `SpsStep` (runtime/session/events.py) holds one step: the candidate chunks, each with its log
+Each `SpsStep` (SPS's own event, runtime/methods/sps.py) holds one step: the candidate chunks, each with its log
 p0, its rollouts' log weights, log zeta_hat, the plug-in and jackknife estimates and the
 probability it was drawn with, and which one was drawn.  `SpsRun` keeps them and answers what the
 view asks: the path (the chunks drawn, in order), a candidate's numbers, the text before a step.
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.text import Text
 
-from presto_tui.api.events import Choice, Event, Pieces, SessionSummary, SpsStep
-from presto_tui.api.params import SamplerName
+from presto_tui.api.events import Event, Pieces, SessionSummary
+from presto_tui.views.state.baseline import MethodRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 
 
@@ -40,17 +41,15 @@ class Candidate:
 
 
 @dataclass
-class SpsRun:
+class SpsRun(MethodRun):
     """The steps of one SPS session, as they arrive (live) or as a trace holds them."""
 
-    steps: list[SpsStep] = field(default_factory=list)
-    choice: Choice | None = None
+    steps: list[Any] = field(default_factory=list)  # its `SpsStep`s (its method's own event: `own_events`)
 
     def apply(self, ev: Event) -> None:
-        if isinstance(ev, SpsStep):
+        super().apply(ev)
+        if isinstance(ev, self.own_events):
             self.steps.append(ev)
-        elif isinstance(ev, Choice):
-            self.choice = ev
 
     @property
     def width(self) -> int:
@@ -83,47 +82,28 @@ class SpsRun:
         end = len(self.steps) if upto is None else max(0, min(upto, len(self.steps)))
         return tuple(t for s in range(end) for t in self.chosen(s))
 
+    # -- the panels' words -----------------------------------------------------------------------
+    def progress(self) -> str:
+        n, chunk = self.params.get("max_new_tokens"), self.params.get("sps_chunk")
+        most = -(-n // chunk) if isinstance(n, int) and isinstance(chunk, int) and chunk > 0 else None
+        return f"step {len(self.steps)}{f' of at most {most}' if most else ''}, {len(self.path())} tokens"
 
-def is_sps(params: dict) -> bool:
-    return params.get("sampler") == SamplerName.SPS
+    def legend(self) -> list[str]:
+        return ["bar: probability drawn with", "★ drawn", "∎ EOS", "rows: steps",
+                "columns: candidates, most likely first"]
 
+    def stats_body(self, m: SessionSummary) -> Text:
+        t = Text(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
+        t.append(f"\n{self.progress()}  rollouts {self.rollouts}")
+        if self.steps:
+            st = self.steps[-1]
+            t.append(f"\nlast step: {len(st.candidates)} candidates from {st.draws} draws ({st.reused} kept)")
+        return t
 
-# -- the panels' words ---------------------------------------------------------------------------
-
-def describe(params: dict) -> list[str]:
-    """SPS with its own parameters, in parts, as the title and the stats panel name it."""
-    p = lambda key: params.get(key, "?")
-    tau = params.get("tau")
-    parts = [f"{SamplerName.SPS.display} K={p('sps_top_k')} of {p('sps_draws')} draws",
-             f"M={p('sps_rollouts')} rollouts{'' if params.get('sps_horizon') else ' to the end'}"
-             + (f" of {params['sps_horizon']}" if params.get("sps_horizon") else ""),
-             f"chunks of {p('sps_chunk')}", "jackknife" if params.get("sps_jackknife", 1) else "plain estimate"]
-    return parts + [f"tau {tau:g}" if isinstance(tau, (int, float)) else "tau ?"]
-
-
-def progress(run: SpsRun, params: dict) -> str:
-    n, chunk = params.get("max_new_tokens"), params.get("sps_chunk")
-    most = -(-n // chunk) if isinstance(n, int) and isinstance(chunk, int) and chunk > 0 else None
-    return f"step {len(run.steps)}{f' of at most {most}' if most else ''}, {len(run.path())} tokens"
-
-
-def legend() -> list[str]:
-    return ["bar: probability drawn with", "★ drawn", "∎ EOS", "rows: steps", "columns: candidates, most likely first"]
-
-
-def stats_text(run: SpsRun, params: dict, m: SessionSummary, *, head: Text) -> Text:
-    """The stats panel: `head` (status and what ran), time, tokens, steps, rollouts, the answer."""
-    t = head
-    t.append(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
-    t.append(f"\n{progress(run, params)}  rollouts {run.rollouts}")
-    if run.steps:
-        st = run.steps[-1]
-        t.append(f"\nlast step: {len(st.candidates)} candidates from {st.draws} draws ({st.reused} kept)")
-    if m.answer_loglik is not None and m.answer_confidence is not None:
-        t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
-    elif run.choice is None:
-        t.append("\nno answer yet: the path grows a chunk a step", style="dim")
-    return t
+    def answer_title(self) -> str:
+        if self.choice is None:
+            return "no answer yet: the path so far"
+        return clip(f"the answer: {self.choice.rule}", 200)
 
 
 def _p(x: float) -> str:
@@ -158,9 +138,3 @@ def cell_text(run: SpsRun, step: int, k: int, pieces: Pieces, eos_id: int | None
     before = run.path(step)
     t.append_text(evolution_text(before, before + c.tokens, pieces, eos_id=eos_id, styles=styles))
     return t
-
-
-def answer_title(run: SpsRun) -> str:
-    if run.choice is None:
-        return "no answer yet: the path so far"
-    return clip(f"the answer: {run.choice.rule}", 200)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 from presto_tui.api.events import NodeView, RoundTree, Score
 from presto_tui.logs.schema import PER_TOKEN_DECIMALS
@@ -67,7 +68,7 @@ class TokenSplit:
     cut: int
     T: int
     alpha: float
-    sampler: str  # "powermh", "entropycut" or "multitry" (from the score's own terms)
+    ratio: RatioKind  # which terms its MH ratio has (read from the score itself)
     rows: tuple[TokenRow, ...]
     recorded: bool  # the tree holds per-token values
     checks: tuple[Check, ...]  # empty when nothing is recorded
@@ -82,11 +83,20 @@ class TokenSplit:
         return sorted(moving, key=lambda i: -abs(self.rows[i].delta))[:n]
 
 
-def sampler_of(sc: Score) -> str:
-    """Which sampler's ratio a score holds (the inspector's own reading, state/ratio.py, ratio_terms)."""
+class RatioKind(StrEnum):
+    """Which terms a score's MH ratio has, read from the score (as the inspector reads it: state/ratio.py):
+    the plain ratio of a uniform cut, with a state-dependent cut law's reverse-move term, or a
+    multiple-try ratio over candidates."""
+
+    PLAIN = "plain MH ratio"
+    REVERSE_MOVE = "MH ratio + reverse move"
+    MULTIPLE_TRY = "multiple-try MH ratio"
+
+
+def ratio_of(sc: Score) -> RatioKind:
     if sc.candidates:
-        return "multitry"
-    return "entropycut" if sc.log_cut_x or sc.log_cut_y else "powermh"
+        return RatioKind.MULTIPLE_TRY
+    return RatioKind.REVERSE_MOVE if sc.log_cut_x or sc.log_cut_y else RatioKind.PLAIN
 
 
 def token_split(tree: RoundTree, v: NodeView, alpha: float) -> TokenSplit | None:
@@ -99,8 +109,8 @@ def token_split(tree: RoundTree, v: NodeView, alpha: float) -> TokenSplit | None
         return None  # not finished: scored only once it is
     state = tree.state_of(v.src)
     cut, y = d.cut, req.proposal
-    sampler = sampler_of(sc)
-    per_token_q = sampler != "multitry"
+    ratio = ratio_of(sc)
+    per_token_q = ratio is not RatioKind.MULTIPLE_TRY
     x_q, x_p = state.logq[cut:], state.logp[cut:]
     recorded = not any(math.isnan(a) for a in (*y.logp, *x_p))
     rows, target, proposal = [], 0.0, 0.0
@@ -122,13 +132,13 @@ def token_split(tree: RoundTree, v: NodeView, alpha: float) -> TokenSplit | None
             checks.append(Check("proposal", math.fsum(x_q) - math.fsum(y.logq), sc.log_proposal, 2 * n * ROUNDING))
     else:
         notes.append(NOT_RECORDED + " (recorded from schema 1.2 on): tokens only")
-    if sampler == "entropycut":
-        notes.append("EntropyCut's reverse-move term log λ(c; y) - log λ(c; x) = "
+    if ratio is RatioKind.REVERSE_MOVE:
+        notes.append("The cut law's reverse-move term log λ(c; y) - log λ(c; x) = "
                      f"{sc.log_cut_y - sc.log_cut_x:.3f} weighs the entropy at every position, which is not "
                      "recorded per token: it is the recorded value")
-    elif sampler == "multitry":
-        notes.append("MultiTryMH: the target column adds up to the selected candidate's target term; its proposal "
+    elif ratio is RatioKind.MULTIPLE_TRY:
+        notes.append("Multiple-try MH: the target column adds up to the selected candidate's target term; its proposal "
                      "term log Q(x) - log Q(y) is a mixture over temperatures that does not split by token, so "
                      "log q is shown at the temperature each token was drawn at and Δ is the target share alone; "
                      "log r = log W - log(1 + W - w_J) comes from every candidate's weight (the inspector's table)")
-    return TokenSplit(v, sc, cut, tree.T, alpha, sampler, tuple(rows), recorded, tuple(checks), tuple(notes))
+    return TokenSplit(v, sc, cut, tree.T, alpha, ratio, tuple(rows), recorded, tuple(checks), tuple(notes))

@@ -1,7 +1,8 @@
-"""What the tree pane shows for a baseline session.
+"""What the tree pane shows for a one-shot session: the widgets methods name as their view.
 
-A baseline session has no rounds and no tree (`state/baseline.py`), so the round
-screen's baseline mode (`screens/baseline_mode.py`) puts one of two views in the tree's place:
+A one-shot session has no rounds and no tree (`state/baseline.py`), so the round
+screen's method mode (`screens/baseline_mode.py`) puts its method's view (`Method.view`) in
+the tree's place; the built-in ones:
 
 - `SampleTable` (best-of-N, low temperature): the samples ranked by the score
   the answer was chosen by, one row each: rank, index, score, sum of log p0, the
@@ -19,14 +20,19 @@ Both draw only what the events recorded, with the line API (thousands of
 samples or particles cost what the screen shows), and keep a fixed header (and
 the grid its footer) while the rows scroll.  The words of the title, the stats panel, the
 inspector and the answer pane for them are in `state/baseline_text.py`.
+
+A method's view is a `BaselineTable`: it draws the fold its method names (`Method.view_state`, a
+`MethodRun`) given to `show`, and says what the inspector shows of the selection (`inspect`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
@@ -34,8 +40,9 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from presto_tui.api.events import Pieces, Sample, cut_at_eos
-from presto_tui.views.state.baseline import BaselineRun
-from presto_tui.views.state.evolution import clip
+from presto_tui.views.state import baseline_text as bt
+from presto_tui.views.state.baseline import MethodRun, SamplesRun, SmcRun
+from presto_tui.views.state.evolution import DiffStyles, clip
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -89,7 +96,7 @@ class BaselineTable(Widget, can_focus=True):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.run: BaselineRun | None = None
+        self.run: Any = None  # the MethodRun its subclass draws
         self.pieces: Pieces = lambda ids: [f"<{i}>" for i in ids]
         self.eos_id: int | None = None
         self.row = 0  # the selected row
@@ -123,7 +130,11 @@ class BaselineTable(Widget, can_focus=True):
         return 1
 
     # -- state ----------------------------------------------------------------------------
-    def show(self, run: BaselineRun, pieces: Pieces, eos_id: int | None) -> None:
+    def inspect(self, styles: DiffStyles) -> Text:
+        """What the inspector shows of the selection."""
+        return Text("nothing to inspect", style="dim")
+
+    def show(self, run: MethodRun, pieces: Pieces, eos_id: int | None) -> None:
         """Draw `run` (the same run again as it grows: the selection stays, or follows the default)."""
         if run is not self.run:
             self.follow = True
@@ -225,6 +236,14 @@ class SampleTable(BaselineTable):
         chosen = self.run.choice.index if self.run.choice else None
         return next((r for r, s in enumerate(ranked) if s.index == chosen), 0), 0
 
+    run: SamplesRun | None
+
+    def inspect(self, styles: DiffStyles) -> Text:
+        picked = self.selected_sample()
+        if self.run is None or picked is None:
+            return Text("no sample finished yet", style="dim")
+        return bt.sample_text(self.run, *picked, self.pieces, self.eos_id, styles)
+
     def selected_sample(self) -> tuple[int, Sample] | None:
         """(rank from 0, sample) of the selected row."""
         ranked = self.run.ranked() if self.run else []
@@ -267,6 +286,12 @@ class ParticleGrid(BaselineTable):
 
     FOOTER = 2  # ESS, tokens per particle
     BAR = 4
+    run: SmcRun | None
+
+    def inspect(self, styles: DiffStyles) -> Text:
+        if self.run is None or not self.run.steps:
+            return Text("no block finished yet", style="dim")
+        return bt.cell_text(self.run, self.col, self.row, self.pieces, self.eos_id, styles)
 
     @property
     def rows(self) -> int:
@@ -342,7 +367,7 @@ class ParticleGrid(BaselineTable):
             segs += self._cell(run, s, row, line.get(s) == row, selected_row and s == self.col)
         return segs
 
-    def _cell(self, run: BaselineRun, s: int, i: int, on_line: bool, selected: bool) -> list[Segment]:
+    def _cell(self, run: SmcRun, s: int, i: int, on_line: bool, selected: bool) -> list[Segment]:
         st = run.steps[s]
         band = Style(bgcolor=self.s("path").bgcolor) if on_line else Style()
         if i >= len(st.tokens):

@@ -37,14 +37,14 @@ class ChainText(VerticalScroll):
         t = Text()
         t.append("> " + clip(session.start.prompt.replace("\n", " ⏎ "), 300) + "\n", style="bold")
         eos = session.start.backend_info.get("eos_id")
-        if session.baseline is not None:  # a sample stops at its EOS: no state beyond it to speak of
+        if session.method_run is not None:  # a sample stops at its EOS: no state beyond it to speak of
             after = list(cut_at_eos(after, eos))
         # mark what the round on screen changed, when the text shown is that round's result
         before = rd.tree.root.tokens if rd is not None and tuple(after) == rd.tree.final_state.tokens else None
         styles = DiffStyles(removed=self.get_component_rich_style("output--removed"),
                             added=self.get_component_rich_style("output--added"))
         t.append_text(evolution_text(before, after, pieces, eos_id=eos, styles=styles))
-        if session.baseline is not None:
+        if session.method_run is not None:
             return t, bt.answer_title(session)
         title = "the chain's current text"
         if before is not None and rd is not None:

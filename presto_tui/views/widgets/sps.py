@@ -4,16 +4,19 @@
 candidate (most likely under p0 first, as the step ranked them).  A cell's bar is the
 probability the candidate was drawn with (its number when selected); ★ and the path band mark
 the chunk drawn, so the band runs down the rows along the response.  Each row ends with the
-chunk drawn (∎: it ends at EOS).  The inspector (`sps_state.cell_text`) shows the selected candidate's log p0, zeta,
-both estimates and its rollouts.  Drawn with the line API from `SpsRun` (views/sps_state.py), with
-a fixed header while the rows scroll.
+chunk drawn (∎: it ends at EOS).  The inspector (`sps_state.cell_text`) shows the selected
+candidate's log p0, zeta, both estimates and its rollouts.  Drawn with the line API from `SpsRun`
+(views/state/sps.py), with a fixed header while the rows scroll.
 """
 
 from __future__ import annotations
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 
+from presto_tui.views.state import sps as sps_state
+from presto_tui.views.state.evolution import DiffStyles
 from presto_tui.views.state.sps import SpsRun
 from presto_tui.views.widgets.baseline import BaselineTable, bar, first_words
 
@@ -23,23 +26,27 @@ class SpsGrid(BaselineTable):
 
     BAR = 5
 
-    @property
-    def sps(self) -> SpsRun | None:
-        return self.run.sps if self.run is not None else None
+    run: SpsRun | None
+
+
+    def inspect(self, styles: DiffStyles) -> Text:
+        if self.run is None or not self.run.steps:
+            return Text("no step finished yet", style="dim")
+        return sps_state.cell_text(self.run, self.row, self.col, self.pieces, self.eos_id, styles)
 
     @property
     def rows(self) -> int:
-        return len(self.sps.steps) if self.sps else 0
+        return len(self.run.steps) if self.run else 0
 
     @property
     def columns(self) -> int:
-        return self.sps.width if self.sps else 0
+        return self.run.width if self.run else 0
 
     def default(self) -> tuple[int, int]:
         """The newest step's chunk drawn."""
-        if not self.sps or not self.sps.steps:
+        if not self.run or not self.run.steps:
             return 0, 0
-        return len(self.sps.steps) - 1, self.sps.steps[-1].chosen
+        return len(self.run.steps) - 1, self.run.steps[-1].chosen
 
     @property
     def step_width(self) -> int:
@@ -47,7 +54,7 @@ class SpsGrid(BaselineTable):
 
     @property
     def at_width(self) -> int:
-        pos = max((st.position for st in self.sps.steps), default=0) if self.sps else 0
+        pos = max((st.position for st in self.run.steps), default=0) if self.run else 0
         return max(len("at"), len(str(pos)))
 
     @property
@@ -78,7 +85,7 @@ class SpsGrid(BaselineTable):
         return segs
 
     def body_line(self, row: int) -> list[Segment]:
-        sps = self.sps
+        sps = self.run
         if sps is None or not 0 <= row < len(sps.steps):
             return []
         st = sps.steps[row]

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from presto_tui.api.events import ACCEPT, REJECT, SHORT, UNCERTAIN, SessionSummary
-from presto_tui.api.params import SamplerName
+from presto_tui.api.params import find_method
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import SessionView
 
@@ -19,16 +19,14 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
     return "".join(bars[min(7, int(v * 7.999))] for v in vals)
 
 
-SEQUENTIAL_NAMES = {s.value: s.display for s in SamplerName}
-
-
 def speedup_line(m: SessionSummary) -> Text:
     """The speedup estimate (SessionSummary.speedup_estimate, the one `run --json`, `stats` and
     `bench` report), shown only where it compares like with like, and saying against what.
 
     The summary decides where it compares like with like (`speedup_unavailable` says why not).
     """
-    sampler = SEQUENTIAL_NAMES.get(str(m.params.get("sampler")), "sampler")
+    method = find_method(m.params.get("sampler"))
+    sampler = method.display if method is not None else "sampler"
     sp = m.speedup_estimate
     if sp is None:
         return Text(f"speedup: n/a ({m.speedup_unavailable})", style="dim")

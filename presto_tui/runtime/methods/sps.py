@@ -36,15 +36,96 @@ chunk is drawn with `pick_uniform(seed, s)`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from presto_tui.runtime.core.fields import (
+    check,
+    get,
+    read_finite,
+    read_float,
+    read_int,
+    read_list,
+    read_tokens,
+    write_num,
+)
+from presto_tui.runtime.core.method import Axis, Cost, EventType, MethodInfo
+from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import pick_uniform, rollout_seed, sample_seed
+from presto_tui.runtime.core.spec import Group, Limit, Naming, Param, ParamError
 from presto_tui.runtime.core.types import Proposal, Request
+from presto_tui.runtime.methods.samples import OneShotInfo, OneShotMethod
 from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
-from presto_tui.runtime.session.events import Choice, Event, InFlight, ModelCall, SpsStep
+from presto_tui.runtime.session.events import Choice, Event, InFlight, MethodEvent, ModelCall
 from presto_tui.runtime.session.metrics import response_scores
 
 DRAWS, ROLLOUTS = 0, 1  # the two calls of a step (a ModelCall's `round`)
+
+
+@dataclass(frozen=True)
+class SpsStep(MethodEvent):
+    """One step of Scalable Power Sampling (Ji et al. 2026; runtime/samplers/sps.py): the candidate
+    chunks, the numbers their conditional was estimated from, and the chunk drawn.  Per candidate, in
+    the step's order (by log p0, most likely first)."""
+
+    step: int
+    position: int  # tokens generated before this step
+    candidates: tuple[tuple[int, ...], ...]  # each candidate chunk's tokens
+    log_p0: tuple[float, ...]  # log p0 of each chunk given the prefix
+    log_weights: tuple[tuple[float, ...], ...]  # its rollouts' log p0^alpha(y) - log q(y); () if it has no future
+    log_zeta: tuple[float, ...]  # log zeta_hat (eq. 3; 0.0: no future, zeta = 1 exactly)
+    plain: tuple[float, ...]  # the plug-in estimate (eq. 4)
+    jackknife: tuple[float, ...]  # the jackknife estimate (eq. 5), before clipping; () when not used
+    probs: tuple[float, ...]  # what the chunk was drawn from
+    chosen: int
+    u: float  # the uniform it was drawn with (inverse CDF over `probs`)
+    draws: int  # chunks drawn from q_tau that the candidates were chosen from
+    reused: int  # of those, continuations of draws that began with the previous step's chunk
+    wall_s: float  # the step's engine time (its draws and its rollouts)
+
+
+def _encode(ev: SpsStep) -> dict:
+    return {"step": ev.step, "position": ev.position, "candidates": [list(c) for c in ev.candidates],
+            "log_p0": [write_num(x) for x in ev.log_p0],
+            "log_weights": [[write_num(w) for w in row] for row in ev.log_weights],
+            "log_zeta": [write_num(x) for x in ev.log_zeta], "plain": list(ev.plain),
+            "jackknife": [write_num(x) for x in ev.jackknife], "probs": list(ev.probs), "chosen": ev.chosen,
+            "u": ev.u, "draws": ev.draws, "reused": ev.reused, "wall_s": ev.wall_s}
+
+
+def _decode(d: dict) -> SpsStep:
+    """A step of Scalable Power Sampling: one entry per candidate in every per-candidate field,
+    probabilities in [0, 1] (the jackknife's raw values may leave it), the chosen one among them."""
+    g = lambda key: get(d, key)
+    cands = tuple(read_tokens(c, "candidates") for c in read_list(g("candidates"), "candidates"))
+    k = len(cands)
+    check(k >= 1 and all(cands), "candidates", "should hold at least one chunk of at least one token")
+    per = lambda key, read: tuple(read(x, key) for x in read_list(g(key), key))
+    log_p0, log_zeta = per("log_p0", read_float), per("log_zeta", read_float)
+    share = lambda x, where: read_finite(x, where, 0.0, 1.0)
+    plain, probs = per("plain", share), per("probs", share)
+    jk = per("jackknife", read_finite)
+    weights = tuple(tuple(read_float(w, "log_weights") for w in read_list(row, "log_weights"))
+                    for row in read_list(g("log_weights"), "log_weights"))
+    for key, values in (("log_p0", log_p0), ("log_weights", weights), ("log_zeta", log_zeta), ("plain", plain),
+                        ("probs", probs)):
+        check(len(values) == k, key, "should hold one entry per candidate")
+    check(len(jk) in (0, k), "jackknife", "should hold one entry per candidate, or none")
+    draws = read_int(g("draws"), "draws", 1)
+    return SpsStep(read_int(g("step"), "step"), read_int(g("position"), "position"), cands, log_p0, weights,
+                   log_zeta, plain, jk, probs, read_int(g("chosen"), "chosen", 0, k - 1),
+                   read_finite(g("u"), "u", 0.0, 1.0), draws, read_int(g("reused"), "reused", 0, draws),
+                   read_finite(g("wall_s"), "wall_s", 0.0))
+
+
+SPS_STEP = EventType("sps_step", SpsStep, _encode, _decode, lambda ev: [t for chunk in ev.candidates for t in chunk])
+
+
+def draws_of(params: SamplerParams) -> int:
+    """L_t: the chunks drawn per step (--sps-draws, else --sps-top-k)."""
+    return params.sps_draws if params.sps_draws is not None else params.sps_top_k
 
 
 def part(p: Proposal, start: int, end: int | None = None) -> Proposal:
@@ -132,7 +213,7 @@ class SpsDriver(SessionDriver):
         recursion."""
         while True:
             self._step_t0 = self.clock()
-            if len(self.pool) < self.params.draws:
+            if len(self.pool) < draws_of(self.params):
                 self._draw()
                 return
             if self._choose_candidates() or self._decide([]):
@@ -140,7 +221,7 @@ class SpsDriver(SessionDriver):
 
     def _draw(self) -> None:
         """Top the draws up to L_t (the continuations kept from the last step come first)."""
-        p, L = self.params, self.params.draws
+        p, L = self.params, draws_of(self.params)
         prefix = self.state.prefix(self.state.T)
         n_new = self.remaining if p.sps_horizon == 0 else min(self.remaining, p.sps_chunk + p.sps_horizon)
         self._submit_all([Request(prefix, n_new, sample_seed(p.seed, self.step, i), p.proposal_tau, stop_eos=True)
@@ -207,7 +288,7 @@ class SpsDriver(SessionDriver):
         # the draws that began with this chunk go on after it: draws for the next step
         n = len(chunk.tokens)
         kept = [part(d, n) for d in self.pool if d.tokens[:n] == chunk.tokens]
-        self.pool = [d for d in kept if self.complete(d.tokens)][:p.draws]
+        self.pool = [d for d in kept if self.complete(d.tokens)][:draws_of(p)]
         self.reused = len(self.pool)
         self.step += 1
         return False
@@ -219,3 +300,97 @@ class SpsDriver(SessionDriver):
         self._out.append(Choice(0, f"the path of {self.step + 1} steps, each chunk drawn from its estimate",
                                 (), loglik, confidence))
         self._end("done")
+
+
+class SpsInfo(OneShotInfo):
+    """Steps (chunks drawn) and rollouts issued (and the one-shot numbers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sps_steps = 0
+        self.rollouts = 0
+
+    def update(self, ev: object) -> None:
+        super().update(ev)
+        if isinstance(ev, SpsStep):
+            self.sps_steps += 1
+            self.rollouts += sum(len(row) for row in ev.log_weights)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), **({"sps_steps": self.sps_steps, "rollouts": self.rollouts}
+                                        if self.sps_steps else {})}
+
+    def rows(self) -> list[tuple[str, str]]:
+        steps = [("steps / rollouts", f"{self.sps_steps} / {self.rollouts}")] if self.sps_steps else []
+        return steps + super().rows()
+
+    def drawn(self) -> str:
+        return f"{self.rollouts}/{self.sps_steps}"
+
+
+class ScalablePowerSampling(OneShotMethod):
+    """Scalable Power Sampling: see the module docstring; the estimator is `runtime/samplers/sps.py`."""
+
+    name = "sps"
+    display = "Scalable Power Sampling"
+    help = ("chunk by chunk from the top --sps-top-k candidates, each weighted by --sps-rollouts rollouts of its "
+            "future")
+    paper = "Ji, Tutunov, Zimmer, Bou Ammar 2026 (arXiv 2601.21590), algorithms 1-2, eqs. 3-5"
+    axis = Axis("sps_rollouts", "M")
+    events = (SPS_STEP,)
+    view_state: ClassVar[str | None] = "presto_tui.views.state.sps:SpsRun"
+    view: ClassVar[str | None] = "presto_tui.views.widgets.sps:SpsGrid"
+    params = (
+        # the paper ran K = M = 8 with chunks of B = 192 of 3072 tokens (its table 4); these defaults are sized
+        # for a CPU and n = 96
+        Param("sps_top_k", int, 4, "SPS: candidate chunks per step K, the most likely distinct ones among the draws",
+              Group.OWN, "candidates K (SPS)", limit=Limit(1, 256, integer=True), symbol="K"),
+        Param("sps_draws", int, None, "SPS: chunks drawn from q_tau per step L, the candidates' pool", Group.OWN,
+              "draws L (SPS; empty: K)", limit=Limit(1, 4096, integer=True),
+              optional=True, default_text="--sps-top-k", symbol="L"),
+        Param("sps_rollouts", int, 4, "SPS: rollouts per candidate M, its future's weight estimated from them",
+              Group.OWN, "rollouts M (SPS)", limit=Limit(1, 4096, integer=True), symbol="M"),
+        Param("sps_horizon", int, 0, "SPS: tokens per rollout H; 0 rolls out to the end of the response", Group.OWN,
+              "rollout tokens H (SPS; 0: to the end)", limit=Limit(0, 65536, integer=True),
+              symbol="H", extra={"shown": {0: "end"}}),
+        Param("sps_chunk", int, 16, "SPS: tokens per step B (1: token by token)", Group.OWN, "chunk B (SPS)",
+              limit=Limit(1, 65536, integer=True), symbol="B"),
+        Param("sps_jackknife", bool, True, "SPS: estimate each step's conditional with the jackknife (bias O(1/M^2)), "
+              "or plug the rollouts' mean in (bias O(1/M))", Group.OWN, "jackknife (SPS: true/false)",
+              negative="--no-sps-jackknife", symbol="jackknife"),
+    )
+
+    def describe(self, p: Mapping[str, Any]) -> str:
+        horizon = p.get("sps_horizon")
+        return (f"{self.display} K={p.get('sps_top_k')} of L={p.get('sps_draws') or p.get('sps_top_k')} draws, "
+                f"M={p.get('sps_rollouts')}{f', H={horizon}' if horizon else ''}, B={p.get('sps_chunk')}"
+                f"{'' if p.get('sps_jackknife', True) else ', no jackknife'}")
+
+    def resolved(self, params: SamplerParams) -> dict[str, Any]:
+        return {"sps_draws": draws_of(params)}
+
+    def check(self, params: SamplerParams, naming: Naming) -> None:
+        if params.sps_jackknife and params.sps_rollouts < 2:
+            raise ParamError.about("sps_rollouts", "{sps_jackknife} needs {sps_rollouts} >= 2 (each leave-one-out "
+                                   "estimate drops one rollout), got {0}; or turn {sps_jackknife} off",
+                                   params.sps_rollouts, naming=naming)
+
+    def driver(self, engine: Any, params: SamplerParams, prompt_ids: Any, **kwargs: Any) -> SpsDriver:
+        return SpsDriver(engine, params, prompt_ids, **kwargs)
+
+    def width(self, params: SamplerParams) -> int:
+        return params.sps_top_k * params.sps_rollouts
+
+    def cost(self, params: SamplerParams) -> Cost:
+        """Per step (at least one token each): L draws and K x M rollouts, each decoding at most the
+        rest of the response (or the horizon)."""
+        steps = math.ceil(params.max_new_tokens / params.sps_chunk) if params.sps_chunk else params.max_new_tokens
+        per_step = draws_of(params) + params.sps_top_k * params.sps_rollouts
+        tokens_each = params.max_new_tokens if not params.sps_horizon else params.sps_chunk + params.sps_horizon
+        return Cost(steps * per_step, steps * per_step * tokens_each)
+
+    def info(self) -> MethodInfo:
+        return SpsInfo()
+
+
+METHOD = ScalablePowerSampling()

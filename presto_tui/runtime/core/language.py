@@ -1,0 +1,165 @@
+"""The method language of `eval --methods`, `lm-eval --methods`, `eval --frontier` and `stats --compare
+PATH@METHOD`: a method with its settings, as a SamplerParams.
+
+    METHOD := NAME[:N] | CHAIN | CHAIN+RULE[/INPUTS][:N]
+
+- `NAME[:N]`: a one-shot method (low temperature, best-of-N, PowerSMC, Scalable Power Sampling, a
+  plugin's), by its name or an alias (`bon`, `smc`); `:N` sets its budget axis (best-of-N's
+  samples, PowerSMC's particles, SPS's rollouts; without it, the command's flag or its default);
+  a method without an axis (low temperature) takes no `:N`;
+- `CHAIN` alone (`powermh`, `entropycut`, `multitry`, ...): the sequential sampler;
+- `CHAIN+RULE`: with a PreSTO rule (`bfs`, `predictive`, `spine`, `stream`); `:N` sets its
+  budget (else `-N`), `/node` or `/decision` its random inputs (else `--inputs` where the rule
+  takes node inputs, decision inputs otherwise: the sequential sampler, spine and stream always
+  run on decision inputs, as in `bench`).
+
+The names and their axes come from the method registry (`registry.py`): a plugin's method is
+written the same way.  Every other parameter (alpha, n, K, seed, ...) comes from the flags given
+to the command, so the methods of one evaluation differ only in what their specs say.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
+
+from presto_tui.errors import InputError
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.method import Method
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, unknown_choice
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.spec import ParamError
+
+_SPEC = re.compile(r"^(?P<sampler>[a-z][a-z0-9-]*)(?:\+(?P<rule>[a-z]+)(?:/(?P<inputs>[a-z]+))?)?"
+                   r"(?::(?P<n>[0-9]+))?$")
+
+
+def grammar() -> str:
+    """The language in one line, with the one-shot methods registered now."""
+    one_shot = []
+    for m in registry.methods():
+        if not m.chain:
+            word = min((m.name, *m.aliases), key=len)
+            one_shot.append(f"{word}:{m.axis.symbol}" if m.axis is not None else word)
+    return f"{', '.join(one_shot)}, CHAIN or CHAIN+RULE[/INPUTS][:N]"
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method as the language names it."""
+
+    label: str  # the spec as written (lower case, no spaces)
+    params: SamplerParams
+    given: tuple[str, ...]  # the parameters the spec itself names (matching a recorded session checks these)
+
+    @property
+    def method(self) -> Method:
+        return registry.method(self.params.sampler)
+
+    @property
+    def sampler(self) -> Method:  # the name eval's code reads it by
+        return self.method
+
+    @property
+    def presto(self) -> bool:
+        return PrefetchRule.of(self.params.prefetch).presto
+
+    def matches(self, params: Mapping[str, Any]) -> bool:
+        """Whether a recorded session's parameters are this method's (on what the spec names)."""
+        return all(params.get(k) == getattr(self.params, k) for k in self.given)
+
+
+def unknown_method(flag: str, name: str) -> str:
+    """The message for a name no method has: each choice once, and its near miss where there is one."""
+    known = sorted({n for m in registry.methods() for n in (m.name, *m.aliases)})
+    close = get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{flag}: " + unknown_choice("method", name, registry.names()) + hint
+
+
+def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> MethodSpec:
+    """The method `spec` names, on top of `base` (the command's own sampler flags)."""
+    label = spec.strip().lower()
+    m = _SPEC.match(label)
+    if m is None:
+        raise InputError(f"{flag}: cannot read {spec.strip()!r}; a method is {grammar()}")
+    method = registry.find(m["sampler"])
+    if method is None:
+        raise InputError(unknown_method(flag, m["sampler"]))
+    n = int(m["n"]) if m["n"] is not None else None
+    changes: dict[str, Any] = {"sampler": method.name}
+    given = ["sampler", "prefetch"]
+    if not method.chain:
+        if m["rule"] is not None:
+            raise InputError(f"{flag}: {label}: {method.display} is a one-shot sampler, not an MH chain; it takes "
+                             "no PreSTO rule")
+        changes["prefetch"] = PrefetchRule.NONE.value
+        if method.axis is not None:
+            given.append(method.axis.param)
+            if n is not None:
+                changes[method.axis.param] = n
+        elif n is not None:
+            raise InputError(f"{flag}: {label}: {method.display} takes no :N (it has no budget to set)")
+    elif m["rule"] is None:
+        if n is not None:
+            raise InputError(f"{flag}: {label}: a number after an MH sampler is its PreSTO rule's budget; write "
+                             f"{method.name}+RULE:{n} ({method.name} alone is the sequential sampler)")
+        changes.update(prefetch=PrefetchRule.NONE.value, inputs=InputMode.DECISION.value)
+    else:
+        if m["rule"] not in PrefetchRule.presto_names():
+            raise InputError(f"{flag}: {label}: " + unknown_choice("PreSTO rule", m["rule"],
+                                                                   PrefetchRule.presto_names()))
+        rule = PrefetchRule.of(m["rule"])
+        changes["prefetch"] = rule.value
+        if m["inputs"] is not None:
+            if m["inputs"] not in InputMode.names():
+                raise InputError(f"{flag}: {label}: " + unknown_choice("inputs", m["inputs"], InputMode.names()))
+            changes["inputs"] = m["inputs"]
+            given.append("inputs")
+        else:
+            changes["inputs"] = base.inputs if rule.node_inputs else InputMode.DECISION.value
+        if n is not None:
+            changes["budget"] = n
+            given.append("budget")
+    try:
+        params = base.with_(**changes).validate()
+    except ParamError as e:
+        raise InputError(f"{flag}: {label}: {e.line}") from None
+    return MethodSpec(label, params, tuple(given))
+
+
+def parse_methods(text: str, base: SamplerParams, flag: str = "--methods") -> list[MethodSpec]:
+    """The comma-separated methods of `text`, each once."""
+    methods: list[MethodSpec] = []
+    for spec in (s for s in text.split(",") if s.strip()):
+        method = parse_method(spec, base, flag)
+        same = next((m for m in methods if m.label == method.label or m.params == method.params), None)
+        if same is not None:  # bon:4 and bestofn:4 are one method under two names
+            raise InputError(f"{flag}: {method.label} is listed twice" + (
+                "" if same.label == method.label else f" (as {same.label}: the same settings)"))
+        methods.append(method)
+    if not methods:
+        raise InputError(f"{flag} needs at least one method: {grammar()}")
+    return methods
+
+
+def describe(params: SamplerParams | Mapping[str, Any]) -> str:
+    """A method's settings in words (its method's `describe`): 'PowerMH, PreSTO stream N=8', 'best-of-4'."""
+    p = params.to_dict() if isinstance(params, SamplerParams) else params
+    m = registry.find(p.get("sampler"))
+    return str(p.get("sampler")) if m is None else m.describe(p)
+
+
+def sequential_of(method: MethodSpec, methods: list[MethodSpec]) -> MethodSpec | None:
+    """The listed sequential sampler a PreSTO method runs the law of (same sampler and parameters)."""
+    if not method.presto:
+        return None
+    want = method.params.with_(prefetch=PrefetchRule.NONE.value, inputs=InputMode.DECISION.value,
+                               budget=SamplerParams().budget)
+    for m in methods:
+        if not m.presto and m.params.with_(budget=SamplerParams().budget) == want:
+            return m
+    return None

@@ -1,0 +1,208 @@
+"""The methods presto-tui knows: the built-in ones and every installed plugin, found once.
+
+Built-in methods are modules of `presto_tui.runtime.methods`, each exporting one `Method` as
+`METHOD`.  A method in another installed package registers through the Python entry-point group
+`presto_tui.methods` (`importlib.metadata`): in its `pyproject.toml`,
+
+    [project.entry-points."presto_tui.methods"]
+    imh = "presto_tui_imh:METHOD"
+
+and from then on it is a method like the built-in ones: `--sampler` and `--methods` take it, the
+settings dialog, the server's request schema, `stats`, `replay`, `eval`, the frontier and lm-eval
+know it.  Methods load on first use (`methods()`), after the core has loaded, so a method module
+may import anything of the runtime.  A plugin that cannot be loaded or breaks a rule (a name
+taken, a parameter declared twice) is left out with one line saying why (`problems()`), never
+half-registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+import threading
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+
+from presto_tui.runtime.core.method import EventType, Method, MethodKind
+from presto_tui.runtime.core.names import unknown_choice
+from presto_tui.runtime.core.paramkit import Group, ParamError
+
+GROUP = "presto_tui.methods"
+# The built-in methods, in the order --help lists them: the MH chains, then the one-shot samplers.
+BUILTIN = tuple(f"presto_tui.runtime.methods.{m}:METHOD" for m in (
+    "powermh", "entropycut", "multitry", "lowtemp", "bestofn", "powersmc", "sps"))
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+_lock = threading.RLock()
+_table: dict[str, Method] | None = None
+_problems: list[str] = []
+_added: list[Method] = []  # registered at run time (register)
+_reserved: set[str] = set()  # the core's parameter names (spec.py reserves them)
+generation = 0  # changes whenever the table does: what caches of it compare
+
+
+def methods() -> tuple[Method, ...]:
+    """Every method, built-in ones first (in BUILTIN's order), then plugins by name."""
+    return tuple(_loaded().values())
+
+
+def names(kind: MethodKind | None = None) -> tuple[str, ...]:
+    return tuple(m.name for m in methods() if kind is None or m.kind is kind)
+
+
+def find(name: object) -> Method | None:
+    """The method called `name` (or one of its aliases); None if there is none."""
+    table = _loaded()
+    if not isinstance(name, str):
+        return None
+    m = table.get(name)
+    if m is not None:
+        return m
+    return next((m for m in table.values() if name in m.aliases), None)
+
+
+def method(name: object, flag: str = "--sampler") -> Method:
+    """The method called `name`; ParamError (one line, with the choices) if there is none."""
+    m = find(name)
+    if m is None:
+        raise ParamError(unknown_choice(flag, name, names()), "sampler")
+    return m
+
+
+def kind_of(name: object) -> MethodKind | None:
+    m = find(name)
+    return None if m is None else m.kind
+
+
+def event_type(type_name: str) -> EventType | None:
+    """A method's event type by the `type` its trace lines carry (None: no method declares it)."""
+    return next((e for m in methods() for e in m.events if e.type == type_name), None)
+
+
+def event_type_of(ev: object) -> EventType | None:
+    """The method event type `ev` is an instance of (None: it is none of theirs)."""
+    return next((e for m in methods() for e in m.events if type(ev) is e.cls), None)
+
+
+def problems() -> list[str]:
+    """One line per plugin that was left out, and why."""
+    _loaded()
+    return list(_problems)
+
+
+def register(m: Method) -> Method:
+    """Add a method for the rest of this process (a notebook trying one out, a test); a plugin
+    package registers through the entry-point group instead.  ValueError if it breaks a rule."""
+    with _lock:
+        table = dict(_loaded())
+        _admit(table, m)
+        _added.append(m)
+        _set(table)
+    return m
+
+
+def reload() -> None:
+    """Find the methods again (after a plugin was installed into this process's path)."""
+    global _table
+    with _lock:
+        _table = None
+        _added.clear()
+        _problems.clear()
+        _bump()
+
+
+def _bump() -> None:
+    global generation
+    generation += 1
+
+
+def _set(table: dict[str, Method]) -> None:
+    global _table
+    _table = table
+    _bump()
+
+
+def _loaded() -> dict[str, Method]:
+    table = _table
+    if table is not None:
+        return table
+    with _lock:
+        if _table is not None:
+            return _table
+        found: dict[str, Method] = {}
+        for ref in BUILTIN:  # a built-in method that fails is a bug: let it raise
+            module, _, attr = ref.partition(":")
+            _admit(found, _instance(getattr(importlib.import_module(module), attr)))
+        for ep in sorted(_entry_points(), key=lambda e: e.name):
+            try:
+                _admit(found, _instance(ep.load()))
+            except Exception as e:  # a broken plugin costs its own methods, not presto-tui
+                _problems.append(f"plugin method {ep.name!r} ({ep.value}) left out: {type(e).__name__}: {e}")
+        for m in _added:
+            _admit(found, m)
+        _set(found)
+        return found
+
+
+def _entry_points() -> Iterable:
+    seen = set()
+    for ep in entry_points(group=GROUP):
+        if (ep.name, ep.value) not in seen:  # one package on the path twice is one plugin
+            seen.add((ep.name, ep.value))
+            yield ep
+
+
+def _instance(obj: object) -> Method:
+    m = obj() if isinstance(obj, type) else obj
+    if not isinstance(m, Method):
+        raise TypeError(f"{obj!r} is not a presto_tui Method")
+    return m
+
+
+def _admit(table: dict[str, Method], m: Method) -> None:
+    """Check `m` against the rules and the methods already in `table`, then add it (ValueError)."""
+    name = getattr(m, "name", None)
+    if not isinstance(name, str) or not NAME.match(name):
+        raise ValueError(f"a method's name must be lower case letters, digits and -, got {name!r}")
+    for attr in ("display", "help"):
+        if not isinstance(getattr(m, attr, None), str) or not getattr(m, attr):
+            raise ValueError(f"method {name!r} needs a {attr}")
+    if not isinstance(m.kind, MethodKind):
+        raise ValueError(f"method {name!r}: kind must be a MethodKind")
+    taken = {n for t in table.values() for n in (t.name, *t.aliases)}
+    for n in (name, *m.aliases):
+        if n in taken:
+            raise ValueError(f"method name {n!r} is taken")
+    own = {p.name: t for t in table.values() for p in t.params}
+    from_core = _reserved
+    for p in m.params:
+        if p.group is not Group.OWN:
+            raise ValueError(f"method {name!r}: its parameter {p.name!r} must be of Group.OWN")
+        if p.name in own or p.name in from_core:
+            raise ValueError(f"method {name!r}: parameter {p.name!r} is declared already")
+    for r in m.reads:
+        if r not in own:
+            raise ValueError(f"method {name!r} reads {r!r}, which no method declares")
+    types = {e.type for t in table.values() for e in t.events}
+    for e in m.events:
+        if e.type in types:
+            raise ValueError(f"method {name!r}: event type {e.type!r} is taken")
+    if m.axis is not None and m.axis.param not in {p.name for p in m.params} | set(m.reads) | from_core:
+        raise ValueError(f"method {name!r}: its axis {m.axis.param!r} is not a parameter it reads")
+    table[name] = m
+    for t in table.values():  # who reads which parameter may have changed
+        _own_table(t, table)
+
+
+def _own_table(m: Method, table: dict[str, Method]) -> None:
+    """Its own and read parameters, each with `samplers` naming every method that reads it."""
+    declared = {p.name: p for t in table.values() for p in t.params}
+    m.own_table = tuple(dataclasses.replace(declared[n], samplers=frozenset(t.name for t in table.values()
+                                                                             if n in t.own))
+                        for n in m.own if n in declared)
+
+
+def reserve(names: Iterable[str]) -> None:
+    """Parameter names no method may declare (the core's: the parameter table says them)."""
+    _reserved.update(names)
