@@ -88,3 +88,32 @@ def test_no_backend_name_is_compared_outside_the_engine_registry():
     assert not found, "\n".join(found)
 
 
+
+
+def name_comparison(names: str) -> re.Pattern:
+    """A comparison against one of `names` (an alternation): `== "x"`, `"x" !=`, `in ("x", ...)`."""
+    return re.compile(rf"""(==|!=)\s*["']({names})["']|["']({names})["']\s*(==|!=)|\bin [(\[{{]["']({names})["']""")
+
+
+def test_no_sampler_name_is_compared_outside_its_method():
+    """Code asks a method what it is and what it needs (`runtime/core/method.py`: its kind, axis,
+    width, cost, events, view), never its name: a method's name is spelled in its own module (and
+    the registry's list of built-in modules) only, so a plugin's method is treated as a built-in one."""
+    from presto_tui.runtime.core import registry
+
+    compared = name_comparison("|".join(n for m in registry.methods() for n in (m.name, *m.aliases)))
+    members = re.compile(r"\bSamplerName\b|\bSamplerKind\b")  # the old closed list of names, retired
+    allowed = {*(ROOT / "runtime/methods").rglob("*.py"), ROOT / "runtime/core/registry.py"}
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in ROOT.rglob("*.py") if path not in allowed
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if compared.search(line) or members.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_the_name_check_sees_a_comparison_where_one_is_written():
+    """The pattern above is not vacuous: it matches the comparisons it is meant to forbid."""
+    compared = name_comparison("powermh|bestofn")
+    for line in ('if p.sampler == "bestofn":', "x = 'powermh' != s", 'if s in ("powermh", "x"):'):
+        assert compared.search(line), line
+    assert not compared.search('DEFAULT = "powermh"')
