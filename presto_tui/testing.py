@@ -277,7 +277,7 @@ def check_pit(params: SamplerParams, *, engine: SyntheticEngine | None = None, p
                 streams["cut"].append(_discrete_pit(law, dec.cut, rng.random()))
                 # every request the decision made (a multiple-try decision's candidates, not only the one
                 # selected, whose tokens the selection has weighed)
-                for r in dec.candidates or (dec.request,):
+                for r in dec.candidates or ((dec.request,) if dec.request is not None else ()):
                     req = tree.requests[r]
                     ctx = list(state.prompt) + list(state.tokens[:dec.cut])
                     for tok in req.proposal.tokens:
