@@ -239,29 +239,39 @@ def test_anchors_are_githubs():
 # -- the library's docs: every public name explained, the example notebook runs ------------------
 
 def test_every_public_name_of_the_api_has_a_docstring():
-    """A missing docstring would be a hole in the generated API reference (docs/reference/api.md)."""
+    """A missing docstring would be a hole in the generated API reference (docs/reference/api.md) and in
+    `help()`: every name of `presto_tui.__all__` and of the public modules it names."""
     import importlib
     import inspect
 
-    api = importlib.import_module("presto_tui.api")
+    import presto_tui
+
     missing = []
-    for module in api.SUBMODULES:
-        mod = importlib.import_module(f"presto_tui.api.{module}")
-        assert mod.__doc__, f"presto_tui.api.{module} has no docstring"
-        for name in mod.__all__:
-            obj = getattr(mod, name)
-            if (inspect.isclass(obj) or inspect.isfunction(obj)) and not inspect.getdoc(obj):
-                missing.append(f"presto_tui.api.{module}.{name}")
+    names = [(f"presto_tui.{n}", getattr(presto_tui, n)) for n in presto_tui.__all__ if n != "API_VERSION"]
+    for module in ("events", "testing", "plugin"):
+        mod = importlib.import_module(f"presto_tui.{module}")
+        assert mod.__doc__, f"presto_tui.{module} has no docstring"
+        names += [(f"presto_tui.{module}.{n}", getattr(mod, n)) for n in mod.__all__]
+    for where, obj in names:
+        if (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)) and not inspect.getdoc(obj):
+            missing.append(where)
     assert not missing, "no docstring: " + ", ".join(missing)
 
 
-def test_the_top_level_namespace_is_the_api():
+def test_the_top_level_namespace_is_the_api_and_small_enough_to_learn():
+    """`presto_tui.__all__` is what a user needs and all the version promises: an engine, parameters,
+    sample and stream, sessions, traces, the errors, the method registry and the law-test kit; no name
+    leaks from an import (`annotations`, `Any`), and every name resolves."""
     import presto_tui
-    import presto_tui.api as api
 
-    assert set(api.EXPORTS) <= set(api.__all__)
-    for name in api.EXPORTS:
-        assert getattr(presto_tui, name) is getattr(api, name)
+    names = presto_tui.__all__
+    assert 25 <= len(names) <= 35, len(names)
+    assert {"annotations", "Any", "TYPE_CHECKING", "importlib"}.isdisjoint(names)
+    for name in names:
+        assert getattr(presto_tui, name) is not None
+    namespace: dict = {}
+    exec("from presto_tui import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(names)
 
 
 @pytest.mark.slow

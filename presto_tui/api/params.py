@@ -8,6 +8,7 @@ as they arrive (text, JSON) on the one validation path every front-end uses.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from presto_tui.files import readable_file
 from presto_tui.runtime.core import registry
@@ -53,7 +54,40 @@ from presto_tui.runtime.core.spec import (
     whole_number,
 )
 
-Params = SamplerParams  # the public name
+
+def python_name(name: str) -> str:
+    """How a Python caller names a parameter: by its field name (`max_new_tokens`, not `-n`)."""
+    return name
+
+
+class Params(SamplerParams):
+    """The parameters of a session (set below by the parameter table, with every method's own)."""
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
+        self.validate()
+
+    def validate(self, naming: Naming = python_name) -> Params:
+        """Return self, or raise ParamError naming the first bad value by its field name."""
+        super().validate(naming)
+        return self
+
+
+def params_doc() -> str:
+    """Params' docstring: every field with its help, range and default (what `help(Params)` shows)."""
+    lines = ["The parameters of a session, checked when built (a bad value: ParamError naming the field).",
+             "", "    presto_tui.Params(steps=8, alpha=4.0)", "    presto_tui.Params(sampler=\"bestofn\", samples=4)",
+             "    params.with_(seed=1)          # a copy with a change, checked again", "",
+             "Fields (each method reads those of its kind and its own; `presto-tui run --help` shows the same",
+             "help under the command-line flags):", ""]
+    for p in sampler_table():
+        if p.flag == "":  # set through another one (the budget's policy)
+            continue
+        lines.append(f"{p.name}: {p.help_text()}")
+    return "\n".join(lines)
+
+
+Params.__doc__ = params_doc()
 
 
 def methods() -> tuple[Method, ...]:
@@ -84,7 +118,7 @@ __all__ = [
     "MethodInfo", "MethodKind", "MethodSpec", "Name", "Naming", "PAPER_SETTINGS", "PARAMS", "Param", "ParamError",
     "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerParams", "applies", "applying", "budget_text",
     "describe", "find_method", "flag", "grammar", "json_schema", "label", "load_classifier", "method_names",
-    "methods", "number_text", "of_group", "param_table", "params_from", "parse_method", "parse_methods", "raw_text",
-    "read_budget", "request_field", "rule_defaults", "sampler_table", "sequential_of", "unknown_choice",
-    "unknown_name", "whole_number",
+    "methods", "number_text", "of_group", "param_table", "params_from", "parse_method", "parse_methods",
+    "python_name", "raw_text", "read_budget", "request_field", "rule_defaults", "sampler_table", "sequential_of",
+    "unknown_choice", "unknown_name", "whole_number",
 ]

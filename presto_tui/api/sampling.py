@@ -40,7 +40,7 @@ from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, S
 from presto_tui.runtime.session.loop import default_concurrency, display_text, run_chains
 from presto_tui.runtime.session.summary import SessionSummary
 
-__all__ = ["CONCURRENCY", "SessionEvent", "ChainResult", "Result", "Session", "sample", "stream"]
+__all__ = ["CONCURRENCY", "ChainResult", "Job", "Result", "Session", "SessionEvent", "sample", "stream", "stream_jobs"]
 
 CONCURRENCY = Limit(1, 256, integer=True)  # sessions at once on one engine
 
@@ -81,6 +81,10 @@ class ChainResult:
     def to_dict(self) -> dict:
         return {"chain": self.chain, **self.summary.to_dict()}
 
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        return f"ChainResult(chain={self.chain}, {self.status}, text={text!r})"
+
 
 @dataclass(frozen=True)
 class Result:
@@ -111,6 +115,11 @@ class Result:
     def status(self) -> str:
         """done when every chain finished; else the first other status."""
         return next((c.status for c in self.chains if c.status != "done"), "done")
+
+    def __repr__(self) -> str:
+        clip = lambda t: t if len(t) <= 40 else t[:39] + "…"  # noqa: E731
+        return (f"Result(prompt={clip(self.prompt)!r}, {self.status}, {len(self.chains)} chain"
+                f"{'s' if len(self.chains) != 1 else ''}, answer={clip(self.answer)!r})")
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"prompt": self.prompt, "text": self.text, "answer": self.answer,
@@ -174,32 +183,48 @@ def _open(trace: str | Path | bool | None, engine, params: SamplerParams, comman
 
 # -- synchronous ---------------------------------------------------------------------------------
 
-def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | dict | None = None, *,
-           chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
-           trace: Any = None, cancel: Callable[[], bool] | None = None,
-           transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
-    """Every (session index, event) of the prompts' sessions as they happen, in the order the engine
-    loop emits them (a session's own events in order, sessions interleaved); session i is chain
-    i % chains of prompt i // chains.  `trace`: a path, True for the default one, or an open
-    TraceWriter (written as the events pass; Ctrl-C ends the open sessions `cancelled` in it).
-    `cancel`: polled before every engine step.  `transient`: also the events for a person watching
-    (the batch in flight, the epoch so far), never written to a trace."""
-    texts = as_prompts(prompts)
-    p = as_params(params)
-    CHAINS.check("chains", chains)
-    if chains > 1:
+@dataclass(frozen=True)
+class Job:
+    """One prompt's sessions for `stream_jobs`: `chains` chains (chain m on the seed `--chains` gives it)
+    with these parameters; `ids`: its token ids where the caller has them (else the engine encodes
+    `prompt`).  Jobs of one run may differ in parameters (eval's methods, lm-eval's requests)."""
+
+    prompt: str
+    params: SamplerParams
+    chains: int = 1
+    ids: Sequence[int] | None = None
+
+
+def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = None,
+                classifier: CertaintyClassifier | None = None, trace: Any = None,
+                cancel: Callable[[], bool] | None = None, transient: bool = False,
+                command: str = "api") -> Iterator[SessionEvent]:
+    """Every (session index, event) of the jobs' sessions on one engine loop, `concurrency` sessions
+    at a time (default: enough to keep the engine's batch full, each job's chains together), in the
+    order the loop emits them; session i counts the jobs' chains in order (job 0's chain 0, 1, ...,
+    then job 1's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
+    the events pass; Ctrl-C ends the open sessions `cancelled` in it).  `cancel`: polled before
+    every engine step.  `transient`: also the events for a person watching (the batch in flight,
+    the epoch so far), never written to a trace."""
+    if not jobs:
+        raise InputError("no prompts given")
+    checked = [Job(j.prompt, as_params(j.params), j.chains, j.ids) for j in jobs]
+    for j in checked:
+        CHAINS.check("chains", j.chains)
+    if any(j.chains > 1 for j in checked):
         require()
     runtime = _runtime(engine)
-    sessions = len(texts) * chains
-    at_once = concurrency or min(sessions, max(chains, default_concurrency(sessions, p)))
+    sessions = sum(j.chains for j in checked)
+    widest = max(j.chains for j in checked)
+    at_once = concurrency or min(sessions, max(widest, default_concurrency(sessions, checked[0].params)))
     CONCURRENCY.check("concurrency", at_once)
-    writer = trace if hasattr(trace, "write") else _open(trace, runtime, p, command)
+    writer = trace if hasattr(trace, "write") else _open(trace, runtime, checked[0].params, command)
     from presto_tui.logs.writer import recorded
 
     def drivers():
-        for text in texts:
-            yield from chain_drivers(runtime, p, runtime.encode_prompt(text), chains, prompt=text,
-                                     classifier=classifier)
+        for j in checked:
+            ids = list(j.ids) if j.ids is not None else runtime.encode_prompt(j.prompt)
+            yield from chain_drivers(runtime, j.params, ids, j.chains, prompt=j.prompt, classifier=classifier)
 
     with _lock(engine):
         try:
@@ -213,6 +238,22 @@ def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
         finally:
             if writer is not None and writer is not trace:
                 writer.close()
+
+
+def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | dict | None = None, *,
+           chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
+           trace: Any = None, cancel: Callable[[], bool] | None = None,
+           transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
+    """Every (session index, event) of the prompts' sessions as they happen, in the order the engine
+    loop emits them (a session's own events in order, sessions interleaved); session i is chain
+    i % chains of prompt i // chains.  `trace`: a path, True for the default one, or an open
+    TraceWriter (written as the events pass; Ctrl-C ends the open sessions `cancelled` in it).
+    `cancel`: polled before every engine step.  `transient`: also the events for a person watching
+    (the batch in flight, the epoch so far), never written to a trace."""
+    p = as_params(params)
+    jobs = [Job(text, p, chains) for text in as_prompts(prompts)]
+    return stream_jobs(engine, jobs, concurrency=concurrency, classifier=classifier, trace=trace, cancel=cancel,
+                       transient=transient, command=command)
 
 
 class Collector:

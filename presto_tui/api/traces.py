@@ -74,6 +74,11 @@ class TraceData:
     def __len__(self) -> int:
         return len(self.raw.sessions)
 
+    def __repr__(self) -> str:
+        n, w = len(self.raw.sessions), len(self.raw.warnings)
+        return (f"TraceData({str(self.path)!r}: {n} session{'s' if n != 1 else ''}"
+                f"{f', {w} warning' + ('s' if w != 1 else '') if w else ''})")
+
     def session(self, number: int) -> SessionTrace:
         """Session `number` (from 1)."""
         if not 1 <= number <= len(self.raw.sessions):

@@ -39,14 +39,15 @@ from presto_tui.api.params import (
     read_budget,
     unknown_choice,
 )
-from presto_tui.api.sessions import chain_drivers, display_text, make_driver, run_chains
+from presto_tui.api.sampling import Job, stream, stream_jobs
+from presto_tui.api.sessions import display_text
 from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
 from presto_tui.console import SessionProgress
 from presto_tui.errors import InputError
 from presto_tui.files import output_path
-from presto_tui.logs.writer import TraceWriter, default_trace_path, open_trace, recorded
+from presto_tui.logs.writer import TraceWriter, default_trace_path, open_trace
 
 # sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
 Config = tuple[str, str, str | None]
@@ -189,9 +190,7 @@ def throughput(backend: Engine, params: SamplerParams, prompts: list[str], level
         progress.doing(f"throughput {params.prefetch} N={budget_text(params.to_dict())}, {c} chain(s)")
         t0 = time.perf_counter()
         e0 = backend.clock()
-        drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)
-                   for p in prompts)
-        for _, ev in recorded(run_chains(backend, drivers, concurrency=c), trace):
+        for _, ev in stream(backend, prompts, params, concurrency=c, classifier=classifier, trace=trace):
             if isinstance(ev, SessionEnd):
                 progress.advance()
         wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
@@ -227,8 +226,8 @@ def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[in
                classifier: CertaintyClassifier | None, trace: TraceWriter | None) -> list[SessionSummary]:
     """A prompt's `chains` chains, all at once on the engine (one chain: the single session)."""
     summaries = [SessionSummary() for _ in range(chains)]
-    drivers = chain_drivers(backend, params, ids, chains, prompt=prompt, classifier=classifier)
-    for i, ev in recorded(run_chains(backend, drivers, concurrency=chains), trace):
+    for i, ev in stream_jobs(backend, [Job(prompt, params, chains, ids)], concurrency=chains, classifier=classifier,
+                             trace=trace):
         summaries[i].update(ev)
     return summaries
 
@@ -570,10 +569,9 @@ def bench(
     if workers is not None or ray_address is not None:
         if workers is not None:
             o.CLI_LIMITS["workers"].check("--workers", workers)
-        from presto_tui.api.sessions import Cluster, check_address
-        from presto_tui.api.sessions import require_ray as _ray
+        from presto_tui.api.sessions import Cluster, check_address, require_ray
 
-        _ray()
+        require_ray()
         if ray_address:
             check_address(ray_address)
 

@@ -187,10 +187,9 @@ def start_cluster(flags: dict[str, Any], name: str, options, concurrency: int):
         CLI_LIMITS["workers"].check("--workers", workers)
     from rich.console import Console
 
-    from presto_tui.api.sessions import Cluster, check_address
-    from presto_tui.api.sessions import require_ray as _ray
+    from presto_tui.api.sessions import Cluster, check_address, require_ray
 
-    _ray()  # one line if Ray is missing, before anything starts
+    require_ray()  # one line if Ray is missing, before anything starts
     if address:
         check_address(address)
     divert_engine_output()

@@ -109,13 +109,11 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
 
     Failures propagate (after the trace has its `error` events, or `cancelled` ends on
     Ctrl-C, and is closed); every finished session stays in the trace."""
-    from presto_tui.api.sessions import chain_drivers, display_text, run_chains
+    from presto_tui.api.sampling import stream
+    from presto_tui.api.sessions import display_text
 
     def events():
-        drivers = (d for p in prompts
-                   for d in chain_drivers(engine, params, engine.encode_prompt(p), chains, prompt=p,
-                                          classifier=classifier))
-        return run_chains(engine, drivers, concurrency=concurrency)
+        return stream(engine, prompts, params, chains=chains, concurrency=concurrency, classifier=classifier)
 
     run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains, selection, draws)
 

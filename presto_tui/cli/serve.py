@@ -147,10 +147,9 @@ def serve(
     if scaled:
         if workers is not None:
             o.CLI_LIMITS["workers"].check("--workers", workers)
-        from presto_tui.api.sessions import check_address
-        from presto_tui.api.sessions import require_ray as _ray
+        from presto_tui.api.sessions import check_address, require_ray
 
-        _ray()  # one line if Ray is missing, before anything starts
+        require_ray()  # one line if Ray is missing, before anything starts
         if ray_address:
             check_address(ray_address)
     from presto_tui.serve.net import listen, uvicorn_server

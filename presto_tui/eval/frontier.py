@@ -44,9 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from presto_tui.api.params import MethodSpec, ParamError, describe, parse_method
-from presto_tui.testing import Distance, distance, exact_floor
 from presto_tui.errors import InputError
 from presto_tui.eval.tasks import Item
+from presto_tui.testing import distance, exact_floor
 
 DEFAULT_SPEC = "lowtemp; bon@2,4,8; smc@2,4,8; sps@2,4,8; powermh@2,4,8,16; powermh+stream@2,4,8,16"
 FLAG = "--frontier"

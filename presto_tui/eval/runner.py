@@ -31,7 +31,7 @@ Per session:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -181,22 +181,22 @@ def run_local(engine, items: list[Item], methods: list[MethodSpec], *, concurren
               trace=None, limits: CodeLimits = NO_LIMITS_GIVEN, on_end: OnEnd | None = None, chains: int = 1,
               vote: bool = False) -> Evaluation:
     """Every (item, method) session on one engine, `concurrency` at a time (at least a pair's chains)."""
-    from presto_tui.api.sessions import chain_drivers, display_text, run_chains
+    from presto_tui.api.sampling import Job, stream_jobs
+    from presto_tui.api.sessions import display_text
 
     ev = Evaluation(items, methods)
     keys: list[Key] = [(i, j, c) if chains > 1 else (i, j)
                        for i in range(len(items)) for j in range(len(methods)) for c in range(chains)]
     consumer = _Consumer(ev, trace, _graders(items, limits), on_end, engine.kv_peak, chains, vote)
 
-    def drivers() -> Iterator:
-        for item in items:
-            ids = engine.encode_prompt(item.prompt)
-            for m in methods:
-                yield from chain_drivers(engine, item_params(m, item), ids, chains, prompt=item.prompt,
-                                         classifier=classifier)
+    jobs = []
+    for item in items:
+        ids = engine.encode_prompt(item.prompt)
+        jobs += [Job(item.prompt, item_params(m, item), chains, ids) for m in methods]
 
     engine.kv_peak()  # a window starts here
-    stream: Generator = run_chains(engine, drivers(), concurrency=max(concurrency, chains))  # type: ignore[assignment]
+    stream: Generator = stream_jobs(engine, jobs, concurrency=max(concurrency, chains),  # type: ignore[assignment]
+                                    classifier=classifier)
     try:
         for k, event in stream:
             consumer.event(keys[k], event)

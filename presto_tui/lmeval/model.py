@@ -175,22 +175,23 @@ class PrestoLM(LM):
 
     def _run(self, asks: list[Ask], prompts: list[list[int]], sessions: list[SamplerParams]) -> list[str]:
         from presto_tui.api.events import SessionEnd, SessionSummary
-        from presto_tui.api.sessions import InternalError, default_concurrency, display_text, make_driver, run_chains
+        from presto_tui.api.sampling import Job, stream_jobs
+        from presto_tui.api.sessions import InternalError, default_concurrency, display_text
         from presto_tui.console import SessionProgress, term
         from presto_tui.logs.writer import recorded
 
         engine = self.engine
         trace = self._open_trace()
         at_once = self.concurrency or default_concurrency(len(asks), self.params)
-        drivers = (make_driver(engine, p, ids, prompt=a.context, classifier=self.classifier)
-                   for a, ids, p in zip(asks, prompts, sessions))
+        jobs = [Job(a.context, p, 1, ids) for a, ids, p in zip(asks, prompts, sessions)]
         texts: list[str | None] = [None] * len(asks)
         summaries = [SessionSummary() for _ in asks]
         progress = SessionProgress(len(asks), "lm-eval")
         progress.doing(f"{self.label}, {at_once} at once")
         try:
             with progress:
-                for i, ev in recorded(run_chains(engine, drivers, concurrency=at_once), trace):
+                for i, ev in recorded(stream_jobs(engine, jobs, concurrency=at_once, classifier=self.classifier),
+                                      trace):
                     summaries[i].update(ev)
                     if isinstance(ev, SessionEnd):
                         texts[i] = ev.text

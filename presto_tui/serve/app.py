@@ -38,7 +38,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from presto_tui.api import API_VERSION
+from presto_tui import API_VERSION
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.params import CertaintyClassifier, SamplerParams
 from presto_tui.errors import InputError, describe

@@ -7,7 +7,7 @@ step's batch, and a cancelled chain's requests are aborted before it.  What the
 chains emit goes out in one batch per pass through `deliver` (the server hands
 it to its asyncio loop), after the trace has it.
 
-Each chain is built exactly as `presto-tui run` builds it (`make_driver` with the
+Each chain is built exactly as `presto-tui run` builds it (`Sessions.start` with the
 same prompt ids, parameters and seed), which is why an answer equals `run`'s.
 Tokenizing happens here too: a tokenizer is not safe to share between threads.
 """
@@ -26,7 +26,7 @@ from typing import cast
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart, Vocab
 from presto_tui.api.params import CertaintyClassifier, SamplerParams
-from presto_tui.api.sessions import EngineLoop, StartFailed, chain_params, check_context, make_driver
+from presto_tui.api.sessions import Sessions, StartFailed, check_context
 from presto_tui.errors import InputError, PrestoError, describe
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.safetext import visible
@@ -141,14 +141,14 @@ class EngineHost:
     def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace: TraceWriter | None = None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
         self.engine = engine
-        self.loop = EngineLoop(engine)
+        self.loop = Sessions(engine, classifier)  # each chain built as `presto-tui run` builds it
         self.max_chains = max_chains
-        self.classifier = classifier
         self._deliver = deliver
         self._warn = warn or (lambda line: print(line, file=sys.stderr))
         self.trace = ServerTrace(trace, self._warn)
         self._inbox: queue.Queue = queue.Queue()
-        self._waiting: collections.OrderedDict[str, tuple[Chain, object]] = collections.OrderedDict()
+        # admitted, waiting for a slot: the chain, its prompt's token ids and text
+        self._waiting: collections.OrderedDict[str, tuple[Chain, list[int], str]] = collections.OrderedDict()
         self._vocab = Vocab(engine.token_pieces)
         self.pieces: dict[int, str] = {}  # every token text sent so far (read by the HTTP side)
         self._thread = threading.Thread(target=self._run, name="presto-engine", daemon=True)
@@ -241,15 +241,12 @@ class EngineHost:
             p = chain.prompt
             ids = list(p.ids) if p.ids is not None else e.encode_prompt(p.text, p.history)
             self._check_ids(ids)
-            check_context(e, len(ids), chain.params)
-            params = chain_params(chain.params, chain.chain)
+            check_context(e, len(ids), chain.params.validate())
             text = p.text if p.ids is None else e.decode(ids)
-            driver = make_driver(e, params, ids, prompt=text, classifier=self.classifier, chain=chain.chain,
-                                 chains=chain.chains, group=chain.group)
         except Exception as exc:
             out.append((chain.key, Refused(*describe(exc))))
             return
-        self._waiting[chain.key] = (chain, driver)
+        self._waiting[chain.key] = (chain, ids, text)
         out.append((chain.key, Admitted(len(ids))))
 
     def _check_ids(self, ids: list[int]) -> None:
@@ -261,18 +258,18 @@ class EngineHost:
 
     def _fill(self, out: list) -> None:
         while self._waiting and len(self.loop.active) < self.max_chains:
-            key, (_, driver) = self._waiting.popitem(last=False)
+            key, (chain, ids, text) = self._waiting.popitem(last=False)
             try:
-                events = self.loop.add(key, driver)  # type: ignore[arg-type]
+                out.extend(self.loop.start(key, chain.params, ids, prompt=text, chain=chain.chain, chains=chain.chains,
+                                           group=chain.group))
             except StartFailed as e:
-                events = e.events
-            out.extend((key, ev) for ev in events)
+                out.extend((key, ev) for ev in e.events)
 
     def _cancel(self, key: str, out: list) -> None:
         if self._waiting.pop(key, None) is not None:
             out.append((key, Withdrawn()))
         else:
-            out.extend((key, ev) for ev in self.loop.cancel(key))
+            out.extend(self.loop.cancel(key))
 
     def _shutdown(self, out: list) -> None:
         for key in list(self._waiting):

@@ -24,23 +24,27 @@ class SchemaError(ValueError):
 
 
 def check(ok: bool, where: str, what: str) -> None:
+    """Raise SchemaError("field `where` `what`") unless `ok`."""
     if not ok:
         raise SchemaError(f"field '{where}' {what}")
 
 
 def get(d: dict, key: str, where: str = "") -> Any:
+    """Field `key` of an object; SchemaError naming it where it is missing."""
     if key not in d:
         raise SchemaError(f"missing field '{where}{key}'")
     return d[key]
 
 
 def read_int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int:
+    """A whole number in lo..hi (not a bool)."""
     check(isinstance(v, int) and not isinstance(v, bool), where, "should be an integer")
     check(lo <= v <= hi, where, f"should lie in {lo}..{hi}")
     return v
 
 
 def read_opt_int(v: Any, where: str, lo: int = 0, hi: int = MAX_COUNT) -> int | None:
+    """A whole number in lo..hi, or None."""
     return None if v is None else read_int(v, where, lo, hi)
 
 
@@ -56,39 +60,46 @@ def read_float(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) 
 
 
 def read_finite(v: Any, where: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A finite number in [lo, hi]."""
     x = read_float(v, where, lo, hi)
     check(math.isfinite(x), where, "should be a finite number")
     return x
 
 
 def read_str(v: Any, where: str, max_len: int = MAX_TEXT) -> str:
+    """Text of at most `max_len` characters."""
     check(isinstance(v, str), where, "should be a string")
     check(len(v) <= max_len, where, f"is longer than {max_len} characters")
     return v
 
 
 def read_list(v: Any, where: str) -> list:
+    """A JSON array."""
     check(isinstance(v, list), where, "should be a list")
     return v
 
 
 def read_tokens(v: Any, where: str) -> tuple[int, ...]:
+    """A list of token ids."""
     check(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_TOKEN_ID
                                        for x in v), where, "should be a list of token ids")
     return tuple(v)
 
 
 def read_bool(v: Any, where: str) -> bool:
+    """true or false."""
     check(isinstance(v, bool), where, "should be true or false")
     return v
 
 
 def read_choice(v: Any, where: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`."""
     check(isinstance(v, str) and v in choices, where, f"should be one of {', '.join(choices)}")
     return v
 
 
 def read_row(v: Any, where: str, widths: tuple[int, ...]) -> list:
+    """A list of one of the `widths`."""
     check(isinstance(v, list) and len(v) in widths, where,
            f"should be a list of {' or '.join(map(str, widths))} values")
     return v

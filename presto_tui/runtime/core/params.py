@@ -14,7 +14,7 @@ from typing import Any
 
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.method import MethodKind
-from presto_tui.runtime.core.names import InputMode, PrefetchRule
+from presto_tui.runtime.core.names import InputMode, PrefetchRule, unknown_name
 from presto_tui.runtime.core.spec import (
     AUTO_BUDGET,
     BUDGET_POLICIES,
@@ -57,7 +57,7 @@ def rule_defaults(sampler: str | None, prefetch: str | None, budget: int | None)
     return {"prefetch": rule, "budget": budget}
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, eq=False)
 class SamplerParams:
     """Everything that fixes a session's law and its prefetch schedule: the core's parameters as
     fields, and every registered method's own (best-of-N's `samples`, PowerSMC's `particles`, a
@@ -99,7 +99,9 @@ class SamplerParams:
             elif name in own or (name in table and table[name].target.value == "sampler"):
                 own[name] = value
             else:
-                raise TypeError(f"SamplerParams got an unknown parameter {name!r}")
+                known = [*core, *own]
+                raise ParamError(unknown_name("parameter", name, known, "; presto_tui.api.params.SPEC lists them"),
+                                 param=str(name))
         for name in core - values.keys():
             object.__setattr__(self, name, getattr(SamplerParams, name))
         object.__setattr__(self, "own", tuple(sorted(own.items())))
@@ -107,12 +109,21 @@ class SamplerParams:
             for k, v in rule_defaults(self.sampler, self.prefetch, self.budget).items():
                 object.__setattr__(self, k, v)
 
+    def _key(self) -> tuple:
+        return (*(getattr(self, f.name) for f in fields(self) if f.name != "own"), self.own)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SamplerParams) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     def __repr__(self) -> str:
         """The core's values and its method's own (a method's parameters of no use to it are left out)."""
         core = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "own")
         m = registry.find(self.sampler)
         mine = ", ".join(f"{k}={v!r}" for k, v in self.own if m is not None and k in m.own)
-        return f"SamplerParams({core}{', ' + mine if mine else ''})"
+        return f"{type(self).__name__}({core}{', ' + mine if mine else ''})"
 
     def __getattr__(self, name: str) -> Any:
         # a method's own parameter (only called for names that are not fields)
@@ -182,10 +193,11 @@ class SamplerParams:
         return d
 
     def with_(self, **changes: Any) -> SamplerParams:
+        """The same parameters but `changes` (of the same class: a public `Params` checks them again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "own"}
         values.update(self.own)
         values.update(changes)
-        return SamplerParams(**values)
+        return type(self)(**values)
 
 
 def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = None, *, paper: bool = False,

@@ -95,5 +95,6 @@ def normalised(log_w: list[float]) -> list[float]:
 
 
 def ess(log_w: list[float]) -> float:
+    """The effective sample size (sum w)^2 / sum w^2 of weights given by their logs."""
     w = normalised(log_w)
     return 1.0 / math.fsum(x * x for x in w)

@@ -42,7 +42,7 @@ class WorkerLost:
     prompts: tuple[int, ...]
 
 
-def _ray():
+def require_ray():
     """Ray, imported; one line naming the extra to install where it is missing."""
     try:
         import ray
@@ -82,7 +82,7 @@ class Cluster:
         `actor_options`: more of Ray's options for it (a threaded actor's max_concurrency)."""
         if workers < 1:
             raise InputError(f"--workers must be >= 1, got {workers}")
-        ray = _ray()
+        ray = require_ray()
         if address:
             check_address(address)
         self.ray = ray

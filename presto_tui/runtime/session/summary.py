@@ -129,6 +129,14 @@ class SessionSummary:
     _crit: tuple[int, CriticalPath | None] = (-1, None)  # (events seen, the path then)
     _events: int = 0
 
+    def __repr__(self) -> str:
+        """Short (a notebook prints a list of them): what ran, how it ended, its main numbers."""
+        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        what = f"transitions={self.transitions}, acceptance={self.acceptance_rate:.2f}" if not self.one_shot else \
+            f"drawn={self.info.drawn()}"
+        return (f"SessionSummary({self.params.get('sampler')!r}, {self.status}, {what}, tokens={len(self.tokens)}, "
+                f"text={text!r})")
+
     def update(self, ev: Event) -> SessionSummary:
         self._events += 1
         self.timing.update(ev)
