@@ -15,9 +15,9 @@ import pytest
 from presto_tui.runtime.core.classifier import CertaintyClassifier, node_features
 from presto_tui.runtime.core.cutlaw import uniform_cut
 from presto_tui.runtime.core.randomness import DecisionInputs
+from presto_tui.runtime.methods.powermh import PowerMHFamily as PowerMH
 from presto_tui.runtime.prefetch.rules import plan_predictive
 from presto_tui.runtime.prefetch.tree import NodeStatus
-from presto_tui.runtime.methods.powermh import PowerMHFamily as PowerMH
 
 FAMILY = PowerMH(alpha=4.0, tau=0.25, epsilon=0.01)
 

@@ -20,8 +20,8 @@ from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine
-from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.methods.powersmc import SmcStep
+from presto_tui.runtime.session.chat import ChatSession
 from presto_tui.runtime.session.events import Choice, Sample, SessionEnd
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import chat_app, replay_app

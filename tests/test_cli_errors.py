@@ -262,9 +262,9 @@ def test_node_inputs_are_taken_exactly_by_the_rules_the_registry_says(rule):
 
 
 def test_every_registered_sampler_has_its_family_or_its_driver():
-    from presto_tui.runtime.samplers.families import sampler_family
     from helpers import small_backend
 
+    from presto_tui.runtime.samplers.families import sampler_family
     from presto_tui.runtime.session.driver import SessionDriver
 
     for method in registry.methods():

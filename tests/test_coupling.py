@@ -171,8 +171,8 @@ def test_multitry_selection_on_a_boundary_moves_to_the_candidate_it_scores(monke
     import oracle
 
     from presto_tui.runtime.core.randomness import decision_inputs
-    from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
     from presto_tui.runtime.methods import multitry as families
+    from presto_tui.runtime.prefetch.kernel import ChainState, build_kernel
     from presto_tui.runtime.samplers.multitry import Candidates, candidates
 
     b = small_backend(**BACKENDS["v7"])

@@ -142,7 +142,8 @@ def test_baselines_stop_at_eos_on_vllm(vllm):
     sample 0 is low temperature's, PowerSMC's particles grow in blocks to an answer, and SPS steps to one
     (with one candidate a step, low temperature's tokens)."""
     from presto_tui.runtime.methods.powersmc import SmcStep
-from presto_tui.runtime.session.events import Choice, Sample, SessionEnd, SpsStep
+    from presto_tui.runtime.methods.sps import SpsStep
+    from presto_tui.runtime.session.events import Choice, Sample, SessionEnd
     from presto_tui.runtime.session.runner import run_session
 
     ids = vllm.encode_prompt("Say yes.")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from presto_tui import testing
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.params import SamplerParams

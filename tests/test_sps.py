@@ -26,8 +26,8 @@ from test_law import tv_bound
 
 from presto_tui.runtime.core.params import ParamError, SamplerParams
 from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
-from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.methods.sps import SpsStep
+from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.session.events import Choice, ModelCall, SessionEnd
 from presto_tui.runtime.session.loop import make_driver, run_chains
 from presto_tui.runtime.session.runner import run_session

@@ -117,7 +117,7 @@ class Result:
         return next((c.status for c in self.chains if c.status != "done"), "done")
 
     def __repr__(self) -> str:
-        clip = lambda t: t if len(t) <= 40 else t[:39] + "…"  # noqa: E731
+        clip = lambda t: t if len(t) <= 40 else t[:39] + "…"
         return (f"Result(prompt={clip(self.prompt)!r}, {self.status}, {len(self.chains)} chain"
                 f"{'s' if len(self.chains) != 1 else ''}, answer={clip(self.answer)!r})")
 
