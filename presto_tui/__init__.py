@@ -20,7 +20,7 @@ package is internal.  Names load on first use, so `import presto_tui` stays chea
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 # 2.0: the API is the names below (1.x promised every name of presto_tui.api's modules); a method is an
@@ -58,17 +58,6 @@ __all__ = ["API_VERSION", "ChainResult", "Engine", "EngineError", "InputError", 
            "OutputError", "ParamError", "Params", "PrestoError", "Result", "Session", "SessionEvent",
            "SessionSummary", "TraceData", "TraceError", "events", "find_method", "methods", "plugin",
            "read_trace", "register", "sample", "stream", "testing"]
-
-if TYPE_CHECKING:
-    from presto_tui import events, plugin, testing
-    from presto_tui.api.engine import Engine
-    from presto_tui.api.events import SessionSummary
-    from presto_tui.api.params import Method, MethodKind, ParamError, Params, find_method, methods
-    from presto_tui.api.sampling import ChainResult, Result, Session, SessionEvent, sample, stream
-    from presto_tui.api.traces import TraceData, read_trace
-    from presto_tui.errors import EngineError, InputError, OutputError, PrestoError, TraceError
-    from presto_tui.plugin import register
-
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
