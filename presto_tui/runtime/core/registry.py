@@ -29,9 +29,10 @@ from presto_tui.runtime.core.names import unknown_choice
 from presto_tui.runtime.core.paramkit import Group, ParamError
 
 GROUP = "presto_tui.methods"
-# The built-in methods, in the order --help lists them: the MH chains, then the one-shot samplers.
+# The built-in methods, in the order --help lists them within each kind (a method that reads another's
+# parameter comes after it: resample-move reads PowerSMC's particles).
 BUILTIN = tuple(f"presto_tui.runtime.methods.{m}:METHOD" for m in (
-    "powermh", "entropycut", "multitry", "lowtemp", "bestofn", "powersmc", "sps"))
+    "powermh", "entropycut", "multitry", "ppt", "lowtemp", "bestofn", "powersmc", "sps", "resample_move"))
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
 _lock = threading.RLock()
