@@ -169,7 +169,10 @@ class StreamDriver(Driver):
             return
         elif blk.walker.at_stop:
             self.held = True
-        if walked or self._dirty or blk.growing:  # (tokens still decoding grew: more can be asked for)
+        # (tokens still decoding grew: more can be asked for).  Waiting at a barrier it asks for nothing more:
+        # what is live decodes on, but a tree of finished proposals past the barrier, grown while the other
+        # members catch up, would cost every scheduling pass its size and may be of no use after a swap
+        if (walked or self._dirty or blk.growing) and not self.held:
             self._schedule()
 
     def release(self, state: SeqState, hold: tuple[int, int] | None) -> None:
