@@ -107,7 +107,7 @@ def test_every_swap_is_the_replica_exchange_rule_recomputed_from_the_model(schem
                 # after the swap level i holds what level i + 1 held before it, and the other way round
                 xi, xj = (logp[i + 1], logp[i]) if ok else (logp[i], logp[i + 1])
                 want = math.exp(min(0.0, (exps[i] - exps[i + 1]) * (xj - xi)))
-                assert A == pytest.approx(want, rel=1e-9, abs=1e-12)
+                assert pytest.approx(want, rel=1e-9, abs=1e-12) == A
                 assert ok == (swap_uniform(seed, n, i + 1) < A)
                 checked += 1
                 accepted += ok
@@ -129,7 +129,8 @@ def test_the_state_swapped_into_a_replica_is_scored_at_its_own_temperature():
         out = original(self, barrier, states)
         for r, x in enumerate(out):
             tau = self.taus[r]
-            logq = [oracle.log_probs(b.lm, list(PROMPT) + list(x.tokens[:j]), tau)[1][t] for j, t in enumerate(x.tokens)]
+            logq = [oracle.log_probs(b.lm, list(PROMPT) + list(x.tokens[:j]), tau)[1][t]
+                    for j, t in enumerate(x.tokens)]
             seen.append(max(abs(a - c) for a, c in zip(x.logq, logq)))
         return out
 

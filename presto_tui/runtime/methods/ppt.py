@@ -151,7 +151,7 @@ def retempered(state: SeqState, family: SamplerFamily, tau: float) -> SeqState:
 
 @dataclass(frozen=True)
 class PtStep(MethodEvent):
-    """The replicas at a barrier (or at the end: `final`, no swap proposed): the swaps proposed between
+    """The replicas at a barrier (and once at the end: `final`, no swap proposed): the swaps proposed between
     neighbouring levels and their outcomes, then each level's state.  Levels count from 0, the lowest
     exponent first; the answer is the last level's."""
 
@@ -273,8 +273,8 @@ class PptDriver(Population):
 
     def finish(self, states: list[SeqState]) -> None:
         p = self.params
-        if any(n for n, _ in self._since) or not self.crossed:  # the transitions after the last barrier
-            self._record((p.n_blocks - 1, p.steps), self.crossed + 1, (), (), (), states, final=True)
+        # the end's record (each replica's final state, and its transitions since the last barrier)
+        self._record((p.n_blocks - 1, p.steps), self.crossed + 1, (), (), (), states, final=True)
         answer = states[self.lead]
         loglik, confidence = response_scores(answer.tokens, answer.logp, answer.entropy, self.engine.eos_id)
         R = len(states)
