@@ -72,15 +72,16 @@ class Cost:
     words: str  # "time": "at equal time", "dominated at every time measured"
     less: str  # "less time": "needs 2x less time than"
     unit: str  # after a number: " s", " tokens", " steps"
+    every: str  # "time": "dominated at every time measured"
 
     def fmt(self, x: float) -> str:
         return f"{x:.3g}{self.unit}" if self.name == "time" else f"{x:.0f}{self.unit}"
 
 
 COSTS = {c.name: c for c in (
-    Cost("time", "time_per_prompt_s", "time", "less time", " s"),
-    Cost("tokens", "tokens_per_prompt", "decoded tokens", "fewer decoded tokens", " tokens"),
-    Cost("steps", "steps_per_prompt", "engine steps", "fewer engine steps", " steps"),
+    Cost("time", "time_per_prompt_s", "time", "less time", " s", "time"),
+    Cost("tokens", "tokens_per_prompt", "decoded tokens", "fewer decoded tokens", " tokens", "token count"),
+    Cost("steps", "steps_per_prompt", "engine steps", "fewer engine steps", " steps", "step count"),
 )}
 TIME = COSTS["time"]
 
@@ -266,7 +267,7 @@ def dominance(rows: Sequence[dict], measure: Measure, cost: Cost = TIME) -> tupl
     sentence = (f"{'Fastest' if cost is TIME else 'Cheapest'} to best on the joint front of {measure.name} against "
                 f"{cost.words}: " + "; then ".join(parts) + ".")
     if off:
-        sentence += f" {_and(off)} {'is' if len(off) == 1 else 'are'} dominated at every {cost.words} measured."
+        sentence += f" {_and(off)} {'is' if len(off) == 1 else 'are'} dominated at every {cost.every} measured."
     return labels, sentence
 
 

@@ -248,3 +248,32 @@ def terminal_figures(res: dict, width: int = 100, height: int = 20) -> list[str]
         out.append(plt.uncolorize(plt.build()))
     plt.clear_figure()
     return out
+
+
+# -- another reading of the same results ----------------------------------------------------------
+
+def read_again(res: dict, axis: str) -> dict:
+    """The results read against another cost axis: every point carries its time, tokens and engine steps,
+    so the fronts, the sentences and the readings at equal quality are made again from them, nothing run."""
+    from presto_tui.api.params import SamplerParams
+    from presto_tui.eval.frontier import COSTS, analyse, parse_spec
+
+    points = parse_spec(res["frontier"], SamplerParams(**res["shared_params"]))
+    return {**res, **analyse(res["points"], points, res["measures"], COSTS[axis])}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m presto_tui.eval.frontier_report RESULTS.json [time|tokens|steps]`: the tables of a saved
+    frontier, read against the axis given (default: the one it was run with)."""
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    res = json.loads(Path(args[0]).read_text())
+    if len(args) > 1:
+        res = read_again(res, args[1])
+    render(Console(width=200), res)
+
+
+if __name__ == "__main__":
+    main()

@@ -131,10 +131,11 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
             changes["budget"] = n
             given.append("budget")
     for name, value in _settings(method, m["sets"], flag, label).items():
-        if name in given:
+        if name in changes:  # (`:N` set it, or the spec's own words did)
             raise InputError(f"{flag}: {label}: {name} is set twice")
         changes[name] = value
-        given.append(name)
+        if name not in given:
+            given.append(name)
     try:
         params = base.with_(**changes).validate()
     except ParamError as e:
