@@ -20,7 +20,6 @@ import secrets
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ class Arena:
     secret: str = field(default_factory=lambda: secrets.token_hex(8))
     marker: str = field(default_factory=lambda: f"presto-tui-marker-{secrets.token_hex(6)}")
     listener: socket.socket | None = None
-    tasks: list[Path] = field(default_factory=list)  # the tests, as a task file others may read, outside /tmp
+    tasks: list[Path] = field(default_factory=list)  # the tests, as a task file others may read
 
     @property
     def port(self) -> int:
@@ -94,8 +93,6 @@ def arena(folder: Path) -> Iterator[Arena]:
         for path in made:
             with contextlib.suppress(OSError):
                 path.unlink()
-                if path.parent != CHECKOUT / "tests":
-                    path.parent.rmdir()
         a.listener.close()
         if old is None:
             os.environ.pop("PRESTO_TUI_TEST_SECRET", None)
@@ -104,27 +101,18 @@ def arena(folder: Path) -> Iterator[Arena]:
 
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-# Where a task file may lie that no sandbox of old hid: a shared temporary folder that outlives reboots
-# (mode 644, as a file others may read), and the project's own checkout.
-SHARED_TMP = Path("/var/tmp")
 
 
 def _task_files(a: Arena) -> list[Path]:
-    """The item's tests as lines of a task file, where the program might look for them."""
+    """The item's tests as a line of a task file others may read (mode 644), in the project's checkout:
+    outside the folders a sandbox of old hid (the temporary folder, the home folders), as a task file
+    in a shared folder elsewhere is."""
     line = json.dumps({"id": 1, "prompt": "Write add(a, b).", "answer": ADD_TESTS, "grader": "python"}) + "\n"
-    made = []
-    places = [CHECKOUT / "tests"]
-    if SHARED_TMP.is_dir() and os.access(SHARED_TMP, os.W_OK):
-        places.insert(0, Path(tempfile.mkdtemp(prefix="presto-tui-tasks-", dir=SHARED_TMP)))
-    for folder in places:
-        path = folder / f"{a.marker}.jsonl"
-        path.write_text(line)
-        path.chmod(0o644)
-        if folder != CHECKOUT / "tests":
-            folder.chmod(0o755)
-        made.append(path)
-    a.tasks = made
-    return made
+    path = CHECKOUT / "tests" / f"{a.marker}.jsonl"
+    path.write_text(line)
+    path.chmod(0o644)
+    a.tasks = [path]
+    return [path]
 
 
 def _forged(result: CodeResult, a: Arena) -> str:
@@ -315,7 +303,7 @@ def scan(path):
             continue
         for args, value in re.findall(r"add\\(([^)]*)\\) == (-?[0-9]+)", tests):
             table[tuple(int(x) for x in args.split(","))] = int(value)
-for path in {paths}:  # where the task file is: an attacker that knows (or scans /var/tmp, /srv, /opt)
+for path in {paths}:  # where the task file is: an attacker that knows it (or scans the shared folders)
     scan(path)
 try:
     project = open("{checkout}/pyproject.toml").read()[:40]
@@ -471,7 +459,7 @@ ATTACKS = [
     Attack("killing its parent: no pass", lambda a: KILL_PARENT, in_subprocess=True),
     Attack("killing its parent: the grader lives on", lambda a: KILL_PARENT, judge=_parent_killed,
            needs="sandbox", in_subprocess=True),
-    Attack("a task file outside /tmp and the home folders, and the project's checkout",
+    Attack("a task file others may read, in the project's checkout",
            lambda a: TASKS_LOOKUP.format(paths=[str(p) for p in a.tasks], checkout=CHECKOUT),
            judge=_read_tests, needs="sandbox"),
     Attack("reading /proc/<ppid>/environ", lambda a: PARENT_ENVIRON.replace("{secret}", a.secret),
