@@ -10,6 +10,7 @@ workers, one engine each.
 
 from __future__ import annotations
 
+from presto_tui.runtime.session.budget_cost import SessionCost, session_cost
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers, chain_params, new_group
 from presto_tui.runtime.session.chat import (
     ChainEvent,
@@ -36,7 +37,7 @@ from presto_tui.runtime.session.loop import (
 
 __all__ = [
     "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineLoop", "EngineReady", "EngineWorker", "InternalError",
-    "Notice", "ParamsChanged", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers", "chain_params",
-    "check_address", "check_context", "default_concurrency", "deliver", "display_text", "live_per_chain",
-    "make_driver", "new_group", "require_ray", "run_chains", "split_cores",
+    "Notice", "ParamsChanged", "SessionCost", "StartFailed", "VocabUpdate", "WorkerLost", "chain_drivers",
+    "chain_params", "check_address", "check_context", "default_concurrency", "deliver", "display_text",
+    "live_per_chain", "make_driver", "new_group", "require_ray", "run_chains", "session_cost", "split_cores",
 ]
