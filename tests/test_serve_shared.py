@@ -1,11 +1,14 @@
 """`presto-tui serve` shared by clients nobody trusts: bounded memory, tenants, connection hygiene.
 
-A listener that falls behind is dropped with a last event that says why; a request may ask for
-at most the server's steps and tokens, and finished requests let go of their events; the rate
-behind /metrics is trimmed as it is written; a key sees and cancels only its tenant's requests;
-a connection must send its headers in time, and there are at most so many; HEAD, 405, /health,
-slashes, bad values and both stopping signals behave.  The soak test holds the server's memory
-to a fixed margin over thousands of requests with stalled listeners present.
+A listener that falls behind is dropped with a last event that says why, whole at any reading
+speed; a request may ask for at most the server's steps and tokens, and what its chains may cost
+(its sampler's bound times its chains) within the caps, a tenant's together within its own;
+finished requests let go of their events; the rate behind /metrics is trimmed as it is written;
+a key sees and cancels only its tenant's requests, and no id is taken up twice; a connection
+must send its headers and every byte of its body in time, read or not, and there are at most so
+many, event streams fewer; HEAD, 405, /health, slashes, bad values and both stopping signals
+behave.  The soaks: max-size requests keep an engine step's cost flat, and the server's memory
+stays within a fixed margin over thousands of requests with stalled listeners present.
 """
 
 from __future__ import annotations

@@ -11,12 +11,14 @@ Routes:
 - `GET /health`, `GET /metrics` (Prometheus text), and HEAD on them.
 
 Every route answers 401 without a key when the server has keys (each names a
-tenant: tenants.py), and a body over the size limit gets 413, before any handler
-runs (`Guard`); a request asking for more steps or tokens than the server's caps
-gets 400.  Every error is
-OpenAI's error object with one line: a bad value the line `presto-tui run`
-prints for it (400), a full queue 429 with Retry-After, a request past its
-timeout 504; never a traceback.  A client that goes away cancels its chains.
+tenant: tenants.py; the connection then closes), and a body over the size limit
+gets 413, before any handler runs (`Guard`); a request asking for more steps or
+tokens than the server's caps, or whose chains may cost more engine requests or
+tokens than its caps (`within_caps`), gets 400 before anything runs.  Every error
+is OpenAI's error object with one line: a bad value the line `presto-tui run`
+prints for it (400), a full queue or a tenant's full account 429 with
+Retry-After, a request past its timeout 504; never a traceback.  A client that
+goes away cancels its chains.
 """
 
 from __future__ import annotations
