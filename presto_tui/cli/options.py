@@ -51,6 +51,10 @@ CLI_LIMITS: dict[str, Limit] = {
     "max_tokens": LIMITS["max_new_tokens"],
     "read_timeout": Limit(0.1, 3600),
     "max_connections": Limit(1, 1 << 20, integer=True),
+    "max_event_streams": Limit(1, 1 << 20, integer=True),
+    "max_request_tokens": Limit(1, 1 << 62, integer=True),
+    "max_engine_requests": Limit(1, 1 << 62, integer=True),
+    "max_tenant_tokens": Limit(1, 1 << 62, integer=True),
 }
 
 

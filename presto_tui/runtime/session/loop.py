@@ -81,6 +81,9 @@ class EngineLoop:
         self.cost = cost or StepCost()
         self.active: dict[Key, SessionDriver] = {}
         self._owner: dict[int, Key] = {}  # engine handle -> chain
+        self.snapshots = 0  # transient progress events built ...
+        self.snapshot_s = 0.0  # ... and the seconds they took
+        self._snapshots_after = 0.0  # (perf_counter) none before this: their share of the loop's time is bounded
 
     def add(self, key: Key, driver: SessionDriver) -> list[Event]:
         """Start a chain; its requests join the next step.  A chain that cannot start ends with
@@ -110,9 +113,14 @@ class EngineLoop:
             del self._owner[h]
         del self.active[key]
 
-    def step(self, transient: bool = False) -> list[tuple[Key, Event]]:
+    def step(self, transient: bool | Callable[[Key], bool] = False) -> list[tuple[Key, Event]]:
         """One pass: every chain's aborts and submissions, one engine step, deliveries, advances.
-        Chains that ended leave the loop."""
+        Chains that ended leave the loop.  `transient`: whether to add progress events (each chain's
+        at most every SNAPSHOT_EVERY_S), for every chain or for those it says yes to (a server: the
+        chains someone listens to).  Building one walks the chain's live tree, which grows with the
+        chain (a streaming epoch of long states): after a pass whose progress events took t seconds,
+        none is built for (1/SNAPSHOT_SHARE - 1) t, so that they never take more than that share of
+        the loop's time, however long the chains."""
         out: list[tuple[Key, Event]] = []
         engine = self.engine
         with engine_faults():
@@ -138,13 +146,24 @@ class EngineLoop:
             if key in self.active:
                 self.active[key].delivered(h, prop)
         now = time.perf_counter()
+        wants = transient if callable(transient) else (lambda _key: transient)
+        snapshots = bool(transient) and now >= self._snapshots_after
+        spent = 0.0
         for key in list(self.active):
             d = self.active[key]
             out.extend((key, ev) for ev in d.advance())
-            if transient and (snap := d.snapshot(now)) is not None:
-                out.append((key, snap))
+            if snapshots and wants(key):
+                t0 = time.perf_counter()
+                snap = d.snapshot(now)
+                spent += time.perf_counter() - t0
+                if snap is not None:
+                    out.append((key, snap))
+                    self.snapshots += 1
             if d.done:
                 self._drop(key)
+        if spent:
+            self.snapshot_s += spent
+            self._snapshots_after = time.perf_counter() + spent * (1 / SNAPSHOT_SHARE - 1)
         return out
 
     def fail_all(self, exc: BaseException) -> list[tuple[Key, Event]]:
@@ -159,6 +178,7 @@ class EngineLoop:
         return out
 
 
+SNAPSHOT_SHARE = 0.1  # progress events take at most about this share of an engine loop's time
 BATCH_LIVE = 64  # requests an engine decodes at once for little more than one sequence
 COST_POLICY_LIVE = 8  # what the cost policy keeps live on average, about (13 alone on a CPU's cost, 8 with 4 chains)
 
