@@ -117,3 +117,19 @@ def test_bad_chains_are_one_line_errors(monkeypatch):
     assert cli_error("run", "x", "--chains", "2") == ("--chains above 1: MCMC diagnostics need arviz-stats: "
                                                        "pip install 'presto-tui[diagnostics]'")
     assert json_lines(invoke("run", "x", "--chains", "1", "--json", "-n", "4", "-K", "2", "--no-trace"))
+
+
+def test_chains_each_stuck_at_its_own_state_print_inf_and_json_null_with_rhat_infinite():
+    """The issue's run: after a burn-in of 50 every chain's response stays put, each at its own: R-hat
+    is "inf" in the table and the warning (never a 16-digit number), null with rhat_infinite in JSON."""
+    args = ("run", "What is 7 * 8?", "--chains", "3", "-K", "100", "--burn-in", "50", "--thin", "2", "--no-trace")
+    (row,) = json_lines(invoke(*args, "--json"))
+    stuck = [d for d in row["diagnostics"] if d["rhat_infinite"]]
+    assert stuck and all(d["rhat"] is None for d in stuck)
+    assert all(d["rhat"] is None or 0.9 < d["rhat"] < 1e3 for d in row["diagnostics"])
+    text = invoke(*args).stdout
+    assert "R-hat inf > 1.01" in text
+    rows = [ln.split() for ln in text.splitlines() if ln.split()[:1] in (["log-lik"], ["conf"], ["log-likelihood"])]
+    assert rows and any("inf" in r for r in rows)
+    assert not any(len(w.split(".")[0].lstrip("-")) > 6 for ln in text.splitlines() for w in ln.split()
+                   if w.replace(".", "").replace("-", "").isdigit())  # no 16-digit number anywhere

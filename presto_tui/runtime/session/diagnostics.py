@@ -57,6 +57,7 @@ QUANTITIES = {"log_target": "log-target", "loglik": "log-likelihood", "confidenc
 WARN_ON = ("log_target", "loglik")  # the quantities whose mixing decides the warning
 MISSING = "MCMC diagnostics need arviz-stats: pip install 'presto-tui[diagnostics]'"
 THRESHOLDS = f"R-hat <= {RHAT_MAX}, bulk ESS >= {ESS_MIN}"
+STUCK = "no chain varied within itself, and the chains differ: no mixing at all"  # what an infinite R-hat means
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def require() -> None:
 class Diagnostic:
     """One quantity of one block over the chains.  None: undefined (fewer than 2 chains for R-hat,
     fewer than MIN_DRAWS draws per chain, or draws that never vary); an R-hat of inf: chains that
-    never vary within themselves but differ from each other (JSON writes it as null; the warning
-    says it)."""
+    never vary within themselves but differ from each other (`stuck`): the tables print "inf", the
+    warning says what it means, the running R-hat plot leaves it out and says so, and JSON writes
+    null with `rhat_infinite` true (`to_dict`)."""
 
     quantity: str
     block: int
@@ -117,19 +119,35 @@ class Diagnostic:
     def problems(self) -> list[str]:
         """What fails the thresholds (empty: nothing, or nothing that can be said)."""
         out = []
-        if self.rhat is not None and self.rhat > RHAT_MAX:
+        if self.rhat is not None and math.isinf(self.rhat):
+            out.append(f"R-hat inf > {RHAT_MAX} ({STUCK})")
+        elif self.rhat is not None and self.rhat > RHAT_MAX:
             out.append(f"R-hat {self.rhat:.3f} > {RHAT_MAX}")
         if self.ess_bulk is not None and self.ess_bulk < ESS_MIN:
             out.append(f"bulk ESS {self.ess_bulk:.0f} < {ESS_MIN}")
         return out
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """As JSON says it: an infinite R-hat is null with `rhat_infinite` true (JSON has no inf); a
+        null R-hat with `rhat_infinite` false is an undefined one."""
+        d = asdict(self)
+        d["rhat"] = None if self.rhat is None or math.isinf(self.rhat) else self.rhat
+        d["rhat_infinite"] = self.rhat is not None and math.isinf(self.rhat)
+        return d
 
 
 def _number(x) -> float | None:
     v = float(x)
     return v if math.isfinite(v) else None
+
+
+def stuck(draws: np.ndarray) -> bool:
+    """Whether no chain varies within the halves ArviZ's split R-hat cuts it into (each half-chain holds
+    one value): the within-chain variance is zero, so R-hat is infinite where the values differ."""
+    a = np.asarray(draws, dtype=float)
+    half = a.shape[1] // 2
+    halves = np.vstack((a[:, :half], a[:, a.shape[1] - half:]))
+    return bool(half) and bool(np.all(halves == halves[:, :1]))
 
 
 def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) -> Diagnostic:
@@ -143,9 +161,11 @@ def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) ->
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # draws that never vary: undefined, said as None
         constant = bool(np.all(a == a.flat[0]))
-        rhat = None if constant or m < 2 else float(az.rhat(a))
+        # chains that never vary within themselves but differ: no mixing at all, R-hat is infinite (ArviZ
+        # divides by a within-chain variance that rounding leaves at 1e-33 rather than 0: 9e15, not inf)
+        rhat = None if constant or m < 2 else math.inf if stuck(a) else float(az.rhat(a))
         if rhat is not None and not math.isfinite(rhat):
-            rhat = math.inf  # the chains never vary within themselves but differ: no mixing at all
+            rhat = math.inf
         bulk = None if constant else _number(az.ess(a, method="bulk"))
         tail = None if constant else _number(az.ess(a, method="tail", prob=TAIL_PROB))
         mcse = None if constant else _number(az.mcse(a, method="mean"))
