@@ -152,6 +152,32 @@ def test_events_stream_as_they_happen_and_a_session_cancels(engine):
     assert ended.status == "cancelled" and ended.ended  # the trace ends the session as it stopped
 
 
+def test_chains_cancelled_midway_are_said_cancelled_and_k_is_not_blamed(engine):
+    """`session.cancel()` after 20 transitions of two chains with K=5000: their draws are those so far; the
+    warnings (the result's, and `stats`' of its trace) say the chains were cancelled and after how
+    many transitions, and never that K was too short."""
+    async def cancel_after(n: int):
+        async with engine.session("the cat", {"steps": 5000}, chains=2,
+                                  trace="c.jsonl") as session:
+            seen = 0
+            async for _, event in session:
+                seen += isinstance(event, events.Transition)
+                if seen == n:
+                    session.cancel()
+            return await session.result()
+
+    from presto_tui.api import events
+
+    result = asyncio.run(cancel_after(20))
+    assert [c.status for c in result.chains] == ["cancelled", "cancelled"]
+    counts = ", ".join(str(c.summary.transitions) for c in result.chains)
+    said = " ".join(result.diagnostics.warnings)
+    assert f"every chain cancelled after {counts} transitions (of K=5000 a block)" in said, said
+    assert "too short" not in said and "-K" not in said
+    printed = runner.invoke(app, ["stats", "c.jsonl"]).stdout
+    assert f"every chain cancelled after {counts} transitions" in printed and "too short" not in printed
+
+
 def test_a_damaged_trace_is_named_by_its_line(chains_trace):
     lines = Path("t.jsonl").read_text().splitlines()
     lines[3] = lines[3][: len(lines[3]) // 2]

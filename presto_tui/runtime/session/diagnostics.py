@@ -260,19 +260,43 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
         for b in blocks:
             diags += [diagnose(draws_of(summaries, b, q, selection), q, b) for q in QUANTITIES]
         ended = all(s.status != "running" for s in summaries)  # (a trace cut inside a chain: as far as it goes)
-        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended)
+        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended, cut_short(summaries))
     else:
         notes = [MISSING]
     return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
                         tuple(diags), shared, vote([s.text for s in summaries]), tuple(notes), selection)
 
 
+# how a chain ended short of its K transitions, in words (a chain cancelled midway says nothing about K)
+CUT_SHORT = {"cancelled": "cancelled", "error": "ended by an error", "damaged": "damaged (trace lines skipped)"}
+
+
+def cut_short(summaries: Sequence[SessionSummary]) -> str:
+    """Which chains ended short of their K transitions and after how many, in words ("" for none):
+    "chain 2 cancelled after 9 transitions", "chains 1-3 cancelled after 1310, 1309, 1311 transitions"."""
+    cut = [(m, s) for m, s in enumerate(summaries, 1) if s.status in CUT_SHORT]
+    if not cut:
+        return ""
+    out = []
+    for how in dict.fromkeys(CUT_SHORT[s.status] for _, s in cut):
+        mine = [(m, s) for m, s in cut if CUT_SHORT[s.status] == how]
+        which = "every chain" if len(mine) == len(summaries) > 1 else \
+            f"chain{'s' if len(mine) > 1 else ''} {', '.join(str(m) for m, _ in mine)}"
+        counts = ", ".join(str(s.transitions) for _, s in mine)
+        out.append(f"{which} {how} after {counts} transition{'' if counts == '1' else 's'}")
+    return "; ".join(out)
+
+
 def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int,
-              selection: Selection = ALL, ended: bool = True) -> list[str]:
+              selection: Selection = ALL, ended: bool = True, cut: str = "") -> list[str]:
     """What fails the thresholds, per shared block.  While a chain still runs (`ended` False) the
     draws are the first ones only: the warning says how things stand so far, and blames K only
-    once the chains have made all their transitions."""
+    once the chains have made all their transitions; where a chain ended short of them (`cut`: it
+    was cancelled, failed or its trace is damaged) the warning says so and blames nothing."""
     out = []
+    # the draws of chains cut short (after how many transitions) say nothing about whether K was enough
+    verdict = (f"{cut} (of K={steps} a block): the draws so far, no verdict on K" if cut else
+               f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
     for b in shared:
         mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
         where = f"block {b + 1}: " if blocks else ""
@@ -283,6 +307,8 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
             continue
         if mine and all(d.ess_bulk is None for d in mine):
             out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
+                       f"mixed; {cut} (of K={steps} a block)" if ended and cut else
+                       f"{where}the log-target never varied: the chains did not move, so nothing says they "
                        f"mixed; K={steps} was too short (run more steps, -K)" if ended else
                        f"{where}the log-target has not varied so far: the chains have not moved yet "
                        f"({mine[0].draws} of K={steps} transitions)")
@@ -294,7 +320,7 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
                            min(esses, default=None), None, None)
         if worst.problems() and ended:
             out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions: "
-                       f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
+                       f"{verdict}")
         elif worst.problems():
             out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions "
                        f"so far (of K={steps}): not mixed yet (thresholds {THRESHOLDS})")
