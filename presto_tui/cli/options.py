@@ -297,6 +297,18 @@ def reflow(doc: str | None) -> str | None:
     return "\n\n".join(out)
 
 
+def run_app(app: Any, **kwargs: Any) -> int:
+    """Run a Textual app to its end; its return code, non-zero where it failed inside (Textual has
+    printed what happened), which the command exits with (`exit_with`): never 0 after a failure."""
+    app.run(**kwargs)
+    return app.return_code or 0
+
+
+def exit_with(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
+
+
 def handled(fn: Callable) -> Callable:
     """Every command ends the same way: one line and the error kind's exit code, 130 on Ctrl-C,
     a traceback only under --debug."""

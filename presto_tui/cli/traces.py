@@ -48,7 +48,7 @@ def replay(
     loaded, pair = replay_checked(traces, compare, on_bad_lines)
     from presto_tui.views.app import replay_app
 
-    replay_app(loaded, autoplay=play, compare=pair).run()
+    o.exit_with(o.run_app(replay_app(loaded, autoplay=play, compare=pair)))
 
 
 def replay_checked(traces: list[Path], compare: str | None, on_bad_lines: str = "error"):

@@ -61,8 +61,7 @@ from typing import Any
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
 from presto_tui.runtime.core.names import InputMode, PrefetchRule
-from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.spec import PARAMS
+from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
     ROOT,
@@ -189,22 +188,16 @@ def _num(x: float) -> float | str:
 
 
 def params_of(d: Any, where: str = "params") -> dict:
-    """A session's sampler parameters, validated as the samplers validate them."""
+    """A session's sampler parameters, read on the parameter spec's one reading path (`params_from`:
+    each value by `Param.read`, then `SamplerParams.validate`), so a value of the wrong type or out
+    of range is refused here, naming it as `params.steps`, and every consumer gets typed values."""
     _check(isinstance(d, dict), where, "should be an object")
     known = {k: v for k, v in d.items() if k in SamplerParams.__dataclass_fields__}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
-    for k, v in known.items():
-        if PARAMS[k].kind is bool:  # a switch (the spec says which)
-            _check(v is None or isinstance(v, bool), f"{where}.{k}", "should be true or false")
-        else:
-            _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
-                   "should be a number or a name")
     try:
-        return SamplerParams(**known).validate().to_dict()
+        return params_from(known, naming=lambda name: f"{where}.{name}").to_dict()
     except InputError as e:
-        raise SchemaError(f"{where}: {e}") from None
-    except TypeError:
-        raise SchemaError(f"{where}: a value has the wrong type") from None
+        raise SchemaError(str(e)) from None
 
 
 def _info(d: Any, where: str) -> dict:
