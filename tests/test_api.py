@@ -127,6 +127,72 @@ def test_the_arviz_object_is_the_draws_export_at_that_prompt(chains_trace):
         assert (here == there).all()
 
 
+def test_chains_cut_at_different_transitions_give_arviz_the_r_hat_stats_printed_and_one_prompt_number(engine):
+    """A prompt of three chains cancelled midway (each cut at its own transition), between a prompt run
+    to its end, a baseline and a single chain, in one trace: every chain of a prompt is cut to the
+    shortest in `stats` and in the export alike, so ArviZ on the file gives the R-hat `stats` printed
+    (no NaN inside a prompt's draws); prompts are numbered alike in the CSV, the NetCDF file and
+    `read_trace(...).chains(p)`, a prompt without draws keeping its number."""
+    pytest.importorskip("h5netcdf")
+    import csv
+
+    import arviz_stats
+    import numpy as np
+    from arviz_base import convert_to_datatree
+
+    from presto_tui.api import events
+    from presto_tui.logs.writer import TraceWriter
+
+    small = {"max_new_tokens": 16, "steps": 30, "seed": 2}
+    rt = engine.runtime
+    with TraceWriter("t.jsonl", command="api", backend=rt.name, model=rt.model, params=presto_tui.Params().to_dict(),
+                     pieces=rt.token_pieces) as w:
+        presto_tui.sample(engine, "the cat", small, chains=3, trace=w)  # prompt 1
+
+        seen = []  # prompt 2: cancelled after 150 transitions (polled before every engine step: deterministic)
+        for _, event in presto_tui.stream(engine, "a dog ran", {**small, "steps": 5000}, chains=3, trace=w,
+                                          cancel=lambda: len(seen) >= 150):
+            if isinstance(event, events.Transition):
+                seen.append(event)
+        presto_tui.sample(engine, "hello", {**small, "sampler": "lowtemp"}, trace=w)  # prompt 3: no draws
+        presto_tui.sample(engine, "one chain", small, trace=w)  # prompt 4
+    sessions = presto_tui.read_trace("t.jsonl").sessions
+    cut = sessions[sessions["prompt"] == "a dog ran"]
+    assert set(cut["status"]) == {"cancelled"}
+    lengths = list(cut["transitions"])
+    assert len(set(lengths)) > 1 and min(lengths) >= 4  # cut at different transitions
+    printed = cli_json("stats", "t.jsonl", "--json")["chains"]
+    (mine,) = [r for r in printed if r["prompt"] == "a dog ran"]
+    lt = next(d for d in mine["diagnostics"] if d["quantity"] == "log_target")
+    assert lt["draws"] == min(lengths) and lt["rhat"] is not None
+    res = runner.invoke(app, ["stats", "t.jsonl", "--draws", "d.nc", "--draws", "d.csv"])
+    assert res.exit_code == 0, res.output
+    dt = convert_to_datatree("d.nc")
+    assert list(dt.posterior["prompt"].values) == [1, 2, 4]  # prompt 3 (the baseline) has no draws
+    assert list(dt.posterior["draw"].values)[:2] == [1, 2] and list(dt.posterior["chain"].values) == [1, 2, 3]
+    here = dt.posterior["log_target"].sel(prompt=2, block=1)
+    n = int(dt.constant_data["draws"].sel(prompt=2, block=1))
+    assert n == min(lengths) and not np.isnan(here.isel(draw=slice(0, n)).values).any()
+    assert float(arviz_stats.rhat(here.isel(draw=slice(0, n)))) == pytest.approx(lt["rhat"], rel=1e-9)
+    assert float(arviz_stats.rhat(here.dropna("draw"))) == pytest.approx(lt["rhat"], rel=1e-9)
+    assert dt.sample_stats["accepted"].dtype == bool
+    with open("d.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert {r["prompt"] for r in table} == {"1", "2", "4"}
+    kept = [sum(r["kept"] == "true" for r in table if r["prompt"] == "2" and r["chain"] == str(m)) for m in (1, 2, 3)]
+    assert kept == [min(lengths)] * 3  # the rows the diagnostics read: every chain cut to the shortest
+    assert sum(r["prompt"] == "2" for r in table) == sum(lengths)  # and every transition is there
+    data = presto_tui.read_trace("t.jsonl")
+    assert [len(g) for g in data.chain_groups()] == [3, 3, 1, 1]
+    alone = data.chains(4).posterior["log_target"].values
+    assert int(dt.constant_data["chains"].sel(prompt=4)) == 1  # its other chains are NaN in the file
+    there = dt.posterior["log_target"].sel(prompt=4, block=1).dropna("chain", how="all").dropna("draw")
+    assert alone.shape == (1, 30) and (alone == there.values).all()
+    with pytest.raises(presto_tui.InputError, match="chain group 3 has no transitions"):
+        data.chains(3)
+    assert float(arviz_stats.rhat(data.chains(2).posterior["log_target"])) == pytest.approx(lt["rhat"], rel=1e-9)
+
+
 def test_events_stream_as_they_happen_and_a_session_cancels(engine):
     from presto_tui.api import events
 

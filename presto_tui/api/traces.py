@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from presto_tui.errors import InputError
-from presto_tui.logs.draws import ChainDraws, datatree
+from presto_tui.logs.draws import ChainDraws, common_draws, datatree, grouped
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
@@ -180,19 +180,21 @@ class TraceData:
 
     def chains(self, prompt: int = 1, *, block: int = 1) -> Any:
         """The draws of one prompt's chains (`prompt` numbers the chain groups from 1, in order of
-        appearance, as `chain_groups` lists them) in `block` (from 1) as an ArviZ DataTree:
-        `posterior` holds log_target, loglik and confidence with dims (chain, draw), every chain cut
-        to the shortest; `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ
-        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`).  It is
-        the `--draws PATH.nc` export of those chains at that prompt and block."""
+        appearance, as `chain_groups` lists them and the `--draws` exports number them) in `block`
+        (from 1) as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
+        (chain, draw), every chain cut to the shortest (the draws the diagnostics read);
+        `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ statistic or plot reads
+        it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats` printed.  It is
+        the trace's `--draws PATH.nc` export at that prompt and block."""
         need("arviz_base", "diagnostics")
-        groups = self.chain_groups()
+        groups = grouped(ChainDraws.of(sess.events) for sess in self.raw.sessions)
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
-        members = [ChainDraws.of(self.session(n).events) for n in groups[prompt - 1]]
-        k = min(sum(1 for t in c.transitions if t.block == block - 1) for c in members)
+        k = common_draws(groups[prompt - 1], block - 1)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} "
-                             "(a baseline, or a session cut short before its first transition)")
-        # (blocks are numbered 1.. in the export, so block b sits at index b - 1)
-        return datatree([members]).isel(prompt=0, block=block - 1, draw=slice(0, k), missing_dims="ignore")
+            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} in every "
+                             "chain (a baseline, or a session cut short before its first transition)")
+        tree = datatree(groups).sel(prompt=prompt, block=block).isel(draw=slice(0, k),
+                                                                      chain=slice(0, len(groups[prompt - 1])))
+        tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
+        return tree

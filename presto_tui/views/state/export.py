@@ -151,7 +151,7 @@ def chain_draws(state: AppState, members: Sequence[int]) -> list[list[draws.Chai
 def write_draws(folder: Path, stem: str, groups: Sequence[Sequence[draws.ChainDraws]], selection: Selection,
                 kind: str) -> list[Path]:
     """Write the draws as `kind` (csv, nc or both: DRAWS_FORMATS) into `folder`; the paths written."""
-    if not groups:
+    if not draws.with_draws(groups):
         raise ExportError("no draws to export: the chains have made no transition yet")
     paths = [folder / file_name(stem, None, ext.lstrip("."), "round") for ext in DRAWS_FORMATS[kind]]
     if any(p.suffix == ".nc" for p in paths) and not all(importlib.util.find_spec(m) for m in draws.NETCDF_NEEDS):
