@@ -232,12 +232,13 @@ def _print(out, group, params, json_out: bool, label: str, selection=None) -> No
 
 
 def mh_rows(s) -> list[tuple[str, str]]:
-    sp = s.speedup_estimate
+    sp, alone = s.speedup_estimate, s.speedup_transitions
     rows = [("model calls", f"{s.calls} (+{s.extend_calls} block extension)")] if s.calls else []
     return rows + [
         ("transitions", str(s.transitions)),
         *([("transitions per call", f"{s.transitions_per_call:.2f}"),
            ("time per call", f"{s.time_per_call_s * 1000:.1f} ms")] if s.calls else []),
+        ("time", f"{s.wall_s:.2f} s from the session's start, block extensions ({s.extend_time_s:.2f} s) included"),
         ("time per transition", f"{s.wall_per_transition_s * 1000:.1f} ms"),
         ("acceptance rate", f"{s.acceptance_rate:.3f}"),
         ("epsilon-certain share", f"{s.eps_certain_share:.3f}"),
@@ -245,7 +246,8 @@ def mh_rows(s) -> list[tuple[str, str]]:
          + (f" ({s.requests_aborted} aborted)" if s.requests_aborted else "")),
         ("tokens wasted", f"{100 * s.wasted_share:.0f}% of {s.proposal_tokens}"),
         ("speedup over sequential (est.)", f"n/a ({s.speedup_unavailable})" if sp is None else
-         f"{sp:.2f}x (from this session's single-request calls)"),
+         f"{sp:.2f}x (from this session's single-request calls" + (
+             f"; {alone:.2f}x over the transitions alone, extensions left out)" if alone is not None else ")")),
     ]
 
 

@@ -81,7 +81,7 @@ class Outcome:
 
     @property
     def time_s(self) -> float:
-        return self.summary.wall_s + self.summary.extend_time_s
+        return self.summary.wall_s
 
 
 @dataclass

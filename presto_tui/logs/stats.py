@@ -438,7 +438,7 @@ def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A"
     identical = bool(pairs) and all(x.tokens == y.tokens for x, y in pairs)
 
     def value(s, stat: str) -> float:
-        v = {"loglik": s.answer_loglik, "confidence": s.answer_confidence, "time_s": s.wall_s + s.extend_time_s,
+        v = {"loglik": s.answer_loglik, "confidence": s.answer_confidence, "time_s": s.wall_s,
              "acceptance": s.acceptance_rate if s.transitions else None}[stat]
         return float("nan") if v is None else float(v)
 

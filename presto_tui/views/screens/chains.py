@@ -233,14 +233,15 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
 
         def acf_drawing(plt: Plot, width: int) -> None:
             plt.title(f"autocorrelation, {where}")
-            lags = 0
+            lags, low = 0, 0.0
             for i in order:
                 xs, ys = mix.acf_points(i)
                 if xs:
                     plt.plot(xs, ys, marker="braille", color=colour_of(views[i].start.chain))
-                    lags = max(lags, xs[-1])
+                    lags, low = max(lags, xs[-1]), min(low, *ys)
             plt.hline(0.0, color=GREY)
-            bottom, top, ticks, labels = row_ticks(-1.0, 1.0, acf.canvas_rows())  # 0 a tick on the zero line
+            # from the lowest value (or 0) to 1, the lag-0 value: 0 is a tick, on the zero line
+            bottom, top, ticks, labels = row_ticks(max(-1.0, low), 1.0, acf.canvas_rows())
             plt.ylim(bottom, top)
             plt.yticks(ticks, labels)
             plt.xticks([float(x) for x in range(0, lags + 1, max(1, -(-lags // 6)))])  # lags from 0

@@ -33,7 +33,8 @@ def speedup_line(m: SessionSummary) -> Text:
     if sp is None:
         return Text(f"speedup: n/a ({m.speedup_unavailable})", style="dim")
     t = Text(f"speedup ~{sp:.2f}x vs sequential {sampler}")
-    t.append("\n  (est. from single-request call times)", style="dim")
+    alone = m.speedup_transitions
+    t.append("\n  (est." + (f"; {alone:.2f}x without extensions)" if alone is not None else ")"), style="dim")
     return t
 
 
