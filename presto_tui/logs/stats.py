@@ -268,7 +268,7 @@ BASELINE_SESSION_COLUMNS = ("sampler", "α", "group", *BASELINE_NUMERIC)
 # per session: mean time, tokens and answer length, mean resamplings, mean log-likelihood and confidence
 BASELINE_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
                           "ll/tok", "conf")
-RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions"}
+RIGHT = {*NUMERIC[1:], *BASELINE_NUMERIC[1:], "n", "sessions", "dep%"}  # (dep%: stats --critical-path)
 
 
 def drawn_text(r: dict) -> str:
@@ -344,7 +344,9 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     chains = [r for r in rows if not r["baseline"]]
     baselines = [r for r in rows if r["baseline"]]
     if chains or not rows:
-        console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, _labels(chains, names),
+        said = caption + ("; lim%: the binding limit (the dependency or the compute limit, whichever is longer) as a "
+                          "share of the session's time" if any(r.get("limit_share") is not None for r in chains) else "")
+        console.print(_table(console, "sessions", said, "prompt", SESSION_COLUMNS, _labels(chains, names),
                              [_session_cells(r) for r in chains]))
         _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["baseline"]], names,
                        UNSHOWN, GROUP_COLUMNS, _group_cells)
