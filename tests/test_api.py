@@ -193,12 +193,30 @@ def test_chains_cut_at_different_transitions_give_arviz_the_r_hat_stats_printed_
     assert float(arviz_stats.rhat(data.chains(2).posterior["log_target"])) == pytest.approx(lt["rhat"], rel=1e-9)
 
 
+def test_one_numbering_from_1_in_the_api_its_json_and_the_dataframes(engine, tmp_path):
+    """Chains, sessions and the answers' chains count from 1 in Python, in `--json` and in the
+    DataFrames alike (`ChainResult.chain` and `summary.chain` counted from 0 while the DataFrame's
+    `chain` counted from 1); the trace's own `chain` field stays an index from 0."""
+    (result,) = presto_tui.sample(engine, "the cat", {"max_new_tokens": 12, "steps": 6}, chains=3, trace="n.jsonl")
+    assert [c.chain for c in result.chains] == [1, 2, 3]
+    assert [c.summary.chain for c in result.chains] == [1, 2, 3] and result.chains[2].to_dict()["chain"] == 3
+    assert all(1 <= m <= 3 for g in result.diagnostics.vote.groups for m in g.chains)
+    frame = presto_tui.read_trace("n.jsonl").sessions
+    printed = cli_json("stats", "n.jsonl", "--json")
+    assert list(frame["chain"]) == [s["chain"] for s in printed["sessions"]] == [1, 2, 3]
+    assert [m["chain"] for m in printed["chains"][0]["members"]] == [1, 2, 3]
+    assert [json.loads(ln).get("chain") for ln in Path("n.jsonl").read_text().splitlines()
+            if '"session_start"' in ln] == [0, 1, 2]  # the schema's index, documented as such
+    numbers = {n for n, _ in presto_tui.stream(engine, ["a", "b"], {"max_new_tokens": 8, "steps": 2}, chains=2)}
+    assert numbers == {1, 2, 3, 4}
+
+
 def test_events_stream_as_they_happen_and_a_session_cancels(engine):
     from presto_tui.api import events
 
     kinds: dict[str, int] = {}
     for index, event in presto_tui.stream(engine, "the cat", {"steps": 6, "max_new_tokens": 12}):
-        assert index == 0
+        assert index == 1  # sessions are numbered from 1
         kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
     assert kinds["SessionStart"] == kinds["SessionEnd"] == 1 and kinds["Transition"] == 6
 

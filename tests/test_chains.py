@@ -92,7 +92,7 @@ def test_chains_record_their_seed_index_and_one_group():
     assert [(s.chain, s.chains) for s in starts] == [(m, 4) for m in range(4)]
     assert len({s.group for s in starts}) == 1 and starts[0].group
     assert [s.params["seed"] for s in starts] == [chain_seed(5, m) for m in range(4)]
-    assert [[s.chain for s in g] for g in chain_groups(list(reversed(summaries)))] == [[0, 1, 2, 3]]
+    assert [[s.chain for s in g] for g in chain_groups(list(reversed(summaries)))] == [[1, 2, 3, 4]]  # from 1
     (alone,), _ = run_group(small_backend(), params, (1, 2), 1)
     assert (alone[0].chain, alone[0].chains, alone[0].group) == (0, 1, "")  # one chain: the run it always was
 
@@ -266,7 +266,7 @@ def test_a_report_without_arviz_says_what_is_missing(monkeypatch):
 
 def test_vote_groups_exact_texts_most_chains_first():
     v = vote(["b", "a", "b", "c", "a", "b"])
-    assert [(g.answer, g.chains) for g in v.groups] == [("b", (0, 2, 5)), ("a", (1, 4)), ("c", (3,))]
+    assert [(g.answer, g.chains) for g in v.groups] == [("b", (1, 3, 6)), ("a", (2, 5)), ("c", (4,))]  # from 1
     assert v.majority.answer == "b" and v.share == 0.5 and not v.tied and v.by == "text"
     assert vote(["x ", "x"]).share == 0.5  # exact text: a trailing space is another answer
 
@@ -274,7 +274,7 @@ def test_vote_groups_exact_texts_most_chains_first():
 def test_vote_by_an_extracted_answer_counts_the_chains_without_one():
     extract = lambda t: t.split("=")[-1].strip() if "=" in t else None
     v = vote(["7*8 = 56", "so 56 = 56", "I think 54", "= 54"], extract)
-    assert v.by == "answer" and v.unanswered == (2,)
+    assert v.by == "answer" and v.unanswered == (3,)
     assert [(g.answer, g.count) for g in v.groups] == [("56", 2), ("54", 1)]
     assert v.share == 0.5 and v.to_dict()["majority"] == "56"
 

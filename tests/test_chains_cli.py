@@ -33,7 +33,7 @@ def test_run_chain_m_is_the_run_with_chain_ms_seed(prefetch):
                                   "-n", "12", "-K", "10", "--no-trace"))
     assert prompt["chains"] == 3 and len(prompt["sessions"]) == 3
     for m, s in enumerate(prompt["sessions"]):
-        assert (s["chain"], s["chains"], s["chain_group"]) == (m, 3, prompt["chain_group"])
+        assert (s["chain"], s["chains"], s["chain_group"]) == (m + 1, 3, prompt["chain_group"])  # from 1
         assert s["params"]["seed"] == chain_seed(7, m)
         (alone,) = json_lines(invoke("run", "the cat", "--json", "--seed", str(chain_seed(7, m)), "--prefetch",
                                      prefetch, "-n", "12", "-K", "10", "--no-trace"))
@@ -81,7 +81,7 @@ def test_a_trace_of_chains_groups_them_and_stats_reports_them(tmp_path):
     stats = invoke("stats", "c.jsonl", "--json")
     assert stats.exit_code == 0, stats.output
     (report,) = json.loads(stats.stdout)["chains"]
-    assert [m["chain"] for m in report["members"]] == [0, 1, 2]
+    assert [m["chain"] for m in report["members"]] == [1, 2, 3]  # from 1; the trace's own field from 0
     for key in ("diagnostics", "answers", "warnings", "chain_group"):
         assert report[key] == live[key]  # the trace holds what the run saw
     text = invoke("stats", "c.jsonl")

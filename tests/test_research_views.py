@@ -231,6 +231,9 @@ def test_history_exports_as_json_and_csv():
     steps, states = export.history_as_csv(state, view, h)
     rows = list(csv.DictReader(io.StringIO(steps)))
     assert [int(r["transition"]) for r in rows] == list(range(1, len(h.steps) + 1))
+    # `k` (within its block) counts from 1 beside `transition` (over the session) and `block`: it counted from 0
+    assert [(int(r["block"]), int(r["k"])) for r in rows] == [(st.block + 1, st.k + 1) for st in h.steps]
+    assert rows[0]["k"] == "1" and [t["k"] for t in doc["transitions"]] == [int(r["k"]) for r in rows]
     # every cell says what the JSON says (true/false, not Python's True/False)
     assert [r["accepted"] for r in rows] == [json.dumps(t["accepted"]) for t in doc["transitions"]]
     assert {r["accepted"] for r in rows} <= {"true", "false"}

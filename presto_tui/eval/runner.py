@@ -163,7 +163,7 @@ class _Consumer:
         result = vote([c.summary.text for c in done], lambda text: g.key(text, item.prompt))
         first.vote = result.to_dict()
         if result.majority is not None:
-            first.voted = self._grade(g, done[result.majority.chains[0]].summary.text, item)
+            first.voted = self._grade(g, done[result.majority.chains[0] - 1].summary.text, item)  # (chains from 1)
         elif done:
             first.voted = Grade(False, None, "no chain gave an answer")
 

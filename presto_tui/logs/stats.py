@@ -421,7 +421,7 @@ def _side(trace: Trace, select, shown: str) -> tuple[dict[tuple, tuple], dict]:
         key = (s.start.prompt, s.start.params.get("seed"), s.start.chain)
         if key in out:
             raise InputError(f"{shown}: two sessions of prompt {visible(s.start.prompt[:40], keep_newlines=False)!r} "
-                             f"with seed {key[1]} (chain {key[2]}); each side holds one per prompt and seed")
+                             f"with seed {key[1]} (chain {key[2] + 1}); each side holds one per prompt and seed")
         out[key] = (s, summary)
     return out, {"method": next(iter(methods.values())), "sessions": len(chosen), **left}
 

@@ -45,7 +45,9 @@ a number means the same thing everywhere.
 - answer_loglik, answer_confidence: eqs. 21-22 of the final answer's response, the
   text a person gets (up to its first EOS, for every method: `metrics.py`);
   elapsed_s: engine time from the session's start to the end of its last round or
-  epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
+  epoch; chain, chains and group: which of `--chains M` it is (chain from 1, as
+  everything a person or a program reads counts: docs/numbering.md; the trace's
+  `session_start` holds it from 0; 1, 1, "" alone).
 - critical_path: where the chain's time went, by cause, against the dependency
   limit (`critpath.py`; schema 1.3 traces, chains started from their prompt).
 """
@@ -137,7 +139,7 @@ class SessionSummary:
     draws: list[Transition] = field(default_factory=list)
     block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
     elapsed_s: float = 0.0
-    chain: int = 0
+    chain: int = 1  # from 1 (the SessionStart event's index + 1: docs/numbering.md)
     chains: int = 1
     group: str = ""
     timing: PathLog = field(default_factory=PathLog)  # what the critical path reads
@@ -149,7 +151,7 @@ class SessionSummary:
         self.timing.update(ev)
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
-            self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
+            self.chain, self.chains, self.group = ev.chain + 1, ev.chains, ev.group
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose not in SHARED_CALLS:

@@ -108,7 +108,7 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     c = run.choice
     if c is not None:
         what = "particle" if run.smc else "sample"
-        t.append(f"\nanswer: {what} #{c.index}, {clip(c.rule, 120)}")
+        t.append(f"\nanswer: {what} #{c.index + 1}, {clip(c.rule, 120)}")
     if m.answer_loglik is not None and m.answer_confidence is not None:
         t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
     elif c is None:
@@ -124,7 +124,7 @@ def sample_text(run: BaselineRun, rank: int, sm: Sample, pieces: Pieces, eos_id:
                 styles: DiffStyles) -> Text:
     """The inspector for a sample: its numbers and its whole text."""
     t = Text()
-    t.append(f"sample #{sm.index}  rank {rank + 1} of {len(run.samples)}", style="bold")
+    t.append(f"sample #{sm.index + 1}  rank {rank + 1} of {len(run.samples)}", style="bold")
     if run.choice is not None and run.choice.index == sm.index:
         t.append(f"  ★ the answer ({clip(run.choice.rule, 120)})")
     t.append(f"\n{run.score_name} {run.score(sm):.3f} (the rank's score)")
@@ -145,7 +145,7 @@ def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int |
         return Text("no particle here", style="dim")
     st = run.steps[step]
     P = len(st.tokens)
-    t.append(f"particle {i} after block {step + 1} of {len(run.steps)}", style="bold")
+    t.append(f"particle {i + 1} after block {step + 1} of {len(run.steps)}", style="bold")
     line = run.answer_line()
     if line.get(step) == i:
         t.append("  ★ on the answer's line" if step < len(run.steps) - 1 else "  ★ the answer")
@@ -159,7 +159,7 @@ def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int |
         t.append("\nno resampling after this block")
     parent = run.parent(step, i)
     if parent is not None and run.resampled_into(step):
-        t.append(f"\ndescends from particle {parent} of block {step} (resampled)")
+        t.append(f"\ndescends from particle {parent + 1} of block {step} (resampled)")
     grown = st.tokens[i]
     eos = eos_id is not None and eos_id in grown
     t.append(f"\nthis block: {len(grown)} tokens" + (", stopped at EOS" if eos else "")
@@ -181,4 +181,4 @@ def answer_title(session: SessionView) -> str:
     if c is None:
         return "no answer yet: a baseline answers at its end"
     what = "particle" if run.smc else "sample"
-    return clip(f"the answer: {what} #{c.index} ({c.rule})", 200)
+    return clip(f"the answer: {what} #{c.index + 1} ({c.rule})", 200)
