@@ -151,7 +151,8 @@ async def test_replay_shows_best_of_n_as_its_samples_ranked():
         assert table.rows == 6 and table.row == 0  # the answer, ranked first
         assert "best-of-N N=6" in text_of(app, "#tree-title") and "session 2 of 3" in text_of(app, "#tree-title")
         inspector = text_of(app, "#inspector")
-        assert f"sample #{choice.index + 1}  rank 1 of 6" in inspector  # samples from 1 (the trace's index + 1) and "★ the answer" in inspector
+        # samples from 1 (the trace's index + 1)
+        assert f"sample #{choice.index + 1}  rank 1 of 6" in inspector and "★ the answer" in inspector
         lines = [table.render_line(y).text for y in range(table.rows + 1)]
         assert "rank" in lines[0] and "ll/tok" in lines[0]
         assert lines[1].startswith("❯★") and f"#{choice.index + 1}" in lines[1]

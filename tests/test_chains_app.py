@@ -248,9 +248,9 @@ async def test_the_mixing_plots_label_every_tick_evenly_and_the_zero_line_zero()
         app = chains_app()
         async with app.run_test(size=(140, height)) as pilot:
             await pilot.press("m")
-            await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+            await wait_until(pilot, lambda a=app: isinstance(a.screen, ChainsScreen))
             scr = app.screen
-            await wait_until(pilot, lambda: "autocorrelation, block 1" in str(scr.query_one("#ch-acf").render()))
+            await wait_until(pilot, lambda s=scr: "autocorrelation, block 1" in str(s.query_one("#ch-acf").render()))
             acf, rhat = (y_axis(str(scr.query_one(w).render())) for w in ("#ch-acf", "#ch-rhat"))
             for axis in (acf, rhat):
                 values = [float(label) for label, _ in axis]

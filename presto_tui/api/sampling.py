@@ -182,10 +182,10 @@ def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
            transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
     """Every (session number, event) of the prompts' sessions as they happen, in the order the engine
     loop emits them (a session's own events in order, sessions interleaved); sessions are numbered
-    from 1: session s is chain (s - 1) % chains + 1 of prompt (s - 1) // chains + 1.  `trace`: a path, True for the default one, or an open
-    TraceWriter (written as the events pass; Ctrl-C ends the open sessions `cancelled` in it).
-    `cancel`: polled before every engine step.  `transient`: also the events for a person watching
-    (the batch in flight, the epoch so far), never written to a trace."""
+    from 1: session s is chain (s - 1) % chains + 1 of prompt (s - 1) // chains + 1.  `trace`: a path,
+    True for the default one, or an open TraceWriter (written as the events pass; Ctrl-C ends the open
+    sessions `cancelled` in it).  `cancel`: polled before every engine step.  `transient`: also the
+    events for a person watching (the batch in flight, the epoch so far), never written to a trace."""
     texts = as_prompts(prompts)
     p = as_params(params)
     CHAINS.check("chains", chains)

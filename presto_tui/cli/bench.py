@@ -451,7 +451,8 @@ def render(console: Console, report: dict) -> None:
                   "eq. 20 in wall time, extensions left out), measured side by side; +ext: the same over each "
                   "session's whole time from its start, block extensions included; lim%: the trajectory's binding "
                   "limit (dependency or compute, whichever is longer) as a share of that time; s/prompt: that "
-                  "time; est.: the single-session estimate `run` and `stats` show (from the start, as +ext); waste: share of proposal tokens the walk did not "
+                  "time; est.: the single-session estimate `run` and `stats` show (from the start, as +ext); "
+                  "waste: share of proposal tokens the walk did not "
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
                   "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
                   + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "

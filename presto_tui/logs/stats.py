@@ -344,8 +344,9 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     chains = [r for r in rows if not r["baseline"]]
     baselines = [r for r in rows if r["baseline"]]
     if chains or not rows:
+        limited = any(r.get("limit_share") is not None for r in chains)
         said = caption + ("; lim%: the binding limit (the dependency or the compute limit, whichever is longer) as a "
-                          "share of the session's time" if any(r.get("limit_share") is not None for r in chains) else "")
+                          "share of the session's time" if limited else "")
         console.print(_table(console, "sessions", said, "prompt", SESSION_COLUMNS, _labels(chains, names),
                              [_session_cells(r) for r in chains]))
         _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["baseline"]], names,

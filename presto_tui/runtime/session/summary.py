@@ -29,10 +29,11 @@ a number means the same thing everywhere.
   any one-request proposal call; where every extension decoded beside
   proposals, one request's step time as the engine loop learned it), so with
   a budget of 1 it is about 1 by construction.  `speedup_transitions` is the
-  same without the extensions on either side (what wall_s used to give).  It compares like with like only where a sequential step is
-  one request: there is none for the sequential sampler itself (the baseline)
-  or for MultiTryMH (whose step sends all its tries in one call);
-  `speedup_unavailable` says why.  `bench` measures the sequential sampler.
+  same without the extensions on either side (what wall_s used to give).  It
+  compares like with like only where a sequential step is one request: there
+  is none for the sequential sampler itself (the baseline) or for MultiTryMH
+  (whose step sends all its tries in one call); `speedup_unavailable` says why.
+  `bench` measures the sequential sampler.
 - eps_certain_share: share of realized MH decisions that were epsilon-certain;
   scored_counts: epsilon classes of every scored (decision, state) pair.
 - requests_issued vs requests_realized: speculation sent vs used by the walk;
