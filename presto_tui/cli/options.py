@@ -101,15 +101,16 @@ Thin = Annotated[int, typer.Option(
     f"{CLI_LIMITS['thin'].where} [default: 1, every one].")]
 
 
-def selection(burn_in: int, thin: int, steps: int | None = None):
-    """--burn-in and --thin, checked (the burn-in below K where K is known), as the diagnostics read them."""
+def selection(burn_in: int, thin: int, steps: int | None = None, where: str | None = None):
+    """--burn-in and --thin, checked (the burn-in below K where K is known: `where` says whose K, the
+    command line's -K by default), as the diagnostics read them."""
     from presto_tui.api.diagnostics import Selection
 
     CLI_LIMITS["burn_in"].check("--burn-in", burn_in)
     CLI_LIMITS["thin"].check("--thin", thin)
     if steps is not None and burn_in >= steps:
-        raise InputError(f"--burn-in must be below K (-K {steps}): it drops transitions of each block, and K would "
-                         f"leave none, got {burn_in}")
+        raise InputError(f"--burn-in must be below K ({where or f'-K {steps}'}): it drops transitions of each block, "
+                         f"and K would leave none, got {burn_in}")
     return Selection(burn_in, thin)
 
 

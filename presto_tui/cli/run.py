@@ -15,6 +15,7 @@ from presto_tui.cli.root import command
 from presto_tui.errors import InputError
 from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
+from presto_tui.words import count
 
 
 @command()
@@ -191,7 +192,7 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1, selectio
                 trace.write(ev, sids.get(i))
             if isinstance(ev, RoundDone):
                 live = sum(1 for j in summaries if j not in finished)
-                info = f"{live} chains live" if many or chains > 1 else (
+                info = f"{count(live, 'chain')} live" if many or chains > 1 else (
                     f"{s.calls} calls, {s.transitions_per_call:.2f} tr/call" if s.calls else
                     f"{s.transitions_per_s:.2f} tr/s")
                 bar.update(task, advance=ev.k_after - ev.k_before, info=info)

@@ -22,6 +22,7 @@ from presto_tui.views.state.evolution import Writer, clip
 from presto_tui.views.state.history import ChainHistory, chain_history
 from presto_tui.views.state.reducer import AppState
 from presto_tui.views.widgets.footer import FittedFooter
+from presto_tui.words import count
 
 CONTEXT_TOKENS = 4  # tokens of a visited state shown before where it differs from its block's start
 
@@ -55,7 +56,8 @@ class HistoryScreen(Screen[None]):
         info = Text()
         info.append(f"session {self.session + 1} of {len(self.state.sessions)}", style="bold")
         info.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} alpha {p.get('alpha'):g} · "
-                    f"{len(h.steps)} transitions, {h.accepted} accepted · {len(h.states)} distinct states")
+                    f"{count(len(h.steps), 'transition')}, {h.accepted} accepted · "
+                    f"{count(len(h.states), 'distinct state')}")
         info.append("\n> " + clip(self.view.start.prompt.replace("\n", " ⏎ "), 200), style="dim")
         if not h.diagnostics:
             info.append("\nlog-target and log-likelihood not recorded in this trace (transition events, schema 1.2): "

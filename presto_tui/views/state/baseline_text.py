@@ -11,6 +11,7 @@ from presto_tui.views.state import sps as sps_state
 from presto_tui.views.state.baseline import BaselineRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 from presto_tui.views.state.reducer import SessionView
+from presto_tui.words import count
 
 
 def _p(session: SessionView, key: str, default: object = "?") -> object:
@@ -162,7 +163,7 @@ def cell_text(run: BaselineRun, step: int, i: int, pieces: Pieces, eos_id: int |
         t.append(f"\ndescends from particle {parent + 1} of block {step} (resampled)")
     grown = st.tokens[i]
     eos = eos_id is not None and eos_id in grown
-    t.append(f"\nthis block: {len(grown)} tokens" + (", stopped at EOS" if eos else "")
+    t.append(f"\nthis block: {count(len(grown), 'token')}" + (", stopped at EOS" if eos else "")
              + (" (it had stopped at EOS before)" if not grown else "") + "\n")
     # the text up to this block, its own tokens marked (a reader's text: up to the first EOS)
     before = cut_at_eos(list(run.tokens_at(step - 1, parent if parent is not None else i)), eos_id) if step else []
