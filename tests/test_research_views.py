@@ -435,7 +435,8 @@ async def test_states_that_read_alike_up_to_eos_show_where_they_differ_after_it(
     from presto_tui.cli import app as cli
 
     path = tmp_path / "h.jsonl"
-    res = CliRunner().invoke(cli, ["run", "the cat", "-n", "96", "-K", "40", "--prefetch", "spine", "--trace", str(path)])
+    res = CliRunner().invoke(cli, ["run", "the cat", "-n", "96", "-K", "40", "--prefetch", "spine",
+                                   "--trace", str(path)])
     assert res.exit_code == 0, res.output
     app = replay_app(read_trace(path))
     async with app.run_test(size=(160, 40)) as pilot:

@@ -36,7 +36,8 @@ class Choice(StrEnum):
         return cls(name)
 
 
-NEAR_MISS = 0.75  # how alike a typed name and a choice must be to suggest it ('strem' and 'stream', not 'dfs' and 'bfs')
+# how alike a typed name and a choice must be to suggest it ('strem' and 'stream', not 'dfs' and 'bfs')
+NEAR_MISS = 0.75
 
 
 def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str]) -> str:

@@ -59,7 +59,8 @@ class HistoryScreen(Screen[None]):
         info.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} alpha {p.get('alpha'):g} · "
                     f"{count(len(h.steps), 'transition')}, {h.accepted} accepted · "
                     f"{count(len(h.states), 'distinct state')}"
-                    + (f" ({alike} read alike up to EOS: their text shows where they differ after it)" if alike else ""))
+                    + (f" ({alike} read alike up to EOS: their text shows where they differ after it)"
+                       if alike else ""))
         info.append("\n> " + clip(self.view.start.prompt.replace("\n", " ⏎ "), 200), style="dim")
         if not h.diagnostics:
             info.append("\nlog-target and log-likelihood not recorded in this trace (transition events, schema 1.2): "
