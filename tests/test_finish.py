@@ -58,6 +58,33 @@ def test_help_at_80_columns_keeps_every_example_on_its_line_and_shows_no_markdow
     assert all(ex in shown for ex in examples), [ex for ex in examples if ex not in shown]
 
 
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_help_at_80_columns_shows_every_option_name_and_default_whole_and_its_help_at_full_width(name):
+    """At 80 columns Typer's options table cut names (`--gpu-memory-utiliz…`) and defaults
+    (`proposal,block,ex…`) and squeezed the help into 20 characters (`chat --help`: 430 lines): each
+    option's names take a line of their own and its help the lines under it."""
+    res = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "…" not in out and max(len(ln) for ln in out.splitlines()) <= 80
+    words = out.split()
+    command = _commands()[name]
+    for p in command.params:
+        for opt in (o for o in (*p.opts, *p.secondary_opts) if o.startswith("-")):  # (arguments show a metavar)
+            assert opt in words or any(w.startswith(opt + ",") for w in words), (name, opt)  # never cut
+    flat = " ".join(ln.strip("│ ") for ln in out.splitlines())
+    for p in command.params:
+        default = getattr(p, "show_default", None)
+        if isinstance(default, str) and default:
+            assert f"[default: {default}]" in " ".join(flat.split()), (name, p.name)
+    helps = [ln for ln in out.splitlines() if ln.startswith("│     ")]  # an option's help, under its name
+    assert not helps or max(len(ln.rstrip("│ ")) for ln in helps) > 60  # the terminal's width, not 20 columns
+    if name == "chat":
+        assert len(out.splitlines()) < 250
+    if name == "run":
+        assert "proposal,block,extension" in flat and "--gpu-memory-utilization" in words
+
+
 # -- eqs. 21-22 of the response a person gets, for every method ----------------------------------------
 
 def _sessions(prompt: str, seed: int, *samplers: str, **sizes):

@@ -63,7 +63,7 @@ def limit_of(name: str) -> Limit | None:
 Chains = Annotated[int | None, typer.Option(
     "--chains", rich_help_panel=SAMPLER, show_default=False,
     help=f"Chains per prompt M, {CLI_LIMITS['chains'].where}, run at once on one engine, each with its own seed "
-    "derived from --seed (chain 0 keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
+    "derived from --seed (the first chain keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
     "log-target and the log-likelihood across the chains (a warning where R-hat > 1.01 or bulk ESS < 100: "
     "K was too short), and the answer most chains agree on [default: 1].")]
 PaperSettings = Annotated[bool, typer.Option(
