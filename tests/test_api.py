@@ -211,6 +211,27 @@ def test_one_numbering_from_1_in_the_api_its_json_and_the_dataframes(engine, tmp
     assert numbers == {1, 2, 3, 4}
 
 
+def test_the_dataframes_columns_have_their_types_missing_values_included(engine):
+    """The nodes' `parent`, `decision` and `cut` were float64 (a root has none: NaN) and a streaming
+    session's `calls` object; whole numbers are integers, nullable where a value may be missing, truth
+    values bool, in empty frames too."""
+    pd = pytest.importorskip("pandas")
+    presto_tui.sample(engine, ["the cat", "a dog"], {"max_new_tokens": 8, "steps": 4, "prefetch": "stream"},
+                      trace="s.jsonl")
+    data = presto_tui.read_trace("s.jsonl")
+    nodes, sessions, transitions = data.nodes, data.sessions, data.transitions
+    for column in ("parent", "decision", "cut"):
+        assert nodes[column].dtype == pd.Int64Dtype(), column
+    assert nodes["accept_child"].dtype == pd.BooleanDtype() and nodes["on_path"].dtype == bool
+    root = nodes[nodes["node"] == 0].iloc[0]
+    assert root["parent"] is pd.NA and root["accept_child"] is pd.NA
+    assert sessions["calls"].dtype == pd.Int64Dtype() and sessions["calls"].isna().all()  # streaming: no calls
+    assert transitions["accepted"].dtype == bool and transitions["first_diff"].dtype == "int64"
+    presto_tui.sample(engine, "x", {"max_new_tokens": 8, "sampler": "lowtemp"}, trace="b.jsonl")
+    empty = presto_tui.read_trace("b.jsonl").transitions
+    assert empty.empty and empty["transition"].dtype == "int64" and empty["accepted"].dtype == bool
+
+
 def test_events_stream_as_they_happen_and_a_session_cancels(engine):
     from presto_tui.api import events
 

@@ -11,7 +11,10 @@ prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ 
     import arviz_stats; arviz_stats.rhat(idata)
 
 Sessions, chains, blocks, transitions and rounds are counted from 1, as everywhere else in
-presto-tui (`stats`, the app, the `--draws` exports).  pandas
+presto-tui (`stats`, the app, the `--draws` exports).  Columns have their own types, empty
+frames too: whole numbers int64, or pandas' nullable Int64 where a value may be missing (a
+streaming session's `calls`, a root node's `parent`, `decision` and `cut`), truth values bool
+(nullable `boolean` for a root node's `accept_child`).  pandas
 and ArviZ are optional (`pip install 'presto-tui[data]'`); without them these properties say
 in one line what to install.  The trace is read through the same gate as `replay` and
 `stats` (untrusted input, every line checked).
@@ -34,6 +37,18 @@ from presto_tui.runtime.session.events import RoundDone, Transition
 from presto_tui.runtime.session.summary import SessionSummary
 
 __all__ = ["TraceData", "read_trace"]
+
+# the columns' types (pandas'): Int64 and boolean hold a missing value (<NA>) where int64 and bool cannot
+TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
+                    "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
+ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
+               "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
+NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "int64", "parent": "Int64",
+              "depth": "int64", "accept_child": "boolean", "decision": "Int64", "cut": "Int64",
+              "log_target": "float64", "log_proposal": "float64", "log_ratio": "float64", "accept_prob": "float64",
+              "reach": "float64", "on_path": "bool"}
+SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
+                 "chain": "int64", "chains": "int64", "ended": "bool"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -103,7 +118,8 @@ class TraceData:
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        return frame.astype({k: v for k, v in SESSION_TYPES.items() if k in frame.columns})
 
     @cached_property
     def transitions(self):
@@ -119,8 +135,7 @@ class TraceData:
                     rows.append({"session": i, "chain": chain, "block": ev.block + 1, "transition": ev.k + 1,
                                  "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
                                  "confidence": ev.confidence, "first_diff": ev.first_diff})
-        return pd.DataFrame(rows, columns=["session", "chain", "block", "transition", "accepted", "log_target",
-                                           "loglik", "confidence", "first_diff"])
+        return pd.DataFrame(rows, columns=list(TRANSITION_TYPES)).astype(TRANSITION_TYPES)
 
     @cached_property
     def rounds(self):
@@ -135,8 +150,9 @@ class TraceData:
                                  "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
                                  "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
                                  "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "k_before", "k_after", "transitions",
-                                           "nodes", "requests", "rule", "call_s", "clock"])
+        columns = ["session", "block", "round", "k_before", "k_after", "transitions", "nodes", "requests", "rule",
+                   "call_s", "clock"]
+        return pd.DataFrame(rows, columns=columns).astype(ROUND_TYPES)
 
     @cached_property
     def nodes(self):
@@ -162,9 +178,9 @@ class TraceData:
                                  "accept_prob": None if sc is None else sc.accept_prob,
                                  "eps_class": None if sc is None else sc.eps_class,
                                  "reach": v.reach, "on_path": v.on_path})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "node", "parent", "depth", "accept_child",
-                                           "status", "decision", "cut", "log_target", "log_proposal", "log_ratio",
-                                           "accept_prob", "eps_class", "reach", "on_path"])
+        columns = ["session", "block", "round", "node", "parent", "depth", "accept_child", "status", "decision", "cut",
+                   "log_target", "log_proposal", "log_ratio", "accept_prob", "eps_class", "reach", "on_path"]
+        return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
 
     # -- ArviZ -------------------------------------------------------------------------------
     def chain_groups(self) -> list[list[int]]:
