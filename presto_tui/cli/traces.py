@@ -151,7 +151,7 @@ def stats(
     draws_to = o.draws_paths(draws)
     loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
     if burn_in:  # refused as `run` refuses it, against the shortest K of the traces' chains
-        from presto_tui.runtime.session.summary import is_baseline
+        from presto_tui.api.events import is_baseline
 
         ks = [(int(s.start.params["steps"]), n, str(t.path)) for t in loaded for n, s in enumerate(t.sessions, 1)
               if not is_baseline(s.start.params)]
