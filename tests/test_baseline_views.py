@@ -152,20 +152,21 @@ async def test_replay_shows_best_of_n_as_its_samples_ranked():
         assert table.rows == 6 and table.row == 0  # the answer, ranked first
         assert "best-of-6" in text_of(app, "#tree-title") and "session 2 of 3" in text_of(app, "#tree-title")
         inspector = text_of(app, "#inspector")
-        assert f"sample #{choice.index}  rank 1 of 6" in inspector and "★ the answer" in inspector
+        # samples from 1 (the trace's index + 1)
+        assert f"sample #{choice.index + 1}  rank 1 of 6" in inspector and "★ the answer" in inspector
         lines = [table.render_line(y).text for y in range(table.rows + 1)]
         assert "rank" in lines[0] and "ll/tok" in lines[0]
-        assert lines[1].startswith("❯★") and f"#{choice.index}" in lines[1]
+        assert lines[1].startswith("❯★") and f"#{choice.index + 1}" in lines[1]
         await pilot.press("down", "down")
         second = run.ranked()[2]
-        assert table.row == 2 and f"sample #{second.index}  rank 3 of 6" in text_of(app, "#inspector")
+        assert table.row == 2 and f"sample #{second.index + 1}  rank 3 of 6" in text_of(app, "#inspector")
         assert "★" not in text_of(app, "#inspector").splitlines()[0]
         words = "".join(app.screen.state.pieces(second.tokens[:3])).strip()
         assert words in text_of(app, "#inspector")  # its whole text, from its first words
         stats = text_of(app, "#stats")
         assert "6/6 samples" in stats and "answer log-lik" in stats and "time " in stats
         assert "transitions" not in stats
-        assert f"the answer: sample #{choice.index}" in scr.query_one("#output").border_title
+        assert f"the answer: sample #{choice.index + 1}" in scr.query_one("#output").border_title
 
 
 async def test_replay_shows_powersmc_as_particles_over_blocks():
@@ -181,7 +182,7 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         last, answer = run.chosen_text_step()
         assert (grid.col, grid.row) == (last, answer)  # the answer's cell is selected
         inspector = text_of(app, "#inspector")
-        assert f"particle {answer} after block {last + 1} of {len(steps)}" in inspector
+        assert f"particle {answer + 1} after block {last + 1} of {len(steps)}" in inspector  # particles from 1
         assert "★ the answer" in inspector and f"ESS {steps[last].ess:.2f}" in inspector
         end = trace.sessions[2].events[-1]
         assert isinstance(end, SessionEnd)
@@ -193,10 +194,11 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         assert footer[1].startswith("tok") and str(steps[-1].t) in footer[1]
         body = [grid.render_line(1 + i).text for i in range(grid.rows)]
         assert body[answer].startswith("❯★")
+        assert [row[2:].split()[0] for row in body] == [f"p{i}" for i in range(1, grid.rows + 1)]  # p1..pP, from 1
         after_resampling = next(s for s in range(1, len(steps)) if steps[s - 1].resampled)
         # every cell after a resampling names its parent
         col = after_resampling - grid.left
-        assert all(f"←{steps[after_resampling - 1].parents[i]}" in row[grid.label_width + col * grid.cell_width:]
+        assert all(f"←{steps[after_resampling - 1].parents[i] + 1}" in row[grid.label_width + col * grid.cell_width:]
                    for i, row in enumerate(body))
         assert "✗" in "".join(body)  # a particle the resampling dropped
         # a cell of the block after the resampling: its parent, its text up to there
@@ -204,8 +206,8 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         assert (grid.col, grid.row) == (after_resampling, answer - 1)
         inspector = text_of(app, "#inspector")
         parent = steps[after_resampling - 1].parents[answer - 1]
-        assert f"particle {answer - 1} after block {after_resampling + 1}" in inspector
-        assert f"descends from particle {parent} of block {after_resampling} (resampled)" in inspector
+        assert f"particle {answer} after block {after_resampling + 1}" in inspector
+        assert f"descends from particle {parent + 1} of block {after_resampling} (resampled)" in inspector
         share = run.shares(after_resampling)[answer - 1]
         assert f"weight share {share:.4f}" in inspector
         assert f"{share:.2f}" in grid.render_line(1 + answer - 1).text  # the number in the selected cell

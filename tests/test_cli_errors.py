@@ -55,6 +55,11 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
      "lowtemp, bestofn, powersmc, sps"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
+    # a near miss is suggested, as for an unknown option (not a guess: 'dfs' above is no near miss of 'bfs')
+    (["run", "x", "--prefetch", "strem"],
+     "unknown --prefetch 'strem'; did you mean stream? choose one of none, bfs, predictive, spine, stream"),
+    (["run", "x", "--sampler", "powrmh"], "unknown --sampler 'powrmh'; did you mean powermh? choose one of powermh, "
+     "entropycut, multitry, lowtemp, bestofn, powersmc, sps"),
     # unknown options, with the closest one
     (["run", "x", "--alph", "3"], "unknown option --alph for presto-tui run; did you mean --alpha?"),
     (["run", "x", "-Z"], "unknown option -Z for presto-tui run (see presto-tui run --help)"),

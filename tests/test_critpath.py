@@ -118,6 +118,18 @@ def test_a_trace_holds_the_critical_path_and_old_traces_have_none(tmp_path):
     res = runner.invoke(app, ["stats", "--critical-path", str(path)])
     assert res.exit_code == 0, res.output
     assert "critical path per session" in res.output and "spine N=8" in res.output
+    # one numbering with `stats` (traces and sessions from 1), and the limit column's share named for what it
+    # is: the dependency limit over the path's time, not stats' lim% (the binding limit over the session's time)
+    lines = res.output.splitlines()
+    assert "[1] t.jsonl" in res.output and "[0]" not in res.output
+    header = next(ln.split() for ln in lines if ln.split()[:2] == ["id", "prompt"])
+    assert "dep%" in header and "lim%" not in header
+    row = next(ln.split() for ln in lines if ln.split()[:1] == ["[1]#2"])
+    cp = read[1]
+    assert row[header.index("dep%")] == f"{100 * cp.limit_s / cp.time_s:.0f}"  # ("time s" and "spine N=8": 2 words)
+    assert "dep%: limit as a share of the time (stats' lim% is another number" in " ".join(res.output.split())
+    printed = runner.invoke(app, ["stats", str(path)]).output
+    assert "[1]#2" in printed and "lim%: the binding limit" in " ".join(printed.split())
     old = runner.invoke(app, ["stats", "--critical-path", "tests/data/stream.jsonl"])
     assert old.exit_code == 2 and "Traceback" not in old.output
     assert "holds what the critical path needs" in old.stderr and len(old.stderr.strip().splitlines()) == 1

@@ -11,7 +11,10 @@ prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ 
     import arviz_stats; arviz_stats.rhat(idata)
 
 Sessions, chains, blocks, transitions and rounds are counted from 1, as everywhere else in
-presto-tui (`stats`, the app, the `--draws` exports).  pandas
+presto-tui (`stats`, the app, the `--draws` exports).  Columns have their own types, empty
+frames too: whole numbers int64, or pandas' nullable Int64 where a value may be missing (a
+streaming session's `calls`, a root node's `parent`, `decision` and `cut`), truth values bool
+(nullable `boolean` for a root node's `accept_child`).  pandas
 and ArviZ are optional (`pip install 'presto-tui[data]'`); without them these properties say
 in one line what to install.  The trace is read through the same gate as `replay` and
 `stats` (untrusted input, every line checked).
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from presto_tui.errors import InputError
-from presto_tui.logs.draws import ChainDraws, datatree
+from presto_tui.logs.draws import ChainDraws, common_draws, datatree, grouped
 from presto_tui.logs.reader import SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
@@ -34,6 +37,18 @@ from presto_tui.runtime.session.events import RoundDone, Transition
 from presto_tui.runtime.session.summary import SessionSummary
 
 __all__ = ["TraceData", "read_trace"]
+
+# the columns' types (pandas'): Int64 and boolean hold a missing value (<NA>) where int64 and bool cannot
+TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
+                    "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
+ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
+               "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
+NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "int64", "parent": "Int64",
+              "depth": "int64", "accept_child": "boolean", "decision": "Int64", "cut": "Int64",
+              "log_target": "float64", "log_proposal": "float64", "log_ratio": "float64", "accept_prob": "float64",
+              "reach": "float64", "on_path": "bool"}
+SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
+                 "chain": "int64", "chains": "int64", "ended": "bool"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -108,7 +123,8 @@ class TraceData:
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        return frame.astype({k: v for k, v in SESSION_TYPES.items() if k in frame.columns})
 
     @cached_property
     def transitions(self):
@@ -124,8 +140,7 @@ class TraceData:
                     rows.append({"session": i, "chain": chain, "block": ev.block + 1, "transition": ev.k + 1,
                                  "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
                                  "confidence": ev.confidence, "first_diff": ev.first_diff})
-        return pd.DataFrame(rows, columns=["session", "chain", "block", "transition", "accepted", "log_target",
-                                           "loglik", "confidence", "first_diff"])
+        return pd.DataFrame(rows, columns=list(TRANSITION_TYPES)).astype(TRANSITION_TYPES)
 
     @cached_property
     def rounds(self):
@@ -140,8 +155,9 @@ class TraceData:
                                  "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
                                  "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
                                  "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "k_before", "k_after", "transitions",
-                                           "nodes", "requests", "rule", "call_s", "clock"])
+        columns = ["session", "block", "round", "k_before", "k_after", "transitions", "nodes", "requests", "rule",
+                   "call_s", "clock"]
+        return pd.DataFrame(rows, columns=columns).astype(ROUND_TYPES)
 
     @cached_property
     def nodes(self):
@@ -167,9 +183,9 @@ class TraceData:
                                  "accept_prob": None if sc is None else sc.accept_prob,
                                  "eps_class": None if sc is None else sc.eps_class,
                                  "reach": v.reach, "on_path": v.on_path})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "node", "parent", "depth", "accept_child",
-                                           "status", "decision", "cut", "log_target", "log_proposal", "log_ratio",
-                                           "accept_prob", "eps_class", "reach", "on_path"])
+        columns = ["session", "block", "round", "node", "parent", "depth", "accept_child", "status", "decision", "cut",
+                   "log_target", "log_proposal", "log_ratio", "accept_prob", "eps_class", "reach", "on_path"]
+        return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
 
     # -- ArviZ -------------------------------------------------------------------------------
     def chain_groups(self) -> list[list[int]]:
@@ -185,19 +201,21 @@ class TraceData:
 
     def chains(self, prompt: int = 1, *, block: int = 1) -> Any:
         """The draws of one prompt's chains (`prompt` numbers the chain groups from 1, in order of
-        appearance, as `chain_groups` lists them) in `block` (from 1) as an ArviZ DataTree:
-        `posterior` holds log_target, loglik and confidence with dims (chain, draw), every chain cut
-        to the shortest; `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ
-        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`).  It is
-        the `--draws PATH.nc` export of those chains at that prompt and block."""
+        appearance, as `chain_groups` lists them and the `--draws` exports number them) in `block`
+        (from 1) as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
+        (chain, draw), every chain cut to the shortest (the draws the diagnostics read);
+        `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ statistic or plot reads
+        it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats` printed.  It is
+        the trace's `--draws PATH.nc` export at that prompt and block."""
         need("arviz_base", "diagnostics")
-        groups = self.chain_groups()
+        groups = grouped(ChainDraws.of(sess.events) for sess in self.raw.sessions)
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
-        members = [ChainDraws.of(self.session(n).events) for n in groups[prompt - 1]]
-        k = min(sum(1 for t in c.transitions if t.block == block - 1) for c in members)
+        k = common_draws(groups[prompt - 1], block - 1)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} "
-                             "(a baseline, or a session cut short before its first transition)")
-        # (blocks are numbered 1.. in the export, so block b sits at index b - 1)
-        return datatree([members]).isel(prompt=0, block=block - 1, draw=slice(0, k), missing_dims="ignore")
+            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} in every "
+                             "chain (a baseline, or a session cut short before its first transition)")
+        tree = datatree(groups).sel(prompt=prompt, block=block).isel(draw=slice(0, k),
+                                                                      chain=slice(0, len(groups[prompt - 1])))
+        tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
+        return tree

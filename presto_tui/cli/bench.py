@@ -130,16 +130,18 @@ def limit_table(results: dict[Config, list[SessionSummary]], speed: tuple[float 
 
 def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
               speed: tuple[float | None, float | None] = (None, None)) -> dict:
-    """One row of the table: means over sessions; speedup = the sequential sampler's mean wall time
-    over this row's, measured on the same prompts and seeds (paper eq. 20, in wall time so that
-    streaming, which has no calls, compares too); speedup_ext the same with each session's block
-    extensions included (what several blocks change); limit_share: the trajectory's binding limit
-    over the row's time, extensions included (1.0: as fast as any exact chain could be)."""
-    wall = statistics.mean(r.wall_s for r in rows)
-    total = statistics.mean(r.engine_time_s for r in rows)
+    """One row of the table: means over sessions; speedup = the sequential sampler's mean time
+    producing transitions over this row's (`transition_time_s`, extensions left out), measured on
+    the same prompts and seeds (paper eq. 20, in wall time so that streaming, which has no calls,
+    compares too); speedup_ext the same over each session's whole time from its start, block
+    extensions included (`wall_s`: what `run` and `stats` report, and what several blocks
+    change); limit_share: the trajectory's binding limit over that time (1.0: as fast as any exact
+    chain could be)."""
+    walking = statistics.mean(r.transition_time_s for r in rows)
+    total = statistics.mean(r.wall_s for r in rows)
     calls = sum(r.calls for r in rows)
-    seq_wall = statistics.mean(r.wall_s for r in seq) if seq else None
-    seq_total = statistics.mean(r.engine_time_s for r in seq) if seq else None
+    seq_walking = statistics.mean(r.transition_time_s for r in seq) if seq else None
+    seq_total = statistics.mean(r.wall_s for r in seq) if seq else None
     shares = [lim / r.engine_time_s for r in rows
               if (lim := session_limit(r, speed)) is not None and r.engine_time_s]
     live = [r.mean_live for r in rows if r.mean_live is not None]
@@ -151,10 +153,11 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
         "transitions_per_call": statistics.mean(r.transitions_per_call for r in rows),
         "time_per_call_s": sum(r.call_time_s for r in rows) / calls if calls else 0.0,
         "call_time_s": statistics.mean(r.call_time_s for r in rows),
-        "wall_s": wall,
+        "wall_s": total,
+        "transition_time_s": walking,
         "wall_per_transition_s": statistics.mean(r.wall_per_transition_s for r in rows),
         "transitions_per_s": statistics.mean(r.transitions_per_s for r in rows),
-        "speedup": (seq_wall / wall) if seq_wall and wall else None,
+        "speedup": (seq_walking / walking) if seq_walking and walking else None,
         "engine_time_s": total,
         "speedup_ext": (seq_total / total) if seq_total and total else None,
         "limit_share": statistics.mean(shares) if shares else None,
@@ -228,7 +231,7 @@ def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[in
     summaries = [SessionSummary() for _ in range(chains)]
     for i, ev in stream_jobs(backend, [Job(prompt, params, chains, ids)], concurrency=chains, classifier=classifier,
                              trace=trace):
-        summaries[i].update(ev)
+        summaries[i - 1].update(ev)  # (sessions numbered from 1)
     return summaries
 
 
@@ -449,11 +452,13 @@ def render(console: Console, report: dict) -> None:
                       f"at the best measured {_f(report['best_tokens_per_s'], '.0f')} tokens/s")
     console.print(f"time: {report['time_unit']}. rows: each sampler sequentially and with PreSTO at each rule "
                   "and budget N (stream: N is a cap under the cost policy, auto its cap of 64, fill:N keeps N live); "
-                  "a baseline once. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
-                  "the row's (paper eq. 20 in wall time), measured side by side; +ext: the same with the block "
-                  "extensions included; lim%: the trajectory's binding limit (dependency or compute, whichever is "
-                  "longer) as a share of the row's time with extensions; s/prompt: that time; est.: the "
-                  "single-session estimate `run` and `stats` show; waste: share of proposal tokens the walk did not "
+                  "a baseline once. ms/tr: the session's time from its start (extensions included) per "
+                  "transition; speedup: the sequential sampler's time producing transitions / the row's (paper "
+                  "eq. 20 in wall time, extensions left out), measured side by side; +ext: the same over each "
+                  "session's whole time from its start, block extensions included; lim%: the trajectory's binding "
+                  "limit (dependency or compute, whichever is longer) as a share of that time; s/prompt: that "
+                  "time; est.: the single-session estimate `run` and `stats` show (from the start, as +ext); "
+                  "waste: share of proposal tokens the walk did not "
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
                   "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
                   + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "

@@ -60,6 +60,7 @@ from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
 from presto_tui.runtime.session.events import Choice, Event, InFlight, MethodEvent, ModelCall
 from presto_tui.runtime.session.metrics import response_scores
+from presto_tui.words import count
 
 DRAWS, ROLLOUTS = 0, 1  # the two calls of a step (a ModelCall's `round`)
 
@@ -297,7 +298,7 @@ class SpsDriver(SessionDriver):
         s = self.state
         # eqs. 21-22 of the response a person gets: up to and excluding EOS, as for every method
         loglik, confidence = response_scores(s.tokens, s.logp, s.entropy, self.engine.eos_id)
-        self._out.append(Choice(0, f"the path of {self.step + 1} steps, each chunk drawn from its estimate",
+        self._out.append(Choice(0, f"the path of {count(self.step + 1, 'step')}, each chunk drawn from its estimate",
                                 (), loglik, confidence))
         self._end("done")
 

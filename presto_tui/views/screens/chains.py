@@ -24,6 +24,7 @@ arrive (at most four times a second).  The view only reads the app's state.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Group
@@ -41,7 +42,7 @@ from presto_tui.api.params import budget_text
 from presto_tui.logs.chains import report_renderable
 from presto_tui.views.dialogs.export import DrawsExportScreen
 from presto_tui.views.dialogs.selection import SelectionScreen
-from presto_tui.views.screens.drawing import thinned
+from presto_tui.views.screens.drawing import row_ticks, thinned
 from presto_tui.views.state import export
 from presto_tui.views.state.chains import Mixing, burn_in_ends, mixing, trace_points
 from presto_tui.views.state.evolution import clip
@@ -232,14 +233,17 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
 
         def acf_drawing(plt: Plot, width: int) -> None:
             plt.title(f"autocorrelation, {where}")
-            lags = 0
+            lags, low = 0, 0.0
             for i in order:
                 xs, ys = mix.acf_points(i)
                 if xs:
                     plt.plot(xs, ys, marker="braille", color=colour_of(views[i].start.chain))
-                    lags = max(lags, xs[-1])
+                    lags, low = max(lags, xs[-1]), min(low, *ys)
             plt.hline(0.0, color=GREY)
-            plt.ylim(-1, 1)
+            # from the lowest value (or 0) to 1, the lag-0 value: 0 is a tick, on the zero line
+            bottom, top, ticks, labels = row_ticks(max(-1.0, low), 1.0, acf.canvas_rows())
+            plt.ylim(bottom, top)
+            plt.yticks(ticks, labels)
             plt.xticks([float(x) for x in range(0, lags + 1, max(1, -(-lags // 6)))])  # lags from 0
             plt.xlabel("lag")
 
@@ -248,10 +252,17 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             if len(views) < 2:
                 plt.title("running R-hat: needs two chains or more")
                 return
-            plt.title(f"running R-hat, {where}")
+            infinite = [n for n, r in mix.rhat if r is not None and math.isinf(r)]
+            # an infinite R-hat (no chain varies within itself) is said, not drawn: it has no place on an axis
+            title = f"running R-hat, {where}" + ("" if not infinite else ": inf" if not xs else
+                                                 f"; inf to n={max(infinite)}")
+            plt.title(title[:max(1, width - 2)])  # (plotext drops a title wider than the plot)
             if xs:
                 plt.plot(xs, ys, marker="braille", color=LIGHT)
                 plt.hline(RHAT_MAX, color=GREY)
+                bottom, top, ticks, labels = row_ticks(min(1.0, *ys), max(RHAT_MAX, *ys), rhat.canvas_rows())
+                plt.ylim(bottom, top)
+                plt.yticks(ticks, labels)
                 plt.xlim(min(xs) - 0.5, max(xs) + 0.5)
                 plt.xticks([float(n) for n in range(xs[0], xs[-1] + 1, max(1, -(-(xs[-1] - xs[0] + 1) // 6)))])
             plt.xlabel(f"first n draws (line: {RHAT_MAX})")
