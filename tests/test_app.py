@@ -517,7 +517,7 @@ async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
     """The loop parks before its next engine step (a condition, not a wait: on a slow machine a
     wait could pass with a chain that never stopped), and the mark stays while it is parked."""
     backend = SlowBackend(delay=0.1)
-    app, session = make_chat(backend, prefetch="none")
+    app, session = make_chat(backend, prefetch="none", steps=60)  # 6 s of calls: still running on a busy machine
     async with app.run_test(size=(120, 30), notifications=True) as pilot:
         scr = app.screen
         await submit(pilot, app, "a dog")
