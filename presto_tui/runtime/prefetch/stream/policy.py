@@ -1,12 +1,16 @@
-"""What to keep live: speculation policies over the speculation tree (one protocol, two policies).
+"""What to keep live: speculation policies over the speculation tree (one protocol, three policies).
 
 A policy answers one question per scheduling pass, as a frozen `Plan` (wants
 to submit, live groups to abort, wants it saw and refused, and why): it reads
 a block (`BlockView`) and changes nothing of it: the block applies the plan
-(`StreamBlock.plan`), the engine loop carries it out.  Both keep the N wants
+(`StreamBlock.plan`), the engine loop carries it out.  Each keeps the N wants
 of largest reach live (the best-first order of the speculation tree, the
 walker's own always):
 
+- `SharedPolicy(cap, load, market)` (the default): N what the engine's shared
+  budget gives the chain (`shared.py`: the requests of largest reach across
+  every chain on the engine, as many as its load makes worth their width, and
+  each worth its width), at most `cap`.
 - `FillPolicy(N)`: N fixed, whatever the width costs.
 - `CostPolicy(cap, cost)`: N the width at which the chain's critical path is
   shortest on this engine.  A step with n live requests costs a + b n (learned
@@ -23,7 +27,7 @@ walker's own always):
   on one engine every request slows all m paths: (a + b m N)(S + C / N) is
   least at N = sqrt(KAPPA a / (b m)).
 
-Both abort, in every pass, the live requests no state the walker can still
+All abort, in every pass, the live requests no state the walker can still
 reach would ask for (an abort throws away what was decoded: a used request
 aborted and issued again is the critical path's `reissued`).
 """
