@@ -133,3 +133,16 @@ def test_bench_in_node_input_mode_runs_every_table():
         assert r["prompts_per_min"] > 0 and r["transitions_per_s"] > 0 and r["critical_path"]["time_s"] > 0
         assert (r["x_seq"] == 1.0) if r["rule"] == "none" else (r["same_final_state_as_sequential"] is True)
     assert rows[2]["x_c1"] == pytest.approx(rows[2]["prompts_per_min"] / rows[0]["prompts_per_min"])
+
+
+def test_the_throughput_table_has_work_for_every_chain_at_every_level():
+    """Fewer prompts than chains at once: the prompts are taken again with the next seeds."""
+    from presto_tui.cli.bench import throughput_jobs
+
+    assert throughput_jobs(["a", "b"], [1, 3]) == [("a", 0), ("b", 0), ("a", 1)]
+    assert throughput_jobs(["a", "b", "c"], [1, 2]) == [("a", 0), ("b", 0), ("c", 0)]
+    res = invoke("bench", "--backend", "synthetic", "--rules", "stream", "--budgets", "auto", "-n", "8", "-K", "4",
+                 "--limit", "2", "--throughput", "1,3", "--json", "--no-trace", "-o", "bench.json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["throughput"]["rows"]
+    assert {r["prompts"] for r in rows} == {3} and all(r["same_final_state_as_sequential"] for r in rows[1::2])

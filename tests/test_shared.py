@@ -85,7 +85,7 @@ CPU = dict(a=1.0, b=0.05)
 def test_alone_the_engine_holds_one_chains_best_width():
     load = Load(**CPU)
     width = best_width(load)
-    assert width == pytest.approx((8 / 0.05) ** 0.5) and slots(load) == pytest.approx(width - 1)
+    assert width == pytest.approx((16 / 0.05) ** 0.5) and slots(load) == pytest.approx(width - 1)
     reaches = [0.9 ** i for i in range(40)]  # one chain's offer, best first
     price = clearing_price(load, reaches)
     kept = sum(r >= price for r in reaches)
@@ -94,15 +94,17 @@ def test_alone_the_engine_holds_one_chains_best_width():
 
 
 def test_with_more_chains_each_request_must_be_worth_more():
-    """The engine's width grows as sqrt(C), a chain's falls as 1 / sqrt(C); a request is never kept
-    below its worth: reach x the step it saves >= the step time it adds to every chain."""
-    widths = [best_width(Load(**CPU, chains=c)) for c in (1, 4, 16)]
-    assert widths[0] == pytest.approx(2 * widths[1]) == pytest.approx(4 * widths[2])
+    """The engine's width never falls as chains join and grows as sqrt(C), a chain's falls as 1 / sqrt(C);
+    a request is never kept below its worth: reach x the step it saves >= the step time it adds to
+    every chain."""
+    widths = [best_width(Load(**CPU, chains=c)) for c in (1, 2, 4, 16)]
+    assert widths[0] == pytest.approx(2 * widths[1]) and widths[2] == pytest.approx(2 * widths[3])
+    assert widths[2] == pytest.approx((8 / (0.05 * 4)) ** 0.5)
     assert worth(Load(**CPU, chains=8), 20) == pytest.approx(0.05 * 8 / (1 + 0.05 * 20))
     reaches = [0.5] * 100
     assert clearing_price(Load(**CPU, chains=1), reaches) == 0.5
-    dear = Load(a=1.0, b=2.0)  # two slots' worth of width: one speculative slot, worth 0.4 of a reach
-    assert slots(dear) == pytest.approx(1) and clearing_price(dear, [0.3] * 100) == worth(dear, 2) == 0.4
+    dear = Load(a=1.0, b=4.0)  # two requests' width: one speculative slot, worth 4/9 of a reach
+    assert slots(dear) == pytest.approx(1) and clearing_price(dear, [0.3] * 100) == worth(dear, 2) == 4 / 9
 
 
 def test_the_slots_go_to_the_likeliest_requests_whichever_chain_asks():

@@ -181,17 +181,20 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
     time, each over the sequential sampler batched across the same C chains (`x_seq`) and over its own
     C = `levels[0]` (`x_c1`), the engine's mean live requests, whether every chain ended where the
     sequential one did, and the critical path per prompt (its `width` and `budget` count the other
-    chains' requests: every engine step is the engine's, whoever's requests it held)."""
+    chains' requests: every engine step is the engine's, whoever's requests it held).  With fewer prompts
+    than the largest C, the prompts are taken again in turn with the next seeds, so that every level has
+    work for all its chains (`throughput_jobs`)."""
     rows: list[dict] = []
+    jobs = throughput_jobs(prompts, levels)
     for c in levels:
         seq: dict[str, Any] | None = None
         for cfg in cfgs:
             params = row_params(base, *cfg)
             progress.doing(f"throughput {label(*cfg)}, {c} chain(s)")
-            sums = [SessionSummary() for _ in prompts]
+            sums = [SessionSummary() for _ in jobs]
             t0, e0 = time.perf_counter(), backend.clock()
-            drivers = (make_driver(backend, params, backend.encode_prompt(p), prompt=p, classifier=classifier)
-                       for p in prompts)
+            drivers = (make_driver(backend, params.with_(seed=seed), backend.encode_prompt(p), prompt=p,
+                                   classifier=classifier) for p, seed in jobs)
             loop = EngineLoop(backend)
             for i, ev in recorded(run_chains(backend, drivers, concurrency=c, loop=loop), trace):
                 sums[i].update(ev)
@@ -201,8 +204,8 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
             paths = [cp for s in sums if (cp := s.critical_path) is not None]
             row: dict[str, Any] = {
                    "concurrency": c, "label": label(*cfg), "sampler": cfg[0], "rule": cfg[1], "budget": cfg[2],
-                   "prompts": len(prompts), "wall_s": wall, "engine_s": engine_s,
-                   "prompts_per_min": 60 * len(prompts) / engine_s if engine_s else None,
+                   "prompts": len(jobs), "wall_s": wall, "engine_s": engine_s,
+                   "prompts_per_min": 60 * len(jobs) / engine_s if engine_s else None,
                    "transitions_per_s": sum(s.transitions for s in sums) / engine_s if engine_s else None,
                    "mean_live_requests": loop.cost.mean_live,
                    "tokens": [s.tokens for s in sums],
@@ -220,6 +223,13 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
         r["x_c1"] = _over(r["prompts_per_min"], first.get(r["label"]))
         del r["tokens"]
     return rows
+
+
+def throughput_jobs(prompts: list[str], levels: list[int]) -> list[tuple[str, int]]:
+    """(prompt, seed) of each chain of the throughput table: every prompt once (seed 0), and, while there
+    are fewer than the largest concurrency, the prompts again in turn with seeds 1, 2, ..."""
+    n = max(len(prompts), max(levels, default=1))
+    return [(prompts[i % len(prompts)], i // len(prompts)) for i in range(n)]
 
 
 def _over(x: Any, y: Any) -> float | None:
@@ -298,8 +308,9 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     cache0 = backend.prefix_cache_stats()
     # the throughput table: the sequential sampler batched, then each throughput rule at every budget
     tp_cfgs = configs([base.sampler], list(throughput_rules), budgets)
-    total = len(prompts) * (seeds * len(cfgs) * chains + len(concurrency_levels) * len(tp_cfgs)
-                            + (len({1, workers}) if workers else 0))
+    tp_chains = len(throughput_jobs(prompts, list(concurrency_levels))) if concurrency_levels else 0
+    total = (len(prompts) * (seeds * len(cfgs) * chains + (len({1, workers}) if workers else 0))
+             + tp_chains * len(concurrency_levels) * len(tp_cfgs))
     t_start = time.perf_counter()
     tp_rows: list[dict] = []
     dp: dict | None = None
@@ -444,8 +455,11 @@ def render(console: Console, report: dict) -> None:
         console.print(t1)
     tp = report.get("throughput")
     if tp:
-        t2 = Table(title=f"throughput: {len(report['prompts'])} prompts on one engine, C chains at once (engine time; "
-                         "x seq: over the sequential sampler batched across the same C chains)",
+        jobs = tp["rows"][0]["prompts"] if tp["rows"] else 0
+        t2 = Table(title=f"throughput: {jobs} chains ({len(report['prompts'])} prompts" +
+                         (", again with the next seeds" if jobs > len(report["prompts"]) else "") +
+                         "), C at once on one engine (engine time; x seq: over the sequential sampler batched "
+                         "across the same C chains)",
                    title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for col in ("C", "sampler rule N", "prompts/min", "tr/s", "x seq", "x C=1", "live", "=seq", "engine s"):
             t2.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)

@@ -244,9 +244,10 @@ Market = Callable[[Sequence[float] | None], float]
 class SharedPolicy(FillPolicy):
     """The walker's own want, and the wants whose reach buys a slot of the engine's shared budget
     (`shared.SharedBudget`: the requests of largest reach across every chain on the engine, as many as
-    the engine's load makes worth their width), never beyond `cap`.  Alone on the engine it keeps what
-    `CostPolicy` keeps; with C chains the engine holds about sqrt(C) times one chain's width in all,
-    the likeliest first whichever chain they serve, and at saturation every chain only its own want.
+    the engine's load makes worth their width, none below its worth), never beyond `cap`.  Alone on
+    the engine it is allowed what `CostPolicy` keeps; with C chains the engine holds about
+    sqrt(8 a C / slot) in all, the likeliest first whichever chain they serve, and at saturation
+    every chain only its own want.
 
     A want it sees and refuses waited for the others' requests (`BUDGET`) if the chain alone on the
     engine would have kept it, else for its reach (`RANKED`; `BUDGET` where `cap` is what bound)."""

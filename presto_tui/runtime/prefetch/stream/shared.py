@@ -1,30 +1,33 @@
 """One speculation budget for every chain on an engine, priced by the engine's load.
 
-A chain alone on an engine is fastest with about N = sqrt(KAPPA a / slot) requests live
-(`policy.CostPolicy`): wider, every step of its path is slower; narrower, more of its path
-waits for proposals issued late.  `slot` is what one more live request adds to every step:
-its decode b, and its start p (the prefill of its prefix) spread over its life (`Load`).
-With C chains on the engine, every request one of them adds slows all C paths: the
-total time of C chains of width N each, C (S + S KAPPA / N)(a + slot C N) with S a path's
-decode steps, is least at N = sqrt(KAPPA a / (slot C)), so the engine holds about
-M = C N requests, C of them each chain's own (what the walker waits for: what the
-sequential chains would hold) and M - C speculative.
+What a width costs: a step with n live requests costs about a + slot n, `slot` being what one
+more live request adds to every step (its decode b, and its start p, the prefill of its prefix,
+spread over its life: `Load`).  A path of S decode steps at width N takes about
+S (1 + KAPPA / N) steps (the synthetic engine's chains measured KAPPA = 6.4 at every width from 1
+to 64, counting the requests they held live).  With C chains on the engine, every request one of
+them adds slows all C paths: C S (1 + KAPPA / N)(a + slot C N) is least at N = sqrt(KAPPA a /
+(slot C)), so the engine holds about M = sqrt(KAPPA a C / slot) requests, C of them each chain's
+own want (what the walker waits for: what the sequential chains batched would hold) and M - C
+speculative.  A chain alone is given what `policy.CostPolicy` gives it, sqrt(ALONE a / slot) with
+ALONE = 16: alone, a chain keeps only about half its allowance live (its tree runs out of likely
+wants, its walker moves on), so its allowance is wider than its width; and M never falls as
+chains join.
 
-Which chains' requests fill those M - C slots is the engine's choice, not each chain's:
-a speculative request's value is the probability that its chain's path will need it
-(its reach) times the time it saves there, one engine step for every step it decodes
-ahead, the same step for every chain on the engine; its cost, the step time it adds to
-all of them, is the same whichever chain asked.  So the slots go to the M - C requests
-of largest reach across every chain (`SharedBudget.price`: the reach of the last one),
-and a chain keeps live its own want and its wants that reach at least that price.  As C
-grows, M - C falls to 0 (N to 1) and every chain keeps only its own want: the sequential
-chains batched, never less.  On an idle engine (C = 1) it is the cost policy's width.
+Which chains' requests fill those M - C slots is the engine's choice, not each chain's: a
+speculative request's value is the probability that its chain's path will need it (its reach)
+times the time it saves there, one engine step for every step it decodes ahead, the same step
+for every chain on the engine; its cost, the step time it adds to all of them, is the same
+whichever chain asked.  So the slots go to the M - C requests of largest reach across every
+chain (`clearing_price`: the reach of the last one), never to a request below its worth (reach
+x (a + slot m) >= slot x C: the step it saves its path against the step time it adds to every
+chain, m the engine's width: `worth`), and a chain keeps live its own want and its wants that
+reach at least that price.  As C grows M - C falls to 0 and every chain keeps only its own want:
+the sequential chains batched, never less.
 
-Each chain offers the reaches of the wants it would keep alone (its best `alone - 1`
-beyond its own, every time its policy looks at its speculation tree); the price is
-computed over the latest offers of the chains on the engine (a chain that looked at its
-tree steps ago offers what it saw then).  Nothing here changes what a chain walks: a
-policy only chooses what to issue.
+Each chain offers the reaches of the wants it would keep alone (its best `alone - 1` beyond its
+own, every time its policy looks at its speculation tree); the price is computed over the latest
+offers of the chains on the engine (a chain that looked at its tree steps ago offers what it saw
+then).  Nothing here changes what a chain walks: a policy only chooses what to issue.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from presto_tui.runtime.prefetch.stream.moves import MoveRates
 
 KAPPA = 8.0  # a path of S decode steps at width N takes about S (1 + KAPPA / N) steps (module docstring)
+ALONE = 16.0  # a chain alone is allowed sqrt(ALONE a / slot), as the cost policy's width (module docstring)
 FREE = float("inf")  # a slot costs nothing (b and p are 0: a GPU's batch far from full)
 
 
@@ -55,9 +59,10 @@ class Load:
 
 
 def best_width(load: Load, chains: int | None = None) -> float:
-    """The requests per chain that make `chains` chains' paths (default: the load's) shortest in all."""
+    """The requests per chain that make `chains` chains' paths (default: the load's) shortest in all:
+    M / C (module docstring)."""
     c = max(1, load.chains if chains is None else chains)
-    return (KAPPA * load.a / (load.slot * c)) ** 0.5 if load.slot > 0 else FREE
+    return (max(ALONE, KAPPA * c) * load.a / load.slot) ** 0.5 / c if load.slot > 0 else FREE
 
 
 class SharedBudget:
