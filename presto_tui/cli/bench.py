@@ -505,8 +505,9 @@ def render(console: Console, report: dict) -> None:
                       f"ms a step; compute {lim['useful_tokens']:.0f} useful tokens = {_f(lim['compute_s'], '.2f')} s "
                       f"at the best measured {_f(report['best_tokens_per_s'], '.0f')} tokens/s")
     console.print(f"time: {report['time_unit']}. rows: each sampler sequentially and with PreSTO at each rule "
-                  "and budget N (stream: N is a cap under the cost policy, auto its cap of 64, fill:N keeps N live); "
-                  "a baseline once. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
+                  "and budget N (stream: N is a cap under the shared policy, auto its cap of 64, cost:N the cost "
+                  "policy's, fill:N keeps N live); a baseline once. ms/tr: wall time per transition; speedup: the "
+                  "sequential sampler's wall time / "
                   "the row's (paper eq. 20 in wall time), measured side by side; +ext: the same with the block "
                   "extensions included; lim%: the trajectory's binding limit (dependency or compute, whichever is "
                   "longer) as a share of the row's time with extensions; s/prompt: that time; est.: the "
