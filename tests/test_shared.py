@@ -119,6 +119,16 @@ def test_the_slots_go_to_the_likeliest_requests_whichever_chain_asks():
     assert budget.price() == pytest.approx(max(0.3 if n else 0, worth(Load(**CPU, chains=4), 4 + n)))
 
 
+def test_the_price_follows_the_load():
+    """The price is kept between offers, but not across a change of load."""
+    load = [Load(**CPU, chains=2)]
+    budget = SharedBudget(lambda: load[0])
+    budget.offer("a", [0.9 ** i for i in range(30)])
+    before = budget.price()
+    load[0] = Load(**CPU, chains=40)  # the engine filled up: fewer slots, each dearer
+    assert budget.price() > before and budget.price() == clearing_price(load[0], [0.9 ** i for i in range(30)])
+
+
 def test_at_saturation_no_slot_is_left_for_speculation():
     """So many chains that the engine is best with one request each: the price is out of reach."""
     load = Load(a=1.0, b=0.3, p=8.0, turnover=0.05, chains=64)

@@ -32,6 +32,8 @@ then).  Nothing here changes what a chain walks: a policy only chooses what to i
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -70,23 +72,31 @@ class SharedBudget:
 
     def __init__(self, load: Callable[[], Load]):
         self.load = load
-        self._offers: dict[Hashable, tuple[float, ...]] = {}  # chain -> its speculative wants' reaches
+        self._offers: dict[Hashable, tuple[float, ...]] = {}  # chain -> its speculative wants' reaches, best first
+        self._version = 0  # changes with every offer
+        self._price: tuple[int, Load, float] | None = None  # (offers' version, load, price): every chain asks
         self.moves = MoveRates()  # how often decisions move their state, over every chain on the engine
 
     def offer(self, chain: Hashable, reaches: Sequence[float] | None = None) -> float:
         """Record what `chain` would keep (its speculative wants' reaches; None: as it last offered) and
         return the price: the reach a speculative request needs for a slot now (inf: no slot at all)."""
         if reaches is not None:
-            self._offers[chain] = tuple(reaches)
+            self._offers[chain] = tuple(sorted(reaches, reverse=True))
+            self._version += 1
         return self.price()
 
     def leave(self, chain: Hashable) -> None:
         """`chain` left the engine: its offers free their slots."""
-        self._offers.pop(chain, None)
+        if self._offers.pop(chain, None) is not None:
+            self._version += 1
 
     def price(self) -> float:
         """The reach a speculative request needs for a slot now (`clearing_price` over every chain's offer)."""
-        return clearing_price(self.load(), [r for rs in self._offers.values() for r in rs])
+        load = self.load()
+        cached = self._price
+        if cached is None or cached[0] != self._version or cached[1] != load:
+            cached = self._price = (self._version, load, clearing_price(load, *self._offers.values()))
+        return cached[2]
 
 
 def slots(load: Load) -> float:
@@ -96,17 +106,17 @@ def slots(load: Load) -> float:
     return FREE if width == FREE else max(0.0, c * width - c)
 
 
-def clearing_price(load: Load, offered: Sequence[float]) -> float:
+def clearing_price(load: Load, *offers: Sequence[float]) -> float:
     """The reach a speculative request needs for one of the `slots` (inf: there are none): that of the
-    last of the best offered to fit, and never below its worth (`worth`); its worth alone while fewer
-    are offered than there are slots."""
+    last of the best offered (each offer best first) to fit, and never below its worth (`worth`); its
+    worth alone while fewer are offered than there are slots."""
     q = slots(load)
     if q == FREE:
         return 0.0
     n = int(q + 0.5)
     if n <= 0:
         return float("inf")
-    best = sorted(offered, reverse=True)[:n]
+    best = list(itertools.islice(heapq.merge(*offers, reverse=True), n))
     last = best[-1] if len(best) == n else 0.0
     return max(last, worth(load, max(1, load.chains) + len(best)))
 
