@@ -230,3 +230,14 @@ def test_a_chain_that_leaves_the_engine_takes_its_offer_with_it():
     sums, loop = run_loaded("shared", 3, slope=0.05, prefill=0.0)
     assert all(s.status == "done" for s in sums)
     assert loop.budget._offers == {}
+
+
+def test_a_prompts_file_runs_as_many_shared_chains_at_once_as_cost_ones():
+    """`run --prompts-file` keeps about 64 requests live: a chain under the shared or the cost policy
+    counts as the 8 it typically keeps (not its cap of 64), N live under fill:N, one sequentially."""
+    from presto_tui.runtime.session.loop import default_concurrency
+
+    stream = SamplerParams(prefetch="stream")
+    assert default_concurrency(20, stream) == default_concurrency(20, stream.with_(budget_policy="cost")) == 8
+    assert default_concurrency(20, stream.with_(budget=16, budget_policy="fill")) == 4
+    assert default_concurrency(20, SamplerParams(prefetch="none")) == 20
