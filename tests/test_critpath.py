@@ -44,6 +44,7 @@ CONFIGS = {
     "stream": dict(prefetch="stream", budget=8),  # the default: the extension overlapped
     "stream-waited": dict(prefetch="stream", budget=8, speculate="proposal,block"),
     "stream-auto": dict(prefetch="stream", budget=64),
+    "stream-cost": dict(prefetch="stream", budget=64, budget_policy="cost"),
     "stream-fill": dict(prefetch="stream", budget=3, budget_policy="fill", speculate="none"),
     "stream-proposal": dict(prefetch="stream", budget=20, speculate="proposal,block"),
     "stream-blocks": dict(prefetch="stream", budget=8, block_size=8, steps=5),
@@ -272,9 +273,10 @@ def test_the_cost_policy_goes_as_wide_as_the_step_cost_makes_the_path_shortest()
     live, a GPU's (b/a = 0.004) the cap, a free batch the cap; with m chains on the engine each request
     slows all of them, and each keeps 1 / sqrt(m) as many; never beyond the cap, never below one."""
     from presto_tui.runtime.prefetch.stream import CostPolicy
+    from presto_tui.runtime.prefetch.stream.shared import Load
 
     def width(a, b, chains=1, cap=64):
-        return CostPolicy(cap, lambda: (a, b, chains)).width()
+        return CostPolicy(cap, lambda: Load(a, b, chains=chains)).width()
 
     kappa = CostPolicy.KAPPA
     assert width(1.0, 0.05) == round((kappa / 0.05) ** 0.5) == 18 and width(1.0, 0.004) == 63

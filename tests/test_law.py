@@ -210,7 +210,8 @@ CONFIGS = [
     ("bfs", "decision", {}),
     ("predictive", "decision", {}),
     ("spine", "decision", {}),
-    ("stream", "decision", {}),  # the cost policy, speculating inside proposals
+    ("stream", "decision", {}),  # the shared policy, speculating inside proposals
+    ("stream", "decision", {"budget_policy": "cost"}),  # one chain's own width
     ("stream", "decision", {"budget_policy": "fill", "speculate": "none"}),  # N live, no speculation past a state
     ("bfs", "node", {}),
     ("predictive", "node", {}),

@@ -258,7 +258,9 @@ def test_the_budget_reads_as_n_was_written():
 
     stream = SamplerParams(prefetch="stream")
     assert budget_text(stream.with_(budget=AUTO_BUDGET).to_dict()) == "auto"
-    assert budget_text(stream.with_(budget=20).to_dict()) == "20"  # a cap of the cost policy
+    assert budget_text(stream.with_(budget=20).to_dict()) == "20"  # a cap of the shared policy
+    assert budget_text(stream.with_(budget=20, budget_policy="cost").to_dict()) == "cost:20"
+    assert budget_text(stream.with_(budget=AUTO_BUDGET, budget_policy="cost").to_dict()) == "cost:auto"
     assert budget_text(stream.with_(budget=8, budget_policy="fill").to_dict()) == "fill:8"
     assert budget_text(SamplerParams(prefetch="spine", budget=AUTO_BUDGET).to_dict()) == "64"
 
@@ -301,3 +303,23 @@ def test_a_sessions_time_counts_from_its_start_extension_included_under_concurre
     results = presto_tui.sample(presto_tui.Engine(backend="synthetic"), prompts,
                                 {"max_new_tokens": 32, "steps": 8, "prefetch": "stream"}, concurrency=6)
     assert [r.chains[0].summary.wall_s for r in results] == pytest.approx([r["wall_s"] for r in rows])
+
+
+@pytest.mark.parametrize("text", ["auto", "20", "cost:auto", "cost:20", "fill:8"])
+def test_every_budget_reads_back_as_it_was_written(text):
+    from presto_tui.runtime.core.params import budget_text
+    from presto_tui.runtime.core.spec import read_budget
+
+    assert budget_text({"prefetch": "stream", **read_budget("-N", text)}) == text
+
+
+def test_a_budget_names_its_policy_or_the_shared_one():
+    from presto_tui.errors import InputError
+    from presto_tui.runtime.core.params import AUTO_BUDGET
+    from presto_tui.runtime.core.spec import read_budget
+
+    assert read_budget("-N", "12") == {"budget": 12, "budget_policy": "shared"}
+    assert read_budget("-N", "cost:auto") == {"budget": AUTO_BUDGET, "budget_policy": "cost"}
+    for bad in ("fill:auto", "cost:", "shared:x", "cost:fill:3"):
+        with pytest.raises(InputError, match="auto, cost:N or fill:N"):
+            read_budget("-N", bad)

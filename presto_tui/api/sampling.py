@@ -37,9 +37,10 @@ from presto_tui.runtime.core.names import unknown_name
 from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS, Limit, ParamError
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers
+from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report, require
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.loop import default_concurrency, display_text, run_chains
+from presto_tui.runtime.session.loop import EngineLoop, default_concurrency, display_text, run_chains
 from presto_tui.runtime.session.summary import SessionSummary
 
 __all__ = ["CONCURRENCY", "ChainResult", "Job", "Result", "Session", "SessionEvent", "sample", "stream", "stream_jobs"]
@@ -200,14 +201,15 @@ class Job:
 def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = None,
                 classifier: CertaintyClassifier | None = None, trace: Any = None,
                 cancel: Callable[[], bool] | None = None, transient: bool = False,
-                command: str = "api") -> Iterator[SessionEvent]:
+                command: str = "api", cost: StepCost | None = None) -> Iterator[SessionEvent]:
     """Every (session index, event) of the jobs' sessions on one engine loop, `concurrency` sessions
     at a time (default: enough to keep the engine's batch full, each job's chains together), in the
     order the loop emits them; sessions are numbered from 1, counting the jobs' chains in order (job
     1's chain 1, 2, ..., then job 2's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
     the events pass; Ctrl-C ends the open sessions `cancelled` in it).  `cancel`: polled before
     every engine step.  `transient`: also the events for a person watching (the batch in flight,
-    the epoch so far), never written to a trace."""
+    the epoch so far), never written to a trace.  `cost`: the step costs the engine loop learns into
+    (a benchmark reads what the run kept live from it)."""
     if not jobs:
         raise InputError("no prompts given")
     checked = [Job(j.prompt, as_params(j.params), j.chains, j.ids) for j in jobs]
@@ -230,8 +232,9 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
 
     with _lock(engine):
         try:
+            loop = EngineLoop(runtime, cost) if cost is not None else None
             for i, ev in recorded(run_chains(runtime, drivers(), concurrency=at_once, cancel=cancel,
-                                             transient=transient), writer):
+                                             transient=transient, loop=loop), writer):
                 yield SessionEvent(i + 1, ev)  # (the loop's index from 0; a person's and a program's number from 1)
         except (KeyboardInterrupt, GeneratorExit):
             if writer is not None:  # the trace keeps every finished session and round

@@ -46,8 +46,8 @@ from presto_tui.runtime.session.loop import (
 
 __all__ = [
     "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineReady", "EngineWorker", "InternalError", "Notice",
-    "ParamsChanged", "Sessions", "StartFailed", "VocabUpdate", "WorkerLost", "chain_params", "check_address",
-    "check_context", "default_concurrency", "deliver", "display_text", "new_group", "require_ray",
+    "ParamsChanged", "Sessions", "StartFailed", "StepCost", "VocabUpdate", "WorkerLost", "chain_params",
+    "check_address", "check_context", "default_concurrency", "deliver", "display_text", "new_group", "require_ray",
     "split_cores",
 ]
 

@@ -116,4 +116,4 @@ class BackendName(Choice):
     TRANSFORMERS = ("transformers", "exact float32 reference", False, False, True,
                     ("model", "chat_template", "dtype", "threads"))
     SYNTHETIC = ("synthetic", "tiny deterministic model for tests and demos", True, True, False,
-                 ("synthetic_cost", "synthetic_vocab", "synthetic_sharpness"))
+                 ("synthetic_cost", "synthetic_prefill", "synthetic_vocab", "synthetic_sharpness"))

@@ -40,11 +40,11 @@ class ChainMethod(Method):
         return cls(engine, params, prompt_ids, **kwargs)
 
     def width(self, params: SamplerParams) -> int:
-        """One request for the sequential sampler; under a PreSTO rule its budget (the streaming
-        rule's cost policy: what it typically keeps live, at most the cap)."""
+        """One request for the sequential sampler; under a PreSTO rule its budget (the streaming rule's
+        cost and shared policies: what they typically keep live, at most the cap)."""
         if not PrefetchRule.of(params.prefetch).presto:
             return 1
-        if params.prefetch == PrefetchRule.STREAM and params.budget_policy == "cost":
+        if params.prefetch == PrefetchRule.STREAM and params.budget_policy != "fill":
             return min(params.budget, COST_POLICY_LIVE)
         return params.budget
 

@@ -25,6 +25,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.prefetch.stream.shared import Load, SharedBudget
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.driver import Driver, SessionDriver, check_context, display_text
 from presto_tui.runtime.session.events import Event
@@ -80,6 +81,7 @@ class EngineLoop:
         self.engine = engine
         self.cost = cost or StepCost()
         self.active: dict[Key, SessionDriver] = {}
+        self.budget = SharedBudget(self.load)  # the streaming chains' speculation, one budget for the engine
         self._owner: dict[int, Key] = {}  # engine handle -> chain
         self.snapshots = 0  # transient progress events built ...
         self.snapshot_s = 0.0  # ... and the seconds they took
@@ -90,11 +92,13 @@ class EngineLoop:
         its error event, and the error propagates."""
         driver.cost = self.cost
         driver.peers = lambda: len(self.active)
+        driver.budget = self.budget
         self.active[key] = driver
         try:
             return driver.start()
         except Exception as e:
             del self.active[key]
+            self.budget.leave(driver)
             raise StartFailed(driver.fail(e)) from e
 
     def cancel(self, key: Key) -> list[Event]:
@@ -111,7 +115,12 @@ class EngineLoop:
             self.engine.abort(h)
         for h in [h for h, k in self._owner.items() if k == key]:  # and what the chain aborted itself
             del self._owner[h]
-        del self.active[key]
+        self.budget.leave(self.active.pop(key))
+
+    def load(self) -> Load:
+        """What the engine's steps cost now (learned) and how many chains share them."""
+        a, b, p = self.cost.plane()
+        return Load(a, b, p, self.cost.turnover, len(self.active))
 
     def step(self, transient: bool | Callable[[Key], bool] = False) -> list[tuple[Key, Event]]:
         """One pass: every chain's aborts and submissions, one engine step, deliveries, advances.
@@ -123,6 +132,7 @@ class EngineLoop:
         the loop's time, however long the chains."""
         out: list[tuple[Key, Event]] = []
         engine = self.engine
+        taken = 0  # requests the engine takes before this step (each starts with its prefill)
         with engine_faults():
             for key, d in self.active.items():
                 for h in d.to_abort():
@@ -132,13 +142,14 @@ class EngineLoop:
                     h = engine.submit(req)
                     self._owner[h] = key
                     d.submitted(tag, h)
+                    taken += 1
             live = engine.live
             if not live:
                 raise InternalError("every chain is waiting but no request is live")
             t0 = engine.clock()
             finished = engine.step()
             t1 = engine.clock()
-            self.cost.record(live, t1 - t0)
+            self.cost.record(live, t1 - t0, taken)
             for d in self.active.values():
                 d.stepped(t0, t1, live)
         for h, prop in finished:
@@ -173,7 +184,8 @@ class EngineLoop:
             events = self.active[key].fail(exc) if not isinstance(exc, (KeyboardInterrupt, GeneratorExit)) else []
             with contextlib.suppress(Exception):  # the engine itself may be what failed
                 self._drop(key)
-            self.active.pop(key, None)
+            if (d := self.active.pop(key, None)) is not None:
+                self.budget.leave(d)
             out.extend((key, ev) for ev in events)
         return out
 
