@@ -51,6 +51,17 @@ def smc_events(seed: int, **kw):
     return list(run_session(b, params, b.encode_prompt("the cat"), prompt="the cat"))
 
 
+def rendered(app, selector) -> str:
+    """What a widget shows as text, whatever Rich object it holds (a Group, a table)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(app.screen.query_one(selector).content)
+    return console.export_text()
+
+
 def toasts(app) -> list[str]:
     """The notifications on screen, each on one line (a toast wraps its text)."""
     return [" ".join(str(t.render()).split()) for t in app.screen.query(Toast)]
@@ -230,7 +241,7 @@ async def test_m_on_a_baseline_session_says_in_one_line_it_has_no_chains():
         scr = app.screen
         await pilot.press("end")  # PowerSMC's place
         await pilot.press("m")
-        await wait_until(pilot, lambda: any("m: the chains view needs MH chains" in t for t in toasts(app)))
+        await wait_until(pilot, lambda: any("m: one session" in t for t in toasts(app)))
         (said,) = [t for t in toasts(app) if t.startswith("m:")]
         assert "no rounds: a one-shot session" in said and app.screen is scr
         await pilot.press("home", "m")  # the MH session
@@ -472,3 +483,49 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     assert "PowerSMC P=4 B=6 R=400" in smc_line
     assert f"{rows[-1]['last_ess']:.2f}" in smc_line and f"{rows[-1]['answer_loglik']:.3f}" in smc_line
     assert "pooled one-shot sessions" in baseline_part and "best-of-5" in baseline_part
+
+
+# -- one-shot methods under --chains M: the M answers and their vote --------------------------------
+
+@pytest.mark.parametrize("sampler", ["bestofn", "sps"])
+async def test_one_shot_chains_show_chain_i_of_m_and_m_shows_their_answers_and_vote(tmp_path, sampler):
+    """`m` answered "needs MH chains" for the chains of a one-shot method, and their title said nothing
+    of which chain: now the title says "chain i of M", and the chains view shows every chain's answer
+    and the vote in the place of the (transition-less) plots; stats names no K for them."""
+    from presto_tui.views.screens.chains import ChainsScreen
+
+    path = tmp_path / "t.jsonl"
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", sampler, "--chains", "3", "-n", "8",
+                                  "--trace", str(path)])
+    assert res.exit_code == 0, res.output
+    app = replay_app(read_trace(path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await pilot.press("end")
+        await wait_until(pilot, lambda: "chain 3 of 3" in text_of(app, "#tree-title"))
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        await pilot.pause()
+        side = rendered(app, "#ch-diagnostics")
+        assert "answer" in side and "chain 1" in side and "chain 3" in side
+        assert not app.screen.query_one("#ch-plots").display
+        await pilot.press("b")  # nothing to thin: said, nothing opens
+        await pilot.pause()
+        assert isinstance(app.screen, ChainsScreen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is scr)
+    out = runner.invoke(cli_app, ["stats", str(path)], env={"COLUMNS": "200"}).stdout
+    assert "(3 chains: " in out and "x K=" not in out
+
+
+async def test_the_help_lists_every_sampler_with_its_kind():
+    from presto_tui.runtime.core import registry
+
+    app = replay_app(baselines_trace())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        text = " ".join(rendered(app, "#help-text").split())
+    assert "MH chains" in text and "one-shot samplers" in text
+    for m in registry.methods():
+        assert f"{m.name} {m.display}: {m.help}" in text

@@ -157,8 +157,8 @@ def render(console: Console, reports: list[tuple[ChainsReport, list[dict]]], nam
         console.print()
         ids = " ".join(f"[{names.index(m['trace']) + 1}]#{m['session']}" if m["trace"] in names
                        else f"#{m['session']}" for m in members)
-        head = Text(f"chains {visible(report.group, keep_newlines=False)} ({report.chains} chains x K="
-                    f"{report.steps}: {ids}) ", style="bold")
+        size = f"{report.chains} chains x K={report.steps}" if report.steps else f"{report.chains} chains"
+        head = Text(f"chains {visible(report.group, keep_newlines=False)} ({size}: {ids}) ", style="bold")
         prompt = visible(report.prompt, keep_newlines=False)
         head.append(prompt if len(prompt) <= 60 else prompt[:59] + "…", style="")
         console.print(head)

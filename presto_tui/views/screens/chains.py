@@ -13,6 +13,9 @@
 - below, the selected chain: its status, acceptance, log-likelihood and
   confidence, and its text.
 
+The chains of a one-shot method (best-of-N, PowerSMC, SPS, ... under `--chains M`) make no
+transitions: the plots give their place to every chain's answer and the vote.
+
 The diagnostics read the transitions the selection keeps: the burn-in B and the
 thinning T of `--burn-in` and `--thin` (`b` sets them here; the info line says
 which).  `e` exports every chain's draws as `run --draws` writes them (a tidy
@@ -38,8 +41,8 @@ from textual_plotext.plot import Plot
 
 from presto_tui.api.diagnostics import ALL, RHAT_MAX, ChainsReport, Selection, available, chains_report
 from presto_tui.api.events import cut_at_eos
-from presto_tui.api.params import budget_text
-from presto_tui.logs.chains import report_renderable
+from presto_tui.api.params import budget_text, describe
+from presto_tui.logs.chains import answer_text, chains_table, report_renderable
 from presto_tui.views.dialogs.export import DrawsExportScreen
 from presto_tui.views.dialogs.selection import SelectionScreen
 from presto_tui.views.screens.drawing import row_ticks, thinned
@@ -154,6 +157,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         views = self.views
         self._seen = self._key(self.members)
         with self.app.batch_update():
+            self.query_one("#ch-plots").display = not self.one_shot
             self.query_one("#ch-info", Static).update(self._info(views))
             self.query_one("#ch-legend", Static).update(self._legend(views))
             self.query_one("#ch-plot", SeriesPlot).show(self._trace_drawing(views))
@@ -161,7 +165,13 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             self.query_one("#ch-diagnostics", Static).update(self._diagnostics(views))
             self.query_one("#ch-text-body", Static).update(self._text(views[self.selected]))
 
+    @property
+    def one_shot(self) -> bool:
+        return self.views[0].method_run is not None
+
     def _diagnostics(self, views: list[SessionView]):
+        if self.one_shot:  # no transitions: every chain's answer and the vote
+            return Group(chains_table([v.summary for v in views]), Text(""), answer_text(self.report()))
         if not any(v.summary.draws for v in views):
             if any(v.summary.transitions for v in views):  # a trace from before the transition events
                 return Text("this trace records no state per transition (it predates them): nothing to diagnose",
@@ -178,10 +188,13 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         p = v.params
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"chain {v.start.chain + 1} of {len(views)}", style="bold")
-        t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
-                 f"{p.get('alpha')} · ")
-        t.append(f"burn-in {self.selection.burn_in}, thin {self.selection.thin}", style="bold")
-        t.append(" (b) · ")
+        if self.one_shot:
+            t.append(f" · {describe(p)} alpha={p.get('alpha')} · ")
+        else:
+            t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
+                     f"{p.get('alpha')} · ")
+            t.append(f"burn-in {self.selection.burn_in}, thin {self.selection.thin}", style="bold")
+            t.append(" (b) · ")
         t.append("> " + clip(v.start.prompt.replace("\n", " "), 200))
         return t
 
@@ -274,8 +287,9 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         s = v.summary
         t = Text()
         last = s.draws[-1] if s.draws else None
-        t.append(f"chain {v.start.chain + 1} (seed {v.params.get('seed')}): {s.status}, {s.transitions} transitions, "
-                 f"acceptance {s.acceptance_rate:.2f}", style="bold")
+        did = f"drawn {s.info.drawn()}" if self.one_shot else \
+            f"{s.transitions} transitions, acceptance {s.acceptance_rate:.2f}"
+        t.append(f"chain {v.start.chain + 1} (seed {v.params.get('seed')}): {s.status}, {did}", style="bold")
         if last is not None:
             t.append(f", log-likelihood {last.loglik:.3f}, confidence {last.confidence:.3f}, first change at "
                      f"token {last.first_diff}", style="bold")
@@ -296,8 +310,15 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
+    def _no_draws(self) -> bool:
+        if self.one_shot:
+            self.notify("one-shot sessions make no transitions: no draws to thin or export", timeout=4)
+        return self.one_shot
+
     def action_selection(self) -> None:
         """`b`: the burn-in and thinning the diagnostics read."""
+        if self._no_draws():
+            return
         def done(chosen: Selection | None) -> None:
             if chosen is not None and chosen != self.selection:
                 self.selection = chosen
@@ -308,6 +329,8 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
 
     def action_export(self) -> None:
         """`e`: every chain's draws, as `run --draws` writes them."""
+        if self._no_draws():
+            return
         def done(result: tuple[str, Path] | None) -> None:
             if result is not None:
                 self.export(*result)

@@ -33,7 +33,9 @@ def progress(session: SessionView) -> str:
 def where(session: SessionView, index: int, sessions: int) -> str:
     """The title: what the view shows and where it sits."""
     run = _run(session)
-    parts = [*run.describe(), f"session {index + 1} of {sessions}", run.progress(), *run.title_extra()]
+    start = session.start
+    chain = [f"chain {start.chain + 1} of {start.chains}"] if start.chains > 1 else []
+    parts = [*run.describe(), f"session {index + 1} of {sessions}", *chain, run.progress(), *run.title_extra()]
     return " · ".join(p for p in parts if p)
 
 
