@@ -188,7 +188,7 @@ def test_chains_cut_at_different_transitions_give_arviz_the_r_hat_stats_printed_
     assert int(dt.constant_data["chains"].sel(prompt=4)) == 1  # its other chains are NaN in the file
     there = dt.posterior["log_target"].sel(prompt=4, block=1).dropna("chain", how="all").dropna("draw")
     assert alone.shape == (1, 30) and (alone == there.values).all()
-    with pytest.raises(presto_tui.InputError, match="chain group 3 has no transitions"):
+    with pytest.raises(presto_tui.InputError, match="chain group 3 has no draws"):
         data.chains(3)
     assert float(arviz_stats.rhat(data.chains(2).posterior["log_target"])) == pytest.approx(lt["rhat"], rel=1e-9)
 
@@ -301,3 +301,65 @@ def test_the_readme_example_runs_as_written():
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     assert scope["result"].answer is not None and len(scope["data"].transitions) > 0
+
+
+# -- what a notebook user hit ----------------------------------------------------------------------
+
+def test_a_damaged_trace_reads_with_its_bad_lines_skipped_and_several_files_read_as_one(chains_trace, engine):
+    lines = Path("t.jsonl").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if '"type": "transition"' in ln or '"type":"transition"' in ln)
+    lines[at] = lines[at][: len(lines[at]) // 2]
+    Path("bad.jsonl").write_text("\n".join(lines) + "\n")
+    data = presto_tui.read_trace("bad.jsonl", on_bad_lines="warn")
+    assert any(f"bad.jsonl:{at + 1}" in w for w in data.warnings) and "damaged" in set(data.sessions["status"])
+    with pytest.raises(presto_tui.InputError, match="on_bad_lines must be one of error, warn, skip"):
+        presto_tui.read_trace("t.jsonl", on_bad_lines="ignore")
+    presto_tui.sample(engine, "small tree", {"max_new_tokens": 8, "steps": 4}, trace="u.jsonl")
+    both = presto_tui.read_trace(["t.jsonl", "u.jsonl", "t.jsonl"])  # (a file read twice counts once)
+    assert len(both) == len(presto_tui.read_trace("t.jsonl")) + 1
+    assert list(both.sessions["trace"]).count("u.jsonl") == 1 and list(both.sessions["session"]) == \
+        list(range(1, len(both) + 1))
+    assert any("counted once" in w for w in both.warnings)
+    assert repr(both) == f"TraceData(3 files: {len(both)} sessions, 1 warning)"
+
+
+def test_chains_take_a_burn_in_and_a_thinning_as_stats_does(chains_trace):
+    arviz_stats = pytest.importorskip("arviz_stats")
+    data = presto_tui.read_trace("t.jsonl")
+    idata = data.chains(1, burn_in=10, thin=2)
+    assert idata.posterior.sizes["draw"] == 10  # 30 transitions: the first 10 dropped, one in 2 of the 20 kept
+    printed = cli_json("stats", "t.jsonl", "--json", "--burn-in", "10", "--thin", "2")["chains"][0]
+    d = next(d for d in printed["diagnostics"] if d["quantity"] == "log_target")
+    if d["rhat"] is not None:
+        assert float(arviz_stats.rhat(idata.posterior["log_target"])) == pytest.approx(d["rhat"], rel=1e-9)
+    with pytest.raises(presto_tui.InputError, match="thin must be a whole number >= 1, got 0"):
+        data.chains(1, thin=0)
+    with pytest.raises(presto_tui.InputError, match="no draws in block 1"):
+        data.chains(1, burn_in=30)
+
+
+def test_params_are_checked_when_built_named_as_python_names_them_and_help_lists_every_field():
+    import pydoc
+
+    with pytest.raises(presto_tui.ParamError, match=r"^max_new_tokens must lie in \[1, 65536\], got 0$"):
+        presto_tui.Params(max_new_tokens=0)
+    with pytest.raises(presto_tui.ParamError, match=r"^unknown parameter 'step'; did you mean 'steps'\?"):
+        presto_tui.Params(step=8)
+    with pytest.raises(presto_tui.ParamError, match="block_size 7 does not divide max_new_tokens 96"):
+        presto_tui.Params(block_size=7)
+    p = presto_tui.Params(steps=8)
+    with pytest.raises(presto_tui.ParamError, match="steps must lie in"):
+        p.with_(steps=0)
+    text = pydoc.render_doc(presto_tui.Params, renderer=pydoc.plaintext)
+    for name in ("sampler", "alpha", "steps", "particles", "sps_rollouts", "tries"):
+        assert f"{name}: " in text, name
+    assert "Sample" in pydoc.render_doc(presto_tui.sample, renderer=pydoc.plaintext)
+    assert "DataFrame" in pydoc.render_doc(presto_tui.TraceData, renderer=pydoc.plaintext)
+
+
+def test_results_summaries_and_traces_print_short(chains_trace):
+    """A notebook printing a trace of 8 short sessions got 679,000 characters."""
+    data = presto_tui.read_trace("t.jsonl")
+    for obj in (data, chains_trace[0], chains_trace[0].chains[0], data.summaries()[0], presto_tui.Params()):
+        assert len(repr(obj)) < 400, type(obj).__name__
+    assert repr(data) == f"TraceData('t.jsonl': {len(data)} sessions)"
