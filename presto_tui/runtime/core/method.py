@@ -134,6 +134,7 @@ class Method:
     view_state: ClassVar[str | None] = None
     view: ClassVar[str | None] = None
     paper: ClassVar[str] = ""  # where it comes from, for --help and the docs
+    order: ClassVar[int] = 1000  # where --help and the settings list it among the built-in ones (plugins: by name)
     # why a session's speedup over the sequential sampler cannot be estimated from its own calls
     # (None: it can, for an MH chain whose sequential step is one request)
     speedup_unavailable: ClassVar[str | None] = None

@@ -219,6 +219,7 @@ class PowerSMCInfo(OneShotInfo):
 
 class PowerSMC(OneShotMethod):
     name = "powersmc"
+    order = 130
     display = "PowerSMC"
     help = "--particles particles grown in blocks, reweighted towards p0^alpha and resampled"
     aliases = ("smc",)

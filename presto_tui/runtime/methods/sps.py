@@ -333,6 +333,7 @@ class ScalablePowerSampling(OneShotMethod):
     """Scalable Power Sampling: see the module docstring; the estimator is `runtime/samplers/sps.py`."""
 
     name = "sps"
+    order = 140
     display = "Scalable Power Sampling"
     help = ("chunk by chunk from the top --sps-top-k candidates, each weighted by --sps-rollouts rollouts of its "
             "future")
