@@ -210,9 +210,9 @@ CONFIGS = [
     ("bfs", "decision", {}),
     ("predictive", "decision", {}),
     ("spine", "decision", {}),
-    ("stream", "decision", {}),  # the shared policy, speculating inside proposals
-    ("stream", "decision", {"budget_policy": "cost"}),  # one chain's own width
-    ("stream", "decision", {"budget_policy": "fill", "speculate": "none"}),  # N live, no speculation past a state
+    # the default streaming policy (shared budget, speculating inside proposals); the other policies reproduce
+    # the sequential chain token for token (tests/test_coupling.py's POLICIES), so their law is this one's
+    ("stream", "decision", {}),
     ("bfs", "node", {}),
     ("predictive", "node", {}),
 ]
