@@ -149,6 +149,10 @@ def params_of(d: Any, where: str = "params") -> dict:
     table = param_table()
     known = {k: v for k, v in d.items() if k in table and table[k].target is Target.SAMPLER}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
+    sampler = known.get("sampler")
+    if isinstance(sampler, str) and registry.find(sampler) is None:
+        raise SchemaError(f"{where}.sampler: no method {sampler[:40]!r} is installed here (a plugin's? install its "
+                          f"package to read this trace); the methods here: {', '.join(registry.names())}")
     try:
         return params_from(known, naming=lambda name: f"{where}.{name}").to_dict()
     except InputError as e:
