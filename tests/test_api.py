@@ -140,7 +140,7 @@ def test_chains_cut_at_different_transitions_give_arviz_the_r_hat_stats_printed_
     import numpy as np
     from arviz_base import convert_to_datatree
 
-    from presto_tui.api import events
+    from presto_tui import events
     from presto_tui.logs.writer import TraceWriter
 
     small = {"max_new_tokens": 16, "steps": 30, "seed": 2}
@@ -233,7 +233,7 @@ def test_the_dataframes_columns_have_their_types_missing_values_included(engine)
 
 
 def test_events_stream_as_they_happen_and_a_session_cancels(engine):
-    from presto_tui.api import events
+    from presto_tui import events
 
     kinds: dict[str, int] = {}
     for index, event in presto_tui.stream(engine, "the cat", {"steps": 6, "max_new_tokens": 12}):
@@ -271,7 +271,7 @@ def test_chains_cancelled_midway_are_said_cancelled_and_k_is_not_blamed(engine):
                     session.cancel()
             return await session.result()
 
-    from presto_tui.api import events
+    from presto_tui import events
 
     result = asyncio.run(cancel_after(20))
     assert [c.status for c in result.chains] == ["cancelled", "cancelled"]
