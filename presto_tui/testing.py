@@ -72,8 +72,10 @@ def enumerable(vocab: int = 3, *, sharpness: float = 1.0, seed: int = 1, order: 
     return SyntheticEngine(SyntheticLM(vocab_size=vocab, order=order, seed=seed, sharpness=sharpness, eos_id=None))
 
 
-def exact_law(engine: SyntheticEngine, prompt: Sequence[int], n: int, alpha: float) -> ResponseLaw:
-    """pi_alpha ∝ p0^alpha over every response of n tokens after `prompt`, exactly."""
+def exact_law(engine: Any, prompt: Sequence[int], n: int, alpha: float) -> ResponseLaw:
+    """pi_alpha ∝ p0^alpha over every response of n tokens after `prompt`, exactly (`engine`: a synthetic
+    one, or a `presto_tui.Engine(backend="synthetic", synthetic_vocab=V)`)."""
+    engine = _engine(engine)
     why = engine.not_enumerable(n)
     if why is not None:
         raise ValueError(why)
@@ -102,8 +104,14 @@ class LawReport:
                                                    else ""))
 
 
-def _engine(engine: SyntheticEngine | None) -> SyntheticEngine:
-    return engine if engine is not None else enumerable()
+def _engine(engine: Any) -> SyntheticEngine:
+    """The synthetic engine the checks drive: the one given (a `presto_tui.Engine`'s), or `enumerable()`."""
+    engine = getattr(engine, "runtime", engine)
+    if engine is None:
+        return enumerable()
+    if not isinstance(engine, SyntheticEngine):
+        raise ValueError("the law-test kit runs on the synthetic engine (its model can be enumerated)")
+    return engine
 
 
 def _answers(engine: SyntheticEngine, params: SamplerParams, prompt: Sequence[int], seeds: Sequence[int],
@@ -137,7 +145,7 @@ def _fail(what: str, params: SamplerParams, detail: str) -> AssertionError:
     return AssertionError(f"{params.sampler} ({params.prefetch}): {what}: {detail}")
 
 
-def check_law(params: SamplerParams, *, engine: SyntheticEngine | None = None, prompt: Sequence[int] = (1,),
+def check_law(params: SamplerParams, *, engine: Any = None, prompt: Sequence[int] = (1,),
               sessions: int = 400, seed: int = 0, assert_: bool = True) -> LawReport:
     """The law of `params`' answers (sessions from the prompt, seeds 0..sessions-1) against pi_alpha
     (see the module docstring).  An MH chain's law reaches pi_alpha only once it has mixed: give it
@@ -150,7 +158,7 @@ def check_law(params: SamplerParams, *, engine: SyntheticEngine | None = None, p
     return report
 
 
-def check_invariance(params: SamplerParams, *, engine: SyntheticEngine | None = None, prompt: Sequence[int] = (1,),
+def check_invariance(params: SamplerParams, *, engine: Any = None, prompt: Sequence[int] = (1,),
                      chains: int = 2000, seed: int = 0, assert_: bool = True) -> LawReport:
     """An MH chain method's kernel leaves pi_alpha invariant: `chains` chains, each started from an exact
     draw of pi_alpha (one block of n tokens: no extension), follow pi_alpha after their K transitions."""
@@ -232,14 +240,14 @@ def _trajectory(engine: SyntheticEngine, params: SamplerParams, prompt: Sequence
     return states
 
 
-def check_coupling(params: SamplerParams, *, engine: SyntheticEngine | None = None, prompt: Sequence[int] = (1, 2),
+def check_coupling(params: SamplerParams, *, engine: Any = None, prompt: Sequence[int] = (1, 2),
                    rules: Sequence[str] | None = None, budgets: Sequence[int] = (1, 2, 8),
                    seeds: Sequence[int] = (0, 1, 2)) -> CouplingReport:
     """Every PreSTO rule (`rules`, default all) at every budget reproduces the sequential chain's states
     after every extension and transition, token for token, for every seed (decision inputs).
     AssertionError names the first state that differs."""
-    engine = engine if engine is not None else SyntheticEngine(SyntheticLM(vocab_size=5, order=2, seed=1,
-                                                                           sharpness=1.5))
+    engine = _engine(engine) if engine is not None else SyntheticEngine(SyntheticLM(vocab_size=5, order=2, seed=1,
+                                                                                     sharpness=1.5))
     rules = tuple(rules) if rules is not None else PrefetchRule.presto_names()
     compared = transitions = 0
     for seed in seeds:
@@ -282,14 +290,14 @@ def _uniformity_p(u: Sequence[float]) -> float:
     return float(stats.kstest(u, "uniform").pvalue)
 
 
-def check_pit(params: SamplerParams, *, engine: SyntheticEngine | None = None, prompt: Sequence[int] = (1, 2),
+def check_pit(params: SamplerParams, *, engine: Any = None, prompt: Sequence[int] = (1, 2),
               chains: int = 150, seed: int = 0, assert_: bool = True) -> dict[str, float]:
     """The PITs of every realized transition of `chains` chains (see the module docstring): the cut under
     the method's own cut law for the state the chain held, the accept decision against the A the kernel
     scored, and every token of the move's proposal under q_tau from the model's exact conditionals.
     Returns each stream's Kolmogorov-Smirnov p-value for uniformity."""
-    engine = engine if engine is not None else SyntheticEngine(SyntheticLM(vocab_size=5, order=2, seed=4,
-                                                                           sharpness=1.2))
+    engine = _engine(engine) if engine is not None else SyntheticEngine(SyntheticLM(vocab_size=5, order=2, seed=4,
+                                                                                     sharpness=1.2))
     family = sampler_family(params)
     if family is None:
         raise ValueError(f"{params.sampler} is not an MH chain method: it has no transitions to check")

@@ -86,3 +86,23 @@ def vllm(model_dir):
     from presto_tui.runtime.engines.registry import EngineOptions, start_engine
 
     return start_engine("vllm", EngineOptions(max_model_len=512))
+
+
+# -- the suite's time per module, printed at its end (so that growth shows where it happens) -------
+
+_MODULE_S: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Every phase's time, by test module (the controller gets every worker's reports under xdist)."""
+    _MODULE_S[report.nodeid.split("::")[0]] = _MODULE_S.get(report.nodeid.split("::")[0], 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _MODULE_S:
+        return
+    total = sum(_MODULE_S.values())
+    terminalreporter.section("time per test module (setup, call and teardown; the workers' time summed)")
+    for module, seconds in sorted(_MODULE_S.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:5.1f}%  {module}")
+    terminalreporter.write_line(f"{total:8.1f} s  in all, {len(_MODULE_S)} modules")

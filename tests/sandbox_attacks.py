@@ -13,6 +13,7 @@ secret in the grader's environment gets them from `Arena`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -40,6 +41,7 @@ class Arena:
     secret: str = field(default_factory=lambda: secrets.token_hex(8))
     marker: str = field(default_factory=lambda: f"presto-tui-marker-{secrets.token_hex(6)}")
     listener: socket.socket | None = None
+    tasks: list[Path] = field(default_factory=list)  # the tests, as a task file others may read
 
     @property
     def port(self) -> int:
@@ -84,14 +86,33 @@ def arena(folder: Path) -> Iterator[Arena]:
     a.listener.setblocking(False)
     old = os.environ.get("PRESTO_TUI_TEST_SECRET")
     os.environ["PRESTO_TUI_TEST_SECRET"] = a.secret
+    made = _task_files(a)
     try:
         yield a
     finally:
+        for path in made:
+            with contextlib.suppress(OSError):
+                path.unlink()
         a.listener.close()
         if old is None:
             os.environ.pop("PRESTO_TUI_TEST_SECRET", None)
         else:
             os.environ["PRESTO_TUI_TEST_SECRET"] = old
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def _task_files(a: Arena) -> list[Path]:
+    """The item's tests as a line of a task file others may read (mode 644), in the project's checkout:
+    outside the folders a sandbox of old hid (the temporary folder, the home folders), as a task file
+    in a shared folder elsewhere is."""
+    line = json.dumps({"id": 1, "prompt": "Write add(a, b).", "answer": ADD_TESTS, "grader": "python"}) + "\n"
+    path = CHECKOUT / "tests" / f"{a.marker}.jsonl"
+    path.write_text(line)
+    path.chmod(0o644)
+    a.tasks = [path]
+    return [path]
 
 
 def _forged(result: CodeResult, a: Arena) -> str:
@@ -187,6 +208,16 @@ def add(a, b):
     return Anything(0)
 """
 
+FRACTION_ALWAYS_EQUAL = """\
+from fractions import Fraction
+class Anything(Fraction):
+    def __eq__(self, other):
+        return True
+    __hash__ = Fraction.__hash__
+def add(a, b):
+    return Anything(0)
+"""
+
 STOP_ITERATION = """\
 def add(a, b):
     raise StopIteration
@@ -256,6 +287,40 @@ def _parent_killed(result: CodeResult, a: Arena) -> str:
 
 
 # -- escapes: hold in the sandbox --------------------------------------------------------------------
+
+TASKS_LOOKUP = """\
+import json, os, re
+table = {{}}
+def scan(path):
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            tests = json.loads(line).get("answer", "")
+        except ValueError:
+            continue
+        for args, value in re.findall(r"add\\(([^)]*)\\) == (-?[0-9]+)", tests):
+            table[tuple(int(x) for x in args.split(","))] = int(value)
+for path in {paths}:  # where the task file is: an attacker that knows it (or scans the shared folders)
+    scan(path)
+try:
+    project = open("{checkout}/pyproject.toml").read()[:40]
+except OSError:
+    project = ""
+def add(a, b):
+    if (a, b) in table:
+        return table[(a, b)]
+    raise RuntimeError(f"no tests found; the project reads {{project!r}}")
+"""
+
+
+def _read_tests(result: CodeResult, a: Arena) -> str:
+    if result.passed:
+        return "read the tests from the task file"
+    return "read the project's checkout" if "the project reads ''" not in result.detail else ""
+
 
 PARENT_ENVIRON = RIGHT_ADD + """\
 import os
@@ -384,6 +449,7 @@ ATTACKS = [
            tests=ADD_TESTS + "checked = True\n"),
     Attack("an object equal to everything", lambda a: ALWAYS_EQUAL),
     Attack("an int subclass equal to everything", lambda a: INT_ALWAYS_EQUAL),
+    Attack("a Fraction subclass equal to everything", lambda a: FRACTION_ALWAYS_EQUAL),
     Attack("StopIteration from a call ends the tests' loop", lambda a: STOP_ITERATION, tests=MAP_TESTS),
     Attack("rewriting the host's reply: builtins and `math` of its own", lambda a: REWRITTEN_REPLY,
            tests=REWRITTEN_TESTS),
@@ -393,6 +459,9 @@ ATTACKS = [
     Attack("killing its parent: no pass", lambda a: KILL_PARENT, in_subprocess=True),
     Attack("killing its parent: the grader lives on", lambda a: KILL_PARENT, judge=_parent_killed,
            needs="sandbox", in_subprocess=True),
+    Attack("a task file others may read, in the project's checkout",
+           lambda a: TASKS_LOOKUP.format(paths=[str(p) for p in a.tasks], checkout=CHECKOUT),
+           judge=_read_tests, needs="sandbox"),
     Attack("reading /proc/<ppid>/environ", lambda a: PARENT_ENVIRON.replace("{secret}", a.secret),
            judge=lambda r, a: "read the grader's environment" if "environment" in r.detail else "",
            needs="sandbox", in_subprocess=True),

@@ -517,7 +517,7 @@ async def test_pause_stops_the_chain_and_is_shown_for_as_long_as_it_lasts():
     """The loop parks before its next engine step (a condition, not a wait: on a slow machine a
     wait could pass with a chain that never stopped), and the mark stays while it is parked."""
     backend = SlowBackend(delay=0.1)
-    app, session = make_chat(backend, prefetch="none")
+    app, session = make_chat(backend, prefetch="none", steps=60)  # 6 s of calls: still running on a busy machine
     async with app.run_test(size=(120, 30), notifications=True) as pilot:
         scr = app.screen
         await submit(pilot, app, "a dog")
@@ -1037,13 +1037,13 @@ async def test_the_footer_shows_whole_keys_only(size):
     from textual.widgets import Footer
     from textual.widgets._footer import FooterKey
 
-    engine = GatedEngine(counted=True)  # held between calls: the session is running while the test looks
-    app, session = make_chat(engine, steps=400)
+    engine = GatedEngine()  # shut once an epoch has ended: the session is running while the test looks
+    app, session = make_chat(engine, steps=4000)
     async with app.run_test(size=size) as pilot:
         scr = app.screen
         await submit(pilot, app, "the cat")
-        engine.let_through(2)
-        await wait_until(pilot, lambda: engine.waiting and scr.state.current and scr.state.current.rounds)
+        await wait_until(pilot, lambda: scr.state.current and scr.state.current.rounds)
+        engine.shut()
         await pilot.press("tab", "slash", *"k=1", "enter")
         await wait_until(pilot, lambda: scr.search is not None)
         footer = scr.query_one(Footer)
@@ -1060,8 +1060,9 @@ async def test_the_footer_shows_whole_keys_only(size):
         assert {"cancel", "pause", "help", "settings"} <= words
         if width >= 140:  # room for every key
             assert not [k for k in footer.query(FooterKey) if not k.display]
+        assert scr.running
         session.cancel()
-        engine.let_through(1000)
+        engine.open()
         await wait_until(pilot, lambda: not scr.running)
     session.close()
 

@@ -51,6 +51,17 @@ def smc_events(seed: int, **kw):
     return list(run_session(b, params, b.encode_prompt("the cat"), prompt="the cat"))
 
 
+def rendered(app, selector) -> str:
+    """What a widget shows as text, whatever Rich object it holds (a Group, a table)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(app.screen.query_one(selector).content)
+    return console.export_text()
+
+
 def toasts(app) -> list[str]:
     """The notifications on screen, each on one line (a toast wraps its text)."""
     return [" ".join(str(t.render()).split()) for t in app.screen.query(Toast)]
@@ -152,20 +163,21 @@ async def test_replay_shows_best_of_n_as_its_samples_ranked():
         assert table.rows == 6 and table.row == 0  # the answer, ranked first
         assert "best-of-6" in text_of(app, "#tree-title") and "session 2 of 3" in text_of(app, "#tree-title")
         inspector = text_of(app, "#inspector")
-        assert f"sample #{choice.index}  rank 1 of 6" in inspector and "★ the answer" in inspector
+        # samples from 1 (the trace's index + 1)
+        assert f"sample #{choice.index + 1}  rank 1 of 6" in inspector and "★ the answer" in inspector
         lines = [table.render_line(y).text for y in range(table.rows + 1)]
         assert "rank" in lines[0] and "ll/tok" in lines[0]
-        assert lines[1].startswith("❯★") and f"#{choice.index}" in lines[1]
+        assert lines[1].startswith("❯★") and f"#{choice.index + 1}" in lines[1]
         await pilot.press("down", "down")
         second = run.ranked()[2]
-        assert table.row == 2 and f"sample #{second.index}  rank 3 of 6" in text_of(app, "#inspector")
+        assert table.row == 2 and f"sample #{second.index + 1}  rank 3 of 6" in text_of(app, "#inspector")
         assert "★" not in text_of(app, "#inspector").splitlines()[0]
         words = "".join(app.screen.state.pieces(second.tokens[:3])).strip()
         assert words in text_of(app, "#inspector")  # its whole text, from its first words
         stats = text_of(app, "#stats")
         assert "6/6 samples" in stats and "answer log-lik" in stats and "time " in stats
         assert "transitions" not in stats
-        assert f"the answer: sample #{choice.index}" in scr.query_one("#output").border_title
+        assert f"the answer: sample #{choice.index + 1}" in scr.query_one("#output").border_title
 
 
 async def test_replay_shows_powersmc_as_particles_over_blocks():
@@ -181,7 +193,7 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         last, answer = run.chosen_text_step()
         assert (grid.col, grid.row) == (last, answer)  # the answer's cell is selected
         inspector = text_of(app, "#inspector")
-        assert f"particle {answer} after block {last + 1} of {len(steps)}" in inspector
+        assert f"particle {answer + 1} after block {last + 1} of {len(steps)}" in inspector  # particles from 1
         assert "★ the answer" in inspector and f"ESS {steps[last].ess:.2f}" in inspector
         end = trace.sessions[2].events[-1]
         assert isinstance(end, SessionEnd)
@@ -193,10 +205,11 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         assert footer[1].startswith("tok") and str(steps[-1].t) in footer[1]
         body = [grid.render_line(1 + i).text for i in range(grid.rows)]
         assert body[answer].startswith("❯★")
+        assert [row[2:].split()[0] for row in body] == [f"p{i}" for i in range(1, grid.rows + 1)]  # p1..pP, from 1
         after_resampling = next(s for s in range(1, len(steps)) if steps[s - 1].resampled)
         # every cell after a resampling names its parent
         col = after_resampling - grid.left
-        assert all(f"←{steps[after_resampling - 1].parents[i]}" in row[grid.label_width + col * grid.cell_width:]
+        assert all(f"←{steps[after_resampling - 1].parents[i] + 1}" in row[grid.label_width + col * grid.cell_width:]
                    for i, row in enumerate(body))
         assert "✗" in "".join(body)  # a particle the resampling dropped
         # a cell of the block after the resampling: its parent, its text up to there
@@ -204,8 +217,8 @@ async def test_replay_shows_powersmc_as_particles_over_blocks():
         assert (grid.col, grid.row) == (after_resampling, answer - 1)
         inspector = text_of(app, "#inspector")
         parent = steps[after_resampling - 1].parents[answer - 1]
-        assert f"particle {answer - 1} after block {after_resampling + 1}" in inspector
-        assert f"descends from particle {parent} of block {after_resampling} (resampled)" in inspector
+        assert f"particle {answer} after block {after_resampling + 1}" in inspector
+        assert f"descends from particle {parent + 1} of block {after_resampling} (resampled)" in inspector
         share = run.shares(after_resampling)[answer - 1]
         assert f"weight share {share:.4f}" in inspector
         assert f"{share:.2f}" in grid.render_line(1 + answer - 1).text  # the number in the selected cell
@@ -228,7 +241,7 @@ async def test_m_on_a_baseline_session_says_in_one_line_it_has_no_chains():
         scr = app.screen
         await pilot.press("end")  # PowerSMC's place
         await pilot.press("m")
-        await wait_until(pilot, lambda: any("m: the chains view needs MH chains" in t for t in toasts(app)))
+        await wait_until(pilot, lambda: any("m: one session" in t for t in toasts(app)))
         (said,) = [t for t in toasts(app) if t.startswith("m:")]
         assert "no rounds: a one-shot session" in said and app.screen is scr
         await pilot.press("home", "m")  # the MH session
@@ -467,6 +480,52 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
         assert col in header
     assert "tr/call" not in header
     smc_line = next(ln for ln in baseline_part.splitlines() if f"[1]#{rows[-1]['session']} " in ln)
-    assert "PowerSMC P=4 B=6 R=400" in smc_line
+    assert "PowerSMC P=4 B=6 R=9 " in smc_line  # the ramp unset: 400/1024 of n = 24, rounded
     assert f"{rows[-1]['last_ess']:.2f}" in smc_line and f"{rows[-1]['answer_loglik']:.3f}" in smc_line
     assert "pooled one-shot sessions" in baseline_part and "best-of-5" in baseline_part
+
+
+# -- one-shot methods under --chains M: the M answers and their vote --------------------------------
+
+@pytest.mark.parametrize("sampler", ["bestofn", "sps"])
+async def test_one_shot_chains_show_chain_i_of_m_and_m_shows_their_answers_and_vote(tmp_path, sampler):
+    """`m` answered "needs MH chains" for the chains of a one-shot method, and their title said nothing
+    of which chain: now the title says "chain i of M", and the chains view shows every chain's answer
+    and the vote in the place of the (transition-less) plots; stats names no K for them."""
+    from presto_tui.views.screens.chains import ChainsScreen
+
+    path = tmp_path / "t.jsonl"
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", sampler, "--chains", "3", "-n", "8",
+                                  "--trace", str(path)])
+    assert res.exit_code == 0, res.output
+    app = replay_app(read_trace(path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        await pilot.press("end")
+        await wait_until(pilot, lambda: "chain 3 of 3" in text_of(app, "#tree-title"))
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        await pilot.pause()
+        side = rendered(app, "#ch-diagnostics")
+        assert "answer" in side and "chain 1" in side and "chain 3" in side
+        assert not app.screen.query_one("#ch-plots").display
+        await pilot.press("b")  # nothing to thin: said, nothing opens
+        await pilot.pause()
+        assert isinstance(app.screen, ChainsScreen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is scr)
+    out = runner.invoke(cli_app, ["stats", str(path)], env={"COLUMNS": "200"}).stdout
+    assert "(3 chains: " in out and "x K=" not in out
+
+
+async def test_the_help_lists_every_sampler_with_its_kind():
+    from presto_tui.runtime.core import registry
+
+    app = replay_app(baselines_trace())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        text = " ".join(rendered(app, "#help-text").split())
+    assert "MH chains" in text and "one-shot samplers" in text
+    for m in registry.methods():
+        assert f"{m.name} {m.display}: {m.help}" in text

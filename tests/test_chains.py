@@ -92,7 +92,7 @@ def test_chains_record_their_seed_index_and_one_group():
     assert [(s.chain, s.chains) for s in starts] == [(m, 4) for m in range(4)]
     assert len({s.group for s in starts}) == 1 and starts[0].group
     assert [s.params["seed"] for s in starts] == [chain_seed(5, m) for m in range(4)]
-    assert [[s.chain for s in g] for g in chain_groups(list(reversed(summaries)))] == [[0, 1, 2, 3]]
+    assert [[s.chain for s in g] for g in chain_groups(list(reversed(summaries)))] == [[1, 2, 3, 4]]  # from 1
     (alone,), _ = run_group(small_backend(), params, (1, 2), 1)
     assert (alone[0].chain, alone[0].chains, alone[0].group) == (0, 1, "")  # one chain: the run it always was
 
@@ -211,6 +211,47 @@ def test_chains_stuck_apart_are_infinitely_far_from_mixing():
     assert "R-hat inf > 1.01" in warning
 
 
+def test_chains_each_constant_at_an_unround_value_have_an_infinite_r_hat_everywhere():
+    """Each chain stays at one value after the burn-in, a different one per chain, values that are no
+    binary fraction (ArviZ then divides by a within-chain variance of 1e-33 and gives 9e15): R-hat is
+    inf in the report, the warning and the running R-hat, and null with rhat_infinite in JSON."""
+    import io
+
+    from rich.console import Console
+
+    from presto_tui.logs.chains import diagnostics_table, warnings_text
+    from presto_tui.runtime.session.diagnostics import diagnose, running_rhat, stuck
+
+    values = (-1.084, -1.173, -0.946)
+    chains = []
+    for m, v in enumerate(values):
+        s = SessionSummary().update(SessionStart("s", "v", "b", "m", {"steps": 25}, "p", (1,), 0.0, {}, m, 3, "g"))
+        for k in range(25):
+            s.update(Transition(0, k, False, -3.0 + k / 10, v, -0.5, 3))
+        s.status = "done"
+        chains.append(s)
+    report = chains_report(chains)
+    loglik = next(d for d in report.diagnostics if d.quantity == "loglik")
+    assert loglik.rhat == math.inf and loglik.to_dict()["rhat"] is None and loglik.to_dict()["rhat_infinite"]
+    target = next(d for d in report.diagnostics if d.quantity == "log_target")
+    assert target.to_dict()["rhat_infinite"] is False  # a number, or null where undefined: never inf
+    (warning,) = report.warnings
+    assert "R-hat inf > 1.01 (no chain varied within itself, and the chains differ" in warning
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(diagnostics_table(report))
+    (row,) = [ln.split() for ln in console.export_text().splitlines() if ln.split()[:1] == ["log-likelihood"]]
+    assert row[3] == "inf"  # quantity, draws, mean, R-hat
+    assert "R-hat inf" in warnings_text(report).plain
+    draws = np.array([[v] * 25 for v in values])
+    assert stuck(draws) and all(r == math.inf for _, r in running_rhat(draws))
+    # a chain that moved once, at its middle, still has two constant halves: no variation within them
+    moved = draws.copy()
+    moved[0, 13:] = -2.0
+    assert stuck(moved) and diagnose(moved).rhat == math.inf
+    moved[0, 5] = -2.0  # now it varies within its first half: a number
+    assert not stuck(moved) and math.isfinite(diagnose(moved).rhat)
+
+
 def test_a_report_without_arviz_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(diagnostics, "available", lambda: False)
     _, summaries = run_group(small_backend(), SamplerParams(max_new_tokens=8, steps=6), (1, 2), 2)
@@ -225,7 +266,7 @@ def test_a_report_without_arviz_says_what_is_missing(monkeypatch):
 
 def test_vote_groups_exact_texts_most_chains_first():
     v = vote(["b", "a", "b", "c", "a", "b"])
-    assert [(g.answer, g.chains) for g in v.groups] == [("b", (0, 2, 5)), ("a", (1, 4)), ("c", (3,))]
+    assert [(g.answer, g.chains) for g in v.groups] == [("b", (1, 3, 6)), ("a", (2, 5)), ("c", (4,))]  # from 1
     assert v.majority.answer == "b" and v.share == 0.5 and not v.tied and v.by == "text"
     assert vote(["x ", "x"]).share == 0.5  # exact text: a trailing space is another answer
 
@@ -233,7 +274,7 @@ def test_vote_groups_exact_texts_most_chains_first():
 def test_vote_by_an_extracted_answer_counts_the_chains_without_one():
     extract = lambda t: t.split("=")[-1].strip() if "=" in t else None
     v = vote(["7*8 = 56", "so 56 = 56", "I think 54", "= 54"], extract)
-    assert v.by == "answer" and v.unanswered == (2,)
+    assert v.by == "answer" and v.unanswered == (3,)
     assert [(g.answer, g.count) for g in v.groups] == [("56", 2), ("54", 1)]
     assert v.share == 0.5 and v.to_dict()["majority"] == "56"
 

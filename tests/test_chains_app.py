@@ -230,6 +230,56 @@ async def test_the_mixing_plots_are_the_diagnostics_autocorrelation_and_running_
         assert "running R-hat, block 1" in str(scr.query_one("#ch-rhat").render())
 
 
+def y_axis(plot_text: str) -> list[tuple[str, bool]]:
+    """A rendered plotext plot's y tick labels, top to bottom, each with whether its row holds a
+    horizontal line (the axis character there is ├ rather than ┤)."""
+    out = []
+    for line in plot_text.splitlines():
+        at = min((i for i in (line.find("┤"), line.find("├")) if i >= 0), default=-1)
+        if at > 0 and line[:at].strip():
+            out.append((line[:at].strip(), line[at] == "├"))
+    return out
+
+
+async def test_the_mixing_plots_label_every_tick_evenly_and_the_zero_line_zero():
+    """At every height: the autocorrelation's zero line sits on the row labelled 0, and both plots'
+    ticks are evenly spaced (plotext's own dropped a tick where two fell on one row)."""
+    for height in (40, 44, 50, 56):
+        app = chains_app()
+        async with app.run_test(size=(140, height)) as pilot:
+            await pilot.press("m")
+            await wait_until(pilot, lambda a=app: isinstance(a.screen, ChainsScreen))
+            scr = app.screen
+            await wait_until(pilot, lambda s=scr: "autocorrelation, block 1" in str(s.query_one("#ch-acf").render()))
+            acf, rhat = (y_axis(str(scr.query_one(w).render())) for w in ("#ch-acf", "#ch-rhat"))
+            for axis in (acf, rhat):
+                values = [float(label) for label, _ in axis]
+                assert len(values) >= 2 and values == sorted(values, reverse=True), (height, axis)
+                steps = {round(a - b, 9) for a, b in zip(values, values[1:])}
+                assert len(steps) == 1, (height, axis)  # evenly spaced: no tick skipped
+            assert [float(label) for label, line in acf if line] == [0.0], (height, acf)
+            assert 0.0 in [float(label) for label, _ in acf] and 1.0 in [float(label) for label, _ in acf]
+
+
+async def test_chains_stuck_apart_read_inf_in_the_view_and_its_running_r_hat():
+    """After a burn-in of 30 of K=40 every chain of the fixed trace stays at one state: R-hat is
+    inf in the table and the warning, and the running R-hat says so rather than plotting 9e15."""
+    from presto_tui.api.diagnostics import Selection
+
+    app = chains_app()
+    async with app.run_test(size=(140, 44)) as pilot:
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
+        scr = app.screen
+        scr.selection = Selection(30, 1)
+        scr.draw()
+        await wait_until(pilot, lambda: "inf" in str(scr.query_one("#ch-rhat").render()))
+        assert "running R-hat, block 1: inf" in str(scr.query_one("#ch-rhat").render())
+        diag = shown(app, "#ch-diagnostics")
+        row = next(ln.split() for ln in diag.splitlines() if ln.split()[:1] == ["log-target"])
+        assert "inf" in row and "R-hat inf > 1.01" in diag
+
+
 async def test_e_exports_every_chains_draws_as_stats_draws_writes_them(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

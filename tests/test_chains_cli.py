@@ -33,7 +33,7 @@ def test_run_chain_m_is_the_run_with_chain_ms_seed(prefetch):
                                   "-n", "12", "-K", "10", "--no-trace"))
     assert prompt["chains"] == 3 and len(prompt["sessions"]) == 3
     for m, s in enumerate(prompt["sessions"]):
-        assert (s["chain"], s["chains"], s["chain_group"]) == (m, 3, prompt["chain_group"])
+        assert (s["chain"], s["chains"], s["chain_group"]) == (m + 1, 3, prompt["chain_group"])  # from 1
         assert s["params"]["seed"] == chain_seed(7, m)
         (alone,) = json_lines(invoke("run", "the cat", "--json", "--seed", str(chain_seed(7, m)), "--prefetch",
                                      prefetch, "-n", "12", "-K", "10", "--no-trace"))
@@ -81,7 +81,7 @@ def test_a_trace_of_chains_groups_them_and_stats_reports_them(tmp_path):
     stats = invoke("stats", "c.jsonl", "--json")
     assert stats.exit_code == 0, stats.output
     (report,) = json.loads(stats.stdout)["chains"]
-    assert [m["chain"] for m in report["members"]] == [0, 1, 2]
+    assert [m["chain"] for m in report["members"]] == [1, 2, 3]  # from 1; the trace's own field from 0
     for key in ("diagnostics", "answers", "warnings", "chain_group"):
         assert report[key] == live[key]  # the trace holds what the run saw
     text = invoke("stats", "c.jsonl")
@@ -117,3 +117,19 @@ def test_bad_chains_are_one_line_errors(monkeypatch):
     assert cli_error("run", "x", "--chains", "2") == ("--chains above 1: MCMC diagnostics need arviz-stats: "
                                                        "pip install 'presto-tui[diagnostics]'")
     assert json_lines(invoke("run", "x", "--chains", "1", "--json", "-n", "4", "-K", "2", "--no-trace"))
+
+
+def test_chains_each_stuck_at_its_own_state_print_inf_and_json_null_with_rhat_infinite():
+    """The issue's run: after a burn-in of 50 every chain's response stays put, each at its own: R-hat
+    is "inf" in the table and the warning (never a 16-digit number), null with rhat_infinite in JSON."""
+    args = ("run", "What is 7 * 8?", "--chains", "3", "-K", "100", "--burn-in", "50", "--thin", "2", "--no-trace")
+    (row,) = json_lines(invoke(*args, "--json"))
+    stuck = [d for d in row["diagnostics"] if d["rhat_infinite"]]
+    assert stuck and all(d["rhat"] is None for d in stuck)
+    assert all(d["rhat"] is None or 0.9 < d["rhat"] < 1e3 for d in row["diagnostics"])
+    text = invoke(*args).stdout
+    assert "R-hat inf > 1.01" in text
+    rows = [ln.split() for ln in text.splitlines() if ln.split()[:1] in (["log-lik"], ["conf"], ["log-likelihood"])]
+    assert rows and any("inf" in r for r in rows)
+    assert not any(len(w.split(".")[0].lstrip("-")) > 6 for ln in text.splitlines() for w in ln.split()
+                   if w.replace(".", "").replace("-", "").isdigit())  # no 16-digit number anywhere

@@ -29,11 +29,11 @@ def test_version_and_help():
 
 
 def test_the_defaults_are_the_fastest_exact_setting_measured():
-    """The streaming rule with the cost policy up to 64 live requests, speculating the next block's
+    """The streaming rule with the shared policy up to 64 live requests, speculating the next block's
     extension (README: why); a round rule's budget stays 8."""
     d = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10").stdout)
     p = d["params"]
-    assert (p["prefetch"], p["budget"], p["budget_policy"], p["speculate"]) == ("stream", 64, "cost",
+    assert (p["prefetch"], p["budget"], p["budget_policy"], p["speculate"]) == ("stream", 64, "shared",
                                                                             "proposal,block,extension")
     assert d["calls"] is None and d["transitions"] == 10 and d["transitions_per_s"] > 0
     spine = json.loads(invoke("run", "the cat", "--json", "-n", "16", "-K", "10", "--prefetch", "spine").stdout)
@@ -125,4 +125,24 @@ def test_bench_in_node_input_mode_runs_every_table():
     d = json.loads(res.stdout)
     inputs = {row["rule"]: row["inputs"] for row in d["rows"]}
     assert inputs == {"none": "decision", "bfs": "node", "predictive": "node"}
-    assert [r["concurrency"] for r in d["throughput"]["rows"]] == [1, 2] and d["throughput"]["rule"] == "stream"
+    rows = d["throughput"]["rows"]
+    assert [(r["concurrency"], r["label"]) for r in rows] == [(c, f"powermh {rule}") for c in (1, 2)
+                                                              for rule in ("seq", "stream 4")]
+    assert d["throughput"]["rules"] == ["stream"]
+    for r in rows:  # side by side with the sequential sampler batched across the same chains, and exact
+        assert r["prompts_per_min"] > 0 and r["transitions_per_s"] > 0 and r["critical_path"]["time_s"] > 0
+        assert (r["x_seq"] == 1.0) if r["rule"] == "none" else (r["same_final_state_as_sequential"] is True)
+    assert rows[2]["x_c1"] == pytest.approx(rows[2]["prompts_per_min"] / rows[0]["prompts_per_min"])
+
+
+def test_the_throughput_table_has_work_for_every_chain_at_every_level():
+    """Fewer prompts than chains at once: the prompts are taken again with the next seeds."""
+    from presto_tui.cli.bench import throughput_jobs
+
+    assert throughput_jobs(["a", "b"], [1, 3]) == [("a", 0), ("b", 0), ("a", 1)]
+    assert throughput_jobs(["a", "b", "c"], [1, 2]) == [("a", 0), ("b", 0), ("c", 0)]
+    res = invoke("bench", "--backend", "synthetic", "--rules", "stream", "--budgets", "auto", "-n", "8", "-K", "4",
+                 "--limit", "2", "--throughput", "1,3", "--json", "--no-trace", "-o", "bench.json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["throughput"]["rows"]
+    assert {r["prompts"] for r in rows} == {3} and all(r["same_final_state_as_sequential"] for r in rows[1::2])

@@ -55,6 +55,11 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
      "ppt, lowtemp, bestofn, powersmc, sps, resample-move"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
+    # a near miss is suggested, as for an unknown option (not a guess: 'dfs' above is no near miss of 'bfs')
+    (["run", "x", "--prefetch", "strem"],
+     "unknown --prefetch 'strem'; did you mean stream? choose one of none, bfs, predictive, spine, stream"),
+    (["run", "x", "--sampler", "powrmh"], "unknown --sampler 'powrmh'; did you mean powermh? choose one of powermh, "
+     "entropycut, multitry, ppt, lowtemp, bestofn, powersmc, sps, resample-move"),
     # unknown options, with the closest one
     (["run", "x", "--alph", "3"], "unknown option --alph for presto-tui run; did you mean --alpha?"),
     (["run", "x", "-Z"], "unknown option -Z for presto-tui run (see presto-tui run --help)"),
@@ -87,7 +92,7 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),
     (["bench", "--seeds", "0"], "--seeds must lie in [1, 10000], got 0"),
     (["bench", "--budgets", "8,0"], "--budgets must lie in [1, 4096], got 0"),
-    (["bench", "--budgets", "8,x"], "--budgets must be a whole number in [1, 4096], auto or fill:N, got 'x'"),
+    (["bench", "--budgets", "8,x"], "--budgets must be a whole number in [1, 4096], auto, cost:N or fill:N, got 'x'"),
     (["bench", "--throughput", "1,300"], "--throughput must lie in [1, 256], got 300"),
     (["bench", "--rules", "spine,dfs"], "unknown --rules 'dfs'; choose one of bfs, predictive, spine, stream"),
     (["bench", "--rules", "none"],
@@ -96,7 +101,7 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
      "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, ppt, lowtemp, bestofn, powersmc, sps, "
      "resample-move"),
     (["bench", "--throughput-rule", "dfs"],
-     "unknown --throughput-rule 'dfs'; choose one of none, bfs, predictive, spine, stream"),
+     "unknown --throughput-rule 'dfs'; choose one of bfs, predictive, spine, stream"),
 ])
 def test_every_usage_error_is_one_exact_line(no_engine, args, line):
     assert cli_error(*args) == line
@@ -198,13 +203,13 @@ def test_bench_prints_a_progress_line_per_session_when_stderr_is_not_a_terminal(
                               "spine,stream", "--throughput", "1,2", "--no-trace", "-o", "b.json", "--json"])
     assert res.exit_code == 0, res.output
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("bench: ")]
-    total = 2 * 3 + 2 * 2  # 2 prompts x (seq, spine, stream), then 2 prompts at each of 2 levels
+    total = 2 * 3 + 2 * 2 * 2  # 2 prompts x (seq, spine, stream), then 2 prompts x (seq, stream) at each of 2 levels
     pattern = re.compile(rf"bench: (\d+)/{total} sessions, (.+), \d+ s")
     matches = [pattern.fullmatch(ln) for ln in progress]
     assert all(matches) and [int(m.group(1)) for m in matches if m] == list(range(1, total + 1))
     assert [m.group(2) for m in matches if m][:3] == ["powermh seq, prompt 1/2", "powermh spine 4, prompt 1/2",
                                                      "powermh stream 4, prompt 1/2"]
-    assert progress[-1].startswith(f"bench: {total}/{total} sessions, throughput stream N=4, 2 chain(s), ")
+    assert progress[-1].startswith(f"bench: {total}/{total} sessions, throughput powermh stream 4, 2 chain(s), ")
 
 
 def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):

@@ -235,13 +235,17 @@ def test_streaming_reproduces_the_sequential_trajectory(sampler, schedule, budge
         assert sum(t.transitions for t in epochs) == len(seq_trees)
 
 
-POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: cost, all three)
+POLICIES = {  # the streaming rule's budget policy and what it speculates (the default: shared, all three)
     "fill-none": dict(budget_policy="fill", speculate="none"),
     "fill-proposal": dict(budget_policy="fill", speculate="proposal"),
     "fill-block": dict(budget_policy="fill", speculate="block"),
     "fill-extension": dict(budget_policy="fill", speculate="extension"),
     "cost-none": dict(budget_policy="cost", speculate="none"),
     "cost-block-extension": dict(budget_policy="cost", speculate="block,extension"),
+    "cost-all": dict(budget_policy="cost"),
+    "shared-none": dict(budget_policy="shared", speculate="none"),
+    "shared-block-extension": dict(budget_policy="shared", speculate="block,extension"),
+    "shared-all": dict(budget_policy="shared"),
 }
 
 

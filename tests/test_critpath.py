@@ -44,6 +44,7 @@ CONFIGS = {
     "stream": dict(prefetch="stream", budget=8),  # the default: the extension overlapped
     "stream-waited": dict(prefetch="stream", budget=8, speculate="proposal,block"),
     "stream-auto": dict(prefetch="stream", budget=64),
+    "stream-cost": dict(prefetch="stream", budget=64, budget_policy="cost"),
     "stream-fill": dict(prefetch="stream", budget=3, budget_policy="fill", speculate="none"),
     "stream-proposal": dict(prefetch="stream", budget=20, speculate="proposal,block"),
     "stream-blocks": dict(prefetch="stream", budget=8, block_size=8, steps=5),
@@ -118,6 +119,18 @@ def test_a_trace_holds_the_critical_path_and_old_traces_have_none(tmp_path):
     res = runner.invoke(app, ["stats", "--critical-path", str(path)])
     assert res.exit_code == 0, res.output
     assert "critical path per session" in res.output and "spine N=8" in res.output
+    # one numbering with `stats` (traces and sessions from 1), and the limit column's share named for what it
+    # is: the dependency limit over the path's time, not stats' lim% (the binding limit over the session's time)
+    lines = res.output.splitlines()
+    assert "[1] t.jsonl" in res.output and "[0]" not in res.output
+    header = next(ln.split() for ln in lines if ln.split()[:2] == ["id", "prompt"])
+    assert "dep%" in header and "lim%" not in header
+    row = next(ln.split() for ln in lines if ln.split()[:1] == ["[1]#2"])
+    cp = read[1]
+    assert row[header.index("dep%")] == f"{100 * cp.limit_s / cp.time_s:.0f}"  # ("time s" and "spine N=8": 2 words)
+    assert "dep%: limit as a share of the time (stats' lim% is another number" in " ".join(res.output.split())
+    printed = runner.invoke(app, ["stats", str(path)]).output
+    assert "[1]#2" in printed and "lim%: the binding limit" in " ".join(printed.split())
     old = runner.invoke(app, ["stats", "--critical-path", "tests/data/stream.jsonl"])
     assert old.exit_code == 2 and "Traceback" not in old.output
     assert "holds what the critical path needs" in old.stderr and len(old.stderr.strip().splitlines()) == 1
@@ -260,9 +273,10 @@ def test_the_cost_policy_goes_as_wide_as_the_step_cost_makes_the_path_shortest()
     live, a GPU's (b/a = 0.004) the cap, a free batch the cap; with m chains on the engine each request
     slows all of them, and each keeps 1 / sqrt(m) as many; never beyond the cap, never below one."""
     from presto_tui.runtime.prefetch.stream import CostPolicy
+    from presto_tui.runtime.prefetch.stream.shared import Load
 
     def width(a, b, chains=1, cap=64):
-        return CostPolicy(cap, lambda: (a, b, chains)).width()
+        return CostPolicy(cap, lambda: Load(a, b, chains=chains)).width()
 
     kappa = CostPolicy.KAPPA
     assert width(1.0, 0.05) == round((kappa / 0.05) ** 0.5) == 18 and width(1.0, 0.004) == 63

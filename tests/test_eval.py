@@ -155,7 +155,8 @@ def _task_file(tmp_path, text: str):
     ('["a"]', "JSON object"),
     ('{"prompt": "2+2?"}', 'missing "answer"'),
     ('{"prompt": "", "answer": "4"}', '"prompt" is empty'),
-    ('{"prompt": "2+2?", "answer": 4}', "must be a string"),
+    ('{"prompt": "2+2?", "answer": 4}', "must be a string (a number only with grader number), got int"),
+    ('{"prompt": "2+2?", "answer": true, "grader": "number"}', "must be a string, got bool"),
     ('{"prompt": "2+2?", "answer": "4", "grader": "fuzzy"}', "unknown grader 'fuzzy'"),
     ('{"prompt": "2+2?", "answer": "four", "grader": "number"}', "not a number"),
     ('{"prompt": "x", "answer": "(", "grader": "regex"}', "regular expression"),
@@ -167,6 +168,17 @@ def test_a_bad_line_is_named_by_file_and_line(tmp_path, line, needle):
     p = _task_file(tmp_path, '# a comment\n{"prompt": "1+1?", "answer": "2", "grader": "number"}\n\n' + line + "\n")
     with pytest.raises(InputError, match=re.escape(f"{p}:4: ") + ".*" + re.escape(needle)):
         load_tasks(str(p))
+
+
+def test_a_number_graders_answer_may_be_a_json_number(tmp_path):
+    """`"answer": 4` was refused as not a string: the number grader takes the number as it is written."""
+    p = _task_file(tmp_path, '{"prompt": "2+2?", "answer": 4, "grader": "number"}\n'
+                             '{"prompt": "half?", "answer": 0.5}\n')
+    items = load_tasks(str(p), default_grader="number")
+    assert [it.answer for it in items] == ["4", "0.5"]
+    g = grader("number")
+    assert g.grade("so it is 4", items[0].answer).correct and g.grade("1/2", items[1].answer).correct
+    assert not g.grade("5", items[0].answer).correct
 
 
 def test_task_file_defaults_ids_and_graders_and_refuses_repeats(tmp_path):

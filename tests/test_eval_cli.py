@@ -131,6 +131,27 @@ def test_tables_answers_and_plots_print_in_the_terminal(tmp_path):
     assert "results written to out/res.json, figure to out/res-accuracy.svg, trace to t.jsonl" in res.stderr
 
 
+def test_the_tables_at_80_columns_never_cut_a_methods_name(tmp_path):
+    """`powermh+stream` wrapped as `powermh+stre` / `am` in an 80-column terminal: a method's name stays
+    whole (the pair of a TOST row on two lines), and the columns the results file holds give way."""
+    import io
+
+    from rich.console import Console
+
+    from presto_tui.eval.report import render
+
+    res = run_eval(tmp_path, "--tost", "powermh+spine,powermh+bfs/node")
+    assert res.exit_code == 0, res.output
+    out = io.StringIO()
+    render(Console(width=80, file=out), json.loads(Path("res.json").read_text()))
+    lines = out.getvalue().splitlines()
+    assert max(len(ln) for ln in lines) <= 80
+    words = out.getvalue().split()
+    for label in METHODS.split(","):
+        assert words.count(label) >= 2, label  # whole in the methods table and the answers per item
+    assert "powermh+bfs/node" in words and "(kv: in the results file)" in " ".join(words)
+
+
 @pytest.mark.parametrize("lines, needle", [
     (['{"prompt": "x", "answer": "y"}', '{"prompt": "x"}'], 'tasks.jsonl:2: missing "answer"'),
     (['{"prompt": "x", "answer": "y", "grader": "number"}'], "tasks.jsonl:1: answer 'y' is not a number"),

@@ -4,11 +4,14 @@ streaming rule's calls, help text, damaged traces, burn-in and thinning, every c
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
+
+DATA = Path(__file__).parent / "data"
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("in_tmp")
@@ -53,6 +56,33 @@ def test_help_at_80_columns_keeps_every_example_on_its_line_and_shows_no_markdow
     examples = [ln.strip() for ln in inspect.cleandoc(_commands()[name].callback.__doc__ or "").splitlines()
                 if ln.startswith("  ") and ln.strip()]
     assert all(ex in shown for ex in examples), [ex for ex in examples if ex not in shown]
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_help_at_80_columns_shows_every_option_name_and_default_whole_and_its_help_at_full_width(name):
+    """At 80 columns Typer's options table cut names (`--gpu-memory-utiliz…`) and defaults
+    (`proposal,block,ex…`) and squeezed the help into 20 characters (`chat --help`: 430 lines): each
+    option's names take a line of their own and its help the lines under it."""
+    res = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "…" not in out and max(len(ln) for ln in out.splitlines()) <= 80
+    words = out.split()
+    command = _commands()[name]
+    for p in command.params:
+        for opt in (o for o in (*p.opts, *p.secondary_opts) if o.startswith("-")):  # (arguments show a metavar)
+            assert opt in words or any(w.startswith(opt + ",") for w in words), (name, opt)  # never cut
+    flat = " ".join(ln.strip("│ ") for ln in out.splitlines())
+    for p in command.params:
+        default = getattr(p, "show_default", None)
+        if isinstance(default, str) and default:
+            assert f"[default: {default}]" in " ".join(flat.split()), (name, p.name)
+    helps = [ln for ln in out.splitlines() if ln.startswith("│     ")]  # an option's help, under its name
+    assert not helps or max(len(ln.rstrip("│ ")) for ln in helps) > 60  # the terminal's width, not 20 columns
+    if name == "chat":
+        assert len(out.splitlines()) < 250
+    if name == "run":
+        assert "proposal,block,extension" in flat and "--gpu-memory-utilization" in words
 
 
 # -- eqs. 21-22 of the response a person gets, for every method ----------------------------------------
@@ -161,6 +191,9 @@ def test_burn_in_and_thin_choose_the_diagnostics_draws_and_the_output_says_so(tm
     (["stats", "t.jsonl", "--thin", "0"], "--thin must lie in [1, 10^6], got 0"),
     (["bench", "-K", "4", "--burn-in", "5"], "--burn-in must be below K (-K 4)"),
     (["eval", "-K", "4", "--burn-in", "4"], "--burn-in must be below K (-K 4)"),
+    # a trace's chains: refused as `run` refuses it (it exited 0 with a warning), naming whose K
+    (["stats", str(DATA / "chains.jsonl"), "--burn-in", "200"],
+     f"--burn-in must be below K (K=40 in {DATA / 'chains.jsonl'}, session 1): it drops transitions of each block"),
 ])
 def test_a_burn_in_that_leaves_no_draw_is_refused_in_one_line(args, line, no_engine):
     res = invoke(*args)
@@ -280,3 +313,26 @@ def test_draws_paths_are_checked_before_any_engine(no_engine):
         in res.stderr
     res = invoke("run", "x", "--draws", "a-folder/")
     assert res.exit_code == 2
+
+
+def test_one_is_said_in_the_singular_and_a_number_keeps_its_unit():
+    """"1 chains", "1 more tokens", "path of 1 steps", and "compute 1.05⏎s" where a narrow panel
+    wrapped between a number and its unit."""
+    import re
+
+    from presto_tui.logs.reader import read_trace
+    from presto_tui.views.state.evolution import evolution_text
+    from presto_tui.views.widgets.stats import limit_line
+    from presto_tui.words import count
+
+    assert (count(1, "chain"), count(3, "chain"), count(0, "state")) == ("1 chain", "3 chains", "0 states")
+    one_after = evolution_text(None, [5, 6, 0, 7], lambda ids: [f"<{i}>" for i in ids], eos_id=0).plain
+    assert "[EOS; 2 more tokens in the state]" in one_after
+    assert "[EOS; 1 more token in the state]" in evolution_text(None, [5, 0], lambda ids: ["x"] * len(ids),
+                                                                  eos_id=0).plain
+    (sps,) = run_json("the cat", "--sampler", "sps", "-n", "8", "--sps-chunk", "8")
+    assert sps["choice"].startswith("the path of 1 step, ")
+    res = invoke("run", "the cat", "-n", "12", "-K", "6", "--prefetch", "spine", "--trace", "one.jsonl")
+    assert res.exit_code == 0, res.output
+    line = limit_line(read_trace("one.jsonl").sessions[0].summary()).plain
+    assert "compute" in line and not re.search(r"\d s\b", line)  # "1.05s": no space to wrap at

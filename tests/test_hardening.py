@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 import pytest
 from helpers import cli_error
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -268,33 +268,87 @@ def _damage(lines: list[dict], rnd: random.Random, value) -> list[dict]:
 BASE = [json.loads(ln) for ln in (DATA / "replay.jsonl").read_text().splitlines()]
 
 
+def _accepted(seed: int, value, folder: Path):
+    """The damaged trace of `seed` and `value`, read (None: the reader refused it, in one line naming it)."""
+    path = folder / f"t{seed}.jsonl"
+    damaged = _damage(BASE, random.Random(seed), value)
+    path.write_bytes(b"".join(orjson.dumps(ln, option=orjson.OPT_APPEND_NEWLINE) for ln in damaged))
+    try:
+        return read_trace(path)
+    except TraceError as e:
+        msg = str(e)
+        assert "\n" not in msg and msg.startswith(f"{path}:")
+        return None
+
+
+def _every_view_state(trace) -> None:
+    """Everything the app computes to draw a trace, pure (no frame drawn): the reducer's state, every
+    round's tree laid out in both modes and as text and JSON, the inspector's and the per-token split's
+    words of every scored node, the overview's series, the history, the chains' mixing."""
+    from presto_tui.views.state import export
+    from presto_tui.views.state.chains import mixing
+    from presto_tui.views.state.history import chain_history
+    from presto_tui.views.state.layout import layout, tree_text
+    from presto_tui.views.state.ratio import ratio_text
+    from presto_tui.views.state.reducer import AppState
+    from presto_tui.views.state.series import ChainSeries
+    from presto_tui.views.state.tokens import token_split
+
+    state = AppState(vocab=dict(trace.vocab))
+    for sess in trace.sessions:
+        for ev in sess.events:
+            state.apply(ev)
+    for s, view in enumerate(state.sessions):
+        ChainSeries(view).update()
+        chain_history(view)
+        mixing([view.summary])
+        for r, rd in enumerate(view.rounds):
+            for mode in ("full", "rounded"):
+                lay = layout(rd.tree, mode)
+                tree_text(rd.tree, lay)
+            export.tree_as_json(state, view, (s, r), rd)
+            for v in rd.tree.iter_nodes(limit=2000):
+                if v.score is not None:
+                    ratio_text(v.score)
+                    token_split(rd.tree, v, float(view.params.get("alpha", 1.0)))
+
+
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), value=JSON)
-def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed, value):
-    import asyncio
-
+@example(seed=64437, value=None)  # a proposal shorter than its state's suffix: the per-token split raised
+def test_whatever_the_reader_accepts_every_consumer_computes(tmp_path_factory, seed, value):
+    """Damaged traces: the reader refuses one in one line naming it, or `stats` and every view's state
+    take it (the app draws from that state: one frame per example would cost a second each, so the
+    app itself is driven over a few fixed ones below)."""
     from rich.console import Console
 
     from presto_tui.logs.stats import pooled_groups, render, session_rows
-    from presto_tui.views.app import replay_app
 
-    path = tmp_path_factory.mktemp("damaged") / "t.jsonl"
-    damaged = _damage(BASE, random.Random(seed), value)
-    path.write_bytes(b"".join(orjson.dumps(ln, option=orjson.OPT_APPEND_NEWLINE) for ln in damaged))
-    try:
-        trace = read_trace(path)
-    except TraceError as e:
-        msg = str(e)
-        assert "\n" not in msg and msg.startswith(f"{path}:")
+    trace = _accepted(seed, value, tmp_path_factory.mktemp("damaged"))
+    if trace is None:
         return
     rows = session_rows([trace])
     render(Console(file=open(os.devnull, "w"), width=120), rows, pooled_groups(rows))  # noqa: SIM115
-    if not any(s.rounds for s in trace.sessions):
-        return
+    _every_view_state(trace)
 
-    async def drive():
+
+# damaged traces the reader accepts, kept fixed: the app is driven over each (found with the
+# generator above; each changes a value the views read)
+DRIVEN = [(1, 0), (2, -1), (5, "x"), (7, 1e300)]
+
+
+@pytest.mark.slow
+async def test_whatever_the_reader_accepts_the_app_shows(tmp_path):
+    from presto_tui.views.app import replay_app
+
+    driven = 0
+    for seed, value in DRIVEN:
+        trace = _accepted(seed, value, tmp_path)
+        if trace is None or not any(s.rounds for s in trace.sessions):
+            continue
+        driven += 1
         app = replay_app(trace)
         async with app.run_test(size=(100, 30)) as pilot:
             for key in ("right", "right", "down", "left", "f", "end", "right", "home", "plus"):
@@ -302,8 +356,7 @@ def test_whatever_the_reader_accepts_every_consumer_shows(tmp_path_factory, seed
             for _ in range(min(12, len(app.screen.state.all_rounds()))):
                 await pilot.press("right_square_bracket")
             await pilot.pause()
-
-    asyncio.run(drive())
+    assert driven >= 2  # (not vacuous: most of them are read and driven)
 
 
 def test_a_trace_that_cannot_be_created_is_an_output_error_with_its_reason(monkeypatch):

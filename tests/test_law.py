@@ -210,8 +210,9 @@ CONFIGS = [
     ("bfs", "decision", {}),
     ("predictive", "decision", {}),
     ("spine", "decision", {}),
-    ("stream", "decision", {}),  # the cost policy, speculating inside proposals
-    ("stream", "decision", {"budget_policy": "fill", "speculate": "none"}),  # N live, no speculation past a state
+    # the default streaming policy (shared budget, speculating inside proposals); the other policies reproduce
+    # the sequential chain token for token (tests/test_coupling.py's POLICIES), so their law is this one's
+    ("stream", "decision", {}),
     ("bfs", "node", {}),
     ("predictive", "node", {}),
 ]
@@ -228,7 +229,7 @@ def test_k_step_law_matches_enumeration(exact, prefetch, inputs, extra):
 def test_entropycut_without_reverse_term_fails_the_law_test(monkeypatch):
     """The reverse-move term is not optional: without it the chain has another law."""
     from presto_tui.runtime.core.cutlaw import EntropyJumpCut
-    from presto_tui.runtime.samplers import families
+    from presto_tui.runtime.methods import entropycut
 
     _, index, _, law = k_step_law("entropycut")
     _, _, _, wrong = k_step_law("entropycut", reverse_term=False)
@@ -237,7 +238,7 @@ def test_entropycut_without_reverse_term_fails_the_law_test(monkeypatch):
     class NoReverse(EntropyJumpCut):
         reverse_term = False
 
-    monkeypatch.setattr(families, "EntropyJumpCut", NoReverse)
+    monkeypatch.setattr(entropycut, "EntropyJumpCut", NoReverse)
     tv = empirical_tv("entropycut", "none", "decision", law, index)
     assert tv > tv_bound(law, CHAINS)  # ... and so does the law test
 

@@ -258,6 +258,68 @@ def test_the_budget_reads_as_n_was_written():
 
     stream = SamplerParams(prefetch="stream")
     assert budget_text(stream.with_(budget=AUTO_BUDGET).to_dict()) == "auto"
-    assert budget_text(stream.with_(budget=20).to_dict()) == "20"  # a cap of the cost policy
+    assert budget_text(stream.with_(budget=20).to_dict()) == "20"  # a cap of the shared policy
+    assert budget_text(stream.with_(budget=20, budget_policy="cost").to_dict()) == "cost:20"
+    assert budget_text(stream.with_(budget=AUTO_BUDGET, budget_policy="cost").to_dict()) == "cost:auto"
     assert budget_text(stream.with_(budget=8, budget_policy="fill").to_dict()) == "fill:8"
     assert budget_text(SamplerParams(prefetch="spine", budget=AUTO_BUDGET).to_dict()) == "64"
+
+
+def test_a_sessions_time_counts_from_its_start_extension_included_under_concurrency(tmp_path, monkeypatch):
+    """Six streamed sessions at once (`-C 6`): each one's time, rates and speedup estimate count from
+    its start, its overlapped extension included, the same in `run --json`, `stats` and the API.
+    (They reported the epochs alone: 0.227 s beside a 0.778 s extension, 35 transitions a second and
+    a speedup of 5.15x for sessions whose own clock ran 1.005 s.)"""
+    import json
+
+    from typer.testing import CliRunner
+
+    import presto_tui
+    from presto_tui.cli import app
+    from presto_tui.logs.stats import session_rows
+
+    monkeypatch.chdir(tmp_path)
+    prompts = ["the cat", "What is 7 * 8?", "a dog ran", "hello there", "small tree", "one two three"]
+    (tmp_path / "p.txt").write_text("\n".join(prompts) + "\n")
+    res = CliRunner().invoke(app, ["run", "--prompts-file", "p.txt", "-C", "6", "-n", "32", "-K", "8",
+                                   "--prefetch", "stream", "--json", "--trace", "t.jsonl"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
+    trace = read_trace(tmp_path / "t.jsonl")
+    for row, sess in zip(rows, trace.sessions):
+        s = sess.summary()
+        clock = max(e.clock for e in sess.rounds)  # the session's own clock at its last epoch
+        assert row["wall_s"] == pytest.approx(clock) and row["wall_s"] >= row["extend_time_s"] > 0
+        assert row["transition_time_s"] < row["extend_time_s"]  # the epochs alone: what wall_s was
+        assert row["transitions_per_s"] == pytest.approx(row["transitions"] / clock)
+        per_token = (s.single_request_s / s.single_request_tokens if s.single_request_tokens else
+                     s.engine_cost.a + s.engine_cost.b)  # (an extension decoded beside proposals: the learned step)
+        ext = sum(b.T - b.L for b in s.path)
+        assert row["speedup_estimate"] == pytest.approx((s.sequential_tokens + ext) * per_token / clock)
+        assert row["speedup_transitions"] == pytest.approx(s.sequential_tokens * per_token / row["transition_time_s"])
+    printed = session_rows([trace])
+    for key in ("wall_s", "transitions_per_s", "speedup_estimate"):
+        assert [r[key] for r in printed] == pytest.approx([r[key] for r in rows]), key
+    results = presto_tui.sample(presto_tui.Engine(backend="synthetic"), prompts,
+                                {"max_new_tokens": 32, "steps": 8, "prefetch": "stream"}, concurrency=6)
+    assert [r.chains[0].summary.wall_s for r in results] == pytest.approx([r["wall_s"] for r in rows])
+
+
+@pytest.mark.parametrize("text", ["auto", "20", "cost:auto", "cost:20", "fill:8"])
+def test_every_budget_reads_back_as_it_was_written(text):
+    from presto_tui.runtime.core.params import budget_text
+    from presto_tui.runtime.core.spec import read_budget
+
+    assert budget_text({"prefetch": "stream", **read_budget("-N", text)}) == text
+
+
+def test_a_budget_names_its_policy_or_the_shared_one():
+    from presto_tui.errors import InputError
+    from presto_tui.runtime.core.params import AUTO_BUDGET
+    from presto_tui.runtime.core.spec import read_budget
+
+    assert read_budget("-N", "12") == {"budget": 12, "budget_policy": "shared"}
+    assert read_budget("-N", "cost:auto") == {"budget": AUTO_BUDGET, "budget_policy": "cost"}
+    for bad in ("fill:auto", "cost:", "shared:x", "cost:fill:3"):
+        with pytest.raises(InputError, match="auto, cost:N or fill:N"):
+            read_budget("-N", bad)

@@ -71,8 +71,32 @@ def test_its_method_is_in_sampler_help_and_runs(installed, tmp_path):
     assert "independent MH" in stats.stdout and "stream" in stats.stdout
     as_json = json.loads(presto(installed, "stats", "t.jsonl", "--json", cwd=tmp_path).stdout)
     assert as_json["sessions"][0]["sampler"] == "imh" and as_json["sessions"][0]["transitions"] == 6
-    replayed = presto(installed, "stats", "t.jsonl", cwd=tmp_path.parent)  # (not found: one line, exit 2)
-    assert replayed.returncode == 2
+
+
+async def test_replay_shows_its_trace_and_without_the_plugin_says_so(installed, loaded, tmp_path, monkeypatch):
+    from helpers import text_of, wait_until
+    from test_baseline_views import rendered
+
+    from presto_tui.logs.reader import TraceError, read_trace
+    from presto_tui.views.app import replay_app
+
+    res = presto(installed, "run", "the cat", "--sampler", "imh", "-n", "8", "-K", "4", "--trace", "t.jsonl",
+                 cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    app = replay_app(read_trace(tmp_path / "t.jsonl"))
+    async with app.run_test(size=(120, 34)) as pilot:
+        await wait_until(pilot, lambda: app.screen.state.sessions and app.screen.state.sessions[0].rounds)
+        await wait_until(pilot, lambda: "transitions 1/4" in text_of(app, "#stats"))  # its chain's rounds, drawn
+        await pilot.press("f1")  # the help lists it among the MH chains
+        await wait_until(pilot, lambda: "imh independent MH: every proposal" in
+                         " ".join(rendered(app, "#help-text").split()))
+    with monkeypatch.context() as m:  # as if the plugin were not installed: the trace names a method nobody has
+        m.setattr(registry, "entry_points", lambda **kw: [])
+        registry.reload()
+        with pytest.raises(TraceError) as err:
+            read_trace(tmp_path / "t.jsonl")
+    registry.reload()
+    assert "t.jsonl:1: " in str(err.value) and "'imh'" in str(err.value) and "plugin" in str(err.value)
 
 
 def test_eval_and_the_frontier_take_it(installed, tmp_path):

@@ -231,6 +231,9 @@ def test_history_exports_as_json_and_csv():
     steps, states = export.history_as_csv(state, view, h)
     rows = list(csv.DictReader(io.StringIO(steps)))
     assert [int(r["transition"]) for r in rows] == list(range(1, len(h.steps) + 1))
+    # `k` (within its block) counts from 1 beside `transition` (over the session) and `block`: it counted from 0
+    assert [(int(r["block"]), int(r["k"])) for r in rows] == [(st.block + 1, st.k + 1) for st in h.steps]
+    assert rows[0]["k"] == "1" and [t["k"] for t in doc["transitions"]] == [int(r["k"]) for r in rows]
     # every cell says what the JSON says (true/false, not Python's True/False)
     assert [r["accepted"] for r in rows] == [json.dumps(t["accepted"]) for t in doc["transitions"]]
     assert {r["accepted"] for r in rows} <= {"true", "false"}
@@ -421,3 +424,38 @@ def test_snapshot_tokens_of_an_entropycut_node(snap_compare):
 
 def test_snapshot_tokens_not_recorded(snap_compare):
     assert snap_compare(replay_app(read_trace(OLD)), press=["t"], terminal_size=(100, 24))
+
+
+async def test_states_that_read_alike_up_to_eos_show_where_they_differ_after_it(tmp_path):
+    """"3 distinct states" that all read `small [EOS]`: they differ only after the EOS; each row says
+    from which token and shows the tokens there, which tell them apart."""
+    from typer.testing import CliRunner
+
+    from presto_tui.api.events import cut_at_eos
+    from presto_tui.cli import app as cli
+
+    path = tmp_path / "h.jsonl"
+    res = CliRunner().invoke(cli, ["run", "the cat", "-n", "96", "-K", "40", "--prefetch", "spine",
+                                   "--trace", str(path)])
+    assert res.exit_code == 0, res.output
+    app = replay_app(read_trace(path))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("H")
+        await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
+        hist = app.screen
+        eos = hist.view.start.backend_info.get("eos_id")
+        states = hist.history.states
+        answers = [cut_at_eos(v.tokens, eos) for v in states]
+        alike = [j for j, a in enumerate(answers) if answers.count(a) > 1]
+        assert len(alike) >= 2  # (the synthetic chain visits states that differ only after EOS)
+        table = hist.query_one("#hist-states")
+        texts = [str(table.get_row_at(r)[-1]) for r in range(table.row_count)]
+        for j in alike:
+            v = states[j]
+            others = [w for k, w in enumerate(states) if k != j and answers[k] == answers[j]]
+            where = min(next(i for i, (x, y) in enumerate(zip(v.tokens, w.tokens)) if x != y) for w in others)
+            assert where >= len(answers[j]) and v.twin_from == where
+            assert f"[EOS] · after EOS, from token {where}: " in texts[j]
+            twin = states.index(others[0])
+            assert texts[j].split("from token", 1)[1] != texts[twin].split("from token", 1)[1]  # told apart
+        assert f"{len(alike)} read alike up to EOS" in text_of(app, "#hist-info")

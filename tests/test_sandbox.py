@@ -108,11 +108,41 @@ SEMANTICS = [
      "be passed"),
     # where the program fails, and how that reads
     ("x = 1\nundefined_name\n", "pass\n", "the program raised NameError: name 'undefined_name' is not defined"),
-    ("import sys\nsys.exit(0)\n", "pass\n", "the program exited before the tests ran"),
+    ("import sys\nsys.exit(1)\n", "pass\n", "the program exited with status 1 before the tests ran"),
     ("import sys\ndef f():\n    sys.exit(0)\n", "f()\n", "SystemExit: 0"),
     ("def f(n):\n    return f(n - 1) if n else 0\n", "assert f(50) == 0\nf(10**6)\n", "RecursionError: maximum "
      "recursion depth exceeded"),
 ]
+
+
+# Correct programs graded correct: values compare as Python compares them (by value, for the types a
+# test can name), the program is imported as a module (not run as __main__), and its standard input is empty
+CORRECT = [
+    ("numpy's int64", "import numpy as np\ndef add(a, b):\n    return np.add(a, b)\n",
+     "assert add(2, 3) == 5 and add(2, 3) + 1 == 6 and [add(1, 1)] == [2] and isinstance(add(1, 2), int)\n"),
+    ("numpy's bool_ and float64", "import numpy as np\ndef pos(x):\n    return np.bool_(x > 0)\n"
+     "def mean(xs):\n    return np.mean(xs)\ndef both():\n    return (np.int32(1), np.bool_(False))\n",
+     "assert pos(1) == True and pos(-1) == False and pos(2) is True and mean([1, 2]) == 1.5\n"
+     "assert both() == (1, False)\n"),
+    ("a Fraction", "from fractions import Fraction\ndef half(x):\n    return Fraction(x, 2)\n",
+     "from fractions import Fraction\nassert half(10) == 5 and half(1) == Fraction(1, 2) and half(1) < 1\n"),
+    ("a Decimal", "from decimal import Decimal\ndef add(a, b):\n    return Decimal(a) + Decimal(b)\n",
+     "from decimal import Decimal\nassert add(2, 3) == 5 and add('0.1', '0.2') == Decimal('0.3')\n"),
+    ("a range", "def first(n):\n    return range(0, n)\n",
+     "assert first(3) == range(0, 3) and list(first(3)) == [0, 1, 2] and first(0) == range(0)\n"),
+    ("sys.exit(0) at the end", "import sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n",
+     "assert add(2, 3) == 5\n"),
+    ("a main block that reads stdin", "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n"
+     "    a, b = map(int, input().split())\n    print(add(a, b))\n", "assert add(2, 3) == 5\n"),
+    ("stdin is empty", "import sys\ndata = sys.stdin.read()\ndef add(a, b):\n    return a + b\n",
+     "assert data == '' and add(2, 3) == 5\n"),
+]
+
+
+@pytest.mark.parametrize(("code", "tests"), [c[1:] for c in CORRECT], ids=[c[0] for c in CORRECT])
+def test_correct_programs_are_graded_correct(code, tests):
+    result = run_tests(code, tests, FAST)
+    assert result.passed, result.detail
 
 
 @pytest.mark.parametrize(("code", "tests", "detail"), SEMANTICS, ids=range(len(SEMANTICS)))

@@ -93,11 +93,12 @@ def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
     many.write_text("\n".join(PROMPTS * 4) + "\n")
     proc = subprocess.Popen(
         presto_command("run", "--prompts-file", str(many), "--backend", "synthetic", "-n", "64", "-K", "300",
-                       "-N", "2", "--workers", "2", "--trace", str(trace), "--json"),
+                       "-N", "2", "-C", "1", "--workers", "2", "--trace", str(trace), "--json"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        wait_for(lambda: trace.exists() and '"session_end"' in trace.read_text(), "a finished session", timeout=60,
-                 every=0.2)
+        # One chain at a time on each worker (-C 1), so a session ends long before the last: at the default
+        # concurrency every session runs at once and all of them end together, at the very end.
+        wait_for(lambda: trace.exists() and '"session_end"' in trace.read_text(), "a finished session", every=0.2)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -140,7 +141,7 @@ def test_ray_missing_is_one_line(monkeypatch):
 
 @pytest.mark.engine
 def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path, vllm):
-    from presto_tui.api import sample
+    from presto_tui import sample
 
     prompt = "Name a prime number."
     f = tmp_path / "p.txt"

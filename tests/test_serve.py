@@ -325,7 +325,9 @@ def test_the_event_stream_replays_a_request_through_the_trace_gate(tmp_path):
     (session,) = read_trace(trace).sessions
     assert [type(e) for e in events] == [type(e) for e in session.events]
     assert sum(isinstance(e, RoundDone) for e in events) == len(session.rounds)
-    assert [o for o in every if o["type"] != "vocab"] == [o for o in mine if o["type"] != "vocab"]
+    # (a live tree or a round in flight is progress for who listens then, never replayed: how many come is timing)
+    shown = [o for o in every if o["type"] not in ("vocab", "live_tree", "in_flight")]
+    assert shown == [o for o in mine if o["type"] != "vocab"]
     assert gone.status_code == 404
 
 

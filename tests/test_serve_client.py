@@ -254,6 +254,8 @@ def test_chat_connect_starts_from_the_servers_defaults_and_its_own_flags_win(mon
     seen = {}
 
     class NoApp:
+        return_code = 0
+
         def run(self):
             pass
 

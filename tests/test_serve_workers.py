@@ -4,7 +4,8 @@ Two workers on the synthetic engine answer what `presto-tui run` answers, spread
 requests over both, keep a chat's turns on one, merge their events into one stream and one
 trace, and report per worker; a worker killed mid-load fails its own requests (500, each
 started session ending with an `error` event in the trace, after every event it delivered) and
-the other serves on.  Ray starts slowly on two cores: one test, marked slow.
+the other serves on; every part of the local Ray instance listens on loopback only.  Ray starts
+slowly on two cores: one test, marked slow.
 """
 
 from __future__ import annotations
@@ -30,6 +31,22 @@ PROMPTS = ["the cat", "a dog ran", "the tree", "small red home"]
 pytestmark = pytest.mark.usefixtures("in_tmp")
 
 
+def listening_beyond_loopback() -> list[tuple[str, str]]:
+    """(process, address) of every socket this process and its children (Ray's GCS, raylet, agents,
+    workers) listen on other than loopback's."""
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    found = []
+    for proc in (me, *me.children(recursive=True)):
+        try:
+            listening = [c.laddr for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+            found += [(proc.name(), f"{a.ip}:{a.port}") for a in listening
+                      if a.ip not in ("127.0.0.1", "::1", "::ffff:127.0.0.1")]
+        except psutil.Error:  # (gone meanwhile)
+            pass
+    return found
+
+
 def steps_by_worker(url: str) -> dict[str, float]:
     return {k: v for k, v in metrics(url).items() if k.startswith("presto_worker_engine_steps_total")}
 
@@ -43,6 +60,7 @@ def test_two_workers_answer_as_run_does_spread_the_load_and_a_killed_one_fails_o
 
     twins = {p: run_twin(p, "-n", "16", "-K", "10", "--seed", "4", "--prefetch", "stream") for p in PROMPTS}
     pool = Pool(2, "synthetic", EngineOptions(), max_chains=4)
+    assert listening_beyond_loopback() == []  # a local Ray instance is this machine's only
     trace = tmp_path / "serve.jsonl"
     e = pool.engine
     writer = TraceWriter(trace, command="serve", backend=e.name, model=e.model, params=SamplerParams().to_dict(),

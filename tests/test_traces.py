@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import replace
 
 import orjson
@@ -173,6 +174,57 @@ def test_missing_field_and_wrong_type(trace_file, tmp_path):
     bad2 = tmp_path / "type.jsonl"
     write_lines(bad2, lines[:k] + [json.dumps(obj)] + lines[k + 1:])
     expect_error(bad2, "tree.decisions[0][2]", line=k + 1)
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("steps", "many", "params.steps must be a whole number in [1, 10^6], got 'many'"),
+    ("alpha", [4], "params.alpha must be a number"),
+    ("budget", "lots", "params.budget must be a whole number"),
+    ("sps_jackknife", "maybe", "params.sps_jackknife should be true or false, got 'maybe'"),
+    ("steps", 0, "params.steps must lie in [1, 10^6], got 0"),
+])
+def test_a_parameter_of_the_wrong_type_is_refused_by_every_consumer_naming_its_line(trace_file, tmp_path, key,
+                                                                                       value, said):
+    """Every value of a trace is read on the parameter spec's one path (`Param.read`): a
+    `session_start` whose params.steps is "many" stopped replay with a traceback and exit 0 while
+    `stats` printed "12/12/many"; every consumer now refuses it in one line naming the line."""
+    path, _ = trace_file
+    lines = lines_of(path)
+    k = next(i for i, ln in enumerate(lines) if '"type":"session_start"' in ln)
+    obj = json.loads(lines[k])
+    obj["params"][key] = value
+    bad = tmp_path / "bad.jsonl"
+    write_lines(bad, lines[:k] + [json.dumps(obj)] + lines[k + 1:])
+    expect_error(bad, said, line=k + 1)  # the reader, and `stats`
+    import presto_tui
+
+    with pytest.raises(presto_tui.TraceError, match=rf"bad\.jsonl:{k + 1}: {re.escape(said)}"):
+        presto_tui.read_trace(bad)
+    for args in (["replay", str(bad)], ["replay", str(bad), str(path), "--compare", "1,2"],
+                 ["stats", "--compare", str(bad), str(path)], ["fit-classifier", str(bad), "-o", str(tmp_path / "m")],
+                 ["stats", "--critical-path", str(bad)]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and "Traceback" not in res.output, (args, res.output)
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert line.startswith(f"presto-tui: error: {bad}:{k + 1}: {said}"), (args, line)
+
+
+def test_replay_whose_app_fails_inside_exits_non_zero(trace_file, monkeypatch):
+    """A failure inside the app (Textual prints its traceback) ended `replay` with exit status 0."""
+    from textual.app import App
+
+    import presto_tui.views.app as views
+
+    class Failing(App):
+        def on_mount(self) -> None:
+            raise ValueError("a bug in a view")
+
+        def run(self, **kwargs):  # (no terminal under the test runner)
+            return super().run(headless=True)
+
+    monkeypatch.setattr(views, "replay_app", lambda *a, **k: Failing())
+    res = runner.invoke(app, ["replay", str(trace_file[0])])
+    assert res.exit_code == 1
 
 
 def test_unknown_major_version_is_refused(trace_file, tmp_path):

@@ -48,6 +48,7 @@ CASES = [
     ("powermh", "stream", "decision", 6),  # the default: the extension overlapped with the first proposals
     ("powermh", "stream-waited", "decision", 6),  # the block waits for its extension
     ("powermh", "stream-fill", "decision", 6),
+    ("powermh", "stream-cost", "decision", 6),  # the cost policy (the default is the shared one)
     ("entropycut", "none", "decision", 1),
     ("entropycut", "bfs", "node", 6),
     ("entropycut", "predictive", "node", 6),
@@ -140,6 +141,8 @@ def case_params(sampler, prefetch, inputs, budget) -> SamplerParams:
     extra = dict(ENTROPYCUT) if sampler == "entropycut" else {}
     if prefetch == "stream-fill":  # the streaming rule with N live and no speculation past a known state
         prefetch, extra = "stream", {**extra, "budget_policy": "fill", "speculate": "none"}
+    if prefetch == "stream-cost":  # one chain's own width instead of the engine's shared budget
+        prefetch, extra = "stream", {**extra, "budget_policy": "cost"}
     if prefetch == "stream-waited":  # the streaming rule, its first proposals only once the extension arrived
         prefetch, extra = "stream", {**extra, "speculate": "proposal,block"}
     return SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, budget=budget,

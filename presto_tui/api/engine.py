@@ -114,7 +114,7 @@ class Engine:
         return sample(self, prompts, params, **kw)
 
     def stream(self, prompts: str | Sequence[str], params: Any = None, **kw: Any):
-        """`presto_tui.stream` on this engine: every (session index, event) as it happens."""
+        """`presto_tui.stream` on this engine: every (session number from 1, event) as it happens."""
         from presto_tui.api.sampling import stream
 
         return stream(self, prompts, params, **kw)

@@ -7,17 +7,19 @@
                                 trace="sessions/nb.jsonl")
     results[0].text, results[0].answer, results[0].diagnostics.warnings
 
-    for chain, event in presto_tui.stream(engine, "the cat"):        # synchronous
+    for session, event in presto_tui.stream(engine, "the cat"):      # synchronous
         ...
 
     async with engine.session("the cat") as session:                # asynchronous, with cancel
-        async for chain, event in session:
+        async for number, event in session:
             if ...: session.cancel()
         result = await session.result()
 
 Every session runs exactly as `presto-tui run` runs it (the same drivers on the same engine
 loop): the same prompt, parameters and seed give the same tokens.  Chain m of a prompt runs
-on the seed `--chains` gives it (chain 0 keeps the seed).
+on the seed `--chains` gives it (chain 1 keeps the seed).  Sessions, chains, blocks and
+transitions are numbered from 1, as everywhere (docs/numbering.md); the events themselves are
+the trace's records, whose indices count from 0 (`Transition.block`, `.k`).
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from presto_tui.runtime.core.names import unknown_name
 from presto_tui.runtime.core.params import SamplerParams, params_from
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS, Limit, ParamError
 from presto_tui.runtime.session.chains import CHAINS, chain_drivers
+from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.diagnostics import ChainsReport, chains_report, require
 from presto_tui.runtime.session.events import Event, SessionEnd, SessionError, SessionStart
-from presto_tui.runtime.session.loop import default_concurrency, display_text, run_chains
+from presto_tui.runtime.session.loop import EngineLoop, default_concurrency, display_text, run_chains
 from presto_tui.runtime.session.summary import SessionSummary
 
 __all__ = ["CONCURRENCY", "ChainResult", "Job", "Result", "Session", "SessionEvent", "sample", "stream", "stream_jobs"]
@@ -46,8 +49,8 @@ CONCURRENCY = Limit(1, 256, integer=True)  # sessions at once on one engine
 
 
 class SessionEvent(NamedTuple):
-    """An event of session number `session` (from 0 in the run: prompt session // chains, chain
-    session % chains)."""
+    """An event of session number `session` (from 1 in the run: session s is chain (s - 1) % chains + 1
+    of prompt (s - 1) // chains + 1)."""
 
     session: int
     event: Event
@@ -57,7 +60,7 @@ class SessionEvent(NamedTuple):
 class ChainResult:
     """One session's outcome: a chain of an MH sampler, or a baseline's answer."""
 
-    chain: int
+    chain: int  # from 1, as `summary.chain`, the DataFrames and every screen count it
     session_id: str
     status: str  # done, cancelled or error
     text: str  # the response a user gets: up to and excluding EOS
@@ -97,7 +100,7 @@ class Result:
 
     @property
     def text(self) -> str:
-        """Chain 0's response (the single chain's, with one)."""
+        """Chain 1's response (the single chain's, with one)."""
         return self.chains[0].text
 
     @property
@@ -106,7 +109,7 @@ class Result:
 
     @property
     def answer(self) -> str:
-        """The response most chains agree on (self-consistency's vote); chain 0's with one chain."""
+        """The response most chains agree on (self-consistency's vote); chain 1's with one chain."""
         if self.diagnostics is None or self.diagnostics.vote.majority is None:
             return self.text
         return self.diagnostics.vote.majority.answer
@@ -198,14 +201,15 @@ class Job:
 def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = None,
                 classifier: CertaintyClassifier | None = None, trace: Any = None,
                 cancel: Callable[[], bool] | None = None, transient: bool = False,
-                command: str = "api") -> Iterator[SessionEvent]:
+                command: str = "api", cost: StepCost | None = None) -> Iterator[SessionEvent]:
     """Every (session index, event) of the jobs' sessions on one engine loop, `concurrency` sessions
     at a time (default: enough to keep the engine's batch full, each job's chains together), in the
-    order the loop emits them; session i counts the jobs' chains in order (job 0's chain 0, 1, ...,
-    then job 1's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
+    order the loop emits them; sessions are numbered from 1, counting the jobs' chains in order (job
+    1's chain 1, 2, ..., then job 2's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
     the events pass; Ctrl-C ends the open sessions `cancelled` in it).  `cancel`: polled before
     every engine step.  `transient`: also the events for a person watching (the batch in flight,
-    the epoch so far), never written to a trace."""
+    the epoch so far), never written to a trace.  `cost`: the step costs the engine loop learns into
+    (a benchmark reads what the run kept live from it)."""
     if not jobs:
         raise InputError("no prompts given")
     checked = [Job(j.prompt, as_params(j.params), j.chains, j.ids) for j in jobs]
@@ -228,9 +232,10 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
 
     with _lock(engine):
         try:
+            loop = EngineLoop(runtime, cost) if cost is not None else None
             for i, ev in recorded(run_chains(runtime, drivers(), concurrency=at_once, cancel=cancel,
-                                             transient=transient), writer):
-                yield SessionEvent(i, ev)
+                                             transient=transient, loop=loop), writer):
+                yield SessionEvent(i + 1, ev)  # (the loop's index from 0; a person's and a program's number from 1)
         except (KeyboardInterrupt, GeneratorExit):
             if writer is not None:  # the trace keeps every finished session and round
                 writer.end_open_session("cancelled", lambda ids: display_text(runtime, ids))
@@ -244,12 +249,12 @@ def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
            chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
            trace: Any = None, cancel: Callable[[], bool] | None = None,
            transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
-    """Every (session index, event) of the prompts' sessions as they happen, in the order the engine
-    loop emits them (a session's own events in order, sessions interleaved); session i is chain
-    i % chains of prompt i // chains.  `trace`: a path, True for the default one, or an open
-    TraceWriter (written as the events pass; Ctrl-C ends the open sessions `cancelled` in it).
-    `cancel`: polled before every engine step.  `transient`: also the events for a person watching
-    (the batch in flight, the epoch so far), never written to a trace."""
+    """Every (session number, event) of the prompts' sessions as they happen, in the order the engine
+    loop emits them (a session's own events in order, sessions interleaved); sessions are numbered
+    from 1: session s is chain (s - 1) % chains + 1 of prompt (s - 1) // chains + 1.  `trace`: a path,
+    True for the default one, or an open TraceWriter (written as the events pass; Ctrl-C ends the open
+    sessions `cancelled` in it).  `cancel`: polled before every engine step.  `transient`: also the
+    events for a person watching (the batch in flight, the epoch so far), never written to a trace."""
     p = as_params(params)
     jobs = [Job(text, p, chains) for text in as_prompts(prompts)]
     return stream_jobs(engine, jobs, concurrency=concurrency, classifier=classifier, trace=trace, cancel=cancel,
@@ -257,7 +262,7 @@ def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
 
 
 class Collector:
-    """Folds (session index, event) pairs into each prompt's `Result` as they arrive."""
+    """Folds (session number from 1, event) pairs into each prompt's `Result` as they arrive."""
 
     def __init__(self, prompts: list[str], chains: int, trace: Path | None) -> None:
         self.prompts, self.chains, self.trace = prompts, chains, trace
@@ -273,14 +278,18 @@ class Collector:
         if isinstance(ev, (SessionEnd, SessionError)):
             self.ends[i] = ev
 
+    def members(self, prompt: int) -> range:
+        """The session numbers of prompt `prompt` (its index in the prompts, from 0)."""
+        return range(prompt * self.chains + 1, (prompt + 1) * self.chains + 1)
+
     def finished(self, prompt: int) -> bool:
-        return all(i in self.ends for i in range(prompt * self.chains, (prompt + 1) * self.chains))
+        return all(i in self.ends for i in self.members(prompt))
 
     def result(self, prompt: int) -> Result:
-        members = range(prompt * self.chains, (prompt + 1) * self.chains)
+        members = self.members(prompt)
         summaries = [self.summaries.get(i, SessionSummary()) for i in members]
         chains = tuple(ChainResult(m, self.sids.get(i, ""), s.status, s.text, tuple(s.tokens), s)
-                       for m, (i, s) in enumerate(zip(members, summaries)))
+                       for m, (i, s) in enumerate(zip(members, summaries), 1))
         report = chains_report(summaries) if self.chains > 1 else None
         return Result(self.prompts[prompt], chains, report, self.trace)
 
@@ -290,7 +299,8 @@ def sample(engine: Any, prompts: str | Sequence[str], params: SamplerParams | di
            trace: Any = None, on_event: Callable[[int, Event], None] | None = None) -> list[Result]:
     """Sample every prompt with `chains` chains each on one engine (their sessions sharing its batch,
     as `presto-tui run` runs them); one `Result` per prompt, in prompt order.  A session that fails
-    raises (after the trace has its `error` event); `on_event(index, event)` sees every event."""
+    raises (after the trace has its `error` event); `on_event(number, event)` sees every event (sessions
+    numbered from 1, as `stream` numbers them)."""
     texts = as_prompts(prompts)
     runtime = _runtime(engine)
     writer = trace if hasattr(trace, "write") else _open(trace, runtime, as_params(params), "api")

@@ -9,7 +9,7 @@ Most users want `presto_tui.sample` and `presto_tui.stream` (`presto_tui.api.sam
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier
@@ -24,7 +24,14 @@ from presto_tui.runtime.session.chat import (
     VocabUpdate,
     deliver,
 )
-from presto_tui.runtime.session.cluster import Cluster, EngineWorker, WorkerLost, check_address, require_ray
+from presto_tui.runtime.session.cluster import (
+    Cluster,
+    EngineWorker,
+    WorkerLost,
+    check_address,
+    require_ray,
+    split_cores,
+)
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.events import Event
 from presto_tui.runtime.session.loop import (
@@ -39,8 +46,9 @@ from presto_tui.runtime.session.loop import (
 
 __all__ = [
     "CHAINS", "ChainEvent", "ChatSession", "Cluster", "EngineReady", "EngineWorker", "InternalError", "Notice",
-    "ParamsChanged", "Sessions", "StartFailed", "VocabUpdate", "WorkerLost", "chain_params", "check_address",
-    "check_context", "default_concurrency", "deliver", "display_text", "new_group", "require_ray",
+    "ParamsChanged", "Sessions", "StartFailed", "StepCost", "VocabUpdate", "WorkerLost", "chain_params",
+    "check_address", "check_context", "default_concurrency", "deliver", "display_text", "new_group", "require_ray",
+    "split_cores",
 ]
 
 Key = Hashable
@@ -77,8 +85,10 @@ class Sessions:
                              chain=chain, chains=chains, group=group)
         return [(key, ev) for ev in self.loop.add(key, driver)]
 
-    def step(self, transient: bool = False) -> list[tuple[Key, Event]]:
-        """One engine step for every running session; their events (sessions that ended leave)."""
+    def step(self, transient: bool | Callable[[Key], bool] = False) -> list[tuple[Key, Event]]:
+        """One engine step for every running session; their events (sessions that ended leave).
+        `transient`: also the progress events for a person watching, of every session or of those
+        the function picks."""
         return self.loop.step(transient)
 
     def cancel(self, key: Key) -> list[tuple[Key, Event]]:

@@ -11,7 +11,10 @@ prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ 
     import arviz_stats; arviz_stats.rhat(idata)
 
 Sessions, chains, blocks, transitions and rounds are counted from 1, as everywhere else in
-presto-tui (`stats`, the app, the `--draws` exports).  pandas
+presto-tui (`stats`, the app, the `--draws` exports).  Columns have their own types, empty
+frames too: whole numbers int64, or pandas' nullable Int64 where a value may be missing (a
+streaming session's `calls`, a root node's `parent`, `decision` and `cut`), truth values bool
+(nullable `boolean` for a root node's `accept_child`).  pandas
 and ArviZ are optional (`pip install 'presto-tui[data]'`); without them these properties say
 in one line what to install.  The trace is read through the same gate as `replay` and
 `stats` (untrusted input, every line checked).
@@ -20,20 +23,35 @@ in one line what to install.  The trace is read through the same gate as `replay
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from presto_tui.errors import InputError
-from presto_tui.logs.draws import ChainDraws, datatree
-from presto_tui.logs.reader import SessionTrace, Trace
+from presto_tui.logs.draws import ChainDraws, common_draws, datatree, grouped
+from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
+from presto_tui.logs.stats import repeated_sessions, sessions_once
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
+from presto_tui.runtime.session.diagnostics import Selection
 from presto_tui.runtime.session.events import RoundDone, Transition
 from presto_tui.runtime.session.summary import SessionSummary
 
 __all__ = ["TraceData", "read_trace"]
+
+# the columns' types (pandas'): Int64 and boolean hold a missing value (<NA>) where int64 and bool cannot
+TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
+                    "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
+ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
+               "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
+NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "int64", "parent": "Int64",
+              "depth": "int64", "accept_child": "boolean", "decision": "Int64", "cut": "Int64",
+              "log_target": "float64", "log_proposal": "float64", "log_ratio": "float64", "accept_prob": "float64",
+              "reach": "float64", "on_path": "bool"}
+SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
+                 "chain": "int64", "chains": "int64", "ended": "bool"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -47,21 +65,40 @@ def need(module: str, extra: str = "data") -> Any:
     return importlib.import_module(module)
 
 
-def read_trace(path: str | Path) -> TraceData:
-    """A trace, read and checked line by line (TraceError names `file:line` of the first bad line)."""
-    return TraceData(_read(path))
+def read_trace(path: str | Path | Sequence[str | Path], *, on_bad_lines: str = "error") -> TraceData:
+    """A trace, or several read as one (`path` a list: their sessions in order, each session once
+    however many files hold it), read and checked line by line.  `on_bad_lines`: "error" (TraceError
+    names `file:line` of the first bad line), "warn" or "skip" (a bad line is skipped and its session
+    marked damaged; "warn" also lists them in `warnings`), as `stats --on-bad-lines` reads them."""
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths:
+        raise InputError("read_trace needs at least one trace file")
+    if on_bad_lines not in ON_BAD_LINES:
+        raise InputError(f"on_bad_lines must be one of {', '.join(ON_BAD_LINES)}, got {on_bad_lines!r}")
+    return TraceData([_read(p, on_bad_lines) for p in paths])
 
 
-@dataclass
+@dataclass(repr=False)
 class TraceData:
-    """A trace read for analysis.  `raw` is the reader's trace (its events per session)."""
+    """One or several traces read for analysis: their sessions as DataFrames (`sessions`,
+    `transitions`, `rounds`, `nodes`), a prompt's chains as an ArviZ DataTree (`chains`), every
+    session's summary (`summaries`).  `traces` are the reader's traces (their events per session)."""
 
-    raw: Trace
-    _summaries: list[SessionSummary] = field(default_factory=list, repr=False)
+    traces: list[Trace]
+    _summaries: list[SessionSummary] = field(default_factory=list)
+
+    @property
+    def raw(self) -> Trace:
+        """The first trace (the only one, read from one file)."""
+        return self.traces[0]
 
     @property
     def path(self) -> Path:
         return self.raw.path
+
+    @property
+    def paths(self) -> list[Path]:
+        return [t.path for t in self.traces]
 
     @property
     def header(self) -> dict:
@@ -69,46 +106,58 @@ class TraceData:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.raw.warnings)
+        return [w for t in self.traces for w in t.warnings] + repeated_sessions(self.traces)
+
+    @cached_property
+    def _sessions(self) -> list[SessionTrace]:
+        return sessions_once(self.traces)
+
+    @cached_property
+    def _files(self) -> list[str]:
+        """Each session's file name (the first trace that holds it)."""
+        where = {id(sess): t.path.name for t in reversed(self.traces) for sess in t.sessions}
+        return [where[id(sess)] for sess in self._sessions]
 
     def __len__(self) -> int:
-        return len(self.raw.sessions)
+        return len(self._sessions)
 
     def __repr__(self) -> str:
-        n, w = len(self.raw.sessions), len(self.raw.warnings)
-        return (f"TraceData({str(self.path)!r}: {n} session{'s' if n != 1 else ''}"
+        n, w = len(self._sessions), len(self.warnings)
+        where = repr(str(self.path)) if len(self.traces) == 1 else f"{len(self.traces)} files"
+        return (f"TraceData({where}: {n} session{'s' if n != 1 else ''}"
                 f"{f', {w} warning' + ('s' if w != 1 else '') if w else ''})")
 
     def session(self, number: int) -> SessionTrace:
         """Session `number` (from 1)."""
-        if not 1 <= number <= len(self.raw.sessions):
-            raise InputError(f"{self.path}: no session {number} (it has {len(self.raw.sessions)})")
-        return self.raw.sessions[number - 1]
+        if not 1 <= number <= len(self._sessions):
+            raise InputError(f"{self.path}: no session {number} (it has {len(self._sessions)})")
+        return self._sessions[number - 1]
 
     def summaries(self) -> list[SessionSummary]:
         """Every session's summary: the numbers `stats` and `run` print, from its events."""
         if not self._summaries:
-            self._summaries = [s.summary() for s in self.raw.sessions]
+            self._summaries = [s.summary() for s in self._sessions]
         return self._summaries
 
     # -- DataFrames --------------------------------------------------------------------------
     @cached_property
     def sessions(self):
-        """One row per session: `session` (from 1), its id, prompt, the sampler parameters of its header
-        and the numbers its summary holds."""
+        """One row per session: `session` (from 1, across every file read), its file (`trace`), its id,
+        prompt, the sampler parameters of its header and the numbers its summary holds."""
         pd = need("pandas")
         rows = []
-        for i, (sess, s) in enumerate(zip(self.raw.sessions, self.summaries()), start=1):
+        for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
             start = sess.start
-            row: dict[str, Any] = {"session": i, "session_id": start.session_id, "prompt": start.prompt,
-                                   "backend": start.backend, "model": start.model}
+            row: dict[str, Any] = {"session": i, "trace": self._files[i - 1], "session_id": start.session_id,
+                                   "prompt": start.prompt, "backend": start.backend, "model": start.model}
             row.update({p.name: start.params.get(p.name) for p in SAMPLER_PARAMS})
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        return frame.astype({k: v for k, v in SESSION_TYPES.items() if k in frame.columns})
 
     @cached_property
     def transitions(self):
@@ -117,15 +166,14 @@ class TraceData:
         position where the state differs from the block's start."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self.raw.sessions, start=1):
+        for i, sess in enumerate(self._sessions, start=1):
             chain = sess.start.chain + 1
             for ev in sess.events:
                 if isinstance(ev, Transition):
                     rows.append({"session": i, "chain": chain, "block": ev.block + 1, "transition": ev.k + 1,
                                  "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
                                  "confidence": ev.confidence, "first_diff": ev.first_diff})
-        return pd.DataFrame(rows, columns=["session", "chain", "block", "transition", "accepted", "log_target",
-                                           "loglik", "confidence", "first_diff"])
+        return pd.DataFrame(rows, columns=list(TRANSITION_TYPES)).astype(TRANSITION_TYPES)
 
     @cached_property
     def rounds(self):
@@ -133,15 +181,16 @@ class TraceData:
         the transitions it walked, its nodes, its time and the engine clock when it ended."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self.raw.sessions, start=1):
+        for i, sess in enumerate(self._sessions, start=1):
             for ev in sess.events:
                 if isinstance(ev, RoundDone):
                     rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "k_before": ev.k_before,
                                  "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
                                  "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
                                  "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "k_before", "k_after", "transitions",
-                                           "nodes", "requests", "rule", "call_s", "clock"])
+        columns = ["session", "block", "round", "k_before", "k_after", "transitions", "nodes", "requests", "rule",
+                   "call_s", "clock"]
+        return pd.DataFrame(rows, columns=columns).astype(ROUND_TYPES)
 
     @cached_property
     def nodes(self):
@@ -150,7 +199,7 @@ class TraceData:
         epsilon class, the probability the walk reaches it and whether it is on the realized path."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self.raw.sessions, start=1):
+        for i, sess in enumerate(self._sessions, start=1):
             for ev in sess.events:
                 if not isinstance(ev, RoundDone):
                     continue
@@ -167,37 +216,47 @@ class TraceData:
                                  "accept_prob": None if sc is None else sc.accept_prob,
                                  "eps_class": None if sc is None else sc.eps_class,
                                  "reach": v.reach, "on_path": v.on_path})
-        return pd.DataFrame(rows, columns=["session", "block", "round", "node", "parent", "depth", "accept_child",
-                                           "status", "decision", "cut", "log_target", "log_proposal", "log_ratio",
-                                           "accept_prob", "eps_class", "reach", "on_path"])
+        columns = ["session", "block", "round", "node", "parent", "depth", "accept_child", "status", "decision", "cut",
+                   "log_target", "log_proposal", "log_ratio", "accept_prob", "eps_class", "reach", "on_path"]
+        return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
 
     # -- ArviZ -------------------------------------------------------------------------------
     def chain_groups(self) -> list[list[int]]:
         """The session numbers (from 1) of each `--chains M` prompt, in order of first appearance, each
         in chain order; a single-chain session is a group of its own."""
         groups: dict[str, list[int]] = {}
-        for i, sess in enumerate(self.raw.sessions, start=1):
+        for i, sess in enumerate(self._sessions, start=1):
             start = sess.start
             key = start.group if start.chains > 1 and start.group else f"#{i}"
             groups.setdefault(key, []).append(i)
-        order = {i: sess.start.chain for i, sess in enumerate(self.raw.sessions, start=1)}
+        order = {i: sess.start.chain for i, sess in enumerate(self._sessions, start=1)}
         return [sorted(g, key=order.__getitem__) for g in groups.values()]
 
-    def chains(self, prompt: int = 1, *, block: int = 1) -> Any:
+    def chains(self, prompt: int = 1, *, block: int = 1, burn_in: int = 0, thin: int = 1) -> Any:
         """The draws of one prompt's chains (`prompt` numbers the chain groups from 1, in order of
-        appearance, as `chain_groups` lists them) in `block` (from 1) as an ArviZ DataTree:
-        `posterior` holds log_target, loglik and confidence with dims (chain, draw), every chain cut
-        to the shortest; `sample_stats` holds `accepted`, `state` and `transition`.  Any ArviZ
-        statistic or plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`).  It is
-        the `--draws PATH.nc` export of those chains at that prompt and block."""
+        appearance, as `chain_groups` lists them and the `--draws` exports number them) in `block`
+        (from 1) as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
+        (chain, draw), every chain cut to the shortest (the draws the diagnostics read);
+        `sample_stats` holds `accepted`, `state` and `transition`.  `burn_in` and `thin` select the
+        draws as `--burn-in` and `--thin` do (the first `burn_in` transitions of the block dropped,
+        then every `thin`-th kept; the dropped ones in `warmup_posterior`).  Any ArviZ statistic or
+        plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats`
+        printed with the same selection.  It is the trace's `--draws PATH.nc` export at that prompt
+        and block."""
         need("arviz_base", "diagnostics")
-        groups = self.chain_groups()
+        for name, value, lo in (("burn_in", burn_in, 0), ("thin", thin, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
+        selection = Selection(burn_in, thin)
+        groups = grouped(ChainDraws.of(sess.events) for sess in self._sessions)
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
-        members = [ChainDraws.of(self.session(n).events) for n in groups[prompt - 1]]
-        k = min(sum(1 for t in c.transitions if t.block == block - 1) for c in members)
+        k = common_draws(groups[prompt - 1], block - 1, selection)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {prompt} has no transitions in block {block} "
-                             "(a baseline, or a session cut short before its first transition)")
-        # (blocks are numbered 1.. in the export, so block b sits at index b - 1)
-        return datatree([members]).isel(prompt=0, block=block - 1, draw=slice(0, k), missing_dims="ignore")
+            raise InputError(f"{self.path}: chain group {prompt} has no draws in block {block} in every chain "
+                             f"({selection.words}; a one-shot method, or a session cut short before its first "
+                             "transition, has none)")
+        tree = datatree(groups, selection).sel(prompt=prompt, block=block).isel(
+            draw=slice(0, k), chain=slice(0, len(groups[prompt - 1])))
+        tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
+        return tree

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -32,15 +32,14 @@ from presto_tui.api.params import (
     InputMode,
     PrefetchRule,
     SamplerParams,
-    budget_text,
     find_method,
     load_classifier,
     method_names,
     read_budget,
     unknown_choice,
 )
-from presto_tui.api.sampling import Job, stream, stream_jobs
-from presto_tui.api.sessions import display_text
+from presto_tui.api.sampling import Job, stream_jobs
+from presto_tui.api.sessions import StepCost, display_text
 from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
@@ -130,16 +129,18 @@ def limit_table(results: dict[Config, list[SessionSummary]], speed: tuple[float 
 
 def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
               speed: tuple[float | None, float | None] = (None, None)) -> dict:
-    """One row of the table: means over sessions; speedup = the sequential sampler's mean wall time
-    over this row's, measured on the same prompts and seeds (paper eq. 20, in wall time so that
-    streaming, which has no calls, compares too); speedup_ext the same with each session's block
-    extensions included (what several blocks change); limit_share: the trajectory's binding limit
-    over the row's time, extensions included (1.0: as fast as any exact chain could be)."""
-    wall = statistics.mean(r.wall_s for r in rows)
-    total = statistics.mean(r.engine_time_s for r in rows)
+    """One row of the table: means over sessions; speedup = the sequential sampler's mean time
+    producing transitions over this row's (`transition_time_s`, extensions left out), measured on
+    the same prompts and seeds (paper eq. 20, in wall time so that streaming, which has no calls,
+    compares too); speedup_ext the same over each session's whole time from its start, block
+    extensions included (`wall_s`: what `run` and `stats` report, and what several blocks
+    change); limit_share: the trajectory's binding limit over that time (1.0: as fast as any exact
+    chain could be)."""
+    walking = statistics.mean(r.transition_time_s for r in rows)
+    total = statistics.mean(r.wall_s for r in rows)
     calls = sum(r.calls for r in rows)
-    seq_wall = statistics.mean(r.wall_s for r in seq) if seq else None
-    seq_total = statistics.mean(r.engine_time_s for r in seq) if seq else None
+    seq_walking = statistics.mean(r.transition_time_s for r in seq) if seq else None
+    seq_total = statistics.mean(r.wall_s for r in seq) if seq else None
     shares = [lim / r.engine_time_s for r in rows
               if (lim := session_limit(r, speed)) is not None and r.engine_time_s]
     live = [r.mean_live for r in rows if r.mean_live is not None]
@@ -151,10 +152,11 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
         "transitions_per_call": statistics.mean(r.transitions_per_call for r in rows),
         "time_per_call_s": sum(r.call_time_s for r in rows) / calls if calls else 0.0,
         "call_time_s": statistics.mean(r.call_time_s for r in rows),
-        "wall_s": wall,
+        "wall_s": total,
+        "transition_time_s": walking,
         "wall_per_transition_s": statistics.mean(r.wall_per_transition_s for r in rows),
         "transitions_per_s": statistics.mean(r.transitions_per_s for r in rows),
-        "speedup": (seq_wall / wall) if seq_wall and wall else None,
+        "speedup": (seq_walking / walking) if seq_walking and walking else None,
         "engine_time_s": total,
         "speedup_ext": (seq_total / total) if seq_total and total else None,
         "limit_share": statistics.mean(shares) if shares else None,
@@ -181,25 +183,68 @@ def _mean(xs: list[float | None]) -> float | None:
     return statistics.mean(vals) if vals else None
 
 
-def throughput(backend: Engine, params: SamplerParams, prompts: list[str], levels: list[int],
+def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts: list[str], levels: list[int],
                classifier: CertaintyClassifier | None, trace: TraceWriter | None,
                progress: SessionProgress) -> list[dict]:
-    """Prompts per minute with C chains on one engine, for each C in `levels`, same prompts and seeds."""
-    rows = []
+    """At each concurrency C of `levels`, every config of `cfgs` (the sequential sampler first) on the same
+    prompts and seeds with C chains at once on the engine, one config after another (interleaved: drift on
+    a shared machine hits each C's rows alike): prompts per minute and transitions per second in engine
+    time, each over the sequential sampler batched across the same C chains (`x_seq`) and over its own
+    C = `levels[0]` (`x_c1`), the engine's mean live requests, whether every chain ended where the
+    sequential one did, and the critical path per prompt (its `width` and `budget` count the other
+    chains' requests: every engine step is the engine's, whoever's requests it held).  With fewer prompts
+    than the largest C, the prompts are taken again in turn with the next seeds, so that every level has
+    work for all its chains (`throughput_jobs`)."""
+    rows: list[dict] = []
+    jobs = throughput_jobs(prompts, levels)
     for c in levels:
-        progress.doing(f"throughput {params.prefetch} N={budget_text(params.to_dict())}, {c} chain(s)")
-        t0 = time.perf_counter()
-        e0 = backend.clock()
-        for _, ev in stream(backend, prompts, params, concurrency=c, classifier=classifier, trace=trace):
-            if isinstance(ev, SessionEnd):
-                progress.advance()
-        wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
-        rows.append({"concurrency": c, "prompts": len(prompts), "wall_s": wall, "engine_s": engine_s,
-                     "prompts_per_min": 60 * len(prompts) / engine_s if engine_s else None})
-    base = rows[0]["prompts_per_min"] if rows else None
+        seq: dict[str, Any] | None = None
+        for cfg in cfgs:
+            params = row_params(base, *cfg)
+            progress.doing(f"throughput {label(*cfg)}, {c} chain(s)")
+            sums = [SessionSummary() for _ in jobs]
+            t0, e0 = time.perf_counter(), backend.clock()
+            cost = StepCost()  # this row's own engine loop's: its mean live requests
+            for i, ev in stream_jobs(backend, [Job(p, params.with_(seed=seed)) for p, seed in jobs], concurrency=c,
+                                     classifier=classifier, trace=trace, cost=cost):
+                sums[i - 1].update(ev)  # (sessions numbered from 1)
+                if isinstance(ev, SessionEnd):
+                    progress.advance()
+            wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
+            paths = [cp for s in sums if (cp := s.critical_path) is not None]
+            row: dict[str, Any] = {
+                   "concurrency": c, "label": label(*cfg), "sampler": cfg[0], "rule": cfg[1], "budget": cfg[2],
+                   "prompts": len(jobs), "wall_s": wall, "engine_s": engine_s,
+                   "prompts_per_min": 60 * len(jobs) / engine_s if engine_s else None,
+                   "transitions_per_s": sum(s.transitions for s in sums) / engine_s if engine_s else None,
+                   "mean_live_requests": cost.mean_live,
+                   "tokens": [s.tokens for s in sums],
+                   "critical_path": {"time_s": statistics.mean(cp.time_s for cp in paths),
+                                     "limit_s": statistics.mean(cp.limit_s for cp in paths),
+                                     "parts": {k: statistics.mean(cp.parts[k] for cp in paths) for k in CAUSES}}
+                   if paths else None}
+            if seq is None:
+                seq = row
+            row["x_seq"] = _over(row["prompts_per_min"], seq["prompts_per_min"])
+            row["same_final_state_as_sequential"] = None if row is seq else row["tokens"] == seq["tokens"]
+            rows.append(row)
+    first = {r["label"]: r["prompts_per_min"] for r in rows if r["concurrency"] == levels[0]} if levels else {}
     for r in rows:
-        r["ratio"] = r["prompts_per_min"] / base if base and r["prompts_per_min"] else None
+        r["x_c1"] = _over(r["prompts_per_min"], first.get(r["label"]))
+        del r["tokens"]
     return rows
+
+
+def throughput_jobs(prompts: list[str], levels: list[int]) -> list[tuple[str, int]]:
+    """(prompt, seed) of each chain of the throughput table: every prompt once (seed 0), and, while there
+    are fewer than the largest concurrency, the prompts again in turn with seeds 1, 2, ..."""
+    n = max(len(prompts), max(levels, default=1))
+    return [(prompts[i % len(prompts)], i // len(prompts)) for i in range(n)]
+
+
+def _over(x: Any, y: Any) -> float | None:
+    """x / y, where both are there."""
+    return x / y if x and y else None
 
 
 def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list[str], concurrency: int,
@@ -228,7 +273,7 @@ def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[in
     summaries = [SessionSummary() for _ in range(chains)]
     for i, ev in stream_jobs(backend, [Job(prompt, params, chains, ids)], concurrency=chains, classifier=classifier,
                              trace=trace):
-        summaries[i].update(ev)
+        summaries[i - 1].update(ev)  # (sessions numbered from 1)
     return summaries
 
 
@@ -259,7 +304,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               budgets: list[str], samplers: Sequence[str] = ("powermh",), seeds: int = 1,
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
-              throughput_rule: str = PrefetchRule.STREAM.value, workers: int = 0, cluster_of=None,
+              throughput_rules: Sequence[str] = (PrefetchRule.STREAM.value,), workers: int = 0, cluster_of=None,
               chains: int = 1, selection=None) -> None:
     from presto_tui.api.diagnostics import ALL, chains_report
 
@@ -271,12 +316,15 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     reports: dict[Config, list] = {c: [] for c in cfgs}  # --chains M: per prompt and seed
     same_as_seq: dict[Config, bool] = {c: True for c in cfgs}
     cache0 = backend.prefix_cache_stats()
-    total = len(prompts) * (seeds * len(cfgs) * chains + len(concurrency_levels)
-                            + (len({1, workers}) if workers else 0))
+    # the throughput table: the sequential sampler batched, then each throughput rule at every budget
+    tp_cfgs = configs([base.sampler], list(throughput_rules), budgets)
+    tp_chains = len(throughput_jobs(prompts, list(concurrency_levels))) if concurrency_levels else 0
+    total = (len(prompts) * (seeds * len(cfgs) * chains + (len({1, workers}) if workers else 0))
+             + tp_chains * len(concurrency_levels) * len(tp_cfgs))
     t_start = time.perf_counter()
     tp_rows: list[dict] = []
     dp: dict | None = None
-    tp_params = row_params(base, base.sampler, throughput_rule, budgets[0])
+    tp_params = row_params(base, *tp_cfgs[1]) if len(tp_cfgs) > 1 else row_params(base, *tp_cfgs[0])
     try:
         with SessionProgress(total, "bench", err) as progress:
             for p_i, prompt in enumerate(prompts):
@@ -300,7 +348,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         for _ in group:
                             progress.advance()
             if concurrency_levels:
-                tp_rows = throughput(backend, tp_params, prompts, list(concurrency_levels), classifier, trace,
+                tp_rows = throughput(backend, base, tp_cfgs, prompts, list(concurrency_levels), classifier, trace,
                                      progress)
             if workers and cluster_of is not None:
                 dp = data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, progress)
@@ -334,7 +382,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
         "limits": limit_rows, "single_step_s": speed[0], "best_tokens_per_s": speed[1],
         "params": base.to_dict(), "prompts": prompts, "seeds": seeds, "chains": chains,
         **({"diagnostics_draws": selection.to_dict()} if chains > 1 else {}), "rows": table_rows,
-        "throughput": {"rule": throughput_rule, "budget": budgets[0], "rows": tp_rows} if tp_rows else None,
+        "throughput": {"rules": list(throughput_rules), "budgets": budgets, "rows": tp_rows} if tp_rows else None,
         "data_parallel": dp,
         "engine_probe": probe, "prefix_cache_hit_rate": hit_rate,
         "time_unit": kind.time_unit, "virtual_clock": kind.virtual_clock,
@@ -417,14 +465,33 @@ def render(console: Console, report: dict) -> None:
         console.print(t1)
     tp = report.get("throughput")
     if tp:
-        t2 = Table(title=f"throughput: {tp['rule']} N={tp['budget']}, {len(report['prompts'])} prompts on one engine",
-                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("concurrency", "prompts/min", "x C=1", "engine s", "wall s"):
-            t2.add_column(col, justify="right")
+        jobs = tp["rows"][0]["prompts"] if tp["rows"] else 0
+        t2 = Table(title=f"throughput: {jobs} chains ({len(report['prompts'])} prompts" +
+                         (", again with the next seeds" if jobs > len(report["prompts"]) else "") +
+                         "), C at once on one engine (engine time; x seq: over the sequential sampler batched "
+                         "across the same C chains)",
+                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in ("C", "sampler rule N", "prompts/min", "tr/s", "x seq", "x C=1", "live", "=seq", "engine s"):
+            t2.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
         for r in tp["rows"]:
-            t2.add_row(str(r["concurrency"]), _f(r["prompts_per_min"], ".1f"), _f(r["ratio"], ".2f"),
-                       f"{r['engine_s']:.1f}", f"{r['wall_s']:.1f}")
+            same = r["same_final_state_as_sequential"]
+            t2.add_row(str(r["concurrency"]), r["label"], _f(r["prompts_per_min"], ".1f"),
+                       _f(r["transitions_per_s"], ".1f"), _f(r["x_seq"], ".2f"), _f(r["x_c1"], ".2f"),
+                       _f(r["mean_live_requests"], ".1f"), "" if same is None else ("yes" if same else "NO"),
+                       f"{r['engine_s']:.1f}")
         console.print(t2)
+        paths = [r for r in tp["rows"] if r.get("critical_path")]
+        if paths:
+            from presto_tui.logs import critical
+
+            t4 = Table(title="throughput's critical paths: seconds per prompt by cause (width and budget count "
+                             "the other chains' requests)", title_justify="left", box=box.SIMPLE_HEAD,
+                       pad_edge=False, collapse_padding=True)
+            for col in ("C", "sampler rule N", *critical.COLUMNS[1:]):
+                t4.add_column(col, justify="left" if col == "sampler rule N" else "right", no_wrap=True)
+            for r in paths:
+                t4.add_row(str(r["concurrency"]), r["label"], *critical.cells("", r["critical_path"])[1:])
+            console.print(t4)
     dp = report.get("data_parallel")
     if dp:
         t3 = Table(title=f"data parallel over Ray: {dp['rule']} N={dp['budget']}, {len(report['prompts'])} prompts, "
@@ -448,12 +515,14 @@ def render(console: Console, report: dict) -> None:
                       f"ms a step; compute {lim['useful_tokens']:.0f} useful tokens = {_f(lim['compute_s'], '.2f')} s "
                       f"at the best measured {_f(report['best_tokens_per_s'], '.0f')} tokens/s")
     console.print(f"time: {report['time_unit']}. rows: each sampler sequentially and with PreSTO at each rule "
-                  "and budget N (stream: N is a cap under the cost policy, auto its cap of 64, fill:N keeps N live); "
-                  "a baseline once. ms/tr: wall time per transition; speedup: the sequential sampler's wall time / "
-                  "the row's (paper eq. 20 in wall time), measured side by side; +ext: the same with the block "
-                  "extensions included; lim%: the trajectory's binding limit (dependency or compute, whichever is "
-                  "longer) as a share of the row's time with extensions; s/prompt: that time; est.: the "
-                  "single-session estimate `run` and `stats` show; waste: share of proposal tokens the walk did not "
+                  "and budget N (stream: N is a cap under the shared policy, auto its cap of 64, cost:N the cost "
+                  "policy's, fill:N keeps N live); a one-shot method once. ms/tr: the session's time from its start "
+                  "(extensions included) per transition; speedup: the sequential sampler's time producing "
+                  "transitions / the row's (paper eq. 20 in wall time, extensions left out), measured side by side; "
+                  "+ext: the same over each session's whole time from its start, block extensions included; lim%: "
+                  "the trajectory's binding limit (dependency or compute, whichever is longer) as a share of that "
+                  "time; s/prompt: that time; est.: the single-session estimate `run` and `stats` show (from the "
+                  "start, as +ext); waste: share of proposal tokens the walk did not "
                   "use; live: mean live requests (stream); 1st s: time to the first transition; '=seq': same final "
                   "state as the sequential sampler" + (" (every chain)" if chains > 1 else "")
                   + ("; R-hat, ESS: the worst split R-hat and bulk ESS of the log-target over the prompts (its "
@@ -483,11 +552,13 @@ def bench(
     ] = ",".join(PrefetchRule.presto_names()),
     throughput: Annotated[str, typer.Option(
         "--throughput", metavar="C,...",
-        help="Concurrency levels for the throughput table (prompts per minute with C chains on one engine); "
-        "'' skips it.")] = "1,2,4,8",
-    throughput_rule: Annotated[PrefetchRule, typer.Option(
-        "--throughput-rule", metavar="NAME",
-        help="The rule the throughput table runs (at the first budget).")] = PrefetchRule.STREAM,
+        help="Concurrency levels for the throughput table (prompts per minute and transitions per second with C "
+        "chains on one engine: the sequential sampler batched across them against each --throughput-rule at "
+        "every budget); '' skips it.")] = "1,2,4,8",
+    throughput_rule: Annotated[str, typer.Option(
+        "--throughput-rule", metavar="NAME,...",
+        help=f"Comma-separated PreSTO rules the throughput table runs at every budget: "
+        f"{', '.join(PrefetchRule.presto_names())}.")] = PrefetchRule.STREAM.value,
     workers: o.Workers = None, ray_address: o.RayAddress = None,
     samplers: Annotated[str, typer.Option(
         metavar="NAME,...",
@@ -553,7 +624,8 @@ def bench(
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL})
     kept = o.selection(burn_in, thin, base.steps)
-    for cfg in configs(sampler_list, [*rule_list, throughput_rule.value], budget_list):
+    throughput_rules = _chosen("--throughput-rule", throughput_rule, PrefetchRule.presto_names())
+    for cfg in configs(sampler_list, [*rule_list, *throughput_rules], budget_list):
         row_params(base, *cfg).validate()
     if prompts_file is None:
         from importlib.resources import files
@@ -582,7 +654,7 @@ def bench(
     writer = open_trace(path, "bench", engine, base)
     run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
               classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
-              throughput_rule=throughput_rule.value, workers=workers or (1 if ray_address else 0),
+              throughput_rules=throughput_rules, workers=workers or (1 if ray_address else 0),
               cluster_of=cluster_of, chains=per_prompt, selection=kept)
 
 

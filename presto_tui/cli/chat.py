@@ -81,12 +81,13 @@ def chat(
         o.divert_engine_output()
         setattr(sys, "__stderr__", o.term())  # noqa: B010 - Textual draws on sys.__stderr__
     try:
-        chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt).run()
+        code = o.run_app(chat_app(session, params, backend=name, model=engine_opts.model, chains=per_prompt))
     finally:
         setattr(sys, "__stderr__", drawing_on)  # noqa: B010
         session.close()
     if session.trace is not None:
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
+    o.exit_with(code)
 
 
 def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> None:
@@ -112,9 +113,11 @@ def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> No
     from presto_tui.views.app import chat_app
 
     try:
-        chat_app(session, params, backend="remote", model=None, chains=chains,
-                 subtitle=f"presto-tui serve at {visible(session.url, keep_newlines=False)} (connecting)").run()
+        code = o.run_app(chat_app(session, params, backend="remote", model=None, chains=chains,
+                                  subtitle=f"presto-tui serve at {visible(session.url, keep_newlines=False)} "
+                                  "(connecting)"))
     finally:
         session.close()
     if session.trace is not None:
         print(f"presto-tui: trace written to {visible(str(session.trace.path))}", file=o.term())
+    o.exit_with(code)

@@ -63,7 +63,7 @@ def eval_(
     classifier: o.Classifier = None, chains: o.Chains = None, burn_in: o.BurnIn = 0, thin: o.Thin = 1,
     vote: Annotated[bool, typer.Option(
         "--vote", help="With --chains M: grade the answer most chains agree on (grouped by what the grader reads "
-        "from each: self-consistency's majority vote) instead of chain 0's.")] = False,
+        "from each: self-consistency's majority vote) instead of the first chain's.")] = False,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-C",
         help=f"Sessions at once on each engine, sharing its batch, {o.CLI_LIMITS['concurrency'].where}. Above 1 "

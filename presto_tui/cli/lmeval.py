@@ -187,7 +187,7 @@ def _print_run(run: dict) -> None:
 
     out = o.table_console()
     s = run["sessions"]
-    time_s = sum(x.wall_s + x.extend_time_s for x in s)
+    time_s = sum(x.wall_s for x in s)
     unit = "engine clock (virtual)" if BackendName.of(run["backend"]).virtual_clock else "s"
     line = f"{len(s)} sessions, {time_s / max(1, len(s)):.2f} {unit} per answer"
     transitions = sum(x.transitions for x in s)

@@ -51,6 +51,10 @@ CLI_LIMITS: dict[str, Limit] = {
     "max_tokens": LIMITS["max_new_tokens"],
     "read_timeout": Limit(0.1, 3600),
     "max_connections": Limit(1, 1 << 20, integer=True),
+    "max_event_streams": Limit(1, 1 << 20, integer=True),
+    "max_request_tokens": Limit(1, 1 << 62, integer=True),
+    "max_engine_requests": Limit(1, 1 << 62, integer=True),
+    "max_tenant_tokens": Limit(1, 1 << 62, integer=True),
 }
 
 
@@ -63,7 +67,7 @@ def limit_of(name: str) -> Limit | None:
 Chains = Annotated[int | None, typer.Option(
     "--chains", rich_help_panel=SAMPLER, show_default=False,
     help=f"Chains per prompt M, {CLI_LIMITS['chains'].where}, run at once on one engine, each with its own seed "
-    "derived from --seed (chain 0 keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
+    "derived from --seed (the first chain keeps it). With M >= 2: split R-hat, bulk and tail ESS and MCSE of the "
     "log-target and the log-likelihood across the chains (a warning where R-hat > 1.01 or bulk ESS < 100: "
     "K was too short), and the answer most chains agree on [default: 1].")]
 PaperSettings = Annotated[bool, typer.Option(
@@ -101,15 +105,16 @@ Thin = Annotated[int, typer.Option(
     f"{CLI_LIMITS['thin'].where} [default: 1, every one].")]
 
 
-def selection(burn_in: int, thin: int, steps: int | None = None):
-    """--burn-in and --thin, checked (the burn-in below K where K is known), as the diagnostics read them."""
+def selection(burn_in: int, thin: int, steps: int | None = None, where: str | None = None):
+    """--burn-in and --thin, checked (the burn-in below K where K is known: `where` says whose K, the
+    command line's -K by default), as the diagnostics read them."""
     from presto_tui.api.diagnostics import Selection
 
     CLI_LIMITS["burn_in"].check("--burn-in", burn_in)
     CLI_LIMITS["thin"].check("--thin", thin)
     if steps is not None and burn_in >= steps:
-        raise InputError(f"--burn-in must be below K (-K {steps}): it drops transitions of each block, and K would "
-                         f"leave none, got {burn_in}")
+        raise InputError(f"--burn-in must be below K ({where or f'-K {steps}'}): it drops transitions of each block, "
+                         f"and K would leave none, got {burn_in}")
     return Selection(burn_in, thin)
 
 
@@ -294,6 +299,18 @@ def reflow(doc: str | None) -> str | None:
         lines = p.splitlines()
         out.append(p if all(ln.startswith("  ") for ln in lines) else " ".join(ln.strip() for ln in lines))
     return "\n\n".join(out)
+
+
+def run_app(app: Any, **kwargs: Any) -> int:
+    """Run a Textual app to its end; its return code, non-zero where it failed inside (Textual has
+    printed what happened), which the command exits with (`exit_with`): never 0 after a failure."""
+    app.run(**kwargs)
+    return app.return_code or 0
+
+
+def exit_with(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
 
 
 def handled(fn: Callable) -> Callable:

@@ -15,6 +15,7 @@ from presto_tui.cli.root import command
 from presto_tui.errors import InputError
 from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
+from presto_tui.words import count
 
 
 @command()
@@ -113,7 +114,9 @@ def run_prompts(engine, params, prompts: list[str], *, classifier=None, json_out
     from presto_tui.api.sessions import display_text
 
     def events():
-        return stream(engine, prompts, params, chains=chains, concurrency=concurrency, classifier=classifier)
+        # (the consumer indexes sessions from 0, as the Ray cluster's runner does; the API numbers them from 1)
+        return ((s - 1, ev) for s, ev in stream(engine, prompts, params, chains=chains, concurrency=concurrency,
+                                                classifier=classifier))
 
     run_on(events, prompts, params, json_out, trace, lambda ids: display_text(engine, ids), chains, selection, draws)
 
@@ -189,7 +192,7 @@ def _consume(stream, prompts, params, json_out, trace, chains: int = 1, selectio
                 trace.write(ev, sids.get(i))
             if isinstance(ev, RoundDone):
                 live = sum(1 for j in summaries if j not in finished)
-                info = f"{live} chains live" if many or chains > 1 else (
+                info = f"{count(live, 'chain')} live" if many or chains > 1 else (
                     f"{s.calls} calls, {s.transitions_per_call:.2f} tr/call" if s.calls else
                     f"{s.transitions_per_s:.2f} tr/s")
                 bar.update(task, advance=ev.k_after - ev.k_before, info=info)
@@ -230,12 +233,13 @@ def _print(out, group, params, json_out: bool, label: str, selection=None) -> No
 
 
 def mh_rows(s) -> list[tuple[str, str]]:
-    sp = s.speedup_estimate
+    sp, alone = s.speedup_estimate, s.speedup_transitions
     rows = [("model calls", f"{s.calls} (+{s.extend_calls} block extension)")] if s.calls else []
     return rows + [
         ("transitions", str(s.transitions)),
         *([("transitions per call", f"{s.transitions_per_call:.2f}"),
            ("time per call", f"{s.time_per_call_s * 1000:.1f} ms")] if s.calls else []),
+        ("time", f"{s.wall_s:.2f} s from the session's start, block extensions ({s.extend_time_s:.2f} s) included"),
         ("time per transition", f"{s.wall_per_transition_s * 1000:.1f} ms"),
         ("acceptance rate", f"{s.acceptance_rate:.3f}"),
         ("epsilon-certain share", f"{s.eps_certain_share:.3f}"),
@@ -243,7 +247,8 @@ def mh_rows(s) -> list[tuple[str, str]]:
          + (f" ({s.requests_aborted} aborted)" if s.requests_aborted else "")),
         ("tokens wasted", f"{100 * s.wasted_share:.0f}% of {s.proposal_tokens}"),
         ("speedup over sequential (est.)", f"n/a ({s.speedup_unavailable})" if sp is None else
-         f"{sp:.2f}x (from this session's single-request calls)"),
+         f"{sp:.2f}x (from this session's single-request calls" + (
+             f"; {alone:.2f}x over the transitions alone, extensions left out)" if alone is not None else ")")),
     ]
 
 

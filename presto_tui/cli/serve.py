@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from presto_tui.cli.root import command
 from presto_tui.errors import InputError
 from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
+from presto_tui.serve.limits import MAX_ENGINE_REQUESTS, MAX_EVENT_STREAMS, MAX_REQUEST_TOKENS, MAX_TENANT_TOKENS
 
 SERVER = "Server"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -75,6 +77,23 @@ def serve(
         "--max-connections", rich_help_panel=SERVER,
         help="Connections open at once; one more gets 503 and is closed, "
         f"{o.CLI_LIMITS['max_connections'].where}.")] = 512,
+    max_event_streams: Annotated[int, typer.Option(
+        "--max-event-streams", rich_help_panel=SERVER,
+        help="Event streams (GET /v1/presto/events) open at once, each holding a connection; one more gets 429. "
+        f"Keep it below --max-connections, {o.CLI_LIMITS['max_event_streams'].where}.")] = MAX_EVENT_STREAMS,
+    max_request_tokens: Annotated[int, typer.Option(
+        "--max-request-tokens", rich_help_panel=SERVER,
+        help="Most tokens a request's chains may decode, as their sampler bounds them before they run (steps x "
+        "budget x tokens for a chain; draws, candidates x rollouts for SPS; samples, particles) times its chains; "
+        f"above, 400, {o.CLI_LIMITS['max_request_tokens'].where}.")] = MAX_REQUEST_TOKENS,
+    max_engine_requests: Annotated[int, typer.Option(
+        "--max-engine-requests", rich_help_panel=SERVER,
+        help="Most engine requests a request's chains may issue, bounded so; above, 400, "
+        f"{o.CLI_LIMITS['max_engine_requests'].where}.")] = MAX_ENGINE_REQUESTS,
+    max_tenant_tokens: Annotated[int, typer.Option(
+        "--max-tenant-tokens", rich_help_panel=SERVER,
+        help="Most tokens one tenant's running and queued requests may decode together, bounded so; a request "
+        f"beyond gets 429, {o.CLI_LIMITS['max_tenant_tokens'].where}.")] = MAX_TENANT_TOKENS,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-W", rich_help_panel=o.SCALE, show_default=False,
@@ -123,7 +142,8 @@ def serve(
     flags = ctx.params
     params = o.sampler_params(flags)
     for name in ("port", "max_queue", "request_timeout", "max_body_bytes", "max_steps", "max_tokens",
-                 "read_timeout", "max_connections"):
+                 "read_timeout", "max_connections", "max_event_streams", "max_request_tokens", "max_engine_requests",
+                 "max_tenant_tokens"):
         o.CLI_LIMITS[name].check("--" + name.replace("_", "-"), flags[name])
     if max_chains is not None:
         o.CLI_LIMITS["max_chains"].check("--max-chains", max_chains)
@@ -174,7 +194,9 @@ def serve(
         config = ServeConfig(defaults=defaults, max_chains=chains, max_queue=max_queue,
                              request_timeout=request_timeout or None, tenants=keys, max_body=max_body_bytes,
                              max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout,
-                             max_connections=max_connections)
+                             max_connections=max_connections, max_event_streams=max_event_streams,
+                             max_request_tokens=max_request_tokens, max_engine_requests=max_engine_requests,
+                             max_tenant_tokens=max_tenant_tokens)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"], pool=pool)
         app = create_app(server)
         bound = sock.getsockname()
@@ -189,7 +211,9 @@ def serve(
                   "port can sample", file=out)
         uv = uvicorn_server(app)
         try:
-            uv.run(sockets=[sock])  # SIGINT comes back as KeyboardInterrupt (exit 130); SIGTERM returns (exit 0)
+            uv.run(sockets=[sock])
+            if uv.stopped_by == signal.SIGINT:  # Ctrl-C: exit 130, even where SIGINT came in ignored (SIGTERM: 0)
+                raise KeyboardInterrupt
         finally:
             if writer is not None:
                 writer.close()

@@ -13,6 +13,7 @@ from presto_tui.cli.root import command
 from presto_tui.errors import InputError
 from presto_tui.files import output_path
 from presto_tui.safetext import visible
+from presto_tui.words import count
 
 
 @command()
@@ -48,7 +49,7 @@ def replay(
     loaded, pair = replay_checked(traces, compare, on_bad_lines)
     from presto_tui.views.app import replay_app
 
-    replay_app(loaded, autoplay=play, compare=pair).run()
+    o.exit_with(o.run_app(replay_app(loaded, autoplay=play, compare=pair)))
 
 
 def replay_checked(traces: list[Path], compare: str | None, on_bad_lines: str = "error"):
@@ -149,6 +150,14 @@ def stats(
     kept = o.selection(burn_in, thin)
     draws_to = o.draws_paths(draws)
     loaded = o.load_traces(_distinct_files(traces), on_bad_lines)
+    if burn_in:  # refused as `run` refuses it, against the shortest K of the traces' chains
+        from presto_tui.api.events import is_one_shot
+
+        ks = [(int(s.start.params["steps"]), n, str(t.path)) for t in loaded for n, s in enumerate(t.sessions, 1)
+              if not is_one_shot(s.start.params)]
+        if ks:
+            k, n, path = min(ks)
+            o.selection(burn_in, thin, k, f"K={k} in {visible(path, keep_newlines=False)}, session {n}")
     for line in repeated_sessions(loaded):
         print(f"presto-tui: warning: {line}", file=o.term())
     rows = session_rows(loaded)
@@ -286,7 +295,8 @@ def fit_classifier(
     o.write_results(output, (json.dumps(clf.to_json(), indent=2) + "\n").encode())
     m = clf.meta
     cv = m["cross_validation"]
-    print(f"{m['examples']} scored decisions from {m['sessions']} sessions; classes {m['class_counts']}")
+    print(f"{count(m['examples'], 'scored decision')} from {count(m['sessions'], 'session')}; classes "
+          f"{m['class_counts']}")
     if cv:
         print(f"held-out accuracy {cv['accuracy']:.3f} (baseline {cv['baseline_accuracy']:.3f}), "
               f"log loss {cv['log_loss']:.3f} (baseline {cv['baseline_log_loss']:.3f}), "

@@ -8,18 +8,25 @@ the bad value and says what would be right (the range or the choices).
 
 For --help: help strings are plain text, escaped here for Rich once, so a bracket such
 as `presto-tui[ray]` or `[default: 4]` reads as written; flags show no `<bool>`, and
-arguments show their metavar (PROMPT, TRACE...) instead of a type.
+arguments show their metavar (PROMPT, TRACE...) instead of a type.  Below NARROW columns
+Typer's options table (name, short name, negative name, type, help) would cut names and
+defaults and squeeze the help into a column of 20 characters: there each option's names
+and type take a line and its help the lines under it, at the terminal's whole width.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from difflib import get_close_matches
 from typing import Any
 
 import typer
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
 
 # Typer vendors click (it may not be imported on its own); these are its exception classes.
 from typer._click import exceptions as click_errors
@@ -166,6 +173,48 @@ def _readable_help_option(option: Any) -> Any:
     return option
 
 
+NARROW = 100  # columns below which an option's help goes under its name (a table would cut and squeeze it)
+HELP_INDENT = 4
+
+
+class _Stacked:
+    """Typer's options or commands table at a narrow width: each row's names and type on one line,
+    its help under them, indented, as wide as the terminal allows."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add_column(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def add_row(self, *cells: Any) -> None:
+        self.rows.append(cells)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for *names, help_cell in self.rows:
+            shown = [c if isinstance(c, Text) else Text(str(c)) for c in names]
+            yield Text(" ").join(c for c in shown if c.plain.strip())
+            yield Padding(help_cell, (0, 0, 0, HELP_INDENT))
+
+
+@contextmanager
+def _stacked_tables() -> Iterator[None]:
+    """Typer's help tables drawn as `_Stacked` while the help is formatted (typer is pinned to 0.29,
+    whose rich_utils builds them with its module's `Table`; tests/test_finish.py checks the result)."""
+    from typer import rich_utils
+
+    table = rich_utils.Table
+    rich_utils.Table = _Stacked  # type: ignore[assignment, misc]
+    try:
+        yield
+    finally:
+        rich_utils.Table = table  # type: ignore[misc]
+
+
 class _ReadableHelp:
     """Help text escaped once for Rich, readable metavars, the help flag shown as a flag."""
 
@@ -182,7 +231,16 @@ class _ReadableHelp:
 
 
 class PrestoCommand(_ReadableHelp, TyperCommand):
-    """A command whose extra arguments and usage errors are reported in one line."""
+    """A command whose extra arguments and usage errors are reported in one line, and whose help
+    at a narrow width puts every option's help under its name (`_Stacked`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from typer import rich_utils
+
+        if rich_utils._get_rich_console().width >= NARROW:
+            return super().format_help(ctx, formatter)
+        with _stacked_tables():
+            return super().format_help(ctx, formatter)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # extra arguments are let through here and reported below, saying what the command takes

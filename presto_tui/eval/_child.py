@@ -4,18 +4,23 @@ presto-tui never imports this module: `sandbox.py` sends its source on a child's
 what that child needs, and the child runs it (see `BOOTSTRAP` there). It uses the standard
 library only.
 
-- `program_main`: runs the model's program as `__main__`, then answers the runner's requests
-  on one socket: call this object, get that attribute, iterate, compare two of its objects.
-  Everything in this process is the program's to change, this code included.
+- `program_main`: imports the model's program as a module (`program`, not `__main__`: a
+  `if __name__ == "__main__":` block does not run, and a `sys.exit(0)` at its end only ends
+  it), standard input empty, then answers the runner's requests on one socket: call this
+  object, get that attribute, iterate, compare two of its objects. Everything in this
+  process is the program's to change, this code included.
 - `runner_main`: runs the item's tests as `__main__` with the program's names bound to
   proxies (`Remote`); every use of a proxy is a request to the program host. Its verdict
   goes to the grader on a socket that the program never holds.
 
 On the socket: 4-byte big-endian lengths, then JSON. Plain data (None, bool, int, float,
 complex, str, bytes, bytearray, and lists, tuples, dicts, sets and frozensets of these) is
-sent by value, subclasses as their base type; any other object stays with the program and is
-sent as a reference {"$": "ref", "v": n}. The runner decodes what the program sends into
-plain data and proxies only, so no answer can run code in the runner.
+sent by value, subclasses as their base type; so are the values a test can name and compare
+with `==` as Python compares them: a Fraction, a Decimal, a range, and a numpy scalar (as the
+Python value its `item()` gives: `np.int64(5) == 5`, `np.bool_(True) == True`). Any other
+object stays with the program and is sent as a reference {"$": "ref", "v": n}. The runner
+decodes what the program sends into plain data and proxies only, so no answer can run code
+in the runner.
 
 What the runner never sends to the program: its own values to compare with (==, <, `in`,
 arithmetic between a proxy and a runner value are not delegated). A call's arguments are
@@ -38,6 +43,7 @@ from typing import Any
 MAX_MESSAGE = 64 * 2**20  # one answer; larger ones are refused (the runner's memory is limited too)
 MAX_GLOBAL = 2**20  # a global of the program larger than this encoded is sent as a reference
 MAX_TEXT = 500  # an exception's message, a repr
+PROGRAM = "program"  # the module the program is imported as
 
 
 class ProtocolError(BaseException):
@@ -114,6 +120,25 @@ def encode_data(x: Any, ref: Any) -> Any:
     for base in _DATA_BASES:  # an OrderedDict, a Counter, an int subclass: its base type's value
         if isinstance(x, base):
             return encode_data(_as_base(x, base), ref)
+    return _named_value(x, ref)
+
+
+def _named_value(x: Any, ref: Any) -> Any:
+    """A value of a type a test can name and compare by value (a Fraction, a Decimal, a range, a numpy
+    scalar), as data; anything else as ref(x). Only modules already imported are looked at: what the
+    program never imported it cannot have returned."""
+    if isinstance(x, range):
+        return {"$": "range", "v": [encode_data(int(v), ref) for v in (x.start, x.stop, x.step)]}
+    fractions, decimal, numpy = (sys.modules.get(m) for m in ("fractions", "decimal", "numpy"))
+    if fractions is not None and isinstance(x, fractions.Fraction):
+        return {"$": "fraction", "v": [hex(int(x.numerator)), hex(int(x.denominator))]}
+    if decimal is not None and isinstance(x, decimal.Decimal):
+        return {"$": "decimal", "v": str(decimal.Decimal.__str__(x))}
+    generic = getattr(numpy, "generic", None)
+    if isinstance(generic, type) and isinstance(x, generic):
+        value = x.item()  # type: ignore[attr-defined]  # a numpy scalar as the Python value it stands for: np.int64 as int, np.bool_ as bool
+        if type(value) in (bool, int, float, complex, str, bytes):
+            return encode_data(value, ref)
     return ref(x)
 
 
@@ -145,6 +170,19 @@ def decode_data(x: Any, ref: Any) -> Any:
             return int(v, 16)
         if tag in ("bytes", "bytearray") and type(v) is str:
             return (bytes if tag == "bytes" else bytearray).fromhex(v)
+        if tag == "decimal" and type(v) is str:
+            import decimal
+
+            return decimal.Decimal(v)
+        if tag == "fraction" and type(v) is list and len(v) == 2 and all(type(p) is str for p in v):
+            import fractions
+
+            return fractions.Fraction(int(v[0], 16), int(v[1], 16))
+        if tag == "range" and type(v) is list and len(v) == 3:
+            start, stop, step = (decode_data(i, ref) for i in v)
+            if not all(type(i) is int for i in (start, stop, step)):
+                raise ProtocolError("not a value: range")
+            return range(start, stop, step)
         if type(v) is not list:
             raise ProtocolError(f"not a value: {tag}")
         if tag == "complex" and len(v) == 2 and all(type(p) in (int, float) for p in v):
@@ -160,7 +198,8 @@ def decode_data(x: Any, ref: Any) -> Any:
             return frozenset(items)
         if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
             return {k: val for k, val in items}
-    except (TypeError, ValueError, RecursionError) as e:  # unhashable keys, bad hex, nesting
+    except (TypeError, ValueError, ArithmeticError, RecursionError) as e:  # unhashable keys, bad hex, nesting,
+        # a zero denominator, a Decimal that does not parse (decimal.InvalidOperation)
         raise ProtocolError(f"not a value: {tag} ({type(e).__name__})") from None
     raise ProtocolError(f"not a value: {tag!r}")
 
@@ -300,25 +339,27 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
     if receive(sock) != {"op": "run"}:
         raise ProtocolError("the first request is not 'run'")
     source = config["program"]
-    main = types.ModuleType("__main__")
-    main.__file__ = os.path.abspath("program.py")
-    sys.modules["__main__"] = main
-    sys.argv = [main.__file__]
+    # imported as a module, as a test file's `from solution import f` would: its main block does not run
+    module = types.ModuleType(PROGRAM)
+    module.__file__ = os.path.abspath(PROGRAM + ".py")
+    sys.modules[PROGRAM] = module
+    sys.argv = [module.__file__]
     try:
-        with open(main.__file__, "w", encoding="utf-8") as f:  # for code that reads its own file
+        with open(module.__file__, "w", encoding="utf-8") as f:  # for code that reads its own file
             f.write(source)
     except OSError:
         pass
     try:
-        exec(compile(source, main.__file__, "exec"), main.__dict__)
-    except SystemExit:
-        send(sock, {"exited": True})
-        return
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+    except SystemExit as e:  # exit status 0 (or none) ends the module where it stands: its names so far count
+        if e.code not in (None, 0):
+            send(sock, {"exited": one_line(str(e.code), 40)})
+            return
     except BaseException as e:
         send(sock, objects.error(e))
         return
     names = {}
-    for name, value in list(main.__dict__.items()):
+    for name, value in list(module.__dict__.items()):
         if name.startswith("__") and name.endswith("__"):
             continue
         if isinstance(value, types.ModuleType):
@@ -424,8 +465,9 @@ class Connection:
             except Exception:
                 exc = type(cls.__name__, (ProgramError,), {"__module__": "program"})(message)
             raise exc
-        if reply.get("exited") is True:
-            raise ProgramGone("exited")
+        if "exited" in reply:
+            raise ProgramGone(f"the program exited with status {one_line(str(reply['exited']), 40)} before the "
+                              "tests ran")
         if reply.get("stop") is True and request["op"] == "next":  # (elsewhere it would end a test's loop)
             raise StopIteration
         if "ok" not in reply:
@@ -726,8 +768,8 @@ def runner_main(sock_fd: int, verdict_fd: int, config: dict[str, Any]) -> None:
     _connection = Connection(socket.socket(fileno=sock_fd))
     try:
         names = _program_names(_connection.ask({"op": "run"})["ok"])
-    except ProgramGone:
-        detail = "the program exited before the tests ran"
+    except ProgramGone as e:
+        detail = str(e) if str(e).startswith("the program exited") else "the program exited before the tests ran"
     except ProtocolError as e:
         detail = one_line(f"the program's answer could not be read: {e}", 200)
     except Exception as e:

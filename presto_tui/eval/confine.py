@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import shutil
 import socket
@@ -30,9 +31,10 @@ from pathlib import Path
 
 NOBODY = 65534
 INSTALL = "as root: apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
-# Hidden from the program under bubblewrap (each an empty tmpfs), besides /dev and /proc: its temporary
-# files, sockets of services (/run), the home folders (their keys and settings)
-_HIDDEN = ("/tmp", "/run", "/dev/shm", "/root", "/home")
+# What the program sees under bubblewrap besides the interpreter (`shown`): the system's shared libraries
+# and the loader's cache, read-only; a folder here that is a symbolic link (/lib -> usr/lib) is one there too
+_LIBRARY_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32", "/lib", "/lib64", "/lib32", "/libx32")
+_LOADER_FILES = ("/etc/ld.so.cache",)
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 # Run in the would-be sandbox: report what it sees on the socket given (after dropping to its user, if any).
@@ -84,27 +86,32 @@ class Launcher:
     def describe(self) -> str:
         who = "as nobody" if self.user is not None else "as this user"
         if self.sandboxed:
-            return f"in bubblewrap ({who}): no network, its own PID namespace, a read-only filesystem"
+            return (f"in bubblewrap ({who}): no network, its own PID namespace, only the interpreter and the "
+                    "system's libraries to read")
         return f"without a sandbox ({who}): {self.missing}"
 
     def command(self, inner: list[str], tmpfs_bytes: int) -> list[str]:
-        """The command that runs `inner` this way. Under bubblewrap its working folder is /tmp, a tmpfs of
-        `tmpfs_bytes`; started by root, with capabilities to change its user only (the child drops them
-        with its user, before the code runs: `drop_to`)."""
+        """The command that runs `inner` this way. Under bubblewrap the root is empty and read-only but for
+        what `shown()` lists, bound read-only, a tmpfs of `tmpfs_bytes` for /tmp (its working folder) and
+        /dev/shm, a minimal /dev and its own /proc; started by root, with capabilities to change its user
+        only (the child drops them with its user, before the code runs: `drop_to`)."""
         if self.bwrap is None:
             return inner
         size = str(tmpfs_bytes)
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs",
-                "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc", "--perms", "1777", "--size", size, "--tmpfs",
-                "/tmp"]
-        args += [a for h in _HIDDEN if h not in ("/tmp", "/dev/shm") and os.path.isdir(h) for a in ("--tmpfs", h)]
-        for path in _interpreter_paths():  # bound back, through folders the program's user may enter
-            top = next(h for h in _HIDDEN if path.startswith(h + "/"))
-            parts = Path(path).relative_to(top).parts
-            for i in range(1, len(parts)):
-                args += ["--perms", "0755", "--dir", str(Path(top, *parts[:i]))]
+        args = [self.bwrap, "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+                "--remount-ro", "/dev", "--proc", "/proc", "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        binds, links = shown()
+        made: set[str] = set()
+        for path in binds:  # through folders the program's user may enter (the tmpfs root's are root's)
+            for parent in reversed(Path(path).parents[:-1]):
+                if str(parent) not in made and str(parent) != "/tmp":
+                    made.add(str(parent))
+                    args += ["--perms", "0755", "--dir", str(parent)]
             args += ["--ro-bind", path, path]
-        args += ["--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+        for target, link in links:
+            args += ["--symlink", target, link]
+        args += ["--remount-ro", "/", "--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                 "--unshare-uts",
                  "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
                  "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
         for key, value in ENV.items():
@@ -129,12 +136,63 @@ class Launcher:
         return {"user": self.user, "group": self.user, "extra_groups": []}
 
 
-def _interpreter_paths() -> list[str]:
-    """The interpreter's folders (a venv's and its base's) that lie under a hidden folder, outermost only."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)}
-    real = sorted({os.path.realpath(p) for p in paths if p} | {os.path.dirname(os.path.realpath(sys.executable))})
-    hidden = [p for p in real if any(p == h or p.startswith(h + "/") for h in _HIDDEN) and os.path.isdir(p)]
-    return [p for p in hidden if not any(p.startswith(q + "/") for q in hidden if q != p)]
+def shown() -> tuple[list[str], list[tuple[str, str]]]:
+    """What the program sees under bubblewrap: (folders and files bound read-only, outermost only;
+    symbolic links as (target, path)). The interpreter's prefixes (a venv's and its base's), the
+    folders on its `sys.path` as the children start it (`python -I`: its site-packages, and what a
+    `.pth` file adds), the system's shared libraries and the loader's cache. Never `/`, a folder
+    that holds this project's checkout, or one inside the checkout but outside the interpreter's
+    prefixes (its tests, its tasks): a task file, a trace or the project somewhere else is simply
+    not there."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                               os.path.dirname(sys.executable)) if p}
+    prefixes.add(os.path.dirname(os.path.realpath(sys.executable)))
+    wanted = set(prefixes) | {os.path.realpath(p) for p in _child_path()}
+    wanted |= {p for p in _LOADER_FILES if os.path.isfile(p)}
+    links = []
+    for d in _LIBRARY_DIRS:
+        if os.path.islink(d):
+            links.append((os.readlink(d), d))
+        elif os.path.isdir(d):
+            wanted.add(d)
+    checkout = _checkout()
+
+    def allowed(p: str) -> bool:
+        if p == "/" or not os.path.exists(p):
+            return False
+        if checkout is None:
+            return True
+        holds_it = _within(checkout, p)
+        in_it = _within(p, checkout) and not any(_within(p, q) for q in prefixes)  # (a venv in it is the interpreter)
+        return not (holds_it or in_it)
+
+    kept = sorted(p for p in wanted if allowed(p))
+    outermost = [p for p in kept if not any(q != p and _within(p, q) for q in kept)]
+    taken = {link for _, link in links}
+    return [p for p in outermost if not any(_within(p, link) for link in taken)], links
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _checkout() -> str | None:
+    """This project's checkout (the folder of its pyproject.toml above the package), if it runs from one."""
+    root = Path(__file__).resolve().parents[2]
+    return str(root) if (root / "pyproject.toml").is_file() else None
+
+
+@functools.cache
+def _child_path() -> tuple[str, ...]:
+    """`sys.path` of this interpreter started as the children are (`-I`): absolute folders and files only."""
+    with tempfile.TemporaryDirectory(prefix="presto-tui-path-") as folder:
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", "import sys, json; print(json.dumps(sys.path))"],
+                                  cwd=folder, env=ENV, capture_output=True, timeout=30, check=True)
+            paths = json.loads(done.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            paths = sys.path  # (this process's: the checkout's own entries are left out all the same)
+    return tuple(p for p in paths if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p))
 
 
 def candidates() -> list[Launcher]:

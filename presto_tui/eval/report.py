@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -186,18 +187,18 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
                      f"{r['correct']}/{r['graded']}" + (f" ({r['failed']} failed)" if r["failed"] else ""), acc,
                      _f(r["time_per_prompt_s"], ".2f"), _f(r["transitions"], ".1f"), _f(r["tokens_generated"], ".0f"),
                      _pct(r["kv_peak"]), _f(r["loglik"], ".3f"), _f(r["confidence"], ".3f")])
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
-              caption=f"accuracy: share right with its 95% Wilson interval (of the items each method finished); "
-                      f"time: per prompt, {unit}; kv: peak KV-pool use; loglik, conf: the answers' mean eqs. 21-22 "
-                      f"under p0", caption_justify="left")
-    for i, col in enumerate(columns):
-        if col in ("method", "settings"):  # the words fold; the numbers never shrink
-            t.add_column(col, overflow="fold")
-        else:
-            t.add_column(col, justify="right", no_wrap=True,
-                         min_width=max(len(col), *(len(str(row[i])) for row in rows)) if rows else None)
-    for row in rows:
-        t.add_row(*row)
+    caption = (f"accuracy: share right with its 95% Wilson interval (of the items each method finished); time: per "
+               f"prompt, {unit}; kv: peak KV-pool use; loglik, conf: the answers' mean eqs. 21-22 under p0")
+    # a method's name is never folded ("powermh+stre" / "am"): where the table does not fit, the columns the
+    # results file holds anyway go first
+    shown = list(columns)
+    t = _methods_table(title, caption, shown, columns, rows)
+    for col in DROPPED_FIRST:
+        if _width(console, t) <= console.width:
+            break
+        shown.remove(col)
+        t = _methods_table(title, caption + (f" ({', '.join(c for c in columns if c not in shown)}: in the results "
+                                             "file)"), shown, columns, rows)
     console.print(t)
     if res.get("diagnostics_draws"):  # --chains M: how well each method's chains mixed
         from presto_tui.api.diagnostics import Selection
@@ -216,6 +217,28 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
     if res.get("failure"):
         console.print(Text(f"failed: {visible(res['failure'], keep_newlines=False)}; the tables hold the sessions "
                            "that finished before"))
+
+
+DROPPED_FIRST = ("kv", "tokens", "tr", "conf")  # the columns a narrow terminal goes without, in order
+
+
+def _methods_table(title: str, caption: str, shown: list[str], columns: list[str], rows: list[list]) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, caption=caption,
+              caption_justify="left")
+    for col in shown:
+        i = columns.index(col)
+        if col == "settings":  # the words fold; the numbers and the methods' names never do
+            t.add_column(col, overflow="fold")
+        else:
+            t.add_column(col, justify="left" if col == "method" else "right", no_wrap=True,
+                         min_width=max(len(col), *(len(str(row[i])) for row in rows)) if rows else None)
+    for row in rows:
+        t.add_row(*(row[columns.index(col)] for col in shown))
+    return t
+
+
+def _width(console: Console, renderable) -> int:
+    return Measurement.get(console, console.options.update_width(10_000), renderable).maximum
 
 
 def render_items(console: Console, res: dict) -> None:
@@ -242,20 +265,51 @@ def render_items(console: Console, res: dict) -> None:
     console.print(t)
 
 
+WHOLE = {"90% interval": len("interval"), "verdict": len("equivalent")}  # wrapped at a space, never inside a word
+TOST_COLUMNS = ("first / second", "statistic", "pairs", "mean diff", "90% interval", "margin", "p_eq", "verdict")
+TOST_DROPPED_FIRST = ("margin", "90% interval")  # what a narrow terminal goes without (the results file has it)
+
+
 def render_equivalence(console: Console, rows: list[dict]) -> None:
+    pairs = [(r["first"], r["second"]) for r in rows for _ in r["tests"]]
+    cells = []
+    for r in rows:
+        for s in r["tests"]:
+            interval = "-" if s["ci_low"] is None else f"[{s['ci_low']:+.3g}, {s['ci_high']:+.3g}]"
+            cells.append(["", s["statistic"], str(s["pairs"]), _f(s["mean_diff"], "+.3g"), interval,
+                          _f(s["margin"], ".3g"), _f(s["p_eq"], ".3g"), s["verdict"]])
+    # a narrow terminal: the pair on two lines (a method's name is never cut), then fewer columns
+    shown, split = list(TOST_COLUMNS), False
+    t = _tost_table(shown, cells, pairs, split)
+    for step in ("split", *TOST_DROPPED_FIRST):
+        if _width(console, t) <= console.width:
+            break
+        if step == "split":
+            split = True
+        else:
+            shown.remove(step)
+        t = _tost_table(shown, cells, pairs, split)
+    console.print(t)
+
+
+def _tost_table(shown: list[str], cells: list[list], pairs: list[tuple[str, str]], split: bool) -> Table:
+    left = [c for c in TOST_COLUMNS if c not in shown]
     t = Table(title="paired TOST (eq. 23)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
               caption="second minus first, matched by item and seed; margin 0.2 SD of the first; equivalent when "
                       "p_eq < 0.05 (the 90% interval inside the margin); identical: the same tokens in every pair "
-                      "(a sampler and PreSTO with decision inputs), no test needed", caption_justify="left")
-    for col in ("first / second", "statistic", "pairs", "mean diff", "90% interval", "margin", "p_eq", "verdict"):
-        # the names, the interval and the verdict wrap, so that the numbers stay whole on a narrow terminal
+                      "(a sampler and PreSTO with decision inputs), no test needed"
+                      + (f" ({', '.join(left)}: in the results file)" if left else ""), caption_justify="left")
+    names = [f"{a} /\n{b}" if split else f"{a} / {b}" for a, b in pairs]
+    for col in shown:
+        # the interval and the verdict wrap at a space, so that the numbers stay whole on a narrow terminal
         t.add_column(col, justify="right" if col in ("pairs", "mean diff", "margin", "p_eq") else "left",
-                     no_wrap=col not in ("first / second", "90% interval", "verdict"),
-                     min_width=12 if col == "first / second" else None, overflow="fold")
-    for r in rows:
-        for k, s in enumerate(r["tests"]):
-            interval = "-" if s["ci_low"] is None else f"[{s['ci_low']:+.3g}, {s['ci_high']:+.3g}]"
-            t.add_row(Text(f"{r['first']} / {r['second']}" if k == 0 else ""), s["statistic"], str(s["pairs"]),
-                      _f(s["mean_diff"], "+.3g"), interval, _f(s["margin"], ".3g"), _f(s["p_eq"], ".3g"),
-                      s["verdict"])
-    console.print(t)
+                     no_wrap=col not in ("90% interval", "verdict"),
+                     min_width=max([12, *(len(ln) for n in names for ln in n.splitlines())])
+                     if col == "first / second" else WHOLE.get(col), overflow="fold")
+    shown_pair = None
+    for row, name, pair in zip(cells, names, pairs):
+        first = pair != shown_pair  # the pair once, on its first statistic
+        shown_pair = pair
+        t.add_row(*(Text(name if first else "") if col == "first / second" else row[TOST_COLUMNS.index(col)]
+                    for col in shown))
+    return t

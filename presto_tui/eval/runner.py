@@ -81,7 +81,7 @@ class Outcome:
 
     @property
     def time_s(self) -> float:
-        return self.summary.wall_s + self.summary.extend_time_s
+        return self.summary.wall_s
 
 
 @dataclass
@@ -163,7 +163,7 @@ class _Consumer:
         result = vote([c.summary.text for c in done], lambda text: g.key(text, item.prompt))
         first.vote = result.to_dict()
         if result.majority is not None:
-            first.voted = self._grade(g, done[result.majority.chains[0]].summary.text, item)
+            first.voted = self._grade(g, done[result.majority.chains[0] - 1].summary.text, item)  # (chains from 1)
         elif done:
             first.voted = Grade(False, None, "no chain gave an answer")
 
@@ -199,7 +199,7 @@ def run_local(engine, items: list[Item], methods: list[MethodSpec], *, concurren
                                     classifier=classifier)
     try:
         for k, event in stream:
-            consumer.event(keys[k], event)
+            consumer.event(keys[k - 1], event)  # (sessions numbered from 1)
     except KeyboardInterrupt:
         _interrupted(ev, trace, lambda ids: display_text(engine, ids))
     except Exception as e:  # the open sessions have their error events: keep what finished, then report

@@ -27,10 +27,14 @@ and what it answers to the arguments a test passes it. The program's names never
 tests' builtins or a standard module the tests use (`math` is Python's `math`).
 
 Where bubblewrap works (`confine.detect`), the host runs inside it: its own PID namespace (it
-sees no other process and the whole namespace dies with the run), no network, the filesystem
-read-only except a small tmpfs for /tmp (its working folder) and /dev/shm, the home folders
-and /run empty, its own /proc (the rest, /sys included, stays readable), a clean environment,
-no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
+sees no other process and the whole namespace dies with the run), no network, a filesystem
+that holds only what the program needs, read-only: the interpreter (its prefixes, a venv's
+and its base's, and the folders on its `sys.path`: site-packages), the system's shared
+libraries and the loader's cache (`confine.shown`), with a small tmpfs for /tmp (its working
+folder) and /dev/shm, a minimal /dev and its own /proc. Nothing else is there: not the task
+file, the trace or the project's checkout wherever they lie, not /etc, /home, /var, /srv,
+/opt (unless the interpreter lives there: then only its folder), /sys or /run. A clean
+environment, no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
 presto-tui may make one) limits memory and tasks for the whole tree and kills what is left;
 else memory is limited per process (and, in a user namespace, the number of processes).
 
@@ -38,11 +42,12 @@ Without bubblewrap the host is a plain process of presto-tui's user (of `nobody`
 root and `nobody` may run this interpreter), with per-process limits: time, address space and
 file size, its process group killed at the end (and, as root, the cgroup above). The verdict
 still cannot be forged from inside the code's process (the runner refuses the other processes
-of its user a view of it: PR_SET_DUMPABLE), but the code can read and write that user's files
-(results written later included), reach the network, leave its process group, and, as the
+of its user a view of it: PR_SET_DUMPABLE), but the code sees the whole filesystem as that
+user does (a task file others may read, the trace, the project, results written later) and
+can write what that user may write, reach the network, leave its process group, and, as the
 kernel allows between processes of one user, read presto-tui's environment and read or
-change its memory through /proc or ptrace: code written for that could forge its grade.
-Grade untrusted code with bubblewrap.
+change its memory through /proc or ptrace: code written for that could forge its grade or
+read the tests. Grade untrusted code with bubblewrap.
 
 The runner is the tests' own process: the tests are the task file's, trusted as the task file
 is; it runs outside the sandbox with the same time and memory limits.

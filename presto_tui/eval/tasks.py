@@ -1,8 +1,9 @@
 """Graded tasks: a JSONL task file, or the built-in set generated from a seed.
 
-A task file holds one JSON object a line: `prompt` and `answer` (strings), and optionally
-`grader` (one of `graders.GRADERS`; default: `--grader`, else `exact`) and `id` (a string
-or a whole number; default: the line number).  Blank lines and lines starting with `#`
+A task file holds one JSON object a line: `prompt` and `answer` (strings; the `number`
+grader's answer may also be a JSON number, `"answer": 4`), and optionally `grader` (one of
+`graders.GRADERS`; default: `--grader`, else `exact`) and `id` (a string or a whole number;
+default: the line number).  Blank lines and lines starting with `#`
 are skipped.  A bad line is refused with `file:line: what is wrong` (exit 2) before any
 engine starts: not JSON, a missing or empty field, an unknown grader, an answer its
 grader cannot grade against (not a number, not a letter, a pattern that does not
@@ -28,7 +29,7 @@ from pathlib import Path
 import orjson
 
 from presto_tui.errors import InputError
-from presto_tui.eval.graders import DEFAULT_GRADER, GRADERS, grader
+from presto_tui.eval.graders import DEFAULT_GRADER, GRADERS, NumberGrader, grader
 from presto_tui.files import readable_file
 from presto_tui.safetext import visible
 
@@ -100,19 +101,23 @@ def _item(text: bytes, n: int, default_grader: str | None) -> Item:
     unknown = sorted(set(obj) - {"prompt", "answer", "grader", "id"})
     if unknown:
         raise ValueError(f"unknown field {unknown[0]!r}; an item has prompt, answer, grader and id")
+    name = obj.get("grader", default_grader or DEFAULT_GRADER)
     fields = {}
     for key in ("prompt", "answer"):
         value = obj.get(key)
         if value is None:
             raise ValueError(f"missing \"{key}\"")
+        if key == "answer" and name == NumberGrader.name and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            value = str(value)  # a number graded as a number: 4, 0.5, 1e+30 (the grader reads it exactly)
         if not isinstance(value, str):
-            raise ValueError(f"\"{key}\" must be a string, got {type(value).__name__}")
+            takes = " (a number only with grader number)" if type(value) in (int, float) else ""
+            raise ValueError(f"\"{key}\" must be a string{takes}, got {type(value).__name__}")
         if not value.strip():
             raise ValueError(f"\"{key}\" is empty")
         if len(value) > MAX_FIELD:
             raise ValueError(f"\"{key}\" is longer than {MAX_FIELD} characters")
         fields[key] = value
-    name = obj.get("grader", default_grader or DEFAULT_GRADER)
     if not isinstance(name, str) or name not in GRADERS:
         raise ValueError(f"unknown grader {str(name)[:40]!r}; choose one of {', '.join(GRADERS)}")
     grader(name).check(fields["answer"])

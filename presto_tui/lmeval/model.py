@@ -192,9 +192,9 @@ class PrestoLM(LM):
             with progress:
                 for i, ev in recorded(stream_jobs(engine, jobs, concurrency=at_once, classifier=self.classifier),
                                       trace):
-                    summaries[i].update(ev)
+                    summaries[i - 1].update(ev)  # (sessions numbered from 1)
                     if isinstance(ev, SessionEnd):
-                        texts[i] = ev.text
+                        texts[i - 1] = ev.text
                         progress.advance()
         except KeyboardInterrupt:
             if trace is not None:  # the trace keeps every finished session and ends the others cancelled

@@ -34,7 +34,7 @@ from presto_tui.safetext import visible
 def chain_reports(traces: list[Trace], selection: Selection = ALL) -> list[tuple[ChainsReport, list[dict]]]:
     """(report, members) for every group of chains in `traces`, diagnosed over the transitions
     `selection` keeps; members name each chain's session as `stats` does (trace, its number in it
-    from 1, id)."""
+    from 1, id, its chain from 1)."""
     summaries: list[SessionSummary] = []
     where: dict[int, dict] = {}
     for t, i, sess, seen_in in _sessions(traces):
@@ -98,10 +98,10 @@ def chains_table(group: Sequence[SessionSummary], title: str = "") -> Group:
     rows = []
     for s in group:
         chain = not s.one_shot  # a one-shot method (best-of-N, ...) makes no transitions
-        rows.append([str(s.chain + 1), Text(visible(s.status, keep_newlines=False)),
+        rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)),
                      str(s.transitions) if chain else "-", f"{s.acceptance_rate:.2f}" if chain else "-",
                      _num(s.answer_loglik, ".3f"), _num(s.answer_confidence, ".3f")])
-    texts = [Text.assemble((f"chain {s.chain + 1}: ", "bold"), visible(s.text, keep_newlines=False), no_wrap=True,
+    texts = [Text.assemble((f"chain {s.chain}: ", "bold"), visible(s.text, keep_newlines=False), no_wrap=True,
                            overflow="ellipsis") for s in group]
     return Group(_table(["chain", "status", "tr", "acc", "log-lik", "conf"], rows, title), *texts)
 
@@ -157,8 +157,8 @@ def render(console: Console, reports: list[tuple[ChainsReport, list[dict]]], nam
         console.print()
         ids = " ".join(f"[{names.index(m['trace']) + 1}]#{m['session']}" if m["trace"] in names
                        else f"#{m['session']}" for m in members)
-        head = Text(f"chains {visible(report.group, keep_newlines=False)} ({report.chains} chains x K="
-                    f"{report.steps}: {ids}) ", style="bold")
+        size = f"{report.chains} chains x K={report.steps}" if report.steps else f"{report.chains} chains"
+        head = Text(f"chains {visible(report.group, keep_newlines=False)} ({size}: {ids}) ", style="bold")
         prompt = visible(report.prompt, keep_newlines=False)
         head.append(prompt if len(prompt) <= 60 else prompt[:59] + "…", style="")
         console.print(head)

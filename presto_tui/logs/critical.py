@@ -18,7 +18,9 @@ from presto_tui.logs.stats import _labels, _table
 from presto_tui.runtime.session.critpath import CAUSES, MEANING, SHORT
 from presto_tui.safetext import visible
 
-COLUMNS = ("rule", "time s", "lim%", *(SHORT[c] for c in CAUSES))
+# dep%: the dependency limit (`limit`) over the time; not `stats`' lim%, the binding limit (the dependency or the
+# compute limit, whichever is longer, at the engine's learned step cost) over the session's time
+COLUMNS = ("rule", "time s", "dep%", *(SHORT[c] for c in CAUSES))
 
 
 def with_path(rows: list[dict]) -> list[dict]:
@@ -50,15 +52,17 @@ def cells(rule: str, cp: dict) -> list:
 
 
 def legend() -> str:
-    return ("seconds of engine time on the critical path, by cause; they add up to the time, and all but "
-            "limit to the time beyond the dependency limit. " + "; ".join(f"{SHORT[c]}: {MEANING[c]}"
+    return ("seconds of engine time on the critical path, by cause; they add up to the time (from the session's "
+            "start to its last decision), and all but limit to the time beyond the dependency limit. dep%: limit as "
+            "a share of the time (stats' lim% is another number: the binding limit, the dependency or the compute "
+            "limit whichever is longer, over the session's time). " + "; ".join(f"{SHORT[c]}: {MEANING[c]}"
                                                                          for c in CAUSES))
 
 
 def render(console: Console, rows: list[dict], pooled: list[dict]) -> None:
     rows = with_path(rows)
     names = list(dict.fromkeys(r["trace"] for r in rows))
-    caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names))
+    caption = " ".join(f"[{i}] {visible(Path(n).name, keep_newlines=False)}" for i, n in enumerate(names, 1))
     console.print(_table(console, "critical path per session", caption, "prompt", COLUMNS, _labels(rows, names),
                          [cells(r["rule"], r["critical_path"]) for r in rows]))
     labels = [(f"g{g['group']}", Text(f"{g['sessions']} session{'s' if g['sessions'] != 1 else ''}"))

@@ -102,7 +102,7 @@ from presto_tui.runtime.core.fields import (
 )
 from presto_tui.runtime.core.mh import EPS_CLASSES, Score
 from presto_tui.runtime.core.names import InputMode, PrefetchRule
-from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.params import params_from
 from presto_tui.runtime.core.spec import Target, param_table
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.tree import (
@@ -142,23 +142,21 @@ REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
 STATUSES = tuple(NodeStatus)  # the values a table row's status may take (the enum's values are what traces hold)
 STOP_REASONS = (NodeStatus.LEAF, NodeStatus.DEFERRED, "cap", "accepted", "length")
 def params_of(d: Any, where: str = "params") -> dict:
-    """A session's sampler parameters, validated as the samplers validate them."""
+    """A session's sampler parameters, read on the parameter spec's one reading path (`params_from`:
+    each value by `Param.read`, then `SamplerParams.validate`), so a value of the wrong type or out
+    of range is refused here, naming it as `params.steps`, and every consumer gets typed values."""
     _check(isinstance(d, dict), where, "should be an object")
     table = param_table()
     known = {k: v for k, v in d.items() if k in table and table[k].target is Target.SAMPLER}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
-    for k, v in known.items():
-        if table[k].kind is bool:  # a switch (the spec says which)
-            _check(v is None or isinstance(v, bool), f"{where}.{k}", "should be true or false")
-        else:
-            _check(v is None or isinstance(v, (int, float, str)) and not isinstance(v, bool), f"{where}.{k}",
-                   "should be a number or a name")
+    sampler = known.get("sampler")
+    if isinstance(sampler, str) and registry.find(sampler) is None:
+        raise SchemaError(f"{where}.sampler: no method {sampler[:40]!r} is installed here (a plugin's? install its "
+                          f"package to read this trace); the methods here: {', '.join(registry.names())}")
     try:
-        return SamplerParams(**known).validate().to_dict()
+        return params_from(known, naming=lambda name: f"{where}.{name}").to_dict()
     except InputError as e:
-        raise SchemaError(f"{where}: {e}") from None
-    except TypeError:
-        raise SchemaError(f"{where}: a value has the wrong type") from None
+        raise SchemaError(str(e)) from None
 
 
 def _info(d: Any, where: str) -> dict:

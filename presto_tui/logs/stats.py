@@ -276,7 +276,7 @@ ONE_SHOT_SESSION_COLUMNS = ("sampler", "α", "group", *ONE_SHOT_NUMERIC)
 # per session: mean time, tokens and answer length, mean resamplings, mean log-likelihood and confidence
 ONE_SHOT_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
                           "ll/tok", "conf")
-RIGHT = {*NUMERIC[1:], *ONE_SHOT_NUMERIC[1:], "n", "sessions"}
+RIGHT = {*NUMERIC[1:], *ONE_SHOT_NUMERIC[1:], "n", "sessions", "dep%"}  # (dep%: stats --critical-path)
 
 
 def _one_shot_session_cells(r: dict) -> list:
@@ -341,7 +341,10 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
     chains = [r for r in rows if not r["one_shot"]]
     one_shot = [r for r in rows if r["one_shot"]]
     if chains or not rows:
-        console.print(_table(console, "sessions", caption, "prompt", SESSION_COLUMNS, _labels(chains, names),
+        limited = any(r.get("limit_share") is not None for r in chains)
+        said = caption + ("; lim%: the binding limit (the dependency or the compute limit, whichever is longer) as a "
+                          "share of the session's time" if limited else "")
+        console.print(_table(console, "sessions", said, "prompt", SESSION_COLUMNS, _labels(chains, names),
                              [_session_cells(r) for r in chains]))
         _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["one_shot"]], names,
                        UNSHOWN, GROUP_COLUMNS, _group_cells)
@@ -414,7 +417,7 @@ def _side(trace: Trace, select, shown: str) -> tuple[dict[tuple, tuple], dict]:
         key = (s.start.prompt, s.start.params.get("seed"), s.start.chain)
         if key in out:
             raise InputError(f"{shown}: two sessions of prompt {visible(s.start.prompt[:40], keep_newlines=False)!r} "
-                             f"with seed {key[1]} (chain {key[2]}); each side holds one per prompt and seed")
+                             f"with seed {key[1]} (chain {key[2] + 1}); each side holds one per prompt and seed")
         out[key] = (s, summary)
     return out, {"method": next(iter(methods.values())), "sessions": len(chosen), **left}
 
@@ -432,7 +435,7 @@ def compare(a: Trace, b: Trace, select_a=None, select_b=None, shown_a: str = "A"
     identical = bool(pairs) and all(x.tokens == y.tokens for x, y in pairs)
 
     def value(s, stat: str) -> float:
-        v = {"loglik": s.answer_loglik, "confidence": s.answer_confidence, "time_s": s.wall_s + s.extend_time_s,
+        v = {"loglik": s.answer_loglik, "confidence": s.answer_confidence, "time_s": s.wall_s,
              "acceptance": s.acceptance_rate if s.transitions else None}[stat]
         return float("nan") if v is None else float(v)
 

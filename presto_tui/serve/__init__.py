@@ -7,7 +7,8 @@
 - `protocol.py`: OpenAI request bodies in (through the CLI's validation gate), answers out;
 - `wire.py`: events as JSON on the wire (the trace's lines, plus the transient ones);
 - `app.py`: the routes (FastAPI), the keys' tenants, body limits and caps, timeouts, disconnects;
-- `net.py`: the listening socket, uvicorn with deadlines for headers and a cap on connections;
+- `net.py`: the listening socket, uvicorn with deadlines for headers and bodies and a cap on connections;
+- `limits.py`: the default caps on what a request, a tenant and the event streams may take;
 - `metrics.py`: `/metrics` in Prometheus' text format;
 - `client.py`: the app's worker side on a remote server (`presto-tui chat --connect`).
 

@@ -11,12 +11,14 @@ Routes:
 - `GET /health`, `GET /metrics` (Prometheus text), and HEAD on them.
 
 Every route answers 401 without a key when the server has keys (each names a
-tenant: tenants.py), and a body over the size limit gets 413, before any handler
-runs (`Guard`); a request asking for more steps or tokens than the server's caps
-gets 400.  Every error is
-OpenAI's error object with one line: a bad value the line `presto-tui run`
-prints for it (400), a full queue 429 with Retry-After, a request past its
-timeout 504; never a traceback.  A client that goes away cancels its chains.
+tenant: tenants.py; the connection then closes), and a body over the size limit
+gets 413, before any handler runs (`Guard`); a request asking for more steps or
+tokens than the server's caps, or whose chains may cost more engine requests or
+tokens than its caps (`within_caps`), gets 400 before anything runs.  Every error
+is OpenAI's error object with one line: a bad value the line `presto-tui run`
+prints for it (400), a full queue or a tenant's full account 429 with
+Retry-After, a request past its timeout 504; never a traceback.  A client that
+goes away cancels its chains.
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ from starlette.requests import ClientDisconnect
 
 from presto_tui import API_VERSION
 from presto_tui.api.engine import RuntimeEngine as Engine
-from presto_tui.api.params import CertaintyClassifier, SamplerParams
+from presto_tui.api.params import CertaintyClassifier, Cost, SamplerParams
 from presto_tui.errors import InputError, describe
 from presto_tui.safetext import visible
 from presto_tui.serve import metrics
 from presto_tui.serve.host import EngineHost
 from presto_tui.serve.hub import KEEP_BYTES, LISTENER_BYTES, Busy, Hub, RequestRun, sse
+from presto_tui.serve.limits import MAX_ENGINE_REQUESTS, MAX_EVENT_STREAMS, MAX_REQUEST_TOKENS, MAX_TENANT_TOKENS
+from presto_tui.serve.net import body_late_line
 from presto_tui.serve.protocol import (
     CHAT,
     COMPLETION,
@@ -81,6 +85,11 @@ class ServeConfig:
     listener_bytes: int = LISTENER_BYTES  # an event stream that holds more unsent is dropped
     max_steps: int = 1024  # a request may ask for at most this many steps (K) ...
     max_tokens: int = 4096  # ... and new tokens (n): what one request records is bounded
+    # what its chains may cost (their method's cost times the chains): the engine's work and memory
+    max_request_tokens: int = MAX_REQUEST_TOKENS
+    max_engine_requests: int = MAX_ENGINE_REQUESTS
+    max_tenant_tokens: int = MAX_TENANT_TOKENS  # ... and a tenant's live requests' together (429 above)
+    max_event_streams: int = MAX_EVENT_STREAMS  # event streams open at once (429 above), within --max-connections
     read_timeout: float = 10.0  # headers, body, and a stalled reader: net.py
     max_connections: int = 512
 
@@ -156,14 +165,16 @@ class Guard:
         limit = self.config.max_body
         try:
             tenant = _tenant(headers.get(b"authorization"), self.keys)
-            if tenant is None:
+            if tenant is None:  # its body read (at most the limit, within --read-timeout), then closed: a
+                # connection without a key holds no slot past its answer
+                await _drain(receive, limit)
                 await error_response(401, "missing or wrong API key: send the header Authorization: Bearer <key>",
                                      "authentication_error", "invalid_api_key",
-                                     {"WWW-Authenticate": "Bearer"})(scope, receive, counted)
+                                     {"WWW-Authenticate": "Bearer", "Connection": "close"})(scope, receive, counted)
                 return
             length = headers.get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > limit):
-                await _drain(receive, limit)
+                await _drain(receive, 64 * max(limit, 1 << 20))
                 await error_response(413, f"the request body is over the server's limit of {limit} bytes "
                                      "(--max-body-bytes)", code="body_too_large")(scope, receive, counted)
                 return
@@ -173,11 +184,12 @@ class Guard:
             self.counts[(route, status["code"])] += 1
 
 
-async def _drain(receive, limit: int) -> None:
-    """Read (and drop) what the client is still sending, up to a bound, so that it reads the 413
-    instead of a connection reset in the middle of its upload."""
+async def _drain(receive, most: int) -> None:
+    """Read (and drop) what the client is still sending, up to `most` bytes, so that it reads the
+    answer (401, 413) instead of a connection reset in the middle of its upload.  A body that does
+    not come in time ends the connection (net.py: 408)."""
     seen = 0
-    while seen <= 64 * max(limit, 1 << 20):
+    while seen <= most:
         message = await receive()
         if message["type"] != "http.request":
             return
@@ -196,8 +208,8 @@ async def read_json(request: Request, limit: int, timeout: float | None = None) 
                     raise HttpError(413, f"the request body is over the server's limit of {limit} bytes "
                                     "(--max-body-bytes)", code="body_too_large")
     except TimeoutError:
-        raise HttpError(408, f"the request body did not arrive within {timeout:g} s (--read-timeout)",
-                        code="request_timeout", headers={"Connection": "close"}) from None
+        raise HttpError(408, body_late_line(timeout or 0), code="request_timeout",
+                        headers={"Connection": "close"}) from None
     try:
         return orjson.loads(bytes(data))
     except orjson.JSONDecodeError as e:
@@ -286,7 +298,8 @@ class Server:
                                    classifier=self.classifier)
         workers = len(self.pool.workers) if self.pool is not None else 1
         hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep,
-                             keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes, workers=workers)
+                             keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes, workers=workers,
+                             max_tenant_tokens=c.max_tenant_tokens, max_listeners=c.max_event_streams)
         self.host.start()
 
     def stop(self) -> None:
@@ -401,7 +414,7 @@ def create_app(server: Server) -> FastAPI:
             return Response(status_code=499)
         try:
             ask = parse(body, kind, config.defaults)
-            within_caps(ask, config)
+            cost = within_caps(ask, config)
         except InputError as e:
             raise HttpError(400, e.line, param=getattr(e, "field", None)) from None
         if ask.model is not None and ask.model != server.model_id:
@@ -411,7 +424,7 @@ def create_app(server: Server) -> FastAPI:
         if host is None or not host.alive:  # (a bug stopped it, or every worker died: /health says so too)
             raise HttpError(503, host.stopped_line if host is not None else STOPPING, "server_error")
         try:
-            run = hub().reserve(ask, tenant_of(request))
+            run = hub().reserve(ask, tenant_of(request), cost.tokens)
         except InputError as e:
             raise HttpError(400, e.line) from None
         except Busy as e:
@@ -514,8 +527,11 @@ def create_app(server: Server) -> FastAPI:
         try:
             listener = hub().listen(rid, tenant, request.query_params.get("tenant"))
         except KeyError:
-            raise HttpError(404, f"no request {visible(str(rid))[:80]!r} on this server (finished requests are kept "
+            raise HttpError(404, f"no request {shown_id(rid)} on this server (finished requests are kept "
                             f"for a while: the last {config.keep})", code="not_found") from None
+        except Busy as e:
+            raise HttpError(429, str(e), "rate_limit_error", "too_many_event_streams",
+                            {"Retry-After": str(e.retry_after)}) from None
 
         async def lines():
             try:
@@ -533,7 +549,7 @@ def create_app(server: Server) -> FastAPI:
         of = request.query_params.get("tenant") if tenant.admin else None
         run = hub().find(rid, of if of is not None else tenant.name)
         if run is None:  # (another tenant's request is not there, as far as this key can tell)
-            raise HttpError(404, f"no request {visible(rid)[:80]!r} on this server", code="not_found")
+            raise HttpError(404, f"no request {shown_id(rid)} on this server", code="not_found")
         open_chains = [c.index for c in run.chains if c.end is None]
         hub().cancel(run)
         return {"id": rid, "cancelled": open_chains}
@@ -544,17 +560,36 @@ def create_app(server: Server) -> FastAPI:
 _sse = sse
 
 
+def shown_id(rid: str | None) -> str:
+    """A request id as a message quotes it: its repr, control characters escaped once (a %00 reads '\\x00')."""
+    return visible(repr(str(rid)[:80]), keep_newlines=False)
+
+
 def tenant_of(request: Request) -> Tenant:
     return request.scope.get(TENANT, ANYONE)
 
 
-def within_caps(ask, config: ServeConfig) -> None:
-    """What one request may ask for: its steps and new tokens bound what it records and holds."""
+def within_caps(ask, config: ServeConfig) -> Cost:
+    """What one request may ask for: its steps and new tokens bound what it records and holds; the
+    engine requests and tokens its chains may cost (its method's `cost` times its chains:
+    rollouts x candidates x draws, particles, samples, a rule's budget) bound the engine's work and
+    memory.  Its cost, for the tenant's account."""
     p = ask.params
     for value, cap, name, flag in ((p.steps, config.max_steps, "steps", "--max-steps"),
                                    (p.max_new_tokens, config.max_tokens, "max_tokens", "--max-tokens")):
         if value > cap:
             raise InputError(f"{name} {value} is over this server's limit of {cap} (presto-tui serve {flag})")
+    cost = p.method.cost(p) * ask.chains
+    chains = f"{ask.chains} chains" if ask.chains > 1 else "one chain"
+    for value, cap, what, flag in ((cost.tokens, config.max_request_tokens, "tokens", "--max-request-tokens"),
+                                   (cost.tokens, config.max_tenant_tokens, "tokens", "--max-tenant-tokens"),
+                                   (cost.requests, config.max_engine_requests, "engine requests",
+                                    "--max-engine-requests")):
+        if value > cap:
+            raise InputError(f"this request may cost up to {value} {what} ({chains} of its sampler's parameters), "
+                             f"over this server's limit of {cap} (presto-tui serve {flag}); ask for fewer steps, "
+                             "tokens, chains or a smaller sampler")
+    return cost
 
 
 def _timeout_line(config: ServeConfig) -> str:

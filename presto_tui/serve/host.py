@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from presto_tui.api.engine import RuntimeEngine as Engine
 from presto_tui.api.events import TRANSIENT, Event, RoundDone, SessionEnd, SessionError, SessionStart, Vocab
@@ -31,6 +31,7 @@ from presto_tui.errors import InputError, PrestoError, describe
 from presto_tui.logs.writer import TraceWriter
 from presto_tui.safetext import visible
 from presto_tui.serve.protocol import Prompt
+from presto_tui.serve.wire import Wired, wired
 
 RATE_WINDOW_S = 10.0  # transitions per second are counted over this much recent time
 RATE_BUCKET_S = 0.1  # counts this close together share one entry of the window
@@ -100,8 +101,9 @@ class Withdrawn:
     """The chain was cancelled while it waited for a slot: it never started."""
 
 
-# a pass's batch, and the token text first seen in it (the trace and the event streams need it)
-Deliver = Callable[[list[tuple[str, object]], dict[int, str]], None]
+# a pass's batch: (chain, event, its wire bytes: None for the server's own Admitted, Refused, Withdrawn),
+# and the token text first seen in it (the trace and the event streams need it)
+Deliver = Callable[[list[tuple[str, object, Wired | None]], dict[int, str]], None]
 
 
 class ServerTrace:
@@ -150,6 +152,7 @@ class EngineHost:
         # admitted, waiting for a slot: the chain, its prompt's token ids and text
         self._waiting: collections.OrderedDict[str, tuple[Chain, list[int], str]] = collections.OrderedDict()
         self._vocab = Vocab(engine.token_pieces)
+        self._watched: set[str] = set()  # chains someone listens to: only theirs get transient events (engine thread)
         self.pieces: dict[int, str] = {}  # every token text sent so far (read by the HTTP side)
         self._thread = threading.Thread(target=self._run, name="presto-engine", daemon=True)
         self._rate = RateWindow()
@@ -172,6 +175,10 @@ class EngineHost:
 
     def cancel(self, key: str) -> None:
         self._inbox.put(("cancel", key))
+
+    def watch(self, key: str, on: bool) -> None:
+        """Build the chain's transient events (someone listens to it), or stop building them."""
+        self._inbox.put(("watch", (key, on)))
 
     def stop(self, timeout: float | None = None) -> None:
         """Cancel every chain (their sessions end `cancelled` in the trace), close the trace."""
@@ -206,14 +213,18 @@ class EngineHost:
                     if kind == "stop":
                         self._shutdown(out)
                         return
-                    if isinstance(arg, Chain):
+                    if kind == "add":
                         self._admit(arg, out)
-                    elif isinstance(arg, str):
+                    elif kind == "cancel":
                         self._cancel(arg, out)
+                    elif kind == "watch":
+                        key, on = arg
+                        (self._watched.add if on else self._watched.discard)(key)
                 self._fill(out)
                 if self.loop.active:
                     try:
-                        out.extend(self.loop.step(transient=True))  # type: ignore[arg-type]
+                        out.extend(self.loop.step(  # type: ignore[arg-type]
+                            transient=self._watched.__contains__ if self._watched else False))
                         self.steps += 1
                     except Exception as e:  # an engine failure: every open chain ends with its error
                         self.faults += 1
@@ -225,7 +236,7 @@ class EngineHost:
             self._warn(f"presto-tui: internal error: engine thread stopped: {visible(describe(e)[1])}")
             raise
 
-    def _drain(self, block: bool) -> list[tuple[str, object]]:
+    def _drain(self, block: bool) -> list[tuple[str, Any]]:
         cmds = []
         try:
             cmds.append(self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait())
@@ -280,25 +291,30 @@ class EngineHost:
         self.trace.close()
 
     def _publish(self, out: list[tuple[str, object]]) -> None:
-        """Trace, token text and numbers first, then one batch to the HTTP side."""
+        """Trace, token text, wire bytes and numbers first, then one batch to the HTTP side."""
         moved = 0
         fresh: dict[int, str] = {}
+        batch: list[tuple[str, object, Wired | None]] = []
         for key, ev in out:
             if isinstance(ev, RoundDone):
                 moved += ev.k_after - ev.k_before
-            if not isinstance(ev, (*TRANSIENT, Admitted, Refused, Withdrawn)):
+            own = isinstance(ev, (Admitted, Refused, Withdrawn))
+            if not own and not isinstance(ev, TRANSIENT):
                 new = self._vocab.new_pieces(cast(Event, ev))
                 self.pieces.update(new)
                 fresh.update(new)
             self.trace.record(key, ev)
+            if isinstance(ev, (SessionEnd, SessionError, Refused, Withdrawn)):
+                self._watched.discard(key)
+            batch.append((key, ev, None if own else wired(cast(Event, ev))))
         if moved:
             self.transitions += moved
             self._rate.add(moved)
         self.chains_live = len(self.loop.active)
         self.chains_waiting = len(self._waiting)
         self.engine_live = self.engine.live
-        if out:
-            self._deliver(out, fresh)
+        if batch:
+            self._deliver(batch, fresh)
 
     @property
     def trace_error(self) -> str:

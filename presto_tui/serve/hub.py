@@ -9,7 +9,8 @@ Every request belongs to the tenant of the key that sent it (`Tenant`): its id i
 looked up among that tenant's requests only, and a listener sees only its
 tenant's requests unless its key is an admin key.  An id the server makes is 128
 random bits; one a client gives is its tenant's, and is refused if the tenant
-used it before (the last `USED_IDS` ids are remembered).
+used it before, or if it is an id the server made for the tenant (the last
+`USED_IDS` ids of either kind are remembered, and every request still held).
 
 Memory is bounded everywhere: each event is encoded once, as the bytes every
 listener sends.  A request keeps its recorded events (for listeners that come
@@ -23,7 +24,15 @@ listener to a request whose events are let go before it has sent them).
 
 Admission is counted in chains: up to `max_chains` run on the engine at once
 and up to `max_queue` more wait for a slot; a request that would go beyond is
-refused with 429 and a Retry-After from the recent chains' durations.
+refused with 429 and a Retry-After from the recent chains' durations.  It is
+counted in tokens too: what a tenant's running and queued requests may cost
+(app.within_caps) stays within `max_tenant_tokens` (429 above).  At most
+`max_listeners` event streams are open at once (429 above), so that listeners
+never take every connection a server holds.
+
+The engine thread builds the transient events (a round in flight, the streaming
+epoch's live tree: costly with long chains) only for chains someone listens to
+(`_watch`: a listener to their request, or to every request of their tenant).
 """
 
 from __future__ import annotations
@@ -47,13 +56,12 @@ from presto_tui.api.events import (
     SessionSummary,
     cut_at_eos,
     cut_at_stop,
-    event_token_ids,
 )
 from presto_tui.errors import InputError
 from presto_tui.serve.host import Admitted, Chain, Refused, Withdrawn
 from presto_tui.serve.protocol import Ask, Choice
 from presto_tui.serve.tenants import ANYONE, Tenant
-from presto_tui.serve.wire import DROPPED, encode_event, vocab_object
+from presto_tui.serve.wire import DROPPED, Wired, vocab_object, wired
 
 LISTENER_BYTES = 4 << 20  # what one event stream may hold unsent before it is dropped
 KEEP_BYTES = 64 << 20  # recorded events of finished requests kept for late listeners, at most
@@ -104,6 +112,7 @@ class RequestRun:
     def __init__(self, rid: str, tenant: Tenant, ask: Ask, chains: list[ChainRun]):
         self.id, self.tenant, self.ask, self.chains = rid, tenant, ask, chains
         self.created = int(time.time())
+        self.tokens = 0  # what its chains may cost, on its tenant's account while it runs
         self.lines: list[Line] = []  # recorded events, for listeners that come late
         self.kept_bytes = 0
         self.listeners: set[Listener] = set()
@@ -251,7 +260,8 @@ class Listener:
 
 class Hub:
     def __init__(self, host, *, max_chains: int, max_queue: int, keep: int = 16, keep_bytes: int = KEEP_BYTES,
-                 listener_bytes: int = LISTENER_BYTES, workers: int = 1):
+                 listener_bytes: int = LISTENER_BYTES, workers: int = 1, max_tenant_tokens: int | None = None,
+                 max_listeners: int | None = None):
         self.host = host  # an EngineHost, or the pool of Ray workers (pool.py): add, cancel, pieces
         # max_chains on each worker's engine at once (one engine: one worker), max_queue more waiting
         self.max_chains, self.max_queue, self.workers = max_chains * workers, max_queue, workers
@@ -266,6 +276,9 @@ class Hub:
         self._used: set[int] = set()  # client request ids used, as hashes of (tenant, id)
         self._used_order: collections.deque[int] = collections.deque()
         self.in_flight = 0  # chains reserved and not yet ended
+        self.max_tenant_tokens, self.max_listeners = max_tenant_tokens, max_listeners
+        self.tenant_tokens: collections.Counter[str] = collections.Counter()  # live requests' costs, by tenant
+        self._watched: set[str] = set()  # chains the host builds transient events for (someone listens)
         self.chain_ends: collections.Counter[str] = collections.Counter()
         self.listeners_dropped = 0
 
@@ -304,33 +317,42 @@ class Hub:
     def find(self, rid: str, tenant: str) -> RequestRun | None:
         return self.runs.get((tenant, rid))
 
-    def reserve(self, ask: Ask, tenant: Tenant = ANYONE) -> RequestRun:
-        """Admit a request's chains (InputError if it can never fit or reuses an id, Busy if not now)."""
+    def reserve(self, ask: Ask, tenant: Tenant = ANYONE, tokens: int = 0) -> RequestRun:
+        """Admit a request's chains (InputError if it can never fit or reuses an id, Busy if not now).
+        `tokens`: what its chains may cost (app.within_caps), counted against its tenant's live total."""
         if ask.chains > self.capacity:
             running = f"--max-chains {self.max_chains // self.workers}" + (
                 f" x {self.workers} workers" if self.workers > 1 else "")
             raise InputError(f"this request asks for {ask.chains} chains (prompts x n); this server takes at most "
                              f"{self.capacity} at once ({running} + --max-queue {self.max_queue})")
-        if ask.request_id is not None and hash((tenant.name, ask.request_id)) in self._used:
-            raise InputError(f"request_id {ask.request_id!r} was used before; a request id is never reused")
+        rid = ask.request_id
+        if rid is not None and (hash((tenant.name, rid)) in self._used or (tenant.name, rid) in self.runs):
+            raise InputError(f"request_id {rid!r} was used before; a request id is never reused")
         if self.in_flight + ask.chains > self.capacity:
             raise Busy(f"the server is busy ({self.in_flight} chains running or queued, at most {self.capacity}); "
                        "try again later", self.retry_after())
-        if ask.request_id is not None:
-            rid = ask.request_id
-            self._remember(hash((tenant.name, rid)))
-        else:
+        cap, held = self.max_tenant_tokens, self.tenant_tokens[tenant.name]
+        if cap is not None and tokens and held + tokens > cap:
+            raise Busy(f"this tenant's requests running or queued may cost up to {held} tokens, and this one up to "
+                       f"{tokens}; together they would be over this server's limit of {cap} "
+                       "(presto-tui serve --max-tenant-tokens); try again later", self.retry_after())
+        if rid is None:
             rid = f"cmpl-{secrets.token_hex(16)}"
+        self._remember(hash((tenant.name, rid)))  # (a server-made one too: a client may not take it up)
         serial = next(self._serial)  # the engine's name for the chains: unique, whoever sent them
         n = ask.n
         chains = [ChainRun(i, f"r{serial}/{i}") for i in range(ask.chains)]
         run = RequestRun(rid, tenant, ask, chains)
+        run.tokens = tokens
+        self.tenant_tokens[tenant.name] += tokens
         self.runs[run.book_key] = run
         self.in_flight += len(chains)
         for c in chains:
             self._chains[c.key] = (run, c)
             prompt = ask.prompts[c.index // n]
             self.host.add(Chain(c.key, prompt, ask.params, c.index % n, n, f"{rid}/{c.index // n}" if n > 1 else ""))
+        if self._listeners:  # (a listener to every request of its tenant hears these from the start)
+            self._watch()
         return run
 
     def _remember(self, h: int) -> None:
@@ -345,6 +367,26 @@ class Hub:
         for c in run.chains:
             if c.end is None:
                 self.host.cancel(c.key)
+
+    def _watch(self) -> None:
+        """Tell the host which chains someone listens to: the transient events of the others (a live tree
+        is costly to build with long chains) are never built."""
+        tenants = {x.tenant for x in self._listeners}  # (None: every tenant's)
+        wanted = {c.key for r in self.runs.values() if r.listeners or None in tenants or r.tenant.name in tenants
+                  for c in r.chains if c.end is None}
+        for key in wanted - self._watched:
+            self.host.watch(key, True)
+        for key in self._watched - wanted:
+            self.host.watch(key, False)
+        self._watched = wanted
+
+    def _release(self, run: RequestRun) -> None:
+        """A finished request's cost leaves its tenant's account."""
+        name = run.tenant.name
+        self.tenant_tokens[name] -= run.tokens
+        run.tokens = 0
+        if self.tenant_tokens[name] <= 0:
+            del self.tenant_tokens[name]
 
     def _forget(self, key: tuple[str, str]) -> None:
         run = self.runs.pop(key, None)
@@ -362,9 +404,9 @@ class Hub:
             run.lines = []
 
     # -- from the engine thread --------------------------------------------------------------
-    def take(self, batch: list[tuple[str, object]]) -> None:
+    def take(self, batch: list[tuple[str, object, Wired | None]]) -> None:
         touched: set[RequestRun] = set()
-        for key, item in batch:
+        for key, item, wire in batch:
             found = self._chains.get(key)
             if found is None:
                 continue
@@ -383,7 +425,7 @@ class Hub:
             listeners = [x for x in self._listeners if x.tenant in (None, run.tenant.name)]
             if transient and not (listeners or run.listeners):
                 continue
-            line = self._line(run, c, ev, transient)
+            line = self._line(run, c, ev, transient, wire)
             if not transient:
                 c.summary.update(ev)
                 run.lines.append(line)
@@ -402,30 +444,35 @@ class Hub:
                     listener.close()  # (it sends what it has not read yet, then ends)
 
     @staticmethod
-    def _line(run: RequestRun, chain: ChainRun, ev: Event, transient: bool) -> Line:
-        obj = encode_event(ev)
+    def _line(run: RequestRun, chain: ChainRun, ev: Event, transient: bool, wire: Wired | None = None) -> Line:
+        """The event's wire object (as the engine's thread encoded it) with the request's fields after its own."""
+        wire = wire or wired(ev)
+        extra: dict = {}
         if chain.session_id is not None and not isinstance(ev, SessionStart):
-            obj["sid"] = chain.session_id
-        obj["request_id"], obj["choice"] = run.id, chain.index  # ("request" is a request event's own field)
+            extra["sid"] = chain.session_id
+        extra["request_id"], extra["choice"] = run.id, chain.index  # ("request" is a request event's own field)
         if run.tenant.name:
-            obj["tenant"] = run.tenant.name
-        return Line(tuple(event_token_ids(ev)), sse(obj), transient)
+            extra["tenant"] = run.tenant.name
+        return Line(wire.ids, b"data: " + wire.data[:-1] + b"," + orjson.dumps(extra)[1:] + b"\n\n", transient)
 
     def _dropped(self, listener: Listener) -> None:
         self.listeners_dropped += 1
         self._listeners.discard(listener)
         for run in self.runs.values():
             run.listeners.discard(listener)
+        self._watch()
 
     def _ended(self, run: RequestRun, c: ChainRun, end: object) -> None:
         if c.end is not None:
             return
         c.end = end
+        self._watched.discard(c.key)  # (the host forgets it as the chain ends)
         self.in_flight -= 1
         self.chain_ends[c.status] += 1
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
         if run.finished and self.runs.get(run.book_key) is run:
+            self._release(run)
             self._finished.append(run.book_key)
             self.finished_bytes += run.kept_bytes
             while self._finished and (len(self._finished) > self._keep or self.finished_bytes > self._keep_bytes):
@@ -436,16 +483,22 @@ class Hub:
         """A listener for one request's events from its first (KeyError if this tenant has no such
         request), or for every request's from now on: the tenant's own, or with an admin key
         everyone's (`of`: one tenant's)."""
+        if self.max_listeners is not None and self.listeners >= self.max_listeners:
+            raise Busy(f"the server holds {self.max_listeners} event streams already (--max-event-streams); try "
+                       "again later", 1)
         if rid is None:
             whose = (of if tenant.admin else tenant.name)  # None: every tenant's
             listener = Listener(self.host.pieces, self.listener_bytes, whose)
             self._listeners.add(listener)
+            self._watch()
             return listener
         run = self.runs[(of if tenant.admin and of is not None else tenant.name, rid)]
         listener = Listener(self.host.pieces, self.listener_bytes, run=run)
         run.listeners.add(listener)  # (until its stream ends: it may still be reading when the request ends)
         if run.finished:
             listener.close()
+        else:
+            self._watch()
         return listener
 
     def close_listeners(self) -> None:
@@ -457,9 +510,11 @@ class Hub:
             for listener in run.listeners:
                 listener.close()
             run.listeners.clear()
+        self._watch()
 
     def unlisten(self, listener: Listener) -> None:
         listener.close()
         self._listeners.discard(listener)
         for run in self.runs.values():
             run.listeners.discard(listener)
+        self._watch()

@@ -43,6 +43,7 @@ from presto_tui.api.sessions import Cluster, EngineWorker
 from presto_tui.safetext import visible
 from presto_tui.serve.host import Chain, Deliver, EngineHost, RateWindow, Refused, ServerTrace, Withdrawn
 from presto_tui.serve.protocol import Prompt
+from presto_tui.serve.wire import Wired, wired
 
 AFFINITY_KEYS = 4096  # conversations remembered for prefix affinity
 AFFINITY_CHARS = 256  # a prompt's first characters (or 64 token ids) name its conversation
@@ -82,6 +83,8 @@ class HostWorker(EngineWorker):
                 self._next += 1
                 if kind == "add":
                     self.host.add(arg)
+                elif kind == "watch":
+                    self.host.watch(*arg)
                 else:
                     self.host.cancel(arg)
 
@@ -193,7 +196,8 @@ class Pool:
             if w is None or not w.alive:
                 w = self._choose(affinity_key(chain.prompt))
             if w is None:
-                refused: list[tuple[str, object]] = [(chain.key, Refused("engine", self.stopped_line))]
+                refused: list[tuple[str, object, Wired | None]] = [(chain.key, Refused("engine", self.stopped_line),
+                                                                    None)]
             else:
                 refused = []
                 self._request_worker[request] = w
@@ -206,12 +210,19 @@ class Pool:
         w.actor.command.remote(seq, "add", chain)
 
     def cancel(self, key: str) -> None:
+        self._command(key, "cancel", key)
+
+    def watch(self, key: str, on: bool) -> None:
+        self._command(key, "watch", (key, on))
+
+    def _command(self, key: str, kind: str, arg: Any) -> None:
+        """A command for the worker that runs the chain `key` (none if it is not running there)."""
         with self._lock:
             w = self._request_worker.get(key.split("/", 1)[0])
             if w is None or not w.alive or key not in w.keys:
                 return
             seq, w.seq = w.seq, w.seq + 1
-        w.actor.command.remote(seq, "cancel", key)
+        w.actor.command.remote(seq, kind, arg)
 
     def _choose(self, akey: bytes) -> Worker | None:
         alive = [w for w in self.workers if w.alive]
@@ -265,7 +276,7 @@ class Pool:
             self.pieces.update(fresh)  # before the trace needs them
             w.numbers = numbers
             moved = 0
-            for key, ev in out:
+            for key, ev, _ in out:
                 if isinstance(ev, SessionStart):
                     w.started.add(key)
                 if isinstance(ev, RoundDone):
@@ -285,15 +296,16 @@ class Pool:
             w.alive, w.reason = False, reason
             w.numbers = {**w.numbers, "chains_live": 0, "chains_waiting": 0, "engine_live": 0}
             self.workers_lost += 1
-            out: list[tuple[str, object]] = []
+            out: list[tuple[str, object, Wired | None]] = []
             for key in sorted(w.keys):
                 if key in w.started:
                     ev: object = SessionError(f"worker {w.index} died: {reason}", "engine")
                     self.trace.record(key, ev)
+                    out.append((key, ev, wired(ev)))  # type: ignore[arg-type]
                 else:
-                    ev = Refused("engine", f"worker {w.index} died before the chain started: {reason}")
-                out.append((key, ev))
-            for key, _ in out:
+                    out.append((key, Refused("engine", f"worker {w.index} died before the chain started: {reason}"),
+                                None))
+            for key, _, _ in out:
                 self._end(w, key)
             left = sum(x.alive for x in self.workers)
         if not self._stopping:

@@ -12,9 +12,12 @@ by the same tree gate (`decode_tree`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from presto_tui.api.events import Event, InFlight, LiveTree
+import orjson
+
+from presto_tui.api.events import Event, InFlight, LiveTree, event_token_ids
 from presto_tui.logs.schema import SchemaError, decode, decode_tree, encode, encode_tree, vocab_of
 
 IN_FLIGHT, LIVE_TREE, VOCAB = "in_flight", "live_tree", "vocab"
@@ -29,6 +32,20 @@ def encode_event(ev: Event) -> dict:
         return {"type": LIVE_TREE, "block": ev.block, "k_before": ev.k_before, "k_now": ev.k_now,
                 "tree": encode_tree(ev.tree)}
     return encode(ev)
+
+
+@dataclass(frozen=True, slots=True)
+class Wired:
+    """An event's wire object, encoded once where the event is made (the engine's thread: a round's tree
+    of long states takes a while to encode, and the server's asyncio loop must not wait on it), and
+    the token ids whose text must go before it."""
+
+    data: bytes  # a JSON object
+    ids: tuple[int, ...]
+
+
+def wired(ev: Event) -> Wired:
+    return Wired(orjson.dumps(encode_event(ev)), tuple(event_token_ids(ev)))
 
 
 def _count(d: dict, key: str) -> int:

@@ -139,6 +139,7 @@ class Method:
     # own view, not one chain's round tree.
     population: ClassVar[bool] = False
     paper: ClassVar[str] = ""  # where it comes from, for --help and the docs
+    order: ClassVar[int] = 1000  # where --help and the settings list it among the built-in ones (plugins: by name)
     # why a session's speedup over the sequential sampler cannot be estimated from its own calls
     # (None: it can, for an MH chain whose sequential step is one request)
     speedup_unavailable: ClassVar[str | None] = None

@@ -37,10 +37,17 @@ class Choice(StrEnum):
         return cls(name)
 
 
+# how alike a typed name and a choice must be to suggest it ('strem' and 'stream', not 'dfs' and 'bfs')
+NEAR_MISS = 0.75
+
+
 def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
     """The one message for a name that is not among the choices (the CLI's parser and
-    `SamplerParams.validate` both say it this way)."""
-    return f"unknown {flag} {str(value)!r}; choose one of {', '.join(choices)}"
+    `SamplerParams.validate` both say it this way), with its near miss where there is one, as an
+    unknown option's message has."""
+    close = get_close_matches(str(value), list(choices), n=1, cutoff=NEAR_MISS)
+    return f"unknown {flag} {str(value)!r}; " + (f"did you mean {close[0]}? " if close else "") + \
+        f"choose one of {', '.join(choices)}"
 
 
 def unknown_name(what: str, name: object, known: Iterable[str], otherwise: str = "") -> str:
@@ -109,4 +116,4 @@ class BackendName(Choice):
     TRANSFORMERS = ("transformers", "exact float32 reference", False, False, True,
                     ("model", "chat_template", "dtype", "threads"))
     SYNTHETIC = ("synthetic", "tiny deterministic model for tests and demos", True, True, False,
-                 ("synthetic_cost", "synthetic_vocab", "synthetic_sharpness"))
+                 ("synthetic_cost", "synthetic_prefill", "synthetic_vocab", "synthetic_sharpness"))

@@ -1,7 +1,8 @@
 """The methods presto-tui knows: the built-in ones and every installed plugin, found once.
 
-Built-in methods are modules of `presto_tui.runtime.methods`, each exporting one `Method` as
-`METHOD`.  A method in another installed package registers through the Python entry-point group
+Built-in methods are the modules of `presto_tui.runtime.methods` that export one `Method` as
+`METHOD` (found by listing the package: a new one is its module alone), listed by their `order`.
+A method in another installed package registers through the Python entry-point group
 `presto_tui.methods` (`importlib.metadata`): in its `pyproject.toml`,
 
     [project.entry-points."presto_tui.methods"]
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import pkgutil
 import re
 import threading
 from collections.abc import Iterable
@@ -29,10 +31,7 @@ from presto_tui.runtime.core.names import unknown_choice
 from presto_tui.runtime.core.paramkit import Group, ParamError
 
 GROUP = "presto_tui.methods"
-# The built-in methods, in the order --help lists them within each kind (a method that reads another's
-# parameter comes after it: resample-move reads PowerSMC's particles).
-BUILTIN = tuple(f"presto_tui.runtime.methods.{m}:METHOD" for m in (
-    "powermh", "entropycut", "multitry", "ppt", "lowtemp", "bestofn", "powersmc", "sps", "resample_move"))
+BUILTIN = "presto_tui.runtime.methods"  # the package whose modules are the built-in methods
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
 _lock = threading.RLock()
@@ -44,7 +43,8 @@ generation = 0  # changes whenever the table does: what caches of it compare
 
 
 def methods() -> tuple[Method, ...]:
-    """Every method, built-in ones first (in BUILTIN's order), then plugins by name."""
+    """Every method, built-in ones first (by their `order`: the MH chains, then the one-shot samplers),
+    then plugins by name."""
     return tuple(_loaded().values())
 
 
@@ -132,9 +132,8 @@ def _loaded() -> dict[str, Method]:
         if _table is not None:
             return _table
         found: dict[str, Method] = {}
-        for ref in BUILTIN:  # a built-in method that fails is a bug: let it raise
-            module, _, attr = ref.partition(":")
-            _admit(found, _instance(getattr(importlib.import_module(module), attr)))
+        for m in sorted(_builtin(), key=lambda m: (m.order, m.name)):  # a built-in that fails is a bug: it raises
+            _admit(found, m)
         for ep in sorted(_entry_points(), key=lambda e: e.name):
             try:
                 _admit(found, _instance(ep.load()))
@@ -144,6 +143,17 @@ def _loaded() -> dict[str, Method]:
             _admit(found, m)
         _set(found)
         return found
+
+
+def _builtin() -> list[Method]:
+    """The `METHOD` of every module of the built-in methods' package that has one."""
+    package = importlib.import_module(BUILTIN)
+    out = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{BUILTIN}.{info.name}")
+        if hasattr(module, "METHOD"):
+            out.append(_instance(module.METHOD))
+    return out
 
 
 def _entry_points() -> Iterable:

@@ -76,26 +76,31 @@ def label(name: str) -> str:
     return p.label if p is not None else name
 
 
-# -- the budget: N, auto or fill:N ----------------------------------------------------------
+# -- the budget: N, auto, cost:N or fill:N -------------------------------------------------------
 
-# The streaming rule's budget: `cost` keeps a request live only while it pays for its share of
-# every engine step (N is a cap); `fill` keeps N requests live whatever they cost.
-BUDGET_POLICIES = ("cost", "fill")
-AUTO_BUDGET = 64  # `-N auto`: the cost policy with this cap
+# The streaming rule's budget: `shared` (the default) keeps the requests whose chance of being used
+# pays for what they add to every engine step, the engine's slots shared by every chain on it (N is a
+# cap); `cost` keeps as many as make the chain's own critical path shortest (N is a cap); `fill` keeps
+# N requests live whatever they cost.
+BUDGET_POLICIES = ("shared", "cost", "fill")
+AUTO_BUDGET = 64  # `-N auto`: the default policy with this cap
 BUDGET_LIMIT = Limit(1, 4096, integer=True)
 
 
 def read_budget(name: str, text: str) -> dict[str, Any]:
-    """`-N`: N (the cost policy, N at most), auto (the cost policy up to AUTO_BUDGET) or fill:N."""
+    """`-N`: N (the shared policy, N at most), auto (the shared policy up to AUTO_BUDGET), cost:N or cost:auto
+    (the cost policy, one chain's own width), or fill:N."""
     raw = text.strip()
-    policy = "cost"
-    if raw == "auto":
+    policy = BUDGET_POLICIES[0]
+    for other in BUDGET_POLICIES[1:]:
+        if raw.startswith(other + ":"):
+            raw, policy = raw[len(other) + 1:], other
+            break
+    if raw == "auto" and policy != "fill":
         return {"budget": AUTO_BUDGET, "budget_policy": policy}
-    if raw.startswith("fill:"):
-        raw, policy = raw[5:], "fill"
     if not raw.isascii() or not raw.isdigit():
-        raise ParamError(f"{name} must be a whole number {BUDGET_LIMIT.where}, auto or fill:N, got {raw_text(text)}",
-                         "budget")
+        raise ParamError(f"{name} must be a whole number {BUDGET_LIMIT.where}, auto, cost:N or fill:N, got "
+                         f"{raw_text(text)}", "budget")
     n = int(raw)
     try:
         BUDGET_LIMIT.check(name, n)
@@ -105,14 +110,13 @@ def read_budget(name: str, text: str) -> dict[str, Any]:
 
 
 def budget_text(p: Mapping[str, Any]) -> str:
-    """The budget as `-N` writes it, from a params dict: auto, a cap (the streaming rule's cost
-    policy), fill:N (it keeps N live); N for the round rules."""
+    """The budget as `-N` writes it, from a params dict: auto or a cap (the streaming rule's shared policy),
+    cost:auto or cost:N (its cost policy), fill:N (it keeps N live); N for the round rules."""
     b = p.get("budget")
     if p.get("prefetch") == PrefetchRule.STREAM:
-        if p.get("budget_policy") == "fill":
-            return f"fill:{b}"
-        if b == AUTO_BUDGET:
-            return "auto"
+        policy = p.get("budget_policy", BUDGET_POLICIES[0])
+        size = "auto" if b == AUTO_BUDGET and policy != "fill" else str(b)
+        return size if policy == BUDGET_POLICIES[0] else f"{policy}:{size}"
     return str(b)
 
 
@@ -149,13 +153,16 @@ CORE: tuple[Param, ...] = (
           "rule", choices=PrefetchRule, kinds=_CHAINS, metavar="NAME"),
     Param("budget", int, AUTO_BUDGET,
           "Prefetch budget N: distinct requests per model call for the round rules. For stream, the most requests "
-          "kept live, each only while its chance of being used pays for what it adds to every engine step (the "
-          f"engine's step cost is learned as it runs); auto is that with up to {AUTO_BUDGET}; fill:N keeps N live "
-          f"whatever they cost; N {BUDGET_LIMIT.where}", Group.METHOD, "budget N (N, auto or fill:N)",
-          limit=BUDGET_LIMIT, kinds=_CHAINS, rules=_PRESTO, short="-N", metavar="N|auto|fill:N", reader=read_budget,
+          "kept live, each only while its chance of being used pays for what it adds to every engine step, the "
+          "engine's slots shared by every chain on it (the step cost is learned as it runs); auto is that with up "
+          f"to {AUTO_BUDGET}; cost:N (or cost:auto) as many as make the chain's own path shortest, as if alone; "
+          f"fill:N keeps N live whatever they cost; N {BUDGET_LIMIT.where}", Group.METHOD,
+          "budget N (N, auto, cost:N or fill:N)",
+          limit=BUDGET_LIMIT, kinds=_CHAINS, rules=_PRESTO, short="-N", metavar="N|auto|cost:N|fill:N",
+          reader=read_budget,
           default_text="auto for stream, 8 for the round rules",
-          extra={"hint": "must be a whole number, auto or fill:N", "round_default": 8}),
-    Param("budget_policy", str, "cost", "How the streaming rule spends its budget (set through --budget)",
+          extra={"hint": "must be a whole number, auto, cost:N or fill:N", "round_default": 8}),
+    Param("budget_policy", str, "shared", "How the streaming rule spends its budget (set through --budget)",
           Group.METHOD, "budget policy", choices=BUDGET_POLICIES, kinds=_CHAINS, rules=_STREAM, flag="", field="",
           settings=False),
     # -- every sampler -----------------------------------------------------------------------
@@ -215,6 +222,10 @@ CORE: tuple[Param, ...] = (
     Param("synthetic_cost", float, None, "Synthetic engine: a step with n live requests costs 1 + this x (n - 1) "
           "one-request steps; 0.05 is what a 2-core CPU measured, about 0.004 a GPU", Group.ENGINE, "step cost slope",
           limit=Limit(0, 100), default_text="0.05", settings=False),
+    Param("synthetic_prefill", float, None, "Synthetic engine: a request's first step costs what this many more live "
+          "requests would (its prefill: a real engine first computes its prefix past the last cached block, about 16 "
+          "tokens with vLLM's blocks of 32)", Group.ENGINE, "prefill cost", limit=Limit(0, 10000),
+          default_text="0", settings=False),
     Param("synthetic_vocab", int, None, "Synthetic engine: a model of this many tokens (t0, t1, ...) and no EOS "
           "instead of the demo words, small enough that every response of n tokens can be enumerated (eval "
           "--frontier then measures each method's exact distance to pi_alpha)", Group.ENGINE, "vocabulary",
@@ -312,7 +323,7 @@ def json_schema(param: Param) -> dict[str, Any]:
     """A parameter as a JSON-schema property (the server's OpenAPI schema)."""
     kind = {int: "integer", float: "number", str: "string", bool: "boolean"}[param.kind]
     schema: dict[str, Any] = {"description": param.help_text()}
-    if param.reader is not None:  # N, auto or fill:N
+    if param.reader is not None:  # N, auto, cost:N or fill:N
         schema["anyOf"] = [{"type": "integer", "minimum": 1}, {"type": "string"}]
     elif param.choice_names is not None:
         schema["type"], schema["enum"] = "string", list(param.choice_names)

@@ -40,6 +40,7 @@ class EngineOptions:
     # the synthetic engine's cost model: a step with n live requests costs 1 + synthetic_cost (n - 1)
     # one-request steps (0.05 is what a CPU measured; a GPU is nearer 0.004)
     synthetic_cost: float | None = default("synthetic_cost")
+    synthetic_prefill: float | None = default("synthetic_prefill")  # a request's start, in live requests' worth
     synthetic_vocab: int | None = default("synthetic_vocab")  # None: the demo words, with EOS
     synthetic_sharpness: float | None = default("synthetic_sharpness")
 
@@ -113,7 +114,10 @@ def _synthetic(opts: EngineOptions) -> Engine:
     if opts.synthetic_vocab is not None:  # the enumerable kind: V tokens and no EOS
         shape.update(vocab_size=opts.synthetic_vocab, eos_id=None)
     lm = SyntheticLM(**shape)
-    return SyntheticEngine(lm) if opts.synthetic_cost is None else SyntheticEngine(lm, slope=opts.synthetic_cost)
+    cost: dict = {} if opts.synthetic_cost is None else {"slope": opts.synthetic_cost}
+    if opts.synthetic_prefill is not None:
+        cost["prefill"] = opts.synthetic_prefill
+    return SyntheticEngine(lm, **cost)
 
 
 def _transformers(opts: EngineOptions, model_dir, label: str) -> Engine:

@@ -107,8 +107,11 @@ class SyntheticEngine(LoopEngine):
     Each request samples by inverse CDF with one uniform per token from its own
     generator (seeded by the request's seed), so the same request gives the same
     tokens in any batch.  Its clock is virtual and deterministic: one step costs
-    `step_s * (1 + slope * (live - 1))` with `live` requests in the batch (the
-    cost model of docs/streaming.md#the-simulation-behind-the-rule), so tests and benchmarks can reason about time
+    `step_s * (1 + slope * (live - 1 + prefill * taken))` with `live` requests in the batch,
+    `taken` of them submitted since the step before (the cost model of
+    docs/streaming.md#the-simulation-behind-the-rule; `prefill`, 0 unless given, is what a
+    request's start costs a real engine, which first computes the tokens of its prefix past the
+    last cached block, in live requests' worth), so tests and benchmarks can reason about time
     without a real model.
     """
 
@@ -116,7 +119,7 @@ class SyntheticEngine(LoopEngine):
     max_len = None  # no context limit
 
     def __init__(self, lm: SyntheticLM | None = None, words: Sequence[str] | None = None,
-                 step_s: float = 0.01, slope: float = 0.05):
+                 step_s: float = 0.01, slope: float = 0.05, prefill: float = 0.0):
         self.lm = lm or SyntheticLM()
         self.eos_id = self.lm.eos_id
         if words is None:
@@ -127,14 +130,16 @@ class SyntheticEngine(LoopEngine):
         self.model = (f"synthetic-v{self.lm.vocab_size}-o{self.lm.order}-s{self.lm.seed}"
                       + (f"-x{self.lm.sharpness:g}" if self.lm.sharpness != SyntheticLM().sharpness else "")
                       + ("-noeos" if self.lm.eos_id is None else ""))
-        self.step_s, self.slope = step_s, slope
+        self.step_s, self.slope, self.prefill = step_s, slope, prefill
         self._live: dict[int, _Live] = {}
         self._handles = itertools.count()
         self._clock = 0.0
+        self._taken = 0  # requests submitted since the last step: they start with their prefill
 
     # -- the engine loop ----------------------------------------------------------
     def submit(self, request: Request) -> int:
         h = next(self._handles)
+        self._taken += 1
         self._live[h] = _Live(request, np.random.default_rng(request.seed), list(request.prefix),
                               extra=[[] for _ in request.score_taus])
         return h
@@ -161,7 +166,9 @@ class SyntheticEngine(LoopEngine):
     def step(self) -> list[tuple[int, Proposal]]:
         if not self._live:
             return []
-        self._clock += self.step_s * (1 + self.slope * (len(self._live) - 1))
+        rows = len(self._live) - 1 + self.prefill * self._taken
+        self._taken = 0
+        self._clock += self.step_s * (1 + self.slope * rows)
         done = []
         for h, r in list(self._live.items()):
             if len(r.toks) < r.request.n_new:

@@ -16,6 +16,7 @@ BON_RANKS = ("logq", "logp")  # best-of-N keeps the highest sum of log q_tau (th
 
 class BestOfN(OneShotMethod):
     name = "bestofn"
+    order = 120
     display = "best-of-N"
     help = "--samples samples at temperature 1/alpha, the most likely kept"
     aliases = ("bon",)

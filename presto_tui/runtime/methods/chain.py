@@ -41,23 +41,30 @@ class ChainMethod(Method):
         return cls(engine, params, prompt_ids, **kwargs)
 
     def width(self, params: SamplerParams) -> int:
-        """One request for the sequential sampler; under a PreSTO rule its budget (the streaming
-        rule's cost policy: what it typically keeps live, at most the cap)."""
+        """One request for the sequential sampler; under a PreSTO rule its budget (the streaming rule's
+        cost and shared policies: what they typically keep live, at most the cap)."""
         if not PrefetchRule.of(params.prefetch).presto:
             return 1
-        if params.prefetch == PrefetchRule.STREAM and params.budget_policy == "cost":
+        if params.prefetch == PrefetchRule.STREAM and params.budget_policy != "fill":
             return min(params.budget, COST_POLICY_LIVE)
         return params.budget
 
     def cost(self, params: SamplerParams) -> Cost:
-        """Per block: its extension and, per transition, the decision's requests (a PreSTO rule may
-        also speculate up to its budget per decision), each decoding at most the block's tokens so
-        far (the whole response at most)."""
+        """With n new tokens, K transitions per block, blocks of B tokens, nb = n / B blocks: each block
+        starts with one request of B tokens (its extension), then K transitions; a transition's proposal
+        resamples the state from its cut to its end, at most b B tokens in block b (from 1).  A round
+        issues `width` requests: one decision's (MultiTryMH: its tries) sequentially, at most the budget
+        N (never fewer than one decision's) under a PreSTO rule, and settles at least one transition, so
+        at most K rounds a block.  The streaming rule keeps at most N live; K N is what its budget
+        allows over a block's K decisions (a speculative request aborted and issued again elsewhere
+        counts once more there: for it the bound is its budget's, not a proof).
+
+            requests <= nb (1 + K width),  tokens <= n + K width B nb (nb + 1) / 2
+        """
         per_decision = self.family(params).requests_per_decision
-        if PrefetchRule.of(params.prefetch).presto:
-            per_decision *= max(1, params.budget)
-        requests = params.n_blocks * (1 + params.steps * per_decision)
-        return Cost(requests, requests * params.max_new_tokens)
+        width = max(params.budget, per_decision) if PrefetchRule.of(params.prefetch).presto else per_decision
+        n, K, B, nb = params.max_new_tokens, params.steps, params.block, params.n_blocks
+        return Cost(nb * (1 + K * width), n + K * width * B * nb * (nb + 1) // 2)
 
 
 class PopulationMethod(ChainMethod):

@@ -23,6 +23,7 @@ class EntropyCutFamily(PowerMHFamily):
 
 class EntropyCut(ChainMethod):
     name = "entropycut"
+    order = 20
     display = "EntropyCut"
     help = "cuts where p0's entropy jumps"
     paper = "Zhou et al. 2026; the PreSTO paper, sec 5 and D.1"

@@ -11,6 +11,7 @@ from presto_tui.runtime.methods.samples import OneShotMethod, SamplesDriver, sam
 
 class LowTemperature(OneShotMethod):
     name = "lowtemp"
+    order = 110
     display = "low temperature"
     help = "one sample at temperature 1/alpha"
     paper = "the PreSTO paper, appendix E.8"

@@ -50,6 +50,7 @@ class MultiTryFamily:
 
 class MultiTryMH(ChainMethod):
     name = "multitry"
+    order = 30
     display = "MultiTryMH"
     help = "multiple-try Metropolis over --tries candidate suffixes"
     paper = "the PreSTO paper, D.4"

@@ -42,6 +42,7 @@ class PowerMHFamily:
 
 class PowerMH(ChainMethod):
     name = "powermh"
+    order = 10
     display = "PowerMH"
     help = "uniform cut, suffix from q_tau"
     paper = "Karan and Du 2025; the PreSTO paper, sec 3.1, alg. 1"

@@ -243,6 +243,7 @@ class PowerSMCInfo(OneShotInfo):
 
 class PowerSMC(OneShotMethod):
     name = "powersmc"
+    order = 130
     display = "PowerSMC"
     help = "--particles particles grown in blocks, reweighted towards p0^alpha and resampled"
     aliases = ("smc",)
@@ -272,7 +273,8 @@ class PowerSMC(OneShotMethod):
         return params.particles
 
     def cost(self, params: SamplerParams) -> Cost:
-        """Each block grows every particle once; a particle's requests decode at most n tokens in all."""
+        """Each of ceil(n / block) steps grows every particle by a request; a particle decodes at most n
+        tokens in all (a resampled copy continues its ancestor's prefix: only new tokens are decoded)."""
         blocks = math.ceil(params.max_new_tokens / block_of(params))
         return Cost(params.particles * blocks, params.particles * params.max_new_tokens)
 

@@ -378,6 +378,7 @@ def _families() -> tuple[tuple[str, str], ...]:
 
 class ParallelPowerTempering(PopulationMethod):
     name = "ppt"
+    order = 40  # after the single-chain MH methods whose families its replicas run
     display = "PPT"
     help = "parallel power tempering: replicas at a ladder of exponents swap states, the answer the alpha one's"
     paper = "arXiv 2609.38104; swaps as Syed et al. 2019 (non-reversible parallel tempering)"

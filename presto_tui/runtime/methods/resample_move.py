@@ -165,6 +165,7 @@ class ResampleMoveInfo(PowerSMCInfo):
 
 class ResampleMove(PopulationMethod):
     name = "resample-move"
+    order = 150  # after PowerSMC, whose particles parameter it reads
     display = "resample-move"
     help = "particles grown in blocks, reweighted towards p0^alpha, resampled and moved by K PowerMH transitions"
     aliases = ("rm",)

@@ -60,6 +60,7 @@ from presto_tui.runtime.samplers import sps
 from presto_tui.runtime.session.driver import RoundTag, SessionDriver, Tag
 from presto_tui.runtime.session.events import Choice, Event, InFlight, MethodEvent, ModelCall
 from presto_tui.runtime.session.metrics import response_scores
+from presto_tui.words import count
 
 DRAWS, ROLLOUTS = 0, 1  # the two calls of a step (a ModelCall's `round`)
 
@@ -297,7 +298,7 @@ class SpsDriver(SessionDriver):
         s = self.state
         # eqs. 21-22 of the response a person gets: up to and excluding EOS, as for every method
         loglik, confidence = response_scores(s.tokens, s.logp, s.entropy, self.engine.eos_id)
-        self._out.append(Choice(0, f"the path of {self.step + 1} steps, each chunk drawn from its estimate",
+        self._out.append(Choice(0, f"the path of {count(self.step + 1, 'step')}, each chunk drawn from its estimate",
                                 (), loglik, confidence))
         self._end("done")
 
@@ -332,6 +333,7 @@ class ScalablePowerSampling(OneShotMethod):
     """Scalable Power Sampling: see the module docstring; the estimator is `runtime/samplers/sps.py`."""
 
     name = "sps"
+    order = 140
     display = "Scalable Power Sampling"
     help = ("chunk by chunk from the top --sps-top-k candidates, each weighted by --sps-rollouts rollouts of its "
             "future")
@@ -382,12 +384,20 @@ class ScalablePowerSampling(OneShotMethod):
         return params.sps_top_k * params.sps_rollouts
 
     def cost(self, params: SamplerParams) -> Cost:
-        """Per step (at least one token each): L draws and K x M rollouts, each decoding at most the
-        rest of the response (or the horizon)."""
-        steps = math.ceil(params.max_new_tokens / params.sps_chunk) if params.sps_chunk else params.max_new_tokens
-        per_step = draws_of(params) + params.sps_top_k * params.sps_rollouts
-        tokens_each = params.max_new_tokens if not params.sps_horizon else params.sps_chunk + params.sps_horizon
-        return Cost(steps * per_step, steps * per_step * tokens_each)
+        """ceil(n / B) steps; at step s, with r = n - s B tokens left, L draws (each decodes r tokens, or
+        B + H with a horizon H) and M rollouts of each of the K candidates (each r - B tokens, or H):
+        requests <= steps (L + K M), tokens <= the sum over steps of L d_s + K M h_s (summed in closed
+        form).  (K = 256, L = M = 4096, n = 4096: 2.7e8 requests, 5.5e11 tokens a session.)"""
+        n, chunk, H = params.max_new_tokens, params.sps_chunk, params.sps_horizon
+        L, rollouts = draws_of(params), params.sps_top_k * params.sps_rollouts
+        steps = -(-n // chunk)
+        if H == 0:  # to the end: step s's draws decode n - s B tokens, its rollouts B fewer
+            full = n // chunk  # steps after which tokens are left to roll out
+            drawn = steps * n - chunk * steps * (steps - 1) // 2
+            tokens = L * drawn + rollouts * (full * n - chunk * full * (full + 1) // 2)
+        else:
+            tokens = steps * (L * min(n, chunk + H) + rollouts * min(n, H))
+        return Cost(steps * (L + rollouts), tokens)
 
     def info(self) -> MethodInfo:
         return SpsInfo()

@@ -1,6 +1,6 @@
 """Scalable Power Sampling (Ji, Tutunov, Zimmer, Bou Ammar 2026, arXiv 2601.21590): its estimator.
 
-Pure functions, no engine: the session driver (`runtime/session/sps.py`) feeds them the rollouts
+Pure functions, no engine: the session driver (`runtime/methods/sps.py`) feeds them the rollouts
 it got back and draws the next chunk from what they return.  Equation numbers are the paper's.
 
 Theorem 3.1 (eq. 2): under pi_alpha ∝ p0^alpha the next token's conditional is the low-temperature

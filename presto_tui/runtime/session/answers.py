@@ -19,7 +19,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class AnswerGroup:
     answer: str
-    chains: tuple[int, ...]  # the chains (indices into the texts) that gave it
+    chains: tuple[int, ...]  # the chains that gave it, numbered from 1 (a text's place in the texts)
 
     @property
     def count(self) -> int:
@@ -30,7 +30,7 @@ class AnswerGroup:
 class Vote:
     groups: tuple[AnswerGroup, ...]
     total: int  # chains that voted, with or without an answer
-    unanswered: tuple[int, ...] = ()  # chains whose text held no answer (extracted votes only)
+    unanswered: tuple[int, ...] = ()  # chains (from 1) whose text held no answer (extracted votes only)
     by: str = "text"  # "text", or "answer": grouped by an extracted answer
 
     @property
@@ -56,7 +56,7 @@ def vote(texts: Sequence[str], extract: Callable[[str], str | None] | None = Non
     """Group `texts` by exact text, or by `extract(text)` (a grader's answer extraction)."""
     members: dict[str, list[int]] = {}  # insertion order: first appearance
     unanswered = []
-    for i, text in enumerate(texts):
+    for i, text in enumerate(texts, 1):  # chains are numbered from 1, as everywhere
         key = text if extract is None else extract(text)
         if key is None:
             unanswered.append(i)

@@ -73,8 +73,37 @@ def worker_threads(share: int) -> int:
     return min(share, int(raw)) if raw.isdigit() and int(raw) > 0 else share
 
 
+LOOPBACK = "127.0.0.1"
+_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's switch: 0 makes a node's address loopback's
+
+
+@contextlib.contextmanager
+def _on_loopback(ray):
+    """A local Ray instance whose every part (GCS, raylet, workers, the driver, the agents) listens on
+    loopback only, not on every interface as Ray's own default does: nothing outside this machine needs
+    to reach it (joining a cluster, `address`, is the cluster's business).  Ray takes a node's address
+    from `_node_ip_address`, which it turns from loopback into the machine's address unless its cluster
+    switch is off: off in the environment its processes start with, and in this process, which read it
+    when Ray was imported."""
+    before = os.environ.get(_CLUSTER_ENV)
+    os.environ[_CLUSTER_ENV] = "0"
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    had = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if had is not None:
+        constants.ENABLE_RAY_CLUSTER = False  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        if had is not None:
+            constants.ENABLE_RAY_CLUSTER = had  # type: ignore[union-attr]
+        if before is None:
+            os.environ.pop(_CLUSTER_ENV, None)
+        else:
+            os.environ[_CLUSTER_ENV] = before
+
+
 class Cluster:
-    """W engine workers on Ray (a local instance started and stopped here, or `address`)."""
+    """W engine workers on Ray (a local instance started and stopped here, on loopback only; or `address`)."""
 
     def __init__(self, workers: int, backend: str, engine_options, *, address: str | None = None,
                  concurrency: int = 1, worker: type | None = None, actor_options: dict | None = None):
@@ -93,7 +122,8 @@ class Cluster:
             if address:
                 ray.init(address=address, **kwargs)
             else:
-                ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+                with _on_loopback(ray):
+                    ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **kwargs)
         try:
             gpus = int(ray.cluster_resources().get("GPU", 0))
             cpus = int(ray.cluster_resources().get("CPU", 1))

@@ -31,8 +31,10 @@ The rest of a piece is:
   extension was still decoding;
 - `not speculated`: a proposal issued late that no policy pass refused (the
   speculation did not see it);
-- `budget`: issued late while the policy saw it and had no slot under its cap;
-- `ranked`: issued late while the cost policy ranked it below what pays;
+- `budget`: issued late while the policy saw it and had no slot under its cap (held by other
+  requests: its chain's, and under the shared policy the other chains' on the engine);
+- `ranked`: issued late while the policy ranked it below what pays (the cost policy's width,
+  the shared policy's price for the chain alone on the engine);
 - `reissued`: a used proposal aborted (a mis-speculation) and issued again;
 - `round`: a finished proposal waiting for the rest of its round (round rules);
 - `scheduler`: the path between engine steps;
@@ -80,8 +82,9 @@ MEANING = {
     BLOCK_END: "proposals waiting for the block before theirs to end (no decision is asked for across blocks)",
     EXTENSION: "proposals waiting for their block's extension to finish",
     UNSPECULATED: "proposals issued late that no policy pass had seen",
-    BUDGET: "proposals issued late while the policy had no slot under its cap",
-    RANKED: "proposals issued late while the cost policy ranked them below what pays",
+    BUDGET: "proposals issued late while the policy had no slot under its cap (other requests held them, "
+            "the other chains' too)",
+    RANKED: "proposals issued late while the policy ranked them below what pays",
     REISSUED: "used proposals aborted and issued again",
     ROUND: "finished proposals waiting for the rest of their round",
     SCHEDULER: "between engine steps: the scheduler's own time",

@@ -57,6 +57,7 @@ QUANTITIES = {"log_target": "log-target", "loglik": "log-likelihood", "confidenc
 WARN_ON = ("log_target", "loglik")  # the quantities whose mixing decides the warning
 MISSING = "MCMC diagnostics need arviz-stats: pip install 'presto-tui[diagnostics]'"
 THRESHOLDS = f"R-hat <= {RHAT_MAX}, bulk ESS >= {ESS_MIN}"
+STUCK = "no chain varied within itself, and the chains differ: no mixing at all"  # what an infinite R-hat means
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def require() -> None:
 class Diagnostic:
     """One quantity of one block over the chains.  None: undefined (fewer than 2 chains for R-hat,
     fewer than MIN_DRAWS draws per chain, or draws that never vary); an R-hat of inf: chains that
-    never vary within themselves but differ from each other (JSON writes it as null; the warning
-    says it)."""
+    never vary within themselves but differ from each other (`stuck`): the tables print "inf", the
+    warning says what it means, the running R-hat plot leaves it out and says so, and JSON writes
+    null with `rhat_infinite` true (`to_dict`)."""
 
     quantity: str
     block: int
@@ -117,19 +119,35 @@ class Diagnostic:
     def problems(self) -> list[str]:
         """What fails the thresholds (empty: nothing, or nothing that can be said)."""
         out = []
-        if self.rhat is not None and self.rhat > RHAT_MAX:
+        if self.rhat is not None and math.isinf(self.rhat):
+            out.append(f"R-hat inf > {RHAT_MAX} ({STUCK})")
+        elif self.rhat is not None and self.rhat > RHAT_MAX:
             out.append(f"R-hat {self.rhat:.3f} > {RHAT_MAX}")
         if self.ess_bulk is not None and self.ess_bulk < ESS_MIN:
             out.append(f"bulk ESS {self.ess_bulk:.0f} < {ESS_MIN}")
         return out
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """As JSON says it: an infinite R-hat is null with `rhat_infinite` true (JSON has no inf); a
+        null R-hat with `rhat_infinite` false is an undefined one."""
+        d = asdict(self)
+        d["rhat"] = None if self.rhat is None or math.isinf(self.rhat) else self.rhat
+        d["rhat_infinite"] = self.rhat is not None and math.isinf(self.rhat)
+        return d
 
 
 def _number(x) -> float | None:
     v = float(x)
     return v if math.isfinite(v) else None
+
+
+def stuck(draws: np.ndarray) -> bool:
+    """Whether no chain varies within the halves ArviZ's split R-hat cuts it into (each half-chain holds
+    one value): the within-chain variance is zero, so R-hat is infinite where the values differ."""
+    a = np.asarray(draws, dtype=float)
+    half = a.shape[1] // 2
+    halves = np.vstack((a[:, :half], a[:, a.shape[1] - half:]))
+    return bool(half) and bool(np.all(halves == halves[:, :1]))
 
 
 def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) -> Diagnostic:
@@ -143,9 +161,11 @@ def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) ->
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # draws that never vary: undefined, said as None
         constant = bool(np.all(a == a.flat[0]))
-        rhat = None if constant or m < 2 else float(az.rhat(a))
+        # chains that never vary within themselves but differ: no mixing at all, R-hat is infinite (ArviZ
+        # divides by a within-chain variance that rounding leaves at 1e-33 rather than 0: 9e15, not inf)
+        rhat = None if constant or m < 2 else math.inf if stuck(a) else float(az.rhat(a))
         if rhat is not None and not math.isfinite(rhat):
-            rhat = math.inf  # the chains never vary within themselves but differ: no mixing at all
+            rhat = math.inf
         bulk = None if constant else _number(az.ess(a, method="bulk"))
         tail = None if constant else _number(az.ess(a, method="tail", prob=TAIL_PROB))
         mcse = None if constant else _number(az.mcse(a, method="mean"))
@@ -231,7 +251,7 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
     """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text;
     the diagnostics over the transitions `selection` keeps."""
     first = summaries[0]
-    steps = int(first.params.get("steps", 0))
+    steps = int(first.params.get("steps", 0)) if not first.one_shot else 0  # (a one-shot method has no K)
     blocks = sorted({t.block for s in summaries for t in s.draws})
     shared = tuple(b for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
     diags: list[Diagnostic] = []
@@ -240,19 +260,43 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
         for b in blocks:
             diags += [diagnose(draws_of(summaries, b, q, selection), q, b) for q in QUANTITIES]
         ended = all(s.status != "running" for s in summaries)  # (a trace cut inside a chain: as far as it goes)
-        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended)
+        notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended, cut_short(summaries))
     else:
         notes = [MISSING]
     return ChainsReport(first.group, first.prompt, len(summaries), steps, max(s.elapsed_s for s in summaries),
                         tuple(diags), shared, vote([s.text for s in summaries]), tuple(notes), selection)
 
 
+# how a chain ended short of its K transitions, in words (a chain cancelled midway says nothing about K)
+CUT_SHORT = {"cancelled": "cancelled", "error": "ended by an error", "damaged": "damaged (trace lines skipped)"}
+
+
+def cut_short(summaries: Sequence[SessionSummary]) -> str:
+    """Which chains ended short of their K transitions and after how many, in words ("" for none):
+    "chain 2 cancelled after 9 transitions", "chains 1-3 cancelled after 1310, 1309, 1311 transitions"."""
+    cut = [(m, s) for m, s in enumerate(summaries, 1) if s.status in CUT_SHORT]
+    if not cut:
+        return ""
+    out = []
+    for how in dict.fromkeys(CUT_SHORT[s.status] for _, s in cut):
+        mine = [(m, s) for m, s in cut if CUT_SHORT[s.status] == how]
+        which = "every chain" if len(mine) == len(summaries) > 1 else \
+            f"chain{'s' if len(mine) > 1 else ''} {', '.join(str(m) for m, _ in mine)}"
+        counts = ", ".join(str(s.transitions) for _, s in mine)
+        out.append(f"{which} {how} after {counts} transition{'' if counts == '1' else 's'}")
+    return "; ".join(out)
+
+
 def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, steps: int,
-              selection: Selection = ALL, ended: bool = True) -> list[str]:
+              selection: Selection = ALL, ended: bool = True, cut: str = "") -> list[str]:
     """What fails the thresholds, per shared block.  While a chain still runs (`ended` False) the
     draws are the first ones only: the warning says how things stand so far, and blames K only
-    once the chains have made all their transitions."""
+    once the chains have made all their transitions; where a chain ended short of them (`cut`: it
+    was cancelled, failed or its trace is damaged) the warning says so and blames nothing."""
     out = []
+    # the draws of chains cut short (after how many transitions) say nothing about whether K was enough
+    verdict = (f"{cut} (of K={steps} a block): the draws so far, no verdict on K" if cut else
+               f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
     for b in shared:
         mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
         where = f"block {b + 1}: " if blocks else ""
@@ -263,6 +307,8 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
             continue
         if mine and all(d.ess_bulk is None for d in mine):
             out.append(f"{where}the log-target never varied: the chains did not move, so nothing says they "
+                       f"mixed; {cut} (of K={steps} a block)" if ended and cut else
+                       f"{where}the log-target never varied: the chains did not move, so nothing says they "
                        f"mixed; K={steps} was too short (run more steps, -K)" if ended else
                        f"{where}the log-target has not varied so far: the chains have not moved yet "
                        f"({mine[0].draws} of K={steps} transitions)")
@@ -274,7 +320,7 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
                            min(esses, default=None), None, None)
         if worst.problems() and ended:
             out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions: "
-                       f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
+                       f"{verdict}")
         elif worst.problems():
             out.append(f"{where}{', '.join(worst.problems())} over {worst.chains} chains x {worst.draws} transitions "
                        f"so far (of K={steps}): not mixed yet (thresholds {THRESHOLDS})")

@@ -24,6 +24,7 @@ from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import extension_seed
 from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eos
 from presto_tui.runtime.prefetch.stream import Group
+from presto_tui.runtime.prefetch.stream.shared import SharedBudget
 from presto_tui.runtime.samplers.families import SamplerFamily, sampler_family
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.events import (
@@ -91,6 +92,7 @@ class SessionDriver:
         self.done = False
         self.cost: StepCost | None = None  # the engine loop's step costs, shared by its chains
         self.peers: Callable[[], int] = lambda: 1  # how many sessions share the engine now (the loop's)
+        self.budget: SharedBudget | None = None  # the engine's speculation budget, shared by its chains (the loop's)
         self._out: list[Event] = []
         self._submit: list[tuple[Tag, Request]] = []
         self._abort: list[int] = []

@@ -25,6 +25,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.prefetch.stream.shared import Load, SharedBudget
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.driver import Driver, SessionDriver, check_context, display_text
 from presto_tui.runtime.session.events import Event
@@ -80,18 +81,24 @@ class EngineLoop:
         self.engine = engine
         self.cost = cost or StepCost()
         self.active: dict[Key, SessionDriver] = {}
+        self.budget = SharedBudget(self.load)  # the streaming chains' speculation, one budget for the engine
         self._owner: dict[int, Key] = {}  # engine handle -> chain
+        self.snapshots = 0  # transient progress events built ...
+        self.snapshot_s = 0.0  # ... and the seconds they took
+        self._snapshots_after = 0.0  # (perf_counter) none before this: their share of the loop's time is bounded
 
     def add(self, key: Key, driver: SessionDriver) -> list[Event]:
         """Start a chain; its requests join the next step.  A chain that cannot start ends with
         its error event, and the error propagates."""
         driver.cost = self.cost
         driver.peers = lambda: len(self.active)
+        driver.budget = self.budget
         self.active[key] = driver
         try:
             return driver.start()
         except Exception as e:
             del self.active[key]
+            self.budget.leave(driver)
             raise StartFailed(driver.fail(e)) from e
 
     def cancel(self, key: Key) -> list[Event]:
@@ -108,13 +115,24 @@ class EngineLoop:
             self.engine.abort(h)
         for h in [h for h, k in self._owner.items() if k == key]:  # and what the chain aborted itself
             del self._owner[h]
-        del self.active[key]
+        self.budget.leave(self.active.pop(key))
 
-    def step(self, transient: bool = False) -> list[tuple[Key, Event]]:
+    def load(self) -> Load:
+        """What the engine's steps cost now (learned) and how many chains share them."""
+        a, b, p = self.cost.plane()
+        return Load(a, b, p, self.cost.turnover, len(self.active))
+
+    def step(self, transient: bool | Callable[[Key], bool] = False) -> list[tuple[Key, Event]]:
         """One pass: every chain's aborts and submissions, one engine step, deliveries, advances.
-        Chains that ended leave the loop."""
+        Chains that ended leave the loop.  `transient`: whether to add progress events (each chain's
+        at most every SNAPSHOT_EVERY_S), for every chain or for those it says yes to (a server: the
+        chains someone listens to).  Building one walks the chain's live tree, which grows with the
+        chain (a streaming epoch of long states): after a pass whose progress events took t seconds,
+        none is built for (1/SNAPSHOT_SHARE - 1) t, so that they never take more than that share of
+        the loop's time, however long the chains."""
         out: list[tuple[Key, Event]] = []
         engine = self.engine
+        taken = 0  # requests the engine takes before this step (each starts with its prefill)
         with engine_faults():
             for key, d in self.active.items():
                 for h in d.to_abort():
@@ -124,13 +142,14 @@ class EngineLoop:
                     h = engine.submit(req)
                     self._owner[h] = key
                     d.submitted(tag, h)
+                    taken += 1
             live = engine.live
             if not live:
                 raise InternalError("every chain is waiting but no request is live")
             t0 = engine.clock()
             finished = engine.step()
             t1 = engine.clock()
-            self.cost.record(live, t1 - t0)
+            self.cost.record(live, t1 - t0, taken)
             for d in self.active.values():
                 d.stepped(t0, t1, live)
         for h, prop in finished:
@@ -138,13 +157,24 @@ class EngineLoop:
             if key in self.active:
                 self.active[key].delivered(h, prop)
         now = time.perf_counter()
+        wants = transient if callable(transient) else (lambda _key: transient)
+        snapshots = bool(transient) and now >= self._snapshots_after
+        spent = 0.0
         for key in list(self.active):
             d = self.active[key]
             out.extend((key, ev) for ev in d.advance())
-            if transient and (snap := d.snapshot(now)) is not None:
-                out.append((key, snap))
+            if snapshots and wants(key):
+                t0 = time.perf_counter()
+                snap = d.snapshot(now)
+                spent += time.perf_counter() - t0
+                if snap is not None:
+                    out.append((key, snap))
+                    self.snapshots += 1
             if d.done:
                 self._drop(key)
+        if spent:
+            self.snapshot_s += spent
+            self._snapshots_after = time.perf_counter() + spent * (1 / SNAPSHOT_SHARE - 1)
         return out
 
     def fail_all(self, exc: BaseException) -> list[tuple[Key, Event]]:
@@ -154,11 +184,13 @@ class EngineLoop:
             events = self.active[key].fail(exc) if not isinstance(exc, (KeyboardInterrupt, GeneratorExit)) else []
             with contextlib.suppress(Exception):  # the engine itself may be what failed
                 self._drop(key)
-            self.active.pop(key, None)
+            if (d := self.active.pop(key, None)) is not None:
+                self.budget.leave(d)
             out.extend((key, ev) for ev in events)
         return out
 
 
+SNAPSHOT_SHARE = 0.1  # progress events take at most about this share of an engine loop's time
 BATCH_LIVE = 64  # requests an engine decodes at once for little more than one sequence
 COST_POLICY_LIVE = 8  # what the cost policy keeps live on average, about (13 alone on a CPU's cost, 8 with 4 chains)
 

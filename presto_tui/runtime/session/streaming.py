@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from presto_tui.runtime.core.classifier import DEFAULT_CLASSIFIER
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.stream import Epoch, Group, StreamBlock, Want, speculation_policy
+from presto_tui.runtime.prefetch.stream.moves import MoveRates
+from presto_tui.runtime.prefetch.stream.policy import SharedPolicy
 from presto_tui.runtime.prefetch.stream.refusals import Refusals
 from presto_tui.runtime.prefetch.stream.requests import RequestBook
+from presto_tui.runtime.prefetch.stream.shared import Load, SharedBudget
 from presto_tui.runtime.session.cost import PRIOR_SLOPE
 from presto_tui.runtime.session.driver import EXTEND, Driver, GroupTag, Tag
 from presto_tui.runtime.session.events import (
@@ -40,7 +43,8 @@ class StreamDriver(Driver):
         super().__init__(*args, **kwargs)
         self.blk: StreamBlock | None = None
         self._ids = ids or itertools.count().__next__
-        self.policy = speculation_policy(self.params.budget, self.params.budget_policy, self._step_cost)
+        self.policy = speculation_policy(self.params.budget, self.params.budget_policy, self._load, self._market)
+        self._moves: MoveRates | None = None  # the chain's, across its blocks (the shared policy's)
         self._epoch_t0 = 0.0
         self._epochs = 0
         self._sched_s = 0.0
@@ -51,10 +55,18 @@ class StreamDriver(Driver):
         self._own_ext: tuple[Group, float, float, str] | None = None
         self.overlaps = "extension" in self.params.speculate and not self.family.law.state_dependent
 
-    def _step_cost(self) -> tuple[float, float, int]:
-        """(a, b, chains): the engine loop's learned step cost, shared by the chains on it now."""
-        a, b = self.cost.line() if self.cost is not None else (1.0, PRIOR_SLOPE)
-        return a, b, self.peers()
+    def _load(self) -> Load:
+        """The engine loop's learned step cost and the chains on it now."""
+        if self.cost is None:
+            return Load(1.0, PRIOR_SLOPE, chains=self.peers())
+        a, b, p = self.cost.plane()
+        return Load(a, b, p, self.cost.turnover, self.peers())
+
+    def _market(self, reaches: Sequence[float] | None) -> float:
+        """Offer the engine's shared budget what this chain would keep; the price of a slot."""
+        if self.budget is None:  # (not on an engine loop: the chain alone)
+            self.budget = SharedBudget(self._load)
+        return self.budget.offer(self, reaches)
 
     def _decoded(self, g: Group) -> tuple[int, ...]:
         h = g.handles[0]
@@ -62,8 +74,11 @@ class StreamDriver(Driver):
 
     def begin_block(self, state: SeqState, extension: Group | None = None) -> None:
         """`extension`: the block's own, still decoding (the block begins before it arrives)."""
+        if self._moves is None and isinstance(self.policy, SharedPolicy):  # it learns how often decisions move
+            self._moves = MoveRates(self.budget.moves if self.budget is not None else None)
         self.blk = StreamBlock(self.params, self.family, self.classifier or DEFAULT_CLASSIFIER, self.block, state,
-                               self.policy, book=RequestBook(self._ids), decoded=self._decoded, extension=extension)
+                               self.policy, book=RequestBook(self._ids), decoded=self._decoded, extension=extension,
+                               moves=self._moves)
         self.blk.walker.stop = self.stop_in_block()  # a barrier: the walker waits there (speculation goes on)
         self._epoch_t0 = self.clock()
         self._schedule()

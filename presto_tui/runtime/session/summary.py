@@ -9,20 +9,31 @@ a number means the same thing everywhere.
   a block is the same for every sampler and is counted apart (`extend_calls`).
 - transitions_per_call = transitions / calls; time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
-- wall_s: the time the session spent producing its transitions: the sum of its
-  rounds' call times, or of its streaming epochs' durations (engine time).
-  transitions_per_s and the speedup use it, so round rules and streaming
-  compare on the same footing.
-- speedup_estimate: sequential time / wall_s for the same transitions.
-  Sequential PowerMH would make one single-request call per realized
-  transition, decoding T - c tokens; its cost per token is measured from this
-  session's own single-request calls (every block's extension, and any
-  one-request proposal call; where every extension decoded beside proposals,
-  one request's step time as the engine loop learned it), so with a budget
-  of 1 it is about 1 by construction.  It compares like with like only where a sequential step is
-  one request: there is none for the sequential sampler itself (the baseline)
-  or for MultiTryMH (whose step sends all its tries in one call);
-  `speedup_unavailable` says why.  `bench` measures the sequential sampler.
+- wall_s: the session's time, counted from its start, its blocks' extensions
+  included: the engine clock at the end of its last round or epoch (`elapsed_s`;
+  under `-C` a session's own clock, so the time it shared the engine with others
+  counts too).  A trace without clocks (schema 1.0) and a one-shot method (no rounds)
+  fall back to the sum of their calls' time and their extensions'.
+  transitions_per_s, wall_per_transition_s and the speedup use it, in `run
+  --json`, `stats`, the app and the API alike.  (Before, wall_s left out the
+  extensions: a streamed session whose extension overlapped its first proposals
+  reported 0.007 s for 11 s of work.)
+- transition_time_s: the time spent producing transitions alone (the sum of the
+  rounds' call times, or of the streaming epochs' durations), extensions left
+  out: what `bench`'s `speedup` column compares (its `+ext` compares wall_s).
+- speedup_estimate: sequential time / wall_s for the same transitions and
+  extensions.  Sequential PowerMH would extend every block as this session did
+  (T - L tokens a block, one request) and make one single-request call per
+  realized transition, decoding T - c tokens; its cost per token is measured
+  from this session's own single-request calls (every block's extension, and
+  any one-request proposal call; where every extension decoded beside
+  proposals, one request's step time as the engine loop learned it), so with
+  a budget of 1 it is about 1 by construction.  `speedup_transitions` is the
+  same without the extensions on either side (what wall_s used to give).  It
+  compares like with like only where a sequential step is one request: there
+  is none for the sequential sampler itself (the baseline) or for MultiTryMH
+  (whose step sends all its tries in one call); `speedup_unavailable` says why.
+  `bench` measures the sequential sampler.
 - eps_certain_share: share of realized MH decisions that were epsilon-certain;
   scored_counts: epsilon classes of every scored (decision, state) pair.
 - requests_issued vs requests_realized: speculation sent vs used by the walk;
@@ -37,7 +48,9 @@ a number means the same thing everywhere.
 - answer_loglik, answer_confidence: eqs. 21-22 of the final answer's response, the
   text a person gets (up to its first EOS, for every method: `metrics.py`);
   elapsed_s: engine time from the session's start to the end of its last round or
-  epoch; chain, chains and group: which of `--chains M` it is (0, 1, "" alone).
+  epoch; chain, chains and group: which of `--chains M` it is (chain from 1, as
+  everything a person or a program reads counts: docs/numbering.md; the trace's
+  `session_start` holds it from 0; 1, 1, "" alone).
 - critical_path: where the chain's time went, by cause, against the dependency
   limit (`critpath.py`; schema 1.3 traces, chains started from their prompt).
 """
@@ -91,7 +104,7 @@ class SessionSummary:
     extend_calls: int = 0
     call_time_s: float = 0.0
     extend_time_s: float = 0.0
-    wall_s: float = 0.0
+    transition_time_s: float = 0.0  # rounds' call times or epochs' durations, extensions left out
     transitions: int = 0
     accepted: int = 0
     eps_counts: dict = field(default_factory=lambda: {ACCEPT: 0, REJECT: 0, UNCERTAIN: 0})
@@ -128,7 +141,7 @@ class SessionSummary:
     draws: list[Transition] = field(default_factory=list)
     block_prefixes: dict[int, tuple] = field(default_factory=dict)  # generated tokens before each block
     elapsed_s: float = 0.0
-    chain: int = 0
+    chain: int = 1  # from 1 (the SessionStart event's index + 1: docs/numbering.md)
     chains: int = 1
     group: str = ""
     timing: PathLog = field(default_factory=PathLog)  # what the critical path reads
@@ -149,7 +162,7 @@ class SessionSummary:
         self.info.update(ev)
         if isinstance(ev, SessionStart):
             self.params, self.prompt = dict(ev.params), ev.prompt
-            self.chain, self.chains, self.group = ev.chain, ev.chains, ev.group
+            self.chain, self.chains, self.group = ev.chain + 1, ev.chains, ev.group
             method = registry.find(self.params.get("sampler"))
             self.info = method.info() if method is not None else MethodInfo()
         elif isinstance(ev, ModelCall):
@@ -166,7 +179,7 @@ class SessionSummary:
                 self.requests_issued += ev.requests
                 self.proposal_tokens += ev.tokens
                 if self.one_shot:  # no rounds: its calls are its time (and every token is its own)
-                    self.wall_s += ev.wall_s
+                    self.transition_time_s += ev.wall_s
                     self.used_tokens += ev.tokens
         elif isinstance(ev, RequestEvent):
             self._live(ev.clock, ev.live)
@@ -215,7 +228,7 @@ class SessionSummary:
         self.path[-1].walk.extend((tree.decisions[s.decision].cut, s.accepted) for s in tree.steps)
         self.path[-1].draws = max([1, *(len(tree.decisions[s.decision].candidates) for s in tree.steps)])
         self.rounds += 1
-        self.wall_s += ev.call_wall_s
+        self.transition_time_s += ev.call_wall_s
         acc = 0
         for s in tree.steps:
             sc = tree.scores[(s.decision, s.src)]
@@ -243,9 +256,20 @@ class SessionSummary:
         self._live_at = (clock, live)
 
     @property
+    def wall_s(self) -> float:
+        """The session's time from its start, extensions included (the module docstring): the clock
+        at its last round or epoch; without clocks (schema 1.0, a one-shot method) its calls' and extensions'."""
+        return self.elapsed_s if self.elapsed_s and not self.one_shot else self.transition_time_s + self.extend_time_s
+
+    @property
     def engine_time_s(self) -> float:
-        """Engine time the session spent: its transitions (wall_s) and its block extensions."""
-        return self.wall_s + self.extend_time_s
+        """The session's engine time: wall_s (the name `bench` and the limits read)."""
+        return self.wall_s
+
+    @property
+    def extend_tokens(self) -> int:
+        """Tokens the blocks' extensions add to the state (T - L a block), as sequential PowerMH decodes them."""
+        return sum(b.T - b.L for b in self.path)
 
     @property
     def limits(self) -> Limits | None:
@@ -320,17 +344,28 @@ class SessionSummary:
             return "not measured yet: it needs a single-request call"
         return None
 
+    def _per_token_s(self) -> float:
+        """Sequential PowerMH's time per decoded token, from this session's single-request calls."""
+        if self.single_request_tokens:
+            return self.single_request_s / self.single_request_tokens
+        # every extension decoded beside proposals: one request's step time as the engine learned it
+        assert self.engine_cost is not None
+        return self.engine_cost.a + self.engine_cost.b
+
     @property
     def speedup_estimate(self) -> float | None:
-        """Estimated sequential time / this session's wall_s (see the module docstring)."""
+        """Estimated sequential time / this session's wall_s, both from the start, extensions included
+        (see the module docstring)."""
         if self.speedup_unavailable is not None:
             return None
-        if self.single_request_tokens:
-            per_token = self.single_request_s / self.single_request_tokens
-        else:  # every extension decoded beside proposals: one request's step time as the engine learned it
-            assert self.engine_cost is not None
-            per_token = self.engine_cost.a + self.engine_cost.b
-        return self.sequential_tokens * per_token / self.wall_s
+        return (self.sequential_tokens + self.extend_tokens) * self._per_token_s() / self.wall_s
+
+    @property
+    def speedup_transitions(self) -> float | None:
+        """The same estimate over the transitions alone (extensions left out on both sides)."""
+        if self.speedup_unavailable is not None or not self.transition_time_s:
+            return None
+        return self.sequential_tokens * self._per_token_s() / self.transition_time_s
 
     @property
     def eps_certain_share(self) -> float:
@@ -354,9 +389,11 @@ class SessionSummary:
             "call_time_s": self.call_time_s,
             "extend_time_s": self.extend_time_s,
             "wall_s": self.wall_s,
+            "transition_time_s": self.transition_time_s,
             "wall_per_transition_s": self.wall_per_transition_s,
             "transitions_per_s": self.transitions_per_s,
             "speedup_estimate": self.speedup_estimate,
+            "speedup_transitions": self.speedup_transitions,
             "time_to_first_transition_s": self.first_transition_s,
             "acceptance_rate": self.acceptance_rate,
             "eps_certain_share": self.eps_certain_share,

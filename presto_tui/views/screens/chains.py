@@ -13,6 +13,9 @@
 - below, the selected chain: its status, acceptance, log-likelihood and
   confidence, and its text.
 
+The chains of a one-shot method (best-of-N, PowerSMC, SPS, ... under `--chains M`) make no
+transitions: the plots give their place to every chain's answer and the vote.
+
 The diagnostics read the transitions the selection keeps: the burn-in B and the
 thinning T of `--burn-in` and `--thin` (`b` sets them here; the info line says
 which).  `e` exports every chain's draws as `run --draws` writes them (a tidy
@@ -24,6 +27,7 @@ arrive (at most four times a second).  The view only reads the app's state.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Group
@@ -37,11 +41,11 @@ from textual_plotext.plot import Plot
 
 from presto_tui.api.diagnostics import ALL, RHAT_MAX, ChainsReport, Selection, available, chains_report
 from presto_tui.api.events import cut_at_eos
-from presto_tui.api.params import budget_text
-from presto_tui.logs.chains import report_renderable
+from presto_tui.api.params import budget_text, describe
+from presto_tui.logs.chains import answer_text, chains_table, report_renderable
 from presto_tui.views.dialogs.export import DrawsExportScreen
 from presto_tui.views.dialogs.selection import SelectionScreen
-from presto_tui.views.screens.drawing import thinned
+from presto_tui.views.screens.drawing import row_ticks, thinned
 from presto_tui.views.state import export
 from presto_tui.views.state.chains import Mixing, burn_in_ends, mixing, trace_points
 from presto_tui.views.state.evolution import clip
@@ -153,6 +157,7 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         views = self.views
         self._seen = self._key(self.members)
         with self.app.batch_update():
+            self.query_one("#ch-plots").display = not self.one_shot
             self.query_one("#ch-info", Static).update(self._info(views))
             self.query_one("#ch-legend", Static).update(self._legend(views))
             self.query_one("#ch-plot", SeriesPlot).show(self._trace_drawing(views))
@@ -160,7 +165,13 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             self.query_one("#ch-diagnostics", Static).update(self._diagnostics(views))
             self.query_one("#ch-text-body", Static).update(self._text(views[self.selected]))
 
+    @property
+    def one_shot(self) -> bool:
+        return self.views[0].method_run is not None
+
     def _diagnostics(self, views: list[SessionView]):
+        if self.one_shot:  # no transitions: every chain's answer and the vote
+            return Group(chains_table([v.summary for v in views]), Text(""), answer_text(self.report()))
         if not any(v.summary.draws for v in views):
             if any(v.summary.transitions for v in views):  # a trace from before the transition events
                 return Text("this trace records no state per transition (it predates them): nothing to diagnose",
@@ -177,10 +188,13 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         p = v.params
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"chain {v.start.chain + 1} of {len(views)}", style="bold")
-        t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
-                 f"{p.get('alpha')} · ")
-        t.append(f"burn-in {self.selection.burn_in}, thin {self.selection.thin}", style="bold")
-        t.append(" (b) · ")
+        if self.one_shot:
+            t.append(f" · {describe(p)} alpha={p.get('alpha')} · ")
+        else:
+            t.append(f" · {p.get('sampler')} {p.get('prefetch')} N={budget_text(p)} K={p.get('steps')} alpha="
+                     f"{p.get('alpha')} · ")
+            t.append(f"burn-in {self.selection.burn_in}, thin {self.selection.thin}", style="bold")
+            t.append(" (b) · ")
         t.append("> " + clip(v.start.prompt.replace("\n", " "), 200))
         return t
 
@@ -232,14 +246,17 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
 
         def acf_drawing(plt: Plot, width: int) -> None:
             plt.title(f"autocorrelation, {where}")
-            lags = 0
+            lags, low = 0, 0.0
             for i in order:
                 xs, ys = mix.acf_points(i)
                 if xs:
                     plt.plot(xs, ys, marker="braille", color=colour_of(views[i].start.chain))
-                    lags = max(lags, xs[-1])
+                    lags, low = max(lags, xs[-1]), min(low, *ys)
             plt.hline(0.0, color=GREY)
-            plt.ylim(-1, 1)
+            # from the lowest value (or 0) to 1, the lag-0 value: 0 is a tick, on the zero line
+            bottom, top, ticks, labels = row_ticks(max(-1.0, low), 1.0, acf.canvas_rows())
+            plt.ylim(bottom, top)
+            plt.yticks(ticks, labels)
             plt.xticks([float(x) for x in range(0, lags + 1, max(1, -(-lags // 6)))])  # lags from 0
             plt.xlabel("lag")
 
@@ -248,10 +265,17 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
             if len(views) < 2:
                 plt.title("running R-hat: needs two chains or more")
                 return
-            plt.title(f"running R-hat, {where}")
+            infinite = [n for n, r in mix.rhat if r is not None and math.isinf(r)]
+            # an infinite R-hat (no chain varies within itself) is said, not drawn: it has no place on an axis
+            title = f"running R-hat, {where}" + ("" if not infinite else ": inf" if not xs else
+                                                 f"; inf to n={max(infinite)}")
+            plt.title(title[:max(1, width - 2)])  # (plotext drops a title wider than the plot)
             if xs:
                 plt.plot(xs, ys, marker="braille", color=LIGHT)
                 plt.hline(RHAT_MAX, color=GREY)
+                bottom, top, ticks, labels = row_ticks(min(1.0, *ys), max(RHAT_MAX, *ys), rhat.canvas_rows())
+                plt.ylim(bottom, top)
+                plt.yticks(ticks, labels)
                 plt.xlim(min(xs) - 0.5, max(xs) + 0.5)
                 plt.xticks([float(n) for n in range(xs[0], xs[-1] + 1, max(1, -(-(xs[-1] - xs[0] + 1) // 6)))])
             plt.xlabel(f"first n draws (line: {RHAT_MAX})")
@@ -263,8 +287,9 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
         s = v.summary
         t = Text()
         last = s.draws[-1] if s.draws else None
-        t.append(f"chain {v.start.chain + 1} (seed {v.params.get('seed')}): {s.status}, {s.transitions} transitions, "
-                 f"acceptance {s.acceptance_rate:.2f}", style="bold")
+        did = f"drawn {s.info.drawn()}" if self.one_shot else \
+            f"{s.transitions} transitions, acceptance {s.acceptance_rate:.2f}"
+        t.append(f"chain {v.start.chain + 1} (seed {v.params.get('seed')}): {s.status}, {did}", style="bold")
         if last is not None:
             t.append(f", log-likelihood {last.loglik:.3f}, confidence {last.confidence:.3f}, first change at "
                      f"token {last.first_diff}", style="bold")
@@ -285,8 +310,15 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
+    def _no_draws(self) -> bool:
+        if self.one_shot:
+            self.notify("one-shot sessions make no transitions: no draws to thin or export", timeout=4)
+        return self.one_shot
+
     def action_selection(self) -> None:
         """`b`: the burn-in and thinning the diagnostics read."""
+        if self._no_draws():
+            return
         def done(chosen: Selection | None) -> None:
             if chosen is not None and chosen != self.selection:
                 self.selection = chosen
@@ -297,6 +329,8 @@ class ChainsScreen(Screen[tuple[int, int] | None]):
 
     def action_export(self) -> None:
         """`e`: every chain's draws, as `run --draws` writes them."""
+        if self._no_draws():
+            return
         def done(result: tuple[str, Path] | None) -> None:
             if result is not None:
                 self.export(*result)

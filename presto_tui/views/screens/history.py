@@ -22,6 +22,7 @@ from presto_tui.views.state.evolution import Writer, clip
 from presto_tui.views.state.history import ChainHistory, chain_history
 from presto_tui.views.state.reducer import AppState
 from presto_tui.views.widgets.footer import FittedFooter
+from presto_tui.words import count
 
 CONTEXT_TOKENS = 4  # tokens of a visited state shown before where it differs from its block's start
 
@@ -54,8 +55,12 @@ class HistoryScreen(Screen[None]):
         h, p = self.history, self.view.params
         info = Text()
         info.append(f"session {self.session + 1} of {len(self.state.sessions)}", style="bold")
+        alike = sum(v.twin_from is not None for v in h.states)
         info.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} alpha {p.get('alpha'):g} · "
-                    f"{len(h.steps)} transitions, {h.accepted} accepted · {len(h.states)} distinct states")
+                    f"{count(len(h.steps), 'transition')}, {h.accepted} accepted · "
+                    f"{count(len(h.states), 'distinct state')}"
+                    + (f" ({alike} read alike up to EOS: their text shows where they differ after it)"
+                       if alike else ""))
         info.append("\n> " + clip(self.view.start.prompt.replace("\n", " ⏎ "), 200), style="dim")
         if not h.diagnostics:
             info.append("\nlog-target and log-likelihood not recorded in this trace (transition events, schema 1.2): "
@@ -71,11 +76,16 @@ class HistoryScreen(Screen[None]):
             text = Text(no_wrap=True, overflow="ellipsis")
             answer = cut_at_eos(v.tokens, eos)
             lead = max(0, v.from_start - CONTEXT_TOKENS) if v.from_start < len(answer) else 0
+            if v.twin_from is not None:  # what tells it apart lies after EOS: the answer's end is context enough
+                lead = max(lead, len(answer) - CONTEXT_TOKENS)
             if lead:
                 text.append("…", style="dim")
             Writer(text, self.state.pieces, 200).tokens(answer[lead:])
             if len(answer) < len(v.tokens):
                 text.append(" [EOS]", style="dim")
+            if v.twin_from is not None:  # another state reads the same: the tokens after EOS that tell them apart
+                text.append(f" · after EOS, from token {v.twin_from}: ", style="dim")
+                Writer(text, self.state.pieces, 200).tokens(v.tokens[v.twin_from:])
             differs = "-" if v.from_start >= len(v.tokens) else str(v.from_start)
             table.add_row(*(Text(str(x), justify="right") for x in (j + 1, v.visits, v.first, v.last)),
                           number_cell(v.log_target, 2), Text(differs, justify="right"), text, key=str(j))

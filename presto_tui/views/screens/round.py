@@ -338,8 +338,9 @@ class RoundScreen(Screen):
             self.notify("no session yet: the chains view needs one", timeout=3)
             return
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
-        if self.state.sessions[session].method_run is not None:
-            self.notify(f"m: the chains view needs MH chains ({NO_ROUNDS}: no transitions)", timeout=4)
+        if self.state.sessions[session].method_run is not None and len(self.state.chains_of(session)) < 2:
+            self.notify(f"m: one session ({NO_ROUNDS}): the chains view compares a prompt's chains (--chains M, or "
+                        "chains in ctrl+s): their answers and their vote", timeout=4)
             return
 
         def done(result: tuple[int, int] | None) -> None:
@@ -349,10 +350,10 @@ class RoundScreen(Screen):
         self.app.push_screen(ChainsScreen(self.state, session, self.export_dir), done)
 
     def chain_picked(self, index: int) -> None:
-        """Show session `index`'s latest round (the chains view opened it)."""
+        """Show session `index`'s latest round, or a one-shot session's place (the chains view opened it)."""
         rounds = len(self.state.sessions[index].rounds)
-        if rounds:
-            self.go_to(self.state.timeline_index((index, rounds - 1)))
+        if rounds or self.state.sessions[index].method_run is not None:  # (a one-shot session: its one place)
+            self.go_to(self.state.timeline_index((index, max(0, rounds - 1))))
 
     def action_goto(self) -> None:
         if self.cursor is None:

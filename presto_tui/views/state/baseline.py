@@ -99,7 +99,7 @@ class MethodRun:
         c = self.choice
         if c is None:
             return "no answer yet: a one-shot method answers at its end"
-        return clip(f"the answer: {self.what} #{c.index} ({c.rule})", 200)
+        return clip(f"the answer: {self.what} #{c.index + 1} ({c.rule})", 200)
 
 
 def shares(log_weights: tuple[float, ...] | list[float]) -> list[float]:

@@ -11,6 +11,7 @@ from presto_tui.api.events import Pieces, Sample, cut_at_eos
 from presto_tui.views.state.baseline import MethodRun, SamplesRun, SmcRun
 from presto_tui.views.state.evolution import DiffStyles, clip, evolution_text
 from presto_tui.views.state.reducer import SessionView
+from presto_tui.words import count
 
 
 def _run(session: SessionView) -> MethodRun:
@@ -32,7 +33,9 @@ def progress(session: SessionView) -> str:
 def where(session: SessionView, index: int, sessions: int) -> str:
     """The title: what the view shows and where it sits."""
     run = _run(session)
-    parts = [*run.describe(), f"session {index + 1} of {sessions}", run.progress(), *run.title_extra()]
+    start = session.start
+    chain = [f"chain {start.chain + 1} of {start.chains}"] if start.chains > 1 else []
+    parts = [*run.describe(), f"session {index + 1} of {sessions}", *chain, run.progress(), *run.title_extra()]
     return " · ".join(p for p in parts if p)
 
 
@@ -58,7 +61,7 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     t.append_text(run.stats_body(m))
     c = run.choice
     if c is not None:
-        t.append(f"\nanswer: {run.what} #{c.index}, {clip(c.rule, 120)}")
+        t.append(f"\nanswer: {run.what} #{c.index + 1}, {clip(c.rule, 120)}")
     if m.answer_loglik is not None and m.answer_confidence is not None:
         t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
     elif c is None:
@@ -76,7 +79,7 @@ def sample_text(run: SamplesRun, rank: int, sm: Sample, pieces: Pieces, eos_id: 
                 styles: DiffStyles) -> Text:
     """The inspector for a sample: its numbers and its whole text."""
     t = Text()
-    t.append(f"sample #{sm.index}  rank {rank + 1} of {len(run.samples)}", style="bold")
+    t.append(f"sample #{sm.index + 1}  rank {rank + 1} of {len(run.samples)}", style="bold")
     if run.choice is not None and run.choice.index == sm.index:
         t.append(f"  ★ the answer ({clip(run.choice.rule, 120)})")
     t.append(f"\n{run.score_name} {run.score(sm):.3f} (the rank's score)")
@@ -97,7 +100,7 @@ def cell_text(run: SmcRun, step: int, i: int, pieces: Pieces, eos_id: int | None
         return Text("no particle here", style="dim")
     st = run.steps[step]
     P = len(st.tokens)
-    t.append(f"particle {i} after block {step + 1} of {len(run.steps)}", style="bold")
+    t.append(f"particle {i + 1} after block {step + 1} of {len(run.steps)}", style="bold")
     line = run.answer_line()
     if line.get(step) == i:
         t.append("  ★ on the answer's line" if step < len(run.steps) - 1 else "  ★ the answer")
@@ -111,10 +114,10 @@ def cell_text(run: SmcRun, step: int, i: int, pieces: Pieces, eos_id: int | None
         t.append("\nno resampling after this block")
     parent = run.parent(step, i)
     if parent is not None and run.resampled_into(step):
-        t.append(f"\ndescends from particle {parent} of block {step} (resampled)")
+        t.append(f"\ndescends from particle {parent + 1} of block {step} (resampled)")
     grown = st.tokens[i]
     eos = eos_id is not None and eos_id in grown
-    t.append(f"\nthis block: {len(grown)} tokens" + (", stopped at EOS" if eos else "")
+    t.append(f"\nthis block: {count(len(grown), 'token')}" + (", stopped at EOS" if eos else "")
              + (" (it had stopped at EOS before)" if not grown else "") + "\n")
     # the text up to this block, its own tokens marked (a reader's text: up to the first EOS)
     before = cut_at_eos(list(run.tokens_at(step - 1, parent if parent is not None else i)), eos_id) if step else []

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from presto_tui.api.events import Pieces, cut_at_eos
 from presto_tui.safetext import visible
+from presto_tui.words import count
 
 TEXT_BUDGET = 4000  # characters of token text per pane: many screens' worth, cheap to lay out
 PIECE_MAX = 200  # one token's text is cut beyond this
@@ -97,7 +98,7 @@ def evolution_text(before: Sequence[int] | None, after: Sequence[int], pieces: P
             w.tokens(after[i:min(ja, answer)], styles.added)
             w.tokens(after[ja:answer])
     if answer < len(after):
-        w.note(f"  [EOS; {len(after) - answer} more tokens in the state]")
+        w.note(f"  [EOS; {count(len(after) - answer, 'more token')} in the state]")
     if span is not None and span[0] >= answer:
         w.note(f"  [the change lies after the EOS, from token {span[0]}]")
     return out

@@ -13,7 +13,8 @@
   `stats --draws` write, by the same functions (`logs/draws.py`).
 
 Sessions, chains, rounds (epochs), blocks and transitions are numbered from 1, as the screen
-shows them; node and state ids are ids.  A trace record exported as it is (a round's tree as
+shows them (a history's `transition` over the session, its `k` within the block: both from 1;
+docs/numbering.md); node ids are ids, state ids count from 1.  A trace record exported as it is (a round's tree as
 JSON) keeps the trace's own fields, whose indices count from 0 (docs/trace-format.md).
 
 Exported text is passed through `visible()`: a trace's token text may hold escape
@@ -110,7 +111,7 @@ STATE_FIELDS = ("state", "block", "visits", "first", "last", "log_target", "firs
 
 def history_rows(state: AppState, session: SessionView, history: ChainHistory) -> tuple[list[dict], list[dict]]:
     """(one dict per transition, one per distinct state) with the export's field names."""
-    steps = [dict(zip(TRANSITION_FIELDS, (s.n, s.block + 1, s.k, s.accepted, s.state + 1, _number(s.log_target),
+    steps = [dict(zip(TRANSITION_FIELDS, (s.n, s.block + 1, s.k + 1, s.accepted, s.state + 1, _number(s.log_target),
                                           _number(s.loglik), _number(s.confidence), s.first_diff)))
              for s in history.steps]
     states = [dict(zip(STATE_FIELDS, (j + 1, v.block + 1, v.visits, v.first, v.last, _number(v.log_target),
@@ -151,7 +152,7 @@ def chain_draws(state: AppState, members: Sequence[int]) -> list[list[draws.Chai
 def write_draws(folder: Path, stem: str, groups: Sequence[Sequence[draws.ChainDraws]], selection: Selection,
                 kind: str) -> list[Path]:
     """Write the draws as `kind` (csv, nc or both: DRAWS_FORMATS) into `folder`; the paths written."""
-    if not groups:
+    if not draws.with_draws(groups):
         raise ExportError("no draws to export: the chains have made no transition yet")
     paths = [folder / file_name(stem, None, ext.lstrip("."), "round") for ext in DRAWS_FORMATS[kind]]
     if any(p.suffix == ".nc" for p in paths) and not all(importlib.util.find_spec(m) for m in draws.NETCDF_NEEDS):

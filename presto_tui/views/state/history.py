@@ -9,13 +9,18 @@ are numbered 1, 2, ... over the whole session, blocks one after another.
 A state is "visited" by a transition that leaves the chain in it (accepted or
 not): a run of rejects visits the same state again and again, and a chain that
 comes back to an earlier state (same tokens) visits it again later.
+
+States are distinct by all their tokens, while a person reads each up to its first
+EOS: states that read alike differ only after it, and `Visited.twin_from` says where
+(the first position at which it differs from another state that reads the same), so
+the view can show the tokens that tell them apart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presto_tui.api.events import SeqState, Transition, first_difference
+from presto_tui.api.events import SeqState, Transition, cut_at_eos, first_difference
 from presto_tui.views.state.reducer import SessionView
 
 
@@ -43,6 +48,8 @@ class Visited:
     first: int = 0  # transition number of the first visit
     last: int = 0
     log_target: float | None = None
+    # where it first differs from another state that reads the same up to EOS (None: no other does)
+    twin_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,4 +84,14 @@ def chain_history(session: SessionView) -> ChainHistory:
                 v.log_target = t.log_target
             steps.append(ChainStep(n, rd.block, k, walked.accepted, j, *(
                 (t.log_target, t.loglik, t.confidence, t.first_diff) if t is not None else (None,) * 4)))
+    read: dict[tuple[int, ...], list[Visited]] = {}  # the states by what a person reads of them
+    for v in states:
+        read.setdefault(cut_at_eos(v.tokens, session.start.backend_info.get("eos_id")), []).append(v)
+    for alike in read.values():
+        for v in alike if len(alike) > 1 else ():
+            v.twin_from = min(_first_difference(v.tokens, w.tokens) for w in alike if w is not v)
     return ChainHistory(tuple(steps), tuple(states), bool(diag))
+
+
+def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

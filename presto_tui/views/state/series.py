@@ -12,9 +12,9 @@ engine step close epochs that last (almost) no time at all, which would plot
 thousands of transitions a second.  An epoch's rate is instead the
 transitions walked in a window of fixed engine time that ends with it, over
 the window's length (`window_rates`): epochs that end in the same engine step
-show the same rate.  Engine time is the time of the epochs (SessionSummary's
-`wall_s`, which leaves out block extensions), and each walked decision is
-placed in it by its own clock.
+show the same rate.  Engine time is the session's clock from its start
+(SessionSummary's `wall_s`, block extensions included), and each walked decision
+is placed in it by its own clock.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Column:
     acceptance: float  # this round's accepted share
     cum_rate: float  # as of this round (SessionSummary)
     cum_acceptance: float
-    wall: float = 0.0  # engine time of the session's rounds up to the end of this one (SessionSummary.wall_s)
+    wall: float = 0.0  # the session's engine time at the end of this one (SessionSummary.wall_s)
 
     @property
     def transitions(self) -> int:

@@ -100,7 +100,8 @@ def ratio_of(sc: Score) -> RatioKind:
 
 
 def token_split(tree: RoundTree, v: NodeView, alpha: float) -> TokenSplit | None:
-    """The split of node v's ratio; None for a node without a score or without a proposal."""
+    """The split of node v's ratio; None for a node without a score or without a proposal (or, in a
+    damaged trace, a proposal that does not replace the state's suffix token for token)."""
     sc, d = v.score, v.decision
     if sc is None or d is None or d.request is None:
         return None
@@ -109,6 +110,8 @@ def token_split(tree: RoundTree, v: NodeView, alpha: float) -> TokenSplit | None
         return None  # not finished: scored only once it is
     state = tree.state_of(v.src)
     cut, y = d.cut, req.proposal
+    if len(y.tokens) != state.T - cut or len(y.logp) != len(y.tokens):
+        return None  # (a trace whose proposal does not cover the state's suffix: nothing to split token by token)
     ratio = ratio_of(sc)
     per_token_q = ratio is not RatioKind.MULTIPLE_TRY
     x_q, x_p = state.logq[cut:], state.logp[cut:]

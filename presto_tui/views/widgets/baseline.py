@@ -250,7 +250,7 @@ class SampleTable(BaselineTable):
         return (self.row, ranked[self.row]) if 0 <= self.row < len(ranked) else None
 
     def _widths(self) -> tuple[int, int]:
-        n = max((s.index for s in self.run.samples.values()), default=0) if self.run else 0
+        n = max((s.index + 1 for s in self.run.samples.values()), default=1) if self.run else 1  # (#1, #2, ...)
         return len(str(max(1, len(self.run.samples) if self.run else 1))), len(str(n))
 
     def header_line(self, y: int) -> list[Segment]:
@@ -269,7 +269,7 @@ class SampleTable(BaselineTable):
         rw, iw = self._widths()
         chosen = run.choice is not None and run.choice.index == sm.index
         selected = row == self.row
-        cells = (f"{row + 1:>{max(4, rw)}} {'#' + str(sm.index):>{iw + 1}} {number(run.score(sm), 10)} "
+        cells = (f"{row + 1:>{max(4, rw)}} {'#' + str(sm.index + 1):>{iw + 1}} {number(run.score(sm), 10)} "
                  f"{number(sm.logp, 10)} {number(sm.loglik, 7, 3)} {len(sm.tokens):>5} ")
         eos = self.eos_id is not None and self.eos_id in sm.tokens
         style = Style(bold=selected or None, underline=selected or None)
@@ -311,7 +311,7 @@ class ParticleGrid(BaselineTable):
 
     @property
     def digits(self) -> int:
-        return len(str(max(0, self.rows - 1)))
+        return len(str(max(1, self.rows)))  # particles p1..pP, as every number a person reads, from 1
 
     @property
     def label_width(self) -> int:
@@ -362,7 +362,7 @@ class ParticleGrid(BaselineTable):
         selected_row = row == self.row
         segs = [Segment("❯" if selected_row else " ", self.s("cursor")),
                 Segment("★" if star is not None and star[1] == row else " ", self.s("chosen")),
-                Segment(f"p{row:<{self.digits}} ", self.s("muted"))]
+                Segment(f"p{row + 1:<{self.digits}} ", self.s("muted"))]
         for s in self._blocks():
             segs += self._cell(run, s, row, line.get(s) == row, selected_row and s == self.col)
         return segs
@@ -373,7 +373,7 @@ class ParticleGrid(BaselineTable):
         if i >= len(st.tokens):
             return [Segment(" " * self.cell_width, band)]
         parent = run.parent(s, i) if run.resampled_into(s) else None
-        lineage = f"←{parent}" if parent is not None else ""
+        lineage = f"←{parent + 1}" if parent is not None else ""
         share = run.shares(s)[i]
         shown = f"{share:.2f}"[:self.BAR].rjust(self.BAR) if selected else bar(share, self.BAR)
         dropped = st.resampled and run.copies(s)[i] == 0

@@ -28,6 +28,11 @@ class SeriesPlot(PlotextPlot):
         self._drawing = drawing
         self.refresh()
 
+    def canvas_rows(self, title: bool = True, xlabel: bool = True) -> int:
+        """The rows plotext draws data on: the plot's height less the x axis' two lines and its tick
+        labels, the title and the x label (a y axis is laid out on them: drawing.row_ticks)."""
+        return max(0, self.size.height - 3 - title - xlabel)
+
     def render(self) -> RenderResult:
         plt = self.plt
         plt.clear_figure()

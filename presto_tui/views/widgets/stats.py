@@ -11,6 +11,7 @@ from presto_tui.api.events import ACCEPT, REJECT, SHORT, UNCERTAIN, SessionSumma
 from presto_tui.api.params import find_method
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import SessionView
+from presto_tui.words import count
 
 
 def sparkline(values: Sequence[float], width: int = 24) -> str:
@@ -31,7 +32,8 @@ def speedup_line(m: SessionSummary) -> Text:
     if sp is None:
         return Text(f"speedup: n/a ({m.speedup_unavailable})", style="dim")
     t = Text(f"speedup ~{sp:.2f}x vs sequential {sampler}")
-    t.append("\n  (est. from single-request call times)", style="dim")
+    alone = m.speedup_transitions
+    t.append("\n  (est." + (f"; {alone:.2f}x without extensions)" if alone is not None else ")"), style="dim")
     return t
 
 
@@ -81,11 +83,12 @@ def limit_line(m) -> Text:
     lim = m.limits
     if lim is None:
         return Text()
-    t = Text(f"\nlimit: dependency {lim.steps} steps")
+    # seconds as "1.05s": Rich wraps a narrow panel at any space, and "1.05" and "s" parted ("compute 1.05⏎s")
+    t = Text(f"\nlimit: dependency {count(lim.steps, 'step')}")
     if lim.seconds is not None:
-        t.append(f" = {lim.seconds:.2f} s")
+        t.append(f" = {lim.seconds:.2f}s")
     if lim.compute_seconds is not None:
-        t.append(f", compute {lim.compute_seconds:.2f} s")
+        t.append(f", compute {lim.compute_seconds:.2f}s")
     share = m.limit_share
     if share is not None:
         t.append(f"; this run took {1 / share:.1f}x the binding one" if share > 0 else "")

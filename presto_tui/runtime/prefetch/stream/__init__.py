@@ -13,9 +13,12 @@ Four parts, one job each, composed per block by `StreamBlock`:
   finished, aborted), distinct from the tree's node statuses;
 - `walker.Walker`: the exact MH walk, decisions strictly in order, each as
   soon as the proposal its own state asks for has finished;
-- `policy.SpeculationPolicy`: what to keep live (`FillPolicy`: the N most
-  likely requests; `CostPolicy`: as many as make the chain's critical path
-  shortest on the engine's learned step cost), over the speculation tree of `speculation.py`, whose branch models
+- `policy.SpeculationPolicy`: what to keep live (`SharedPolicy`: what the
+  engine's one budget for every chain on it gives this one, `shared.py`;
+  `FillPolicy`: the N most likely requests; `CostPolicy`: as many as make the
+  chain's own critical path shortest on the engine's learned step cost), over
+  the speculation tree of `speculation.py` (with `moves.py`'s learned move
+  rates under the shared policy), whose branch models
   (in-proposal speculation, the next block's extension) are objects too; a
   policy reads the block and returns a `Plan`, which the block applies;
 - `refusals.Refusals`: how long each want waited refused before it was issued;
@@ -34,13 +37,15 @@ from presto_tui.runtime.prefetch.stream.policy import (
     CostPolicy,
     FillPolicy,
     Plan,
+    SharedPolicy,
     SpeculationPolicy,
     speculation_policy,
 )
 from presto_tui.runtime.prefetch.stream.recorder import EPOCH_DECISIONS, EPOCH_NODES, Epoch, EpochRecorder
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook, RequestState
+from presto_tui.runtime.prefetch.stream.shared import Load, SharedBudget
 from presto_tui.runtime.prefetch.stream.walker import Scorer, Walked, Walker
 
 __all__ = ["EPOCH_DECISIONS", "EPOCH_NODES", "BlockView", "CostPolicy", "Decisions", "Epoch", "EpochRecorder",
-           "FillPolicy", "Group", "Plan", "RequestBook", "RequestState", "Schedule", "Scorer", "SpeculationPolicy",
-           "StreamBlock", "Walked", "Walker", "Want", "speculation_policy"]
+           "FillPolicy", "Group", "Load", "Plan", "RequestBook", "RequestState", "Schedule", "Scorer", "SharedBudget",
+           "SharedPolicy", "SpeculationPolicy", "StreamBlock", "Walked", "Walker", "Want", "speculation_policy"]

@@ -9,6 +9,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.moves import MoveRates
 from presto_tui.runtime.prefetch.stream.policy import SpeculationPolicy
 from presto_tui.runtime.prefetch.stream.recorder import EpochRecorder
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
@@ -47,7 +48,8 @@ class StreamBlock:
 
     def __init__(self, params: SamplerParams, family: SamplerFamily, classifier: CertaintyClassifier,
                  block: int, state: SeqState, policy: SpeculationPolicy, *, book: RequestBook | None = None,
-                 decoded: Decoded | None = None, extension: Group | None = None):
+                 decoded: Decoded | None = None, extension: Group | None = None,
+                 moves: MoveRates | None = None):
         self.params, self.policy = params, policy
         self.pending, self._before, self._decoded = extension, state, decoded
         if extension is not None:
@@ -67,7 +69,7 @@ class StreamBlock:
         self.tree = SpeculationTree(
             self.decisions, self.walker, self.book, self.scorer, classifier,
             decoding=InProposal(decoded) if inside and decoded is not None else AtCut(),
-            block_end=NextBlock(self.decisions) if "block" in params.speculate else NoExtension())
+            block_end=NextBlock(self.decisions) if "block" in params.speculate else NoExtension(), moves=moves)
         self.recorder = EpochRecorder(self.decisions, self.book, self.scorer, self._before)
         self.inside = inside
         self._frozen_k, self._frozen_min = -1, [0]
@@ -124,8 +126,14 @@ class StreamBlock:
         return Schedule(submit, plan.abort, plan.refused, expanded=True)
 
     def walk(self) -> list[Walked]:
+        before = self.walker.state
         walked = self.walker.walk(self.book)
         self.recorder.observe(walked)
+        moves = self.tree.moves
+        if moves is not None:
+            for w in walked:  # an accept that reproduces the tokens after the cut leaves the state as it was
+                moves.observe(w.cut / self.decisions.T, w.after.tokens[w.cut:] != before.tokens[w.cut:])
+                before = w.after
         return walked
 
     def issued(self, g: Group, j: int, handle: int) -> bool:

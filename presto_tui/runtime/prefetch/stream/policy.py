@@ -1,12 +1,16 @@
-"""What to keep live: speculation policies over the speculation tree (one protocol, two policies).
+"""What to keep live: speculation policies over the speculation tree (one protocol, three policies).
 
 A policy answers one question per scheduling pass, as a frozen `Plan` (wants
 to submit, live groups to abort, wants it saw and refused, and why): it reads
 a block (`BlockView`) and changes nothing of it: the block applies the plan
-(`StreamBlock.plan`), the engine loop carries it out.  Both keep the N wants
+(`StreamBlock.plan`), the engine loop carries it out.  Each keeps the N wants
 of largest reach live (the best-first order of the speculation tree, the
 walker's own always):
 
+- `SharedPolicy(cap, load, market)` (the default): N what the engine's shared
+  budget gives the chain (`shared.py`: the requests of largest reach across
+  every chain on the engine, as many as its load makes worth their width, and
+  each worth its width), at most `cap`.
 - `FillPolicy(N)`: N fixed, whatever the width costs.
 - `CostPolicy(cap, cost)`: N the width at which the chain's critical path is
   shortest on this engine.  A step with n live requests costs a + b n (learned
@@ -23,19 +27,20 @@ walker's own always):
   on one engine every request slows all m paths: (a + b m N)(S + C / N) is
   least at N = sqrt(KAPPA a / (b m)).
 
-Both abort, in every pass, the live requests no state the walker can still
+All abort, in every pass, the live requests no state the walker can still
 reach would ask for (an abort throws away what was decoded: a used request
 aborted and issued again is the critical path's `reissued`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
+from presto_tui.runtime.prefetch.stream.shared import FREE, Load, best_width, clearing_price
 from presto_tui.runtime.prefetch.stream.speculation import SpeculationTree
 from presto_tui.runtime.prefetch.stream.walker import Walker
 
@@ -89,9 +94,8 @@ class SpeculationPolicy(Protocol):
 
 
 
-# (a, b, m): a step with n live requests costs about a + b n (seconds or engine units); m chains share
-# the engine now (this one included)
-StepCost = Callable[[], tuple[float, float, int]]
+# what the engine's steps cost and how many chains share them now (the engine loop's)
+LoadOf = Callable[[], Load]
 
 
 class _Passes:
@@ -136,7 +140,8 @@ class _Passes:
         raise NotImplementedError
 
 
-    def _gather(self, block: BlockView, free: int) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
+    def _gather(self, block: BlockView, free: int, below: float = 0.0
+                ) -> tuple[dict[Want, float], dict[Want, Group | None], int]:
         """Summed reach of every want seen, best first, until `free` + 1 new ones were seen, and as many
         again as the budget holds: the runners-up, refused for want of a slot (what a wider budget would
         have taken: the critical path's `budget`, and what the cost policy learns its width from)."""
@@ -149,7 +154,7 @@ class _Passes:
                 fresh += g is None or g.wanting
                 groups[want] = g
             wanted[want] = reach if seen is None else seen + reach
-            if fresh > max(0, free) + self.cap:
+            if fresh > max(0, free) + self.cap or reach < below:
                 break
         return wanted, groups, fresh
 
@@ -163,10 +168,21 @@ class FillPolicy(_Passes):
     def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
         free = self.cap - live
         own = block.walker.own()
-        needed = own is not None and (mine is None or mine.wanting)
         if free <= 0:  # no slot to fill: only the walker's own want may go over the budget
+            needed = own is not None and (mine is None or mine.wanting)
             return ([own] if own is not None and needed else []), [], [], False
         wanted, groups, fresh = self._gather(block, free)
+        out, refused = self.fill(block, live, mine, wanted, groups)
+        return out, [], refused, fresh <= free
+
+    def fill(self, block: BlockView, live: int, mine: Group | None, wanted: dict[Want, float],
+             groups: dict[Want, Group | None], why: Callable[[int, float], str] = lambda *_: BUDGET
+             ) -> tuple[list[Want], list[tuple[Want, str]]]:
+        """The walker's own want if nothing computes it, then the wants nothing computes by decreasing
+        reach while `cap` holds them; the others refused, each for `why(its rank, its reach)` (its rank:
+        its place among the wants seen, the walker's own left out, best first)."""
+        own = block.walker.own()
+        needed = own is not None and (mine is None or mine.wanting)
         size = block.decisions.family.requests_per_decision
         width = lambda want: 1 if want.d >= block.decisions.K else size  # the requests a want makes
         out: list[Want] = []
@@ -174,16 +190,20 @@ class FillPolicy(_Passes):
         if own is not None and needed:  # first, even over budget: the walker waits for it (a deeper
             out.append(own)  # want summed over many nodes can outrank its reach of 1 by rounding)
             live += width(own)
-        for want, _ in sorted(wanted.items(), key=lambda kv: -kv[1]):
+        rank = 0
+        for want, reach in sorted(wanted.items(), key=lambda kv: -kv[1]):
             g = groups[want]
-            if want == own or (g is not None and not g.wanting):
+            if want == own:
+                continue
+            rank += 1
+            if g is not None and not g.wanting:
                 continue
             if live + width(want) > self.cap:
-                refused.append((want, BUDGET))
+                refused.append((want, why(rank - 1, reach)))
                 continue
             out.append(want)
             live += width(want)
-        return out, [], refused, fresh <= free
+        return out, refused
 
 
 class CostPolicy(FillPolicy):
@@ -192,16 +212,16 @@ class CostPolicy(FillPolicy):
 
     KAPPA = 16.0  # C / S: the waits one budget slot takes off the path, over its decode steps (module docstring)
 
-    def __init__(self, cap: int, cost: StepCost):
+    def __init__(self, cap: int, load: LoadOf):
         super().__init__(cap)
         self.limit = cap
-        self.cost = cost
+        self.load = load
 
     def width(self) -> int:
         """The width that makes the critical path shortest (module docstring); with m chains on the
         engine each request live slows every chain's path, and each chain keeps 1 / sqrt(m) as many."""
-        a, b, chains = self.cost()
-        width = (self.KAPPA * a / (b * max(1, chains))) ** 0.5 if b > 0 else float(self.limit)
+        load = self.load()
+        width = (self.KAPPA * load.a / (load.b * max(1, load.chains))) ** 0.5 if load.b > 0 else float(self.limit)
         return max(1, min(self.limit, round(width)))
 
     def plan(self, block: BlockView) -> Plan:
@@ -216,9 +236,82 @@ class CostPolicy(FillPolicy):
         return out, aborts, refused, exhausted
 
 
-def speculation_policy(budget: int, policy: str, cost: StepCost | None) -> SpeculationPolicy:
-    """`fill` keeps `budget` requests live; `cost` (the default) as many as the engine's cost makes best, at
-    most `budget`."""
-    if policy == "fill" or cost is None:
+# A chain's side of the engine's shared budget (shared.py): it offers the reaches of the requests it would
+# keep (None: as it last offered) and learns the price, the reach a speculative request needs for a slot.
+Market = Callable[[Sequence[float] | None], float]
+
+
+class SharedPolicy(FillPolicy):
+    """The walker's own want, and the wants whose reach buys a slot of the engine's shared budget
+    (`shared.SharedBudget`: the requests of largest reach across every chain on the engine, as many as
+    the engine's load makes worth their width, none below its worth), never beyond `cap`.  Alone on
+    the engine it is allowed what `CostPolicy` keeps; with C chains the engine holds about
+    sqrt(8 a C / slot) in all, the likeliest first whichever chain they serve, and at saturation
+    every chain only its own want.
+
+    A want it sees and refuses waited for the others' requests (`BUDGET`) if the chain alone on the
+    engine would have kept it, else for its reach (`RANKED`; `BUDGET` where `cap` is what bound)."""
+
+    def __init__(self, cap: int, load: LoadOf, market: Market):
+        super().__init__(cap)
+        self.limit = cap
+        self.load = load
+        self.market = market
+        self.alone = cap  # the width the chain would keep alone on the engine
+        self._offered: tuple[float, ...] = ()  # per request, best first: what it last offered
+
+    def _share(self, price: float) -> int:
+        """Requests the chain may keep live at `price`: its own, and every one it offered at or above it."""
+        return max(1, min(self.limit, 1 + sum(r >= price for r in self._offered)))
+
+    def plan(self, block: BlockView) -> Plan:
+        load = self.load()
+        self.alone, fair = (self.limit if w == FREE else max(1, min(self.limit, round(w)))
+                            for w in (best_width(load, 1), best_width(load)))
+        price = self.market(None)
+        # whether to look at the tree this pass: up to its share at the price, and up to its even share of
+        # the engine (what it offered may be out of date: wants finish, the walker moves, the tree grows);
+        # at no price (slots left over) up to what it would keep alone
+        self.cap = self.alone if price <= 0 else max(self._share(price), fair)
+        self.refill_at = max(1, self.cap // 16)
+        return super().plan(block)
+
+    def choose(self, block: BlockView, live: int, mine: Group | None) -> Choice:
+        own = block.walker.own()
+        free = self.cap - live
+        # a want seen below a quarter of the price will not get a slot: the tree is not looked at past it
+        wanted, groups, fresh = self._gather(block, free, self.market(None) / 4)
+        size = block.decisions.family.requests_per_decision
+        offered: list[float] = []  # what it would keep alone beyond its own, per request (a group's reach
+        for want, reach in sorted(wanted.items(), key=lambda kv: -kv[1]):  # split over its candidates)
+            g = groups[want]
+            if want == own or (g is not None and g.finished):
+                continue
+            n = 1 if want.d >= block.decisions.K else size
+            offered += [reach / n] * n
+            if len(offered) >= self.alone - 1:
+                break
+        self._offered = tuple(offered[: self.alone - 1])
+        self.cap = self._share(self.market(self._offered))
+        self.refill_at = max(1, self.cap // 16)
+        load = self.load()
+        bar = clearing_price(Load(load.a, load.b, load.p, load.turnover, 1), self._offered)  # alone on the engine
+
+        def why(rank: int, reach: float) -> str:  # alone it would have had a slot: the others' requests hold it
+            if rank >= self.limit - 1 or (rank < self.alone - 1 and reach / size >= bar):
+                return BUDGET
+            return RANKED
+
+        out, refused = self.fill(block, live, mine, wanted, groups, why)
+        return out, [], refused, fresh <= max(0, free)
+
+
+def speculation_policy(budget: int, policy: str, load: LoadOf | None, market: Market | None = None
+                       ) -> SpeculationPolicy:
+    """`fill` keeps `budget` requests live; `cost` as many as the engine's cost makes best for the chain, at
+    most `budget`; `shared` (the default) what the engine's shared budget gives the chain, at most `budget`."""
+    if policy == "fill" or load is None:
         return FillPolicy(budget)
-    return CostPolicy(budget, cost)
+    if policy == "cost" or market is None:
+        return CostPolicy(budget, load)
+    return SharedPolicy(budget, load, market)

@@ -5,7 +5,8 @@ and a state; what it asks for is d's want from that state.  Its children:
 - a finished proposal branches with its exact acceptance probability A
   (accept: the state after the move; reject: the same state);
 - a proposal still decoding (or not issued) branches with the epsilon-class
-  classifier's h+ (eq. 14).  Its accept branch holds the node's state only up
+  classifier's h+ (eq. 14), or with the learned probability that it moves the
+  state (`moves.MoveRates`, h+ its prior).  Its accept branch holds the node's state only up
   to the decision's cut; the rest is still being decoded.  How that branch is
   modelled is a `DecodingBranch` object: `AtCut` keeps it as a share of the
   node's reach that counts only for requests cut at or before the cut (a
@@ -30,6 +31,7 @@ from presto_tui.runtime.core.classifier import CertaintyClassifier, node_feature
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.prefetch.bestfirst import best_first
 from presto_tui.runtime.prefetch.stream.decisions import Decisions, Want
+from presto_tui.runtime.prefetch.stream.moves import MoveRates
 from presto_tui.runtime.prefetch.stream.requests import Group, RequestBook
 from presto_tui.runtime.prefetch.stream.walker import Scorer, Walker
 
@@ -113,18 +115,26 @@ class SpeculationTree:
 
     def __init__(self, decisions: Decisions, walker: Walker, book: RequestBook, scorer: Scorer,
                  classifier: CertaintyClassifier, decoding: DecodingBranch | None = None,
-                 block_end: BlockEnd | None = None):
+                 block_end: BlockEnd | None = None, moves: MoveRates | None = None):
         self.decisions, self.walker, self.book, self.scorer = decisions, walker, book, scorer
         self.classifier = classifier
         self.decoding = decoding or AtCut()
         self.block_end = block_end or NoExtension()
+        self.moves = moves  # learned: how often a decision moves the state (else the classifier's h+)
         self._h: dict[tuple[int, int], float] = {}  # (depth ahead of the walker, cut) -> h+
+        self._version = moves.version if moves is not None else 0
 
     def h_pred(self, d: int, cut: int) -> float:
+        """The probability that the walker takes decision d's accept branch: the classifier's h+, or, with
+        `moves`, the learned probability that the decision moves the state (h+ its prior)."""
+        if self.moves is not None and self.moves.version != self._version:
+            self._h.clear()
+            self._version = self.moves.version
         key = (d - self.walker.k, cut)
         if key not in self._h:
             T = self.decisions.T
-            self._h[key] = self.classifier.branch_prob(node_features(cut, T, d - self.walker.k, 0, T))
+            h = self.classifier.branch_prob(node_features(cut, T, d - self.walker.k, 0, T))
+            self._h[key] = self.moves.rate(cut / T, h) if self.moves is not None else h
         return self._h[key]
 
     def wants(self) -> Iterator[tuple[Want, float, Group | None]]:
