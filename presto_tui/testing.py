@@ -14,15 +14,21 @@ when a check fails, so each is one line in a pytest test.
   the floor.  For an approximate method (best-of-N, PowerSMC, SPS) read `tv` instead: how far it is.
 - `check_invariance(params)`: an MH kernel leaves pi_alpha invariant: chains started from exact
   draws of pi_alpha (one block, no extension) still follow pi_alpha after their K transitions.
-  Sharper than `check_law` for an MH chain (it needs no mixing) and fast.
+  Sharper than `check_law` for an MH chain (it needs no mixing) and fast.  A method whose chains
+  target different exponents (`Method.chain_exponents`: a tempering ladder) starts each chain from
+  an exact draw of its own p0^a.
 - `check_coupling(params)`: every PreSTO rule reproduces the sequential chain token for token
   (decision inputs: the state after every extension and every transition, at several budgets and
-  seeds), the property that makes PreSTO exact.
+  seeds), the property that makes PreSTO exact.  For a population (several chains in one
+  session: `Method.population`) what the session records is compared: its method's own events
+  (every field but the engine's clock: each chain's state at every barrier, swaps, weights,
+  resampling), the draws it reports and its answer.
 - `check_pit(params)`: every realized MH transition draws its cut from the method's own cut law,
   accepts with probability A, and draws each proposed token from q_tau (every candidate's, for a
   multiple-try decision: the selection among them is the invariance check's): their randomized
   probability integral transforms must be uniform (what a traversal rule that skews what it
-  lets through breaks, long before the K-step law shows it).
+  lets through breaks, long before the K-step law shows it).  It reads one chain's rounds: a
+  population's members are its family's chains, checked as that family.
 
     from presto_tui import Params, testing
 
@@ -35,6 +41,7 @@ when a check fails, so each is one line in a pytest test.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,13 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.names import PrefetchRule
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.engines.synthetic import ResponseLaw, SyntheticEngine, SyntheticLM
 from presto_tui.runtime.samplers.families import sampler_family
 from presto_tui.runtime.session.distance import Distance, distance, exact_floor
-from presto_tui.runtime.session.events import BlockStart, RoundDone, SessionEnd
+from presto_tui.runtime.session.events import BlockStart, RoundDone, SessionEnd, Transition
 from presto_tui.runtime.session.loop import make_driver, run_chains
 
 __all__ = ["CouplingReport", "Distance", "LawReport", "check_coupling", "check_invariance", "check_law",
@@ -161,9 +169,15 @@ def check_invariance(params: SamplerParams, *, engine: Any = None, prompt: Seque
     params = params.with_(block_size=None)  # one block, started from the given state
     law = exact_law(engine, prompt, n, params.alpha)
     rng = np.random.default_rng(seed)
-    picks = rng.choice(len(law.probs), size=chains, p=law.probs)
     taus = sampler_family(params).score_taus
-    states = [_state(engine, prompt, _response(law, int(i)), params.proposal_tau, taus) for i in picks]
+    exponents = params.method.chain_exponents(params)
+    laws = [law if a == params.alpha else exact_law(engine, prompt, n, a) for a in exponents]
+    # one exact draw per chain of each session, from the law its chain targets (one for all where they agree)
+    picks = [[int(i) for i in rng.choice(len(lw.probs), size=chains, p=lw.probs)] for lw in laws]
+    states: list = []
+    for c in range(chains):
+        drawn = [_state(engine, prompt, _response(lw, pk[c]), params.proposal_tau, taus) for lw, pk in zip(laws, picks)]
+        states.append(drawn[0] if len(drawn) == 1 else tuple(drawn))
     report = _report(engine, _answers(engine, params, prompt, range(seed, seed + chains), states), law, seed)
     if assert_ and not report.within_noise:
         raise _fail("its kernel does not leave pi_alpha invariant", params, str(report))
@@ -204,14 +218,25 @@ class CouplingReport:
     transitions: int  # states compared in them
 
 
-def _trajectory(engine: SyntheticEngine, params: SamplerParams, prompt: Sequence[int]) -> list[tuple[int, ...]]:
-    """The chain's generated tokens after every block extension and every transition."""
-    states: list[tuple[int, ...]] = []
+UNTIMED = ("wall_s", "clock")  # fields of a method's event that the engine's clock sets, not the chain
+
+
+def _trajectory(engine: SyntheticEngine, params: SamplerParams, prompt: Sequence[int]) -> list[Any]:
+    """The chain's generated tokens after every block extension and every transition; a population's
+    own events (but their times), draws and answer."""
+    states: list[Any] = []
+    whole = not params.method.rounds
     for _, ev in run_chains(engine, [make_driver(engine, params, list(prompt))]):
         if isinstance(ev, BlockStart):
             states.append(tuple(ev.tokens))
         elif isinstance(ev, RoundDone):
             states.extend(s.tokens for s in ev.tree.states_after_steps())
+        elif whole and isinstance(ev, Transition):
+            states.append((ev.block, ev.k, ev.accepted, ev.log_target))
+        elif whole and isinstance(ev, SessionEnd):
+            states.append(tuple(ev.tokens))
+        elif whole and (kind := registry.event_type_of(ev)) is not None:
+            states.append(json.dumps({k: v for k, v in kind.encode(ev).items() if k not in UNTIMED}, sort_keys=True))
     return states
 
 
@@ -238,14 +263,18 @@ def check_coupling(params: SamplerParams, *, engine: Any = None, prompt: Sequenc
                 for i, (a, b) in enumerate(zip(got, sequential)):
                     if a != b:
                         raise _fail(f"PreSTO {rule} N={budget} leaves the sequential chain", p,
-                                    f"seed {seed}, state #{i} (extensions and transitions counted from 0): "
-                                    f"{list(a)} instead of {list(b)}")
+                                    f"seed {seed}, state #{i + 1} (extensions and transitions, or a population's "
+                                    f"records, counted from 1): {_shown(a)} instead of {_shown(b)}")
                 if len(got) != len(sequential):
                     raise _fail(f"PreSTO {rule} N={budget} made {len(got)} states", p,
                                 f"the sequential chain made {len(sequential)} (seed {seed})")
                 compared += 1
                 transitions += len(got)
     return CouplingReport(compared, transitions)
+
+
+def _shown(record: Any) -> str:
+    return str(list(record)) if isinstance(record, tuple) and all(isinstance(t, int) for t in record) else str(record)
 
 
 def _discrete_pit(probs: Sequence[float] | np.ndarray, k: int, v: float) -> float:
@@ -272,6 +301,9 @@ def check_pit(params: SamplerParams, *, engine: Any = None, prompt: Sequence[int
     family = sampler_family(params)
     if family is None:
         raise ValueError(f"{params.sampler} is not an MH chain method: it has no transitions to check")
+    if not params.method.rounds:
+        raise ValueError(f"{params.sampler} runs several chains in a session and records none's rounds: check "
+                         "its members' method (its family) instead")
     rng = np.random.default_rng(12345 + seed)
     streams: dict[str, list[float]] = {"cut": [], "accept": [], "tokens": []}
     for s in range(seed, seed + chains):

@@ -473,14 +473,14 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     assert smc["resamplings"] == sum(r["resamplings"] for r in rows if r["group"] == smc["group"])
     # the tables: the chain's rows among the sessions, the baselines' in their own table
     out = runner.invoke(cli_app, ["stats", str(path)], env={"COLUMNS": "200"}).stdout
-    chain_part, baseline_part = out.split("one-shot sessions (no MH transitions)")
+    chain_part, baseline_part = out.split("one-shot sessions and populations (no single chain's transitions)")
     assert "best-of" not in chain_part and "PowerMH" in chain_part
     header = next(ln for ln in baseline_part.splitlines() if "prompt" in ln)
     for col in ("time s", "tokens", "drawn", "resampl.", "ESS", "ll/tok", "conf"):
         assert col in header
     assert "tr/call" not in header
     smc_line = next(ln for ln in baseline_part.splitlines() if f"[1]#{rows[-1]['session']} " in ln)
-    assert "PowerSMC P=4 B=6 R=400" in smc_line
+    assert "PowerSMC P=4 B=6 R=9 " in smc_line  # the ramp unset: 400/1024 of n = 24, rounded
     assert f"{rows[-1]['last_ess']:.2f}" in smc_line and f"{rows[-1]['answer_loglik']:.3f}" in smc_line
     assert "pooled one-shot sessions" in baseline_part and "best-of-5" in baseline_part
 

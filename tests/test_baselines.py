@@ -9,6 +9,7 @@ order statistics of N draws; PowerSMC's output law approaches pi_alpha ∝ p0^al
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -234,3 +235,33 @@ def test_best_of_n_sample_zero_is_the_low_temperature_sample():
     assert sorted(s.index for s in samples) == list(range(5))
     assert [s for s in samples if s.index == 0][0].tokens == lt.tokens
     assert all(math.isfinite(s.logq) and s.loglik <= 0 for s in samples)
+
+
+@pytest.mark.parametrize("n", [96, 64])  # run's and chat's default n, and eval's
+def test_powersmc_resamples_at_its_default_settings(n):
+    """Blocks of 128 tokens were longer than every default response, so PowerSMC never resampled as a
+    user ran it (best-of-N's time and tokens, and an answer drawn by weight).  Its defaults are now the
+    paper's 128 and 400 tokens of n = 1024 scaled to n: blocks of n/8, a ramp over 400/1024 of n; run
+    --json reports its resamplings, and a run that could not resample says so."""
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app as cli_app
+    from presto_tui.runtime.core.params import PAPER_SETTINGS
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+    from presto_tui.runtime.session.summary import summarize
+
+    params = SamplerParams(sampler="powersmc", max_new_tokens=n)
+    assert (params.to_dict()["smc_block"], params.to_dict()["smc_ramp"]) == (math.ceil(n / 8), round(n * 400 / 1024))
+    paper = SamplerParams(sampler="powersmc", **PAPER_SETTINGS).to_dict()
+    assert (paper["smc_block"], paper["smc_ramp"]) == (128, 400)
+    engine = SyntheticEngine()  # the demo model, with EOS
+    counts = [summarize(run_session(engine, params.with_(seed=seed), engine.encode_prompt("the cat"))).info.resamplings
+              for seed in range(6)]
+    assert all(c > 0 for c in counts), counts
+    res = CliRunner().invoke(cli_app, ["run", "--backend", "synthetic", "--sampler", "powersmc", "-n", str(n),
+                                       "--no-trace", "--json", "the cat"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(next(line for line in res.output.splitlines() if line.startswith("{")))
+    assert d["resamplings"] > 0 and d["smc_steps"] > 1 and d["params"]["smc_block"] == math.ceil(n / 8)
+    one = summarize(run_session(engine, params.with_(smc_block=n), engine.encode_prompt("the cat")))
+    assert one.info.resamplings == 0 and "it grew one block" in one.info.notes()[0]

@@ -52,14 +52,14 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
      "--kv-cache-gib must be a number in (0, 1e+06], got 'lots'"),
     # choices, listed from the registry
     (["run", "x", "--sampler", "foo"], "unknown --sampler 'foo'; choose one of powermh, entropycut, multitry, "
-     "lowtemp, bestofn, powersmc, sps"),
+     "ppt, lowtemp, bestofn, powersmc, sps, resample-move"),
     (["run", "x", "--prefetch", "dfs"], "unknown --prefetch 'dfs'; choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--inputs", "edge"], "unknown --inputs 'edge'; choose one of decision, node"),
     # a near miss is suggested, as for an unknown option (not a guess: 'dfs' above is no near miss of 'bfs')
     (["run", "x", "--prefetch", "strem"],
      "unknown --prefetch 'strem'; did you mean stream? choose one of none, bfs, predictive, spine, stream"),
     (["run", "x", "--sampler", "powrmh"], "unknown --sampler 'powrmh'; did you mean powermh? choose one of powermh, "
-     "entropycut, multitry, lowtemp, bestofn, powersmc, sps"),
+     "entropycut, multitry, ppt, lowtemp, bestofn, powersmc, sps, resample-move"),
     # unknown options, with the closest one
     (["run", "x", "--alph", "3"], "unknown option --alph for presto-tui run; did you mean --alpha?"),
     (["run", "x", "-Z"], "unknown option -Z for presto-tui run (see presto-tui run --help)"),
@@ -68,8 +68,8 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
     (["--zzz"], "unknown option --zzz for presto-tui (see presto-tui --help)"),
     # missing values and arguments
     (["run", "x", "--alpha"], "--alpha needs a value: a number in (0, 1000]"),
-    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, lowtemp, bestofn, "
-     "powersmc, sps"),
+    (["run", "x", "--sampler"], "--sampler needs a value: one of powermh, entropycut, multitry, ppt, lowtemp, "
+     "bestofn, powersmc, sps, resample-move"),
     (["run", "x", "--trace"], "--trace needs a value: a file path"),
     (["run", "x", "--no-trace=yes"], "--no-trace is a flag and takes no value"),
     (["stats"], "presto-tui stats needs TRACE...: trace files (JSONL) to summarise"),
@@ -98,7 +98,8 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
     (["bench", "--rules", "none"],
      "--rules lists PreSTO rules; each sampler's sequential run is always the reference"),
     (["bench", "--samplers", "powermh,foo"],
-     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, lowtemp, bestofn, powersmc, sps"),
+     "unknown --samplers 'foo'; choose one of powermh, entropycut, multitry, ppt, lowtemp, bestofn, powersmc, sps, "
+     "resample-move"),
     (["bench", "--throughput-rule", "dfs"],
      "unknown --throughput-rule 'dfs'; choose one of bfs, predictive, spine, stream"),
 ])
@@ -274,7 +275,10 @@ def test_every_registered_sampler_has_its_family_or_its_driver():
 
     for method in registry.methods():
         params = SamplerParams(sampler=method.name)
-        if method.chain:
+        if method.population:  # several chains in a session: its decision rule is its answer's chain's
+            assert sampler_family(params).name in {m.method.name for m in method.members(params)}
+            assert isinstance(method.driver(small_backend(), params, (1, 2)), SessionDriver)
+        elif method.chain:
             assert sampler_family(params).name == method.name
         else:
             assert isinstance(method.driver(small_backend(), params, (1, 2)), SessionDriver)

@@ -15,6 +15,7 @@ from helpers import noisy_backend, small_backend, trajectory
 from presto_tui.runtime.core.mh import score
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.prefetch.tree import ROOT
+from presto_tui.runtime.session.events import BlockStart, RoundDone
 
 SCHEDULES = {
     "one-block": dict(max_new_tokens=16, steps=30),
@@ -357,3 +358,117 @@ def test_streaming_aborts_what_no_reachable_state_needs_and_spends_less_time():
     assert kinds.count("aborted") > 0
     assert t_stream < t_spine < t_seq
     assert sum(isinstance(e, RoundDone) for e in events) > 0
+
+
+# -- populations: several chains in one session, barriers between them -------------------------------
+
+POPULATIONS = {  # parallel tempering (every scheme, every family) and resample-move, swapping or resampling often
+    "ppt-deo-every": dict(sampler="ppt", pt_swap_every=1),
+    "ppt-random-3": dict(sampler="ppt", pt_scheme="random", pt_swap_every=3, pt_replicas=3),
+    "ppt-entropycut": dict(sampler="ppt", pt_family="entropycut", pt_swap_every=2, pt_alpha_min=2.0),
+    "ppt-multitry": dict(sampler="ppt", pt_family="multitry", pt_swap_every=2, pt_replicas=2),
+    "rm": dict(sampler="resample-move", particles=4, rm_ess=0.9),
+}
+POPULATION_RULES = {  # the round rules, and the streaming rule under its policies
+    "bfs": dict(prefetch="bfs"), "predictive": dict(prefetch="predictive"), "spine": dict(prefetch="spine"),
+    **{f"stream-{name}": dict(prefetch="stream", **policy) for name, policy in POLICIES.items()},
+    "stream": dict(prefetch="stream"),
+}
+
+
+def population_run(backend, params, prompt=(1, 2)):
+    """(each member's states after every extension and transition, the session's events): white-box, the
+    members' own events as the population folds them."""
+    from presto_tui.runtime.session.loop import make_driver, run_chains
+
+    driver = make_driver(backend, params, list(prompt))
+    members: dict[int, list] = {}
+    consume = driver._consume
+
+    def record(i, events):
+        for ev in events:
+            if isinstance(ev, BlockStart):
+                members.setdefault(i, []).append(("extend", ev.block, ev.tokens))
+            elif isinstance(ev, RoundDone):
+                members.setdefault(i, []).extend(s.tokens for s in ev.tree.states_after_steps())
+        consume(i, events)
+
+    driver._consume = record
+    events = [ev for _, ev in run_chains(backend, [driver])]
+    return members, events
+
+
+def session_records(events):
+    """What the session says of itself, but the engine's clock: its method's events, its draws, its answer."""
+    from presto_tui.runtime.core import registry
+    from presto_tui.runtime.session.events import Choice, SessionEnd, Transition
+
+    out = []
+    for ev in events:
+        kind = registry.event_type_of(ev)
+        if kind is not None:
+            out.append({k: v for k, v in kind.encode(ev).items() if k not in ("wall_s", "clock")})
+        elif isinstance(ev, (Transition, Choice, SessionEnd)):
+            out.append(ev)
+    return out
+
+
+_population_cache: dict = {}
+
+
+def population_reference(name, schedule, seed):
+    key = (name, schedule, seed)
+    if key not in _population_cache:
+        params = SamplerParams(prefetch="none", seed=seed, **POPULATIONS[name], **SCHEDULES[schedule])
+        members, events = population_run(small_backend(**BACKENDS["v7"]), params)
+        _population_cache[key] = members, session_records(events)
+    return _population_cache[key]
+
+
+@pytest.mark.parametrize("name", sorted(POPULATIONS))
+@pytest.mark.parametrize("rule", sorted(POPULATION_RULES))
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_presto_reproduces_every_member_of_a_population(name, rule, schedule):
+    """Parallel tempering's replicas and resample-move's particles, each under a PreSTO rule, all on one
+    loop, paused at barriers where swaps and resampling replace their states: every member's state after
+    every extension and transition is the sequential population's, token for token, and so are the
+    swaps, weights, resampling and answer the session records."""
+    budget = 8 if POPULATIONS[name].get("pt_family") == "multitry" or rule == "spine" else 2
+    for seed in SEEDS[:2]:
+        expected, records = population_reference(name, schedule, seed)
+        params = SamplerParams(seed=seed, budget=budget, **POPULATIONS[name], **POPULATION_RULES[rule],
+                               **SCHEDULES[schedule])
+        got, events = population_run(small_backend(**BACKENDS["v7"]), params)
+        assert sorted(got) == sorted(expected)
+        for i in expected:
+            assert got[i] == expected[i], f"seed {seed}: member {i + 1} left the sequential population"
+        assert session_records(events) == records, f"seed {seed}: the session's records differ"
+
+
+def test_the_population_coupling_is_not_vacuous():
+    """Swaps and resamplings do happen in the configurations above, and replace states of members whose
+    PreSTO rule had speculated past the barrier."""
+    from presto_tui.runtime.prefetch.stream.block import StreamBlock
+
+    swaps = resamplings = 0
+    for seed in SEEDS[:2]:
+        for name in POPULATIONS:
+            _, records = population_reference(name, "multi-block", seed)
+            swaps += sum(sum(r["swapped"]) for r in records if isinstance(r, dict) and "swapped" in r)
+            resamplings += sum(r["resampled"] for r in records if isinstance(r, dict) and "resampled" in r)
+    assert swaps > 10 and resamplings > 0
+    replaced = []
+    original = StreamBlock.replace
+
+    def watch(self, state):
+        replaced.append(sum(g.want.d >= self.walker.k for g in self.book.groups.values()))  # speculated past it
+        return original(self, state)
+
+    StreamBlock.replace = watch
+    try:
+        for name in ("ppt-deo-every", "rm"):
+            params = SamplerParams(seed=0, prefetch="stream", budget=8, **POPULATIONS[name], **SCHEDULES["multi-block"])
+            population_run(small_backend(**BACKENDS["v7"]), params)
+    finally:
+        StreamBlock.replace = original
+    assert replaced and max(replaced) > 0

@@ -64,6 +64,48 @@ def test_the_sentence_walks_the_joint_front_and_names_the_dominated():
     assert sentence.endswith("bon is dominated at every time measured.")
 
 
+def test_the_fronts_are_read_at_equal_tokens_or_engine_steps_as_at_equal_time():
+    """A method cheap in time but costly in tokens (many requests decoded side by side) holds the time front
+    and loses the tokens front: the cost axis is what the fronts, the sentences and the readings are read at."""
+    from presto_tui.eval.frontier import COSTS, method_fronts
+
+    rows = [{"label": label, "group": g, "time_per_prompt_s": t, "tokens_per_prompt": k, "steps_per_prompt": n,
+             "tv": q} for label, g, t, k, n, q in [
+        ("p@4", "wide", 0.2, 400, 10, 0.1), ("p@8", "wide", 0.4, 800, 20, 0.05),
+        ("c@4", "narrow", 0.5, 40, 50, 0.2), ("c@16", "narrow", 2.0, 160, 200, 0.05)]]
+    front, sentence = dominance(rows, MEASURES["tv"], COSTS["time"])
+    assert front == ["p@4", "p@8"] and sentence.endswith("narrow is dominated at every time measured.")
+    front, sentence = dominance(rows, MEASURES["tv"], COSTS["tokens"])
+    assert front == ["c@4", "c@16"] and sentence.startswith(
+        "Cheapest to best on the joint front of total variation to pi_alpha against decoded tokens: narrow from 40 "
+        "tokens to 160 tokens (0.200 to 0.050).") and sentence.endswith("wide is dominated at every token count "
+                                                                         "measured.")
+    assert dominance(rows, MEASURES["tv"], COSTS["steps"])[0] == ["p@4", "p@8"]
+    assert method_fronts(rows, MEASURES["tv"], COSTS["tokens"])["wide"] == [0, 1]
+
+
+def test_a_second_axis_is_a_setting_of_each_entry_and_the_results_read_again_at_another_axis(enumerable):
+    from presto_tui.api.params import SamplerParams
+    from presto_tui.eval.frontier import COSTS, analyse, parse_spec
+    from presto_tui.eval.frontier_report import read_again
+
+    points = parse_spec("ppt+stream:r=2@2,4; ppt+stream:r=4@2; rm:p=3:block_size=1@1", SamplerParams(max_new_tokens=3))
+    assert [(p.group, p.label, p.budget) for p in points] == [
+        ("ppt+stream:r=2", "ppt+stream:r=2@2", 2), ("ppt+stream:r=2", "ppt+stream:r=2@4", 4),
+        ("ppt+stream:r=4", "ppt+stream:r=4@2", 2), ("rm:p=3:block_size=1", "rm:p=3:block_size=1@1", 1)]
+    assert [p.method.params.pt_replicas for p in points[:3]] == [2, 2, 4] and points[0].method.params.steps == 2
+    assert (points[3].method.params.particles, points[3].method.params.block) == (3, 1)
+    folder, _ = enumerable
+    res = json.loads((folder / "res.json").read_text())
+    assert res["axis"] == "time" and all(r["steps_per_prompt"] > 0 for r in res["points"])
+    again = read_again(res, "tokens")
+    fresh = analyse(res["points"], parse_spec(res["frontier"], SamplerParams(**res["shared_params"])), ["tv"],
+                    COSTS["tokens"])
+    assert again["axis"] == "tokens" and again["joint_front"] == fresh["joint_front"]
+    assert "against decoded tokens" in again["summary"][0] and "fewer decoded tokens" in again["summary"][1]
+    assert read_again(res, "time")["joint_front"] == res["joint_front"]
+
+
 # -- the exact law ------------------------------------------------------------------------------
 
 def test_pi_alpha_of_the_enumerable_model_is_the_oracles():
@@ -240,6 +282,11 @@ def test_on_a_model_that_cannot_be_enumerated_it_reads_likelihood_and_accuracy(t
     (["--frontier", "lowtemp", "--concurrency", "2"], "one session at a time"),
     (["--frontier", "lowtemp", "--frontier-seeds", "0"], "--frontier-seeds must"),
     (["--frontier-seeds", "3"], "--frontier-seeds goes with --frontier"),
+    (["--frontier-axis", "tokens"], "--frontier-axis goes with --frontier"),
+    (["--frontier", "lowtemp", "--frontier-axis", "money"], "--frontier-axis"),
+    (["--frontier", "smc:p=4@2,8"], "smc:p=4 sets P already"),
+    (["--frontier", "ppt:r=0@2"], "--pt-replicas must lie in"),
+    (["--frontier", "ppt:q=3@2"], "PPT has no parameter 'q'"),
     (["--frontier", "lowtemp", "--synthetic-vocab", "3", "-n", "40"], "too many to enumerate"),
 ])
 def test_a_bad_frontier_is_one_line_and_exit_2(args, message):

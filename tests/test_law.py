@@ -362,3 +362,96 @@ def test_the_law_from_the_prompt_sees_a_wrong_kernel():
     p0 = np.array([math.exp(suffix_logprobs(lm, PROMPT, s, 1 / alpha)[0]) for s in states])
     wrong = p0 @ np.linalg.matrix_power(wrong_P, K)
     assert 0.5 * np.abs(wrong - law).sum() > 2 * tv_bound(law, chains_for("powermh") * 3 // 8)
+
+
+# -- populations: parallel tempering's replicas, resample-move's particles ------------------------------
+
+def replica_laws(params, chains, seed=0):
+    """Each replica started from an exact draw of its own pi_alpha_r (the law-test kit's states, with the log q
+    every temperature of the ladder reports), run K transitions with its swaps; per replica (its exponent,
+    the law of its final state, that law's exact counterpart)."""
+    from presto_tui import testing
+    from presto_tui.runtime.methods.ppt import PtStep, ladder
+    from presto_tui.runtime.samplers.families import sampler_family
+    from presto_tui.runtime.session.loop import make_driver, run_chains
+
+    engine = testing.enumerable()
+    n = params.max_new_tokens
+    exps = ladder(params)
+    laws = [testing.exact_law(engine, PROMPT, n, a) for a in exps]
+    rng = np.random.default_rng(seed)
+    taus = sampler_family(params).score_taus
+    starts = [[testing._state(engine, PROMPT, testing._response(law, int(i)), params.proposal_tau, taus)
+               for i in rng.choice(len(law.probs), size=chains, p=law.probs)] for law in laws]
+    finals: list[list] = [[] for _ in exps]
+    drivers = (make_driver(engine, params.with_(seed=seed + c), list(PROMPT), state=tuple(s[c] for s in starts))
+               for c in range(chains))
+    for _, ev in run_chains(engine, drivers, concurrency=64):
+        if isinstance(ev, PtStep) and ev.final:
+            for r, toks in enumerate(ev.tokens):
+                finals[r].append(tuple(toks))
+    out = []
+    for a, law, got in zip(exps, laws, finals):
+        counts = np.zeros(len(law.probs))
+        for toks in got:
+            counts[law.index(toks)] += 1
+        out.append((a, counts / len(got), law.probs))
+    return out
+
+
+@pytest.mark.parametrize("config", [
+    dict(pt_scheme="deo"), dict(pt_scheme="random"), dict(pt_ladder="1.5,4", pt_family="multitry"),
+    dict(pt_family="entropycut", pt_replicas=3, beta=2.0),
+])
+def test_parallel_tempering_leaves_every_replicas_power_target_invariant(config):
+    """Started from exact draws of their own pi_alpha_r, R replicas that swap after every transition still
+    follow pi_alpha_r each after K transitions: the swaps' acceptance leaves the product of the replicas'
+    targets invariant, under both schemes and with every family (the answer's law is the kit's
+    `check_invariance` in tests/test_kit.py)."""
+    chains = 1200
+    params = SamplerParams(sampler="ppt", prefetch="none", alpha=4.0, max_new_tokens=3, steps=4, pt_swap_every=1,
+                           **config)
+    for a, got, law in replica_laws(params, chains):
+        tv = 0.5 * np.abs(got - law).sum()
+        assert tv < tv_bound(law, chains), f"replica at alpha {a:.3g}: TV {tv:.4f} above {tv_bound(law, chains):.4f}"
+
+
+def test_the_replica_laws_see_a_swap_with_the_exponents_the_wrong_way_round(monkeypatch):
+    """Not vacuous: a swap accepted with (p0(x_j) / p0(x_i))^(alpha_j - alpha_i) (the exponents' difference the
+    wrong way round) moves the replicas' laws beyond the bound a correct population stays within."""
+    from presto_tui.runtime.core import randomness
+    from presto_tui.runtime.methods import ppt
+
+    def wrong(self, barrier, states):
+        exps = self.exponents
+        self.exponents = tuple(-a for a in exps)  # the acceptance reads alpha_i - alpha_j: negated
+        try:
+            return original(self, barrier, states)
+        finally:
+            self.exponents = exps
+
+    original = ppt.PptDriver.cross
+    monkeypatch.setattr(ppt.PptDriver, "cross", wrong)
+    assert randomness.swap_uniform  # (the swaps keep their keyed uniforms)
+    chains = 1200
+    params = SamplerParams(sampler="ppt", prefetch="none", alpha=4.0, max_new_tokens=3, steps=4, pt_swap_every=1)
+    laws = replica_laws(params, chains)
+    assert max(0.5 * np.abs(got - law).sum() - tv_bound(law, chains) for _, got, law in laws) > 0
+
+
+@pytest.mark.parametrize("sampler,extra", [
+    ("ppt", dict(pt_swap_every=1, steps=8)),
+    ("resample-move", dict(particles=4, block_size=1, steps=2)),
+])
+def test_the_populations_answers_reach_pi_alpha_from_the_prompt(sampler, extra):
+    """From the prompt (extensions from q_tau), parallel tempering at K = 8 and resample-move at K = 2 per
+    token block answer within noise of pi_alpha (the law-test kit's `check_law`: total variation with its
+    bootstrap interval against the noise floor of as many exact draws), where PowerMH at K = 4 is not."""
+    from presto_tui import testing
+
+    report = testing.check_law(SamplerParams(sampler=sampler, prefetch="none", alpha=4.0, max_new_tokens=3, **extra),
+                               sessions=1500)
+    assert report.within_noise and report.foreign == 0
+    chain = testing.check_law(SamplerParams(prefetch="none", alpha=4.0, max_new_tokens=3, steps=4), sessions=1500,
+                              assert_=False)
+    assert not chain.within_noise  # (the check can fail: a chain that has not mixed)

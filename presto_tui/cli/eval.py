@@ -93,6 +93,10 @@ def eval_(
         "--frontier-seeds", metavar="S", rich_help_panel=FRONTIER, show_default=False,
         help="--frontier: sessions per prompt and point, each with a seed of its own [default: 200 on an "
         "enumerable model, 1 elsewhere].")] = None,
+    frontier_axis: Annotated[str | None, typer.Option(
+        "--frontier-axis", metavar="time|tokens|steps", rich_help_panel=FRONTIER, show_default=False,
+        help="--frontier: the cost the fronts are read at: time per prompt, tokens decoded per prompt (equal "
+        "tokens, as papers compare) or engine steps per prompt [default: time].")] = None,
 ) -> None:
     """Grade several methods on the same tasks: accuracy, cost, and whether PreSTO changed the answers.
 
@@ -164,8 +168,9 @@ def eval_(
         source = ctx.get_parameter_source("methods")  # typer's own click: read by name
         conflicts(flags, methods_given=source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"),
                   tost=tost, chains=per_pair, vote=vote, concurrency=concurrency)
-    elif frontier_seeds is not None:
-        raise InputError("--frontier-seeds goes with --frontier")
+    elif frontier_seeds is not None or frontier_axis is not None:
+        raise InputError(f"{'--frontier-seeds' if frontier_seeds is not None else '--frontier-axis'} goes with "
+                         "--frontier")
     if vote and per_pair < 2:
         raise InputError("--vote grades the answer several chains agree on: give --chains M with M >= 2")
     if per_pair > 1 and (workers is not None or ray_address is not None):
@@ -190,7 +195,8 @@ def eval_(
     if frontier is not None:
         from presto_tui.cli.frontier import run_frontier
 
-        return run_frontier(spec=frontier, seeds=frontier_seeds, base=base, items=items, task_meta=meta["tasks"],
+        return run_frontier(spec=frontier, seeds=frontier_seeds, axis=frontier_axis or "time", base=base, items=items,
+                            task_meta=meta["tasks"],
                             clf=clf, name=name, engine_opts=engine_opts, path=path, out_path=out_path,
                             figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish)
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)

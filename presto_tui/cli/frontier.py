@@ -30,15 +30,18 @@ def conflicts(flags: dict, *, methods_given: bool, tost: list[str] | None, chain
         raise InputError("--frontier times one session at a time (--concurrency 1), as the paper measures")
 
 
-def run_frontier(*, spec: str, seeds: int | None, base, items, task_meta: dict, clf, name: str, engine_opts,
-                 path: Path | None, out_path: Path, figures: str, json_out: bool, limits, progress_cls, finish) -> None:
+def run_frontier(*, spec: str, seeds: int | None, axis: str = "time", base, items, task_meta: dict, clf, name: str,
+                 engine_opts, path: Path | None, out_path: Path, figures: str, json_out: bool, limits, progress_cls,
+                 finish) -> None:
     """Run the frontier's points (parsed before any engine starts) and report; the trace is closed whatever
     happens, and what finished is reported before an engine failure's line."""
     from presto_tui.api.engine import exact_power_law, not_enumerable
-    from presto_tui.api.params import BackendName
-    from presto_tui.eval.frontier import parse_spec, replicas
+    from presto_tui.api.params import BackendName, unknown_choice
+    from presto_tui.eval.frontier import COSTS, parse_spec, replicas
     from presto_tui.eval.runner import run_local
 
+    if axis not in COSTS:
+        raise InputError(unknown_choice("--frontier-axis", axis, tuple(COSTS)))
     points = parse_spec(spec, base)
     if seeds is not None:
         SEEDS.check("--frontier-seeds", seeds)
@@ -68,7 +71,7 @@ def run_frontier(*, spec: str, seeds: int | None, base, items, task_meta: dict, 
     meta = {"kind": "frontier", "frontier": spec, "backend": engine.name, "model": engine.model,
             "engine": dict(engine.info), "tasks": task_meta, "seeds": seeds, "shared_params": base.to_dict(),
             "enumerable": laws is not None, "not_enumerable": why, "time_unit": kind.time_unit,
-            "virtual_clock": kind.virtual_clock}
+            "virtual_clock": kind.virtual_clock, "axis": axis}
     report(ev, points, seeds, laws, meta, out_path, figures, json_out, writer)
     if ev.failure is not None:
         raise ev.failure
@@ -78,13 +81,13 @@ def run_frontier(*, spec: str, seeds: int | None, base, items, task_meta: dict, 
 
 def report(ev, points, seeds: int, laws, meta: dict, out_path: Path, figures: str, json_out: bool, writer) -> None:
     from presto_tui.errors import describe
-    from presto_tui.eval.frontier import analyse, point_rows
+    from presto_tui.eval.frontier import COSTS, analyse, point_rows
     from presto_tui.eval.frontier_report import render, save_figure, terminal_figures
 
     rows = point_rows(ev, points, seeds, laws, int(meta["shared_params"]["seed"]))
     measures = ["tv"] if laws is not None else ["loglik", "confidence", "accuracy"]
     res = {**meta, "interrupted": ev.interrupted, "failure": None if ev.failure is None else describe(ev.failure)[1],
-           "points": rows, **analyse(rows, points, measures)}
+           "points": rows, **analyse(rows, points, measures, COSTS[meta.get("axis", "time")])}
     make_folders(out_path.parent, "results", error=OutputError)  # before the figure, which goes beside it
     saved = save_figure(res, out_path.with_suffix(""), figures)
     res["figure"] = None if saved is None else Path(saved).name  # beside the results: the folder can move

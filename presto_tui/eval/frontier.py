@@ -31,6 +31,12 @@ that walks the joint front from fast to slow naming the method that holds each s
 At equal quality (the primary measure: tv, else loglik) the time each PreSTO method needs
 against its sequential sampler, interpolated along their fronts (log time linear in the
 quality between two points), and where every other method lands against both.
+
+The cost the fronts are read at is one `Cost` axis (`--frontier-axis`): the time per prompt (the
+default), the tokens decoded per prompt (what the papers report methods at: equal tokens) or the
+engine steps per prompt (the sequential depth, whatever each step decodes).  Every point carries
+all three; the fronts, sentences and equal-quality readings are those of the axis chosen (their
+JSON fields `sequential_s`, `presto_s`, `time_s` are in its unit).
 """
 
 from __future__ import annotations
@@ -53,6 +59,31 @@ FLAG = "--frontier"
 GRAMMAR = "entries METHOD[@B1,B2,...] separated by ';' (METHOD as in --methods, B its budgets), or default"
 MAX_POINTS = 200
 Z95 = 1.959963984540054
+
+
+# -- the cost axis -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cost:
+    """What a point's cost is read in: its field, and its words."""
+
+    name: str  # time, tokens, steps: what --frontier-axis takes
+    key: str  # the point's field
+    words: str  # "time": "at equal time", "dominated at every time measured"
+    less: str  # "less time": "needs 2x less time than"
+    unit: str  # after a number: " s", " tokens", " steps"
+    every: str  # "time": "dominated at every time measured"
+
+    def fmt(self, x: float) -> str:
+        return f"{x:.3g}{self.unit}" if self.name == "time" else f"{x:.0f}{self.unit}"
+
+
+COSTS = {c.name: c for c in (
+    Cost("time", "time_per_prompt_s", "time", "less time", " s", "time"),
+    Cost("tokens", "tokens_per_prompt", "decoded tokens", "fewer decoded tokens", " tokens", "token count"),
+    Cost("steps", "steps_per_prompt", "engine steps", "fewer engine steps", " steps", "step count"),
+)}
+TIME = COSTS["time"]
 
 
 # -- the spec ----------------------------------------------------------------------------------
@@ -107,7 +138,8 @@ def parse_spec(text: str, base) -> list[Point]:
         if axis is None:
             raise InputError(f"{FLAG}: {entry}: {group} draws one sample and has no budget; write {group} alone")
         field, symbol = axis
-        if not method.method.chain and re.search(r":[0-9]+$", spec):  # a one-shot method's :N is its budget
+        sets_axis = re.search(rf":({re.escape(symbol.lower())}|{field})=", spec.lower())
+        if sets_axis or (not method.method.chain and re.search(r":[0-9]+(:|$)", spec)):  # a one-shot's :N is its budget
             raise InputError(f"{FLAG}: {entry}: {group} sets {symbol} already; give it once, after @")
         if not _BUDGETS.match(budgets):
             raise InputError(f"{FLAG}: {entry}: after @ come the values of {symbol}, whole numbers separated by "
@@ -204,22 +236,18 @@ def time_at(front: Sequence[tuple[float, float]], q: float, higher: bool) -> tup
     return None, "not reached"  # pragma: no cover (a front improves along its points)
 
 
-def fmt_time(t: float) -> str:
-    return f"{t:.3g} s"
-
-
 def fmt_quality(measure: Measure, q: float) -> str:
     return f"{100 * q:.0f}%" if measure.key == "accuracy" else f"{q:.3f}"
 
 
-def dominance(rows: Sequence[dict], measure: Measure) -> tuple[list[str], str]:
-    """The joint front of every point (labels, by time) and the sentence that walks it: which method
-    holds each stretch of time, and which never reach it."""
-    pts = [(r["time_per_prompt_s"], r[measure.key]) for r in rows]
+def dominance(rows: Sequence[dict], measure: Measure, cost: Cost = TIME) -> tuple[list[str], str]:
+    """The joint front of every point (labels, by cost) and the sentence that walks it: which method
+    holds each stretch of cost, and which never reach it."""
+    pts = [(r[cost.key], r[measure.key]) for r in rows]
     front = pareto(pts, measure.higher)
     labels = [rows[i]["label"] for i in front]
     if not front:
-        return labels, f"No point has both a time and a {measure.name}."
+        return labels, f"No point has both a cost in {cost.words} and a {measure.name}."
     runs: list[list[int]] = []
     for i in front:
         if runs and rows[runs[-1][-1]]["group"] == rows[i]["group"]:
@@ -230,15 +258,16 @@ def dominance(rows: Sequence[dict], measure: Measure) -> tuple[list[str], str]:
     for run in runs:
         a, b = rows[run[0]], rows[run[-1]]
         if len(run) == 1:
-            parts.append(f"{a['group']} at {fmt_time(a['time_per_prompt_s'])} ({fmt_quality(measure, a[measure.key])})")
+            parts.append(f"{a['group']} at {cost.fmt(a[cost.key])} ({fmt_quality(measure, a[measure.key])})")
         else:
-            parts.append(f"{a['group']} from {fmt_time(a['time_per_prompt_s'])} to {fmt_time(b['time_per_prompt_s'])}"
+            parts.append(f"{a['group']} from {cost.fmt(a[cost.key])} to {cost.fmt(b[cost.key])}"
                          f" ({fmt_quality(measure, a[measure.key])} to {fmt_quality(measure, b[measure.key])})")
     on = {rows[i]["group"] for i in front}
     off = [g for g in dict.fromkeys(r["group"] for r in rows) if g not in on]
-    sentence = f"Fastest to best on the joint front of {measure.name} against time: " + "; then ".join(parts) + "."
+    sentence = (f"{'Fastest' if cost is TIME else 'Cheapest'} to best on the joint front of {measure.name} against "
+                f"{cost.words}: " + "; then ".join(parts) + ".")
     if off:
-        sentence += f" {_and(off)} {'is' if len(off) == 1 else 'are'} dominated at every time measured."
+        sentence += f" {_and(off)} {'is' if len(off) == 1 else 'are'} dominated at every {cost.every} measured."
     return labels, sentence
 
 
@@ -246,18 +275,18 @@ def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def method_fronts(rows: Sequence[dict], measure: Measure) -> dict[str, list[int]]:
-    """Per method (group), the indices into `rows` of its own front, by time."""
+def method_fronts(rows: Sequence[dict], measure: Measure, cost: Cost = TIME) -> dict[str, list[int]]:
+    """Per method (group), the indices into `rows` of its own front, by cost."""
     out: dict[str, list[int]] = {}
     for group in dict.fromkeys(r["group"] for r in rows):
-        mine = [i for i, r in enumerate(rows) if r["group"] == group and _has(r, measure)]
-        front = pareto([(rows[i]["time_per_prompt_s"], rows[i][measure.key]) for i in mine], measure.higher)
+        mine = [i for i, r in enumerate(rows) if r["group"] == group and _has(r, measure, cost)]
+        front = pareto([(rows[i][cost.key], rows[i][measure.key]) for i in mine], measure.higher)
         out[group] = [mine[k] for k in front]
     return out
 
 
-def _has(r: dict, measure: Measure) -> bool:
-    return r["time_per_prompt_s"] is not None and r.get(measure.key) is not None
+def _has(r: dict, measure: Measure, cost: Cost = TIME) -> bool:
+    return r.get(cost.key) is not None and r.get(measure.key) is not None
 
 
 # -- equal quality -----------------------------------------------------------------------------
@@ -281,13 +310,14 @@ def _chain_key(p: Point) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in same.items()))
 
 
-def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measure) -> tuple[list[dict], list[dict]]:
+def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measure,
+                  cost: Cost = TIME) -> tuple[list[dict], list[dict]]:
     """The speedup of each PreSTO method over its sequential sampler at the qualities the sequential one
-    reaches, and where every other method's front lands against both."""
-    fronts = method_fronts(rows, measure)
+    reaches, and where every other method's front lands against both (in the cost's unit)."""
+    fronts = method_fronts(rows, measure, cost)
 
     def curve(group: str) -> list[tuple[float, float]]:
-        return [(rows[i]["time_per_prompt_s"], rows[i][measure.key]) for i in fronts.get(group, [])]
+        return [(rows[i][cost.key], rows[i][measure.key]) for i in fronts.get(group, [])]
 
     speedups = []
     chain_groups: list[str] = []
@@ -295,7 +325,7 @@ def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measur
         chain_groups += [g for g in (seq, presto) if g not in chain_groups]
         matched = []
         for i in fronts.get(seq, []):
-            t_seq, q = rows[i]["time_per_prompt_s"], rows[i][measure.key]
+            t_seq, q = rows[i][cost.key], rows[i][measure.key]
             t, how = time_at(curve(presto), q, measure.higher)
             matched.append({"quality": q, "at": rows[i]["label"], "sequential_s": t_seq, "presto_s": t, "how": how,
                             "speedup": None if t is None or t <= 0 else t_seq / t})
@@ -313,24 +343,23 @@ def equal_quality(rows: Sequence[dict], points: Sequence[Point], measure: Measur
             for other in chain_groups:
                 t, how = time_at(curve(other), r[measure.key], measure.higher)
                 against[other] = {"time_s": t, "how": how,
-                                  "ratio": None if t is None or not r["time_per_prompt_s"] else
-                                  t / r["time_per_prompt_s"]}
+                                  "ratio": None if t is None or not r[cost.key] else t / r[cost.key]}
             landing.append({"group": group, "sampler": r["sampler"], "label": r["label"], "quality": r[measure.key],
-                            "time_s": r["time_per_prompt_s"], "against": against})
+                            "time_s": r[cost.key], "against": against})
     return speedups, landing
 
 
-def speedup_sentence(s: dict, measure: Measure) -> str:
+def speedup_sentence(s: dict, measure: Measure, cost: Cost = TIME) -> str:
     if s["median"] is None:
         return (f"{s['presto']} against {s['sequential']}: no quality of {measure.name} that {s['sequential']} "
                 f"reaches lies on {s['presto']}'s front, so no speedup is read off.")
     n = sum(m["how"] in ("exact", "interpolated") and m["speedup"] is not None for m in s["matched"])
     spread = "" if n == 1 else f" (median of {n} matched levels, {s['low']:.2f}x to {s['high']:.2f}x)"
-    return (f"At equal {measure.name}, {s['presto']} needs {s['median']:.2f}x less time than "
+    return (f"At equal {measure.name}, {s['presto']} needs {s['median']:.2f}x {cost.less} than "
             f"{s['sequential']}{spread}.")
 
 
-def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str) -> str | None:
+def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str, cost: Cost = TIME) -> str | None:
     """Where a sampler's front lands against the MH samplers."""
     mine = [r for r in rows if r["sampler"] == sampler]
     if not mine:
@@ -343,10 +372,11 @@ def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str) -> st
             if a["how"] == "not reached":
                 bits.append(f"{other} does not reach it")
             elif a["how"] == "at most":
-                bits.append(f"{other}'s fastest point ({fmt_time(a['time_s'])}) is already as good")
+                bits.append(f"{other}'s {'fastest' if cost is TIME else 'cheapest'} point ({cost.fmt(a['time_s'])}) "
+                            "is already as good")
             else:
-                bits.append(f"{other} needs {fmt_time(a['time_s'])} ({a['ratio']:.2f}x)")
-        parts.append(f"{r['label']} reaches {fmt_quality(measure, r['quality'])} in {fmt_time(r['time_s'])}"
+                bits.append(f"{other} needs {cost.fmt(a['time_s'])} ({a['ratio']:.2f}x)")
+        parts.append(f"{r['label']} reaches {fmt_quality(measure, r['quality'])} in {cost.fmt(r['time_s'])}"
                      + (f": {', '.join(bits)}" if bits else ""))
     return f"Where {group} lands ({measure.name}): " + "; ".join(parts) + "."
 
@@ -380,6 +410,7 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
                "time_per_prompt_s": statistics.fmean([o.time_s for o in done]) if done else None,
                "tokens_per_prompt": statistics.fmean([float(o.summary.tokens_generated) for o in done])
                if done else None,
+               "steps_per_prompt": statistics.fmean([float(o.summary.engine_steps) for o in done]) if done else None,
                "loglik": loglik[0], "loglik_low": loglik[1], "loglik_high": loglik[2],
                "confidence": conf[0], "confidence_low": conf[1], "confidence_high": conf[2],
                "correct": right, "graded": len(done), "accuracy": acc.rate, "accuracy_low": acc.low,
@@ -412,23 +443,23 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
     return rows
 
 
-def analyse(rows: list[dict], points: Sequence[Point], measures: Sequence[str]) -> dict:
+def analyse(rows: list[dict], points: Sequence[Point], measures: Sequence[str], cost: Cost = TIME) -> dict:
     """The fronts, the joint front's sentence per measure, and the reading at equal quality of the
-    first (primary) measure."""
-    out: dict = {"measures": list(measures), "primary": measures[0], "fronts": {}, "joint_front": {},
-                 "dominance": {}}
+    first (primary) measure, all against `cost`."""
+    out: dict = {"measures": list(measures), "primary": measures[0], "axis": cost.name, "fronts": {},
+                 "joint_front": {}, "dominance": {}}
     for key in measures:
         m = MEASURES[key]
-        have = [r for r in rows if _has(r, m)]
-        fronts = method_fronts(have, m)
+        have = [r for r in rows if _has(r, m, cost)]
+        fronts = method_fronts(have, m, cost)
         out["fronts"][key] = {g: [have[i]["label"] for i in idx] for g, idx in fronts.items()}
-        out["joint_front"][key], out["dominance"][key] = dominance(have, m)
+        out["joint_front"][key], out["dominance"][key] = dominance(have, m, cost)
     primary = MEASURES[measures[0]]
-    have = [r for r in rows if _has(r, primary)]
-    out["speedups"], out["landing"] = equal_quality(have, points, primary)
-    out["summary"] = [out["dominance"][primary.key], *(speedup_sentence(s, primary) for s in out["speedups"])]
+    have = [r for r in rows if _has(r, primary, cost)]
+    out["speedups"], out["landing"] = equal_quality(have, points, primary, cost)
+    out["summary"] = [out["dominance"][primary.key], *(speedup_sentence(s, primary, cost) for s in out["speedups"])]
     for sampler in dict.fromkeys(r["sampler"] for r in out["landing"]):  # every method beside the MH pairs
-        sentence = landing_sentence(out["landing"], primary, sampler)
+        sentence = landing_sentence(out["landing"], primary, sampler, cost)
         if sentence is not None:
             out["summary"].append(sentence)
     return out

@@ -2,10 +2,11 @@
 drawn again).
 
 The figure has one panel per quality measure (the distance to pi_alpha on an enumerable model;
-log-likelihood, confidence and accuracy on any other), quality against time per prompt on a log
-axis: each method's points with their 95% intervals, its own Pareto front as a line, points off
-that front hollow, the joint front's points ringed; on the distance panel the floor an exact
-sampler with as many draws would show.  In the terminal (plotext) each method's front is a line
+log-likelihood, confidence and accuracy on any other), quality against the cost per prompt the
+fronts were read at (`axis`: time, tokens decoded or engine steps) on a log axis: each method's
+points with their 95% intervals, its own Pareto front as a line, points off that front hollow,
+the joint front's points ringed; on the distance panel the floor an exact sampler with as many
+draws would show.  In the terminal (plotext) each method's front is a line
 of its marker and the points off it are dots.
 """
 
@@ -21,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.eval.figures import MARKERS, TEXT_MARKERS, write_figure
-from presto_tui.eval.frontier import MEASURES
+from presto_tui.eval.frontier import COSTS, MEASURES, Cost
 from presto_tui.eval.report import WIDE
 from presto_tui.safetext import visible
 
@@ -40,7 +41,15 @@ def _q(key: str, r: dict) -> str:
     return f"{x:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def cost_of(res: dict) -> Cost:
+    """The cost axis the results were read at (time, for results from before there was a choice)."""
+    return COSTS[res.get("axis", "time")]
+
+
 def time_label(res: dict) -> str:
+    cost = cost_of(res)
+    if cost.name != "time":
+        return f"{cost.words} per prompt"
     return "time per prompt (" + ("engine clock, virtual s" if res.get("virtual_clock") else "s") + ")"
 
 
@@ -62,6 +71,7 @@ def render(console: Console, res: dict) -> None:
     t.add_column("budget", justify="right", no_wrap=True)
     t.add_column("time", justify="right", no_wrap=True)
     t.add_column("tokens", justify="right", no_wrap=True)
+    t.add_column("steps", justify="right", no_wrap=True)
     for key in measures:
         t.add_column(key + " [95%]", justify="right", no_wrap=True)
     t.add_column("front", no_wrap=True)
@@ -71,6 +81,7 @@ def render(console: Console, res: dict) -> None:
                   "-" if r["axis"] is None else f"{r['axis']}={r['budget']}",
                   "-" if r["time_per_prompt_s"] is None else f"{r['time_per_prompt_s']:.3g}",
                   "-" if r["tokens_per_prompt"] is None else f"{r['tokens_per_prompt']:.0f}",
+                  "-" if r.get("steps_per_prompt") is None else f"{r['steps_per_prompt']:.0f}",
                   *(_q(k, r) for k in measures), marks)
     console.print(t)
     if res.get("not_enumerable"):
@@ -89,7 +100,8 @@ def render(console: Console, res: dict) -> None:
 
 def _caption(res: dict) -> str:
     unit = "engine clock (virtual s)" if res.get("virtual_clock") else "s"
-    words = [f"time: per prompt, {unit}; tokens: generated per prompt"]
+    words = [f"time: per prompt, {unit}; tokens: generated per prompt; steps: engine steps per prompt; the fronts "
+             f"are read against {cost_of(res).words}"]
     if "tv" in res["measures"]:
         floors = [r["tv_floor"] for r in res["points"] if r.get("tv_floor") is not None]
         floor = f" (an exact sampler with these draws would get about {max(floors):.3f})" if floors else ""
@@ -106,12 +118,15 @@ def _caption(res: dict) -> str:
 def render_speedups(console: Console, res: dict) -> None:
     key = res["primary"]
     m = MEASURES[key]
+    cost = cost_of(res)
+    c = "time" if cost.name == "time" else cost.name
     for s in res["speedups"]:
         t = Table(title=f"{s['presto']} against {s['sequential']} at equal {m.name}", title_justify="left",
                   box=box.SIMPLE_HEAD, collapse_padding=True, caption_justify="left",
-                  caption=f"time {s['presto']} needs for each {key} {s['sequential']}'s front reaches, along its own "
-                          "front (log time linear between two points); at most: its fastest point is already better")
-        for col in (f"{s['sequential']} point", key, f"{s['sequential']} time", f"{s['presto']} time", "speedup"):
+                  caption=f"{cost.words} {s['presto']} needs for each {key} {s['sequential']}'s front reaches, along "
+                          f"its own front (log {c} linear between two points); at most: its cheapest point is already "
+                          "better")
+        for col in (f"{s['sequential']} point", key, f"{s['sequential']} {c}", f"{s['presto']} {c}", "speedup"):
             t.add_column(col, justify="left" if col.endswith("point") else "right", no_wrap=True)
         for x in s["matched"]:
             bound = x["how"] == "at most"  # its fastest point is already better: a bound, not a reading
@@ -123,9 +138,9 @@ def render_speedups(console: Console, res: dict) -> None:
         chains = list(res["landing"][0]["against"])
         t = Table(title=f"where the other methods land at equal {m.name}", title_justify="left", box=box.SIMPLE_HEAD,
                   collapse_padding=True, caption_justify="left",
-                  caption="the time each MH sampler needs for the point's quality, and how many times the point's own "
-                          "time that is (above 1: the point is faster)")
-        for col in ("point", key, "time", *chains):
+                  caption=f"the {cost.words} each MH sampler needs for the point's quality, and how many times the "
+                          f"point's own that is (above 1: the point is cheaper)")
+        for col in ("point", key, c, *chains):
             t.add_column(col, justify="left" if col == "point" else "right", no_wrap=True)
         for x in res["landing"]:
             cells = []
@@ -143,8 +158,8 @@ def _series(res: dict, key: str):
     """Per method (group): its points with the measure, and which of them are on its own front."""
     front = res["fronts"].get(key, {})
     for group, labels in front.items():
-        pts = [r for r in res["points"] if r["group"] == group and r["time_per_prompt_s"] is not None
-               and r.get(key) is not None]
+        x = cost_of(res).key
+        pts = [r for r in res["points"] if r["group"] == group and r.get(x) is not None and r.get(key) is not None]
         if pts:
             yield group, pts, [r for label in labels for r in pts if r["label"] == label]
 
@@ -160,6 +175,7 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
     from matplotlib.figure import Figure
 
     keys = res["measures"]
+    x = cost_of(res).key
     fig = Figure(figsize=(6.4 * len(keys), 4.8), layout="constrained")
     axes = fig.subplots(1, len(keys), squeeze=False)[0]
     joint = {k: set(v) for k, v in res["joint_front"].items()}
@@ -167,15 +183,15 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
         s = _scale(key)
         colours = itertools.cycle(f"C{i}" for i in range(10))
         for (group, pts, front), marker, colour in zip(_series(res, key), itertools.cycle(MARKERS), colours):
-            ax.plot([r["time_per_prompt_s"] for r in front], [s * r[key] for r in front], "-", color=colour, alpha=0.6)
+            ax.plot([r[x] for r in front], [s * r[key] for r in front], "-", color=colour, alpha=0.6)
             for r in pts:
                 on = r in front
                 lo, hi = r.get(f"{key}_low"), r.get(f"{key}_high")
                 err = None if lo is None or hi is None else [[s * max(0.0, r[key] - lo)], [s * max(0.0, hi - r[key])]]
-                ax.errorbar([r["time_per_prompt_s"]], [s * r[key]], yerr=err, fmt=marker, color=colour,
+                ax.errorbar([r[x]], [s * r[key]], yerr=err, fmt=marker, color=colour,
                             mfc=colour if on else "none", capsize=3, label=group if r is pts[0] else None)
                 if r["label"] in joint.get(key, ()):
-                    ax.plot([r["time_per_prompt_s"]], [s * r[key]], "o", ms=14, mfc="none", mec="0.3", lw=0.8)
+                    ax.plot([r[x]], [s * r[key]], "o", ms=14, mfc="none", mec="0.3", lw=0.8)
         if key == "tv":
             floors = [r["tv_floor"] for r in res["points"] if r.get("tv_floor") is not None]
             if floors:
@@ -189,7 +205,7 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
         ax.set_ylabel(LABELS[key] + (" (lower is better)" if key == "tv" else ""))
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-        ax.set_title(f"{LABELS[key]} against time: {res['backend']} {res['model']}", fontsize=10)
+        ax.set_title(f"{LABELS[key]} against {cost_of(res).words}: {res['backend']} {res['model']}", fontsize=10)
     return write_figure(fig, stem, "frontier", fmt)
 
 
@@ -206,6 +222,7 @@ def terminal_figures(res: dict, width: int = 100, height: int = 20) -> list[str]
     import plotext as plt
 
     out = []
+    x = cost_of(res).key
     for key in res["measures"]:
         series = list(_series(res, key))
         if not series:
@@ -216,18 +233,47 @@ def terminal_figures(res: dict, width: int = 100, height: int = 20) -> list[str]
         plt.plotsize(max(40, width), height)
         plt.xscale("log")
         for (group, pts, front), mark in zip(series, itertools.cycle(TEXT_MARKERS)):
-            plt.plot([r["time_per_prompt_s"] for r in front], [s * r[key] for r in front], marker=mark, label=group)
+            plt.plot([r[x] for r in front], [s * r[key] for r in front], marker=mark, label=group)
             off = [r for r in pts if r not in front]
             if off:
-                plt.scatter([r["time_per_prompt_s"] for r in off], [s * r[key] for r in off], marker="x")
+                plt.scatter([r[x] for r in off], [s * r[key] for r in off], marker="x")
         ys = [s * r[key] for _, pts, _ in series for r in pts]
         lo, hi = min(ys), max(ys)
         # the legend takes the top rows at the left: the points stay below it
         top = min(0.8, (len(series) + 1) / max(1, height - 5))
         plt.ylim(lo - 0.05 * (hi - lo or 1), hi + top / (1 - top) * (hi - lo or 1))
         plt.title(f"{LABELS[key]}: each method's front (x: off it)")
-        plt.xlabel("time per prompt" + (" (virtual s)" if res.get("virtual_clock") else " (s)"))
+        plt.xlabel(time_label(res))
         plt.ylabel(key)
         out.append(plt.uncolorize(plt.build()))
     plt.clear_figure()
     return out
+
+
+# -- another reading of the same results ----------------------------------------------------------
+
+def read_again(res: dict, axis: str) -> dict:
+    """The results read against another cost axis: every point carries its time, tokens and engine steps,
+    so the fronts, the sentences and the readings at equal quality are made again from them, nothing run."""
+    from presto_tui.api.params import SamplerParams
+    from presto_tui.eval.frontier import COSTS, analyse, parse_spec
+
+    points = parse_spec(res["frontier"], SamplerParams(**res["shared_params"]))
+    return {**res, **analyse(res["points"], points, res["measures"], COSTS[axis])}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m presto_tui.eval.frontier_report RESULTS.json [time|tokens|steps]`: the tables of a saved
+    frontier, read against the axis given (default: the one it was run with)."""
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    res = json.loads(Path(args[0]).read_text())
+    if len(args) > 1:
+        res = read_again(res, args[1])
+    render(Console(width=200), res)
+
+
+if __name__ == "__main__":
+    main()

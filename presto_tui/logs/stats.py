@@ -38,7 +38,9 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.logs.reader import SessionTrace, Trace
+from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.language import describe
+from presto_tui.runtime.core.method import MethodKind
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.spec import budget_text, comparable_names
 from presto_tui.runtime.session.summary import is_one_shot
@@ -215,7 +217,7 @@ def pooled_one_shot(rows: list[dict]) -> dict:
 
 
 def _rule(p: dict) -> str:
-    if is_one_shot(p):
+    if registry.kind_of(p.get("sampler")) is MethodKind.ONE_SHOT:
         return "one-shot"  # no MH chain: no prefetch rule
     if p.get("prefetch") == "none":
         return "sequential"
@@ -347,8 +349,8 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
         _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["one_shot"]], names,
                        UNSHOWN, GROUP_COLUMNS, _group_cells)
     if one_shot:
-        console.print(_table(console, "one-shot sessions (no MH transitions)", caption, "prompt",
-                             ONE_SHOT_SESSION_COLUMNS, _labels(one_shot, names),
+        console.print(_table(console, "one-shot sessions and populations (no single chain's transitions)", caption,
+                             "prompt", ONE_SHOT_SESSION_COLUMNS, _labels(one_shot, names),
                              [_one_shot_session_cells(r) for r in one_shot]))
         _render_pooled(console, "pooled one-shot sessions (comparable sessions; per session: means)",
                        [g for g in groups if g["one_shot"]], names, ONE_SHOT_UNSHOWN, ONE_SHOT_GROUP_COLUMNS,

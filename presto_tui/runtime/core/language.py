@@ -1,7 +1,8 @@
 """The method language of `eval --methods`, `lm-eval --methods`, `eval --frontier` and `stats --compare
 PATH@METHOD`: a method with its settings, as a SamplerParams.
 
-    METHOD := NAME[:N] | CHAIN | CHAIN+RULE[/INPUTS][:N]
+    METHOD := NAME[:N][:SET...] | CHAIN[:SET...] | CHAIN+RULE[/INPUTS][:N][:SET...]
+    SET    := SYMBOL=VALUE
 
 - `NAME[:N]`: a one-shot method (low temperature, best-of-N, PowerSMC, Scalable Power Sampling, a
   plugin's), by its name or an alias (`bon`, `smc`); `:N` sets its budget axis (best-of-N's
@@ -12,6 +13,11 @@ PATH@METHOD`: a method with its settings, as a SamplerParams.
   budget (else `-N`), `/node` or `/decision` its random inputs (else `--inputs` where the rule
   takes node inputs, decision inputs otherwise: the sequential sampler, spine and stream always
   run on decision inputs, as in `bench`).
+- `:SYMBOL=VALUE`, any number of them: one of the method's own parameters (or one it reads), by
+  its symbol as `stats` shows it or by its name, in any case (`ppt+stream:r=8`: parallel
+  tempering with 8 replicas; `rm:p=16`: resample-move with 16 particles; `ppt:pt_family=multitry`),
+  or for an MH chain method a chain parameter, by its name (`rm:block_size=2`): what names a
+  method's second budget axis in the frontier, whose `@` list gives the first.
 
 The names and their axes come from the method registry (`registry.py`): a plugin's method is
 written the same way.  Every other parameter (alpha, n, K, seed, ...) comes from the flags given
@@ -31,10 +37,10 @@ from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.method import Method
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, unknown_choice
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.spec import ParamError
+from presto_tui.runtime.core.spec import Group, ParamError
 
 _SPEC = re.compile(r"^(?P<sampler>[a-z][a-z0-9-]*)(?:\+(?P<rule>[a-z]+)(?:/(?P<inputs>[a-z]+))?)?"
-                   r"(?::(?P<n>[0-9]+))?$")
+                   r"(?::(?P<n>[0-9]+))?(?P<sets>(?::[^:=\s]+=[^:\s]*)*)$")
 
 
 def grammar() -> str:
@@ -44,7 +50,7 @@ def grammar() -> str:
         if not m.chain:
             word = min((m.name, *m.aliases), key=len)
             one_shot.append(f"{word}:{m.axis.symbol}" if m.axis is not None else word)
-    return f"{', '.join(one_shot)}, CHAIN or CHAIN+RULE[/INPUTS][:N]"
+    return f"{', '.join(one_shot)}, CHAIN or CHAIN+RULE[/INPUTS][:N], each with :SYMBOL=VALUE of its own parameters"
 
 
 @dataclass(frozen=True)
@@ -124,11 +130,43 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
         if n is not None:
             changes["budget"] = n
             given.append("budget")
+    for name, value in _settings(method, m["sets"], flag, label).items():
+        if name in changes:  # (`:N` set it, or the spec's own words did)
+            raise InputError(f"{flag}: {label}: {name} is set twice")
+        changes[name] = value
+        if name not in given:
+            given.append(name)
     try:
         params = base.with_(**changes).validate()
     except ParamError as e:
         raise InputError(f"{flag}: {label}: {e.line}") from None
     return MethodSpec(label, params, tuple(given))
+
+
+def _settings(method: Method, text: str, flag: str, label: str) -> dict[str, Any]:
+    """The method's own parameters a spec's `:SYMBOL=VALUE` parts set, read as a flag's value is."""
+    from presto_tui.runtime.core.spec import sampler_table
+
+    out: dict[str, Any] = {}
+    own = method.own_table or method.params
+    for part in (p for p in text.split(":") if p):
+        key, _, raw = part.partition("=")
+        param = next((p for p in own if key in (p.name, (p.symbol or "").lower())), None)
+        if param is None and method.chain:  # an MH chain's parameter (its blocks, ...), by its name
+            param = next((p for p in sampler_table() if p.name == key and p.group is Group.CHAIN), None)
+        if param is None:
+            names = [f"{(p.symbol or p.name).lower()}" for p in own]
+            raise InputError(f"{flag}: {label}: {method.display} has no parameter {key!r}"
+                             + (f" (its own: {', '.join(names)})" if names else ""))
+        try:
+            values = param.read(raw)
+        except ParamError as e:
+            raise InputError(f"{flag}: {label}: {e.line}") from None
+        for name in values:
+            if name in out:
+                raise InputError(f"{flag}: {label}: {name} is set twice")
+        out.update(values)
+    return out
 
 
 def parse_methods(text: str, base: SamplerParams, flag: str = "--methods") -> list[MethodSpec]:

@@ -133,6 +133,11 @@ class Method:
     # None: the MH chain's round tree.
     view_state: ClassVar[str | None] = None
     view: ClassVar[str | None] = None
+    # An MH chain method whose session runs several chains and answers with one of their states (parallel
+    # tempering's replicas, resample-move's particles: `runtime/session/population.py`).  Its session is one
+    # result, as a one-shot method's is (`rounds` is False): its time is its calls, the app draws it with its
+    # own view, not one chain's round tree.
+    population: ClassVar[bool] = False
     paper: ClassVar[str] = ""  # where it comes from, for --help and the docs
     order: ClassVar[int] = 1000  # where --help and the settings list it among the built-in ones (plugins: by name)
     # why a session's speedup over the sequential sampler cannot be estimated from its own calls
@@ -142,6 +147,13 @@ class Method:
     @property
     def chain(self) -> bool:
         return self.kind is MethodKind.CHAIN
+
+    @property
+    def rounds(self) -> bool:
+        """Whether its session records one MH chain's rounds (or streaming epochs): the summary's transitions
+        and critical path, the app's round tree.  False: its session is one result (a one-shot method's, a
+        population's), whose time is its model calls."""
+        return self.chain and not self.population
 
     # its own parameters and those it reads from other methods, as the parameter table holds them
     # (their `samplers` filled in): set by the registry when it registers the method
@@ -192,6 +204,12 @@ class Method:
     def info(self) -> MethodInfo:
         """A fresh record of its own numbers, for one session."""
         return MethodInfo()
+
+    def chain_exponents(self, params: SamplerParams) -> tuple[float, ...]:
+        """The exponent each chain of a session targets, p0^a, where they differ (a tempering ladder, the
+        answer's last); one entry where every chain targets pi_alpha.  The law-test kit starts an invariance
+        check's chains from exact draws of these."""
+        return (params.alpha,)
 
     def __repr__(self) -> str:
         return f"<method {self.name}: {self.display}>"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE, _RESAMPLE, _ROLLOUT, _PICK = 1, 2, 3, 4, 5, 6, 7, 8
+_DECISION, _NODE, _EXTEND, _CHAIN, _SAMPLE, _RESAMPLE, _ROLLOUT, _PICK, _MEMBER, _SWAP = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 SEED_LIMIT = 2**31 - 1  # engines take per-request seeds as signed 32-bit ints
 
 
@@ -77,3 +77,19 @@ def rollout_seed(seed: int, step: int, candidate: int, rollout: int) -> int:
 def pick_uniform(seed: int, step: int) -> float:
     """SPS's uniform for drawing step `step`'s chunk from its estimated conditional."""
     return _draw(seed, (_PICK, step)).cut_u
+
+
+def member_seed(seed: int, member: int) -> int:
+    """Session seed of member m of a population (tempering's replica, resample-move's particle): member 0
+    keeps the seed itself (a population of one is the chain it always was); the others' are keyed apart
+    from `chain_seed`'s, so chain m of `--chains M` never shares a member's randomness."""
+    if member == 0:
+        return seed
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_MEMBER, member))))
+    return int(rng.integers(0, 2**63 - 1))
+
+
+def swap_uniform(seed: int, barrier: int, slot: int) -> float:
+    """Parallel tempering's uniforms at barrier `barrier` (from 1): slot 0 chooses the pair (the random-pair
+    scheme), slot i + 1 accepts or rejects the swap of ladder levels i and i + 1."""
+    return _draw(seed, (_SWAP, barrier, slot)).cut_u

@@ -19,6 +19,7 @@ from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.spec import rule_words
 from presto_tui.runtime.session.driver import Driver
 from presto_tui.runtime.session.loop import COST_POLICY_LIVE
+from presto_tui.runtime.session.population import Population
 from presto_tui.runtime.session.rounds import RoundDriver
 from presto_tui.runtime.session.streaming import StreamDriver
 
@@ -64,3 +65,28 @@ class ChainMethod(Method):
         width = max(params.budget, per_decision) if PrefetchRule.of(params.prefetch).presto else per_decision
         n, K, B, nb = params.max_new_tokens, params.steps, params.block, params.n_blocks
         return Cost(nb * (1 + K * width), n + K * width * B * nb * (nb + 1) // 2)
+
+
+class PopulationMethod(ChainMethod):
+    """An MH chain method whose session runs several chains and answers with one of their states (parallel
+    tempering's replicas, resample-move's particles): its `session` (a `runtime.session.population.Population`)
+    and its members' parameters (`members`); its width and size are its members'."""
+
+    population: ClassVar[bool] = True
+    session: ClassVar[type[Population]]
+
+    def members(self, params: SamplerParams) -> list[SamplerParams]:
+        """Each member's parameters (an MH chain method's, under the session's prefetch rule)."""
+        raise NotImplementedError
+
+    def driver(self, engine: Any, params: SamplerParams, prompt_ids: Any, **kwargs: Any) -> Any:
+        return self.session(engine, params, prompt_ids, **kwargs)
+
+    def width(self, params: SamplerParams) -> int:
+        return sum(m.method.width(m) for m in self.members(params))
+
+    def cost(self, params: SamplerParams) -> Cost:
+        total = Cost(0, 0)
+        for m in self.members(params):
+            total = total + m.method.cost(m)
+        return total

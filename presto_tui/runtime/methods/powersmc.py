@@ -17,6 +17,10 @@ survivors: a copy continues the same prefix with a seed of its own, and the
 engine's prefix cache keeps the shared prefix from being decoded again.  The
 answer is drawn by the final weights.
 
+Defaults: blocks of n/8 tokens and a ramp over 400/1024 of n (`block_of`, `ramp_of`), the PreSTO paper's
+128 and 400 tokens of its n = 1024 (appendix E.8) scaled to the response asked for, so that at every n
+the particles have seven chances to resample (a block of 128 tokens at n = 96 or 64 gave none).
+
 PowerSMC is an approximation with finitely many particles (its distance to pi_alpha is measured in
 `tests/test_law.py` with the law-test kit, `presto_tui.testing`).
 """
@@ -86,6 +90,20 @@ def _decode(d: dict) -> SmcStep:
 SMC_STEP = EventType("smc_step", SmcStep, _encode, _decode, lambda ev: [t for grown in ev.tokens for t in grown])
 
 
+BLOCKS = 8  # the default block is n / BLOCKS tokens: the paper's 128 of 1024
+RAMP_SHARE = 400 / 1024  # the default ramp: the paper's 400 tokens of 1024
+
+
+def block_of(params: SamplerParams) -> int:
+    """Tokens per block: --smc-block, else n / 8 (rounded up)."""
+    return params.smc_block if params.smc_block is not None else max(1, math.ceil(params.max_new_tokens / BLOCKS))
+
+
+def ramp_of(params: SamplerParams) -> int:
+    """Tokens over which the exponent rises to alpha: --smc-ramp, else 400/1024 of n."""
+    return params.smc_ramp if params.smc_ramp is not None else round(params.max_new_tokens * RAMP_SHARE)
+
+
 def exponent(t: int, alpha: float, ramp: int, n: int) -> float:
     """PowerSMC's a(t): 1 at t = 0, alpha from t = min(ramp, n) on, linear between."""
     R = min(ramp, n)
@@ -109,7 +127,7 @@ class PowerSMCDriver(BatchDriver):
 
     def _launch(self) -> None:
         n = self.params.max_new_tokens
-        self._grow = min(self.params.smc_block, n - self.t)
+        self._grow = min(block_of(self.params), n - self.t)
         self.submit([(i, self.request(self.tokens[i], self._grow, sample_seed(self.params.seed, self.step, i)))
                      for i in range(self.params.particles) if self.alive[i]], self.params.particles)
 
@@ -137,7 +155,8 @@ class PowerSMCDriver(BatchDriver):
             if len(prop.tokens) < self._grow or (eos is not None and eos in prop.tokens):
                 self.alive[i] = False
         t0, t1 = self.t, self.t + self._grow
-        a0, a1 = exponent(t0, p.alpha, p.smc_ramp, n), exponent(t1, p.alpha, p.smc_ramp, n)
+        ramp = ramp_of(p)
+        a0, a1 = exponent(t0, p.alpha, ramp, n), exponent(t1, p.alpha, ramp, n)
         for i, (logp0, dq) in enumerate(before):
             self.log_w[i] += a1 * self.logp[i] - a0 * logp0 - dq
         last = t1 >= n or not any(self.alive)
@@ -211,9 +230,14 @@ class PowerSMCInfo(OneShotInfo):
         return f"{self.particles}x{self.smc_steps}"
 
     def notes(self) -> list[str]:
+        """A session that never resampled is importance sampling, not sequential Monte Carlo: say so."""
+        if self.smc_steps == 1:
+            return ["it never resampled: it grew one block, and PowerSMC resamples only between blocks (--smc-block "
+                    "at least n), so its answer is one of independent samples drawn by importance weight"]
         if self.smc_steps and not self.resamplings:
-            return ["it never resampled: the effective sample size stayed above half the particles after every "
-                    "block, so its answer is best-of-N's drawn by weight (a smaller --smc-block resamples sooner)"]
+            return ["it never resampled: the effective sample size stayed at or above half the particles after "
+                    "every block, so its answer is one of independent samples drawn by importance weight (a "
+                    "smaller --smc-block gives it more chances to resample)"]
         return []
 
 
@@ -231,11 +255,16 @@ class PowerSMC(OneShotMethod):
     params = (
         Param("particles", int, 8, "PowerSMC: particles P", Group.OWN, "particles P (PowerSMC)",
               limit=Limit(1, 4096, integer=True), symbol="P"),
-        Param("smc_block", int, 128, "PowerSMC: tokens a particle grows between resampling steps", Group.OWN,
-              "tokens per block (PowerSMC)", limit=Limit(1, 65536, integer=True), symbol="B"),
-        Param("smc_ramp", int, 400, "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)",
-              Group.OWN, "ramp: tokens to reach alpha (PowerSMC)", limit=Limit(0, 65536, integer=True), symbol="R"),
+        Param("smc_block", int, None, "PowerSMC: tokens a particle grows between resampling steps", Group.OWN,
+              "tokens per block (PowerSMC; empty: n/8)", limit=Limit(1, 65536, integer=True), optional=True,
+              default_text="n/8, the paper's 128 of 1024", symbol="B"),
+        Param("smc_ramp", int, None, "PowerSMC: the exponent rises from 1 to alpha over this many tokens (at most n)",
+              Group.OWN, "ramp: tokens to reach alpha (PowerSMC; empty: 0.39 n)", limit=Limit(0, 65536, integer=True),
+              optional=True, default_text="400/1024 of n, the paper's 400 of 1024", symbol="R"),
     )
+
+    def resolved(self, params: SamplerParams) -> dict[str, Any]:
+        return {"smc_block": block_of(params), "smc_ramp": ramp_of(params)}
 
     def driver(self, engine: Any, params: SamplerParams, prompt_ids: Any, **kwargs: Any) -> PowerSMCDriver:
         return PowerSMCDriver(engine, params, prompt_ids, **kwargs)
@@ -246,7 +275,7 @@ class PowerSMC(OneShotMethod):
     def cost(self, params: SamplerParams) -> Cost:
         """Each of ceil(n / block) steps grows every particle by a request; a particle decodes at most n
         tokens in all (a resampled copy continues its ancestor's prefix: only new tokens are decoded)."""
-        blocks = math.ceil(params.max_new_tokens / params.smc_block)
+        blocks = math.ceil(params.max_new_tokens / block_of(params))
         return Cost(params.particles * blocks, params.particles * params.max_new_tokens)
 
     def info(self) -> MethodInfo:

@@ -47,6 +47,13 @@ class ChainState:
     k: int = 0  # transitions done in this block
     round: int = 0  # rounds done in this block
     carried: DecisionInputs | None = None  # node inputs: the deferred root decision's inputs
+    # a barrier (runtime/session/population.py): no round walks past this many transitions of the block
+    # (None: the block's K); the chain's law is the sequential one's either way, a round only stops sooner
+    stop: int | None = None
+
+    def cap(self, K: int) -> int:
+        """The transitions a round from here may still walk: up to the barrier or the block's end."""
+        return (K if self.stop is None else min(K, self.stop)) - self.k
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,11 @@ class _Steps:
         return self.finish(pending, engine.generate(pending.requests))  # type: ignore[attr-defined]
 
 
-def build_kernel(params: SamplerParams, classifier: CertaintyClassifier | None = None) -> Kernel:
-    """The kernel `--sampler`, `--prefetch` and `--inputs` select."""
-    family = sampler_family(params)
+def build_kernel(params: SamplerParams, classifier: CertaintyClassifier | None = None,
+                 family: SamplerFamily | None = None) -> Kernel:
+    """The kernel `--sampler`, `--prefetch` and `--inputs` select (`family`: a decision rule other than the
+    method's own, as a tempering replica's with its ladder's score temperatures)."""
+    family = family or sampler_family(params)
     if params.prefetch == "none":
         return SequentialKernel(params, family)
     return RoundKernel(params, family, classifier or DEFAULT_CLASSIFIER)
@@ -125,7 +134,7 @@ class SequentialKernel(_Steps):
         dec = replace(dec, request=request)
         y = x.with_suffix(dec.cut, props[J]) if accepted else x
         tree = TableTree(
-            rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=self.params.steps - chain.k,
+            rule="none", inputs="decision", T=x.T, k0=chain.k, depth_cap=chain.cap(self.params.steps),
             root=x, decisions=(dec,), requests=_request_recs(pending.plan, proposals),
             scores={(0, ROOT): sc}, steps=(Step(0, 0, ROOT, accepted),), stop_node=1 if accepted else 2,
             stop_reason="cap" if chain.k + 1 >= self.params.steps else NodeStatus.LEAF, walked=(y,),
@@ -169,7 +178,7 @@ class RoundKernel(_Steps):
                     return chain.carried
                 return node_inputs(p.seed, chain.block, chain.round, index)
 
-        plan = self.rule.plan(family=self.family, T=root.T, k0=chain.k, depth_cap=p.steps - chain.k,
+        plan = self.rule.plan(family=self.family, T=root.T, k0=chain.k, depth_cap=chain.cap(p.steps),
                               budget=p.budget, cut_of=cut_of, inputs_at=inputs_at)
         return Pending(chain, plan, _requests(root, plan, self.family))
 
@@ -188,7 +197,7 @@ class RoundKernel(_Steps):
         remap = {a.request: b.request for a, b in zip(plan.decisions, decisions)
                  if a.request is not None and b.request is not None and a.request != b.request}
         common = dict(rule=self.rule.name, inputs=self.params.inputs, T=root.T, k0=chain.k,
-                      depth_cap=self.params.steps - chain.k, root=root, decisions=tuple(decisions),
+                      depth_cap=chain.cap(self.params.steps), root=root, decisions=tuple(decisions),
                       requests=requests)
 
         def score_at(tree: RoundTree, pos: int, state: SeqState) -> Score | None:
@@ -213,7 +222,8 @@ class RoundKernel(_Steps):
         carried = None
         if tree.stop_reason == NodeStatus.DEFERRED and isinstance(tree, TableTree):
             carried = tree.decisions[tree.table[tree.stop_node].decision].inputs  # type: ignore[index]
-        nxt = ChainState(tree.final_state, chain.block, chain.k + tree.transitions, chain.round + 1, carried)
+        nxt = ChainState(tree.final_state, chain.block, chain.k + tree.transitions, chain.round + 1, carried,
+                         chain.stop)
         return nxt, tree
 
     def _score_levels(self, tree: RoundTree, score_at) -> dict[tuple[int, int], Score]:

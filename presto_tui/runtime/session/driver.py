@@ -25,7 +25,7 @@ from presto_tui.runtime.core.randomness import extension_seed
 from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eos
 from presto_tui.runtime.prefetch.stream import Group
 from presto_tui.runtime.prefetch.stream.shared import SharedBudget
-from presto_tui.runtime.samplers.families import sampler_family
+from presto_tui.runtime.samplers.families import SamplerFamily, sampler_family
 from presto_tui.runtime.session.cost import StepCost
 from presto_tui.runtime.session.events import (
     BlockStart,
@@ -99,7 +99,9 @@ class SessionDriver:
         self._owned: dict[int, Tag] = {}  # engine handle -> what it was submitted for
         self._t0 = engine.clock()
         self._last_snapshot = 0.0
-        self.records_steps = False  # an MH chain writes the engine's steps (its critical path reads them)
+        # every session writes the engine's steps it was on the loop for (`EngineSteps`: an MH chain's critical
+        # path reads them, the frontier counts them); a member of a population writes none of its own
+        self.records_steps = True
         self._steps: list[tuple[float, float, int]] = []
 
     def clock(self) -> float:
@@ -210,15 +212,23 @@ class Driver(SessionDriver):
     """An MH chain: a session's events around blocks of MH transitions (alg. 1 and 2's outer loop)."""
 
     def __init__(self, engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
-                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None, **chain):
+                 classifier: CertaintyClassifier | None = None, state: SeqState | None = None,
+                 family: SamplerFamily | None = None, **chain):
         super().__init__(engine, params, prompt_ids, prompt=prompt, **chain)
         self.classifier = classifier
-        self.family = sampler_family(params)
+        # its decision rule: its method's, or one given (a tempering replica's, with its ladder's temperatures)
+        self.family = family or sampler_family(params)
         self._given = state  # a block's start state given (tests): no extension for the first block
         self.block = 0
         self._extension: tuple[float, int | None, float] | None = None  # (waited for since, handle, issued at)
         self._extension_purpose = "extend"
-        self.records_steps = True
+        # A barrier, set by the population the chain is a member of (population.py): the chain stops after
+        # hold[1] transitions of block hold[0] (0: once the block's extension is in, before its first decision;
+        # K: after its last, before the next block's extension) and waits, `held`, until `release` hands it the
+        # state to go on from.  Nothing of its law changes: each decision keeps its keyed inputs.
+        self.hold: tuple[int, int] | None = None
+        self.held = False
+        self._held_at_end = False
 
     def begin(self) -> None:
         if self._given is not None:
@@ -271,8 +281,12 @@ class Driver(SessionDriver):
         self._submit.append((EXTEND, self.extension_request()))
 
     def end_block(self, state: SeqState) -> None:
-        """The block's K transitions are done: extend for the next block, or end the session."""
+        """The block's K transitions are done: extend for the next block, or end the session (or wait at a
+        barrier there first)."""
         self.state = state
+        if self.holding(self.params.steps):
+            self.held = self._held_at_end = True
+            return
         self.block += 1
         if self.block < self.params.n_blocks:
             self._extend()
@@ -283,6 +297,29 @@ class Driver(SessionDriver):
         raise NotImplementedError
 
     def advance_block(self) -> None:
+        raise NotImplementedError
+
+    # -- barriers (population.py) -------------------------------------------------------------
+    def holding(self, k: int) -> bool:
+        """Whether the chain's barrier is here: after k transitions of the block it is in."""
+        return self.hold == (self.block, k)
+
+    def stop_in_block(self) -> int | None:
+        """The transitions of this block the chain may walk before its barrier (None: no barrier in it)."""
+        return self.hold[1] if self.hold is not None and self.hold[0] == self.block else None
+
+    def release(self, state: SeqState, hold: tuple[int, int] | None) -> None:
+        """Go on from the barrier with `state` (the very state it waits with: as it was; another: a swap, a
+        resampling) until the next barrier `hold` (None: to the end)."""
+        self.held, self.hold = False, hold
+        if self._held_at_end:
+            self._held_at_end = False
+            self.end_block(state)
+        else:
+            self.resume(state)
+
+    def resume(self, state: SeqState) -> None:
+        """Go on within the block from the barrier with `state` (the decision it stopped at is next)."""
         raise NotImplementedError
 
 

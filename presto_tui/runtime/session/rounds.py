@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from presto_tui.runtime.core.types import Proposal, SeqState
 from presto_tui.runtime.prefetch.kernel import ChainState, Pending, build_kernel
@@ -14,7 +15,7 @@ from presto_tui.runtime.session.metrics import transition
 class RoundDriver(Driver):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.kernel = build_kernel(self.params, self.classifier)
+        self.kernel = build_kernel(self.params, self.classifier, self.family)
         self.chain: ChainState | None = None
         self.pending: Pending | None = None
         self.proposals: list[Proposal | None] = []
@@ -29,6 +30,10 @@ class RoundDriver(Driver):
 
     def _plan(self) -> None:
         assert self.chain is not None
+        if self.holding(self.chain.k):  # a barrier: wait here (release plans on)
+            self.held = True
+            return
+        self.chain = replace(self.chain, stop=self.stop_in_block())  # no round walks past the barrier
         t0 = time.perf_counter()
         self.pending = self.kernel.plan(self.chain)
         self._plan_s = time.perf_counter() - t0
@@ -63,6 +68,12 @@ class RoundDriver(Driver):
             self._plan()
         else:
             self.end_block(chain.state)
+
+    def resume(self, state: SeqState) -> None:
+        assert self.chain is not None
+        self.state = state
+        self.chain = replace(self.chain, state=state)
+        self._plan()
 
     def progress_event(self) -> Event | None:
         if self.pending is None:

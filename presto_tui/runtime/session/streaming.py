@@ -79,6 +79,7 @@ class StreamDriver(Driver):
         self.blk = StreamBlock(self.params, self.family, self.classifier or DEFAULT_CLASSIFIER, self.block, state,
                                self.policy, book=RequestBook(self._ids), decoded=self._decoded, extension=extension,
                                moves=self._moves)
+        self.blk.walker.stop = self.stop_in_block()  # a barrier: the walker waits there (speculation goes on)
         self._epoch_t0 = self.clock()
         self._schedule()
 
@@ -176,15 +177,42 @@ class StreamDriver(Driver):
             self._record_epoch(blk.recorder.closed.pop(0))
         if blk.pending is None:  # (while its extension decodes, the state is the one before it)
             self.state = blk.state
-        if blk.done:
+        if blk.done and self.holding(blk.decisions.K):  # a barrier at the block's end: wait (release ends it)
+            self.held = self._held_at_end = True
+        elif blk.done:
             self._end_stream_block(blk)
-        elif walked or self._dirty or blk.growing:  # (tokens still decoding grew: more can be asked for)
+            return
+        elif blk.walker.at_stop:
+            self.held = True
+        # (tokens still decoding grew: more can be asked for).  Waiting at a barrier it asks for nothing more:
+        # what is live decodes on, but a tree of finished proposals past the barrier, grown while the other
+        # members catch up, would cost every scheduling pass its size and may be of no use after a swap
+        if (walked or self._dirty or blk.growing) and not self.held:
             self._schedule()
+
+    def release(self, state: SeqState, hold: tuple[int, int] | None) -> None:
+        """Go on from the barrier: the walker from `state` (what was speculated for the state it waited with
+        stays of use if it is the same), the block's end with it."""
+        blk = self.blk
+        assert blk is not None
+        self.held, self.hold = False, hold
+        if state is not blk.state:
+            blk.replace(state)
+            self.state = state
+        if self._held_at_end:
+            self._held_at_end = False
+            self._end_stream_block(blk)
+        else:
+            blk.walker.stop = self.stop_in_block()
+            self._dirty = True
 
     def _end_stream_block(self, blk: StreamBlock) -> None:
         """Abort what is still decoding (here, not by the loop, so that its `aborted` events count as
         waste, carry this block's number and come before the session's end), except the next block's
         extension if it was speculated from the state the block ended in."""
+        # what was planned for the block but not taken by the engine yet goes with it (a population's member is
+        # advanced again after a barrier before the engine steps)
+        self._submit = [(t, r) for t, r in self._submit if not isinstance(t, GroupTag)]
         ext = blk.extension() if blk.decisions.next_block is not None else None
         keep = ext.handles[0] if ext is not None and ext.live else None
         for h in [h for h, tag in self._owned.items() if isinstance(tag, GroupTag) and h != keep]:

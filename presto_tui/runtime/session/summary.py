@@ -41,6 +41,8 @@ a number means the same thing everywhere.
   proposals the walk used (wasted_share = the rest); requests_aborted,
   mean_live (streaming, engine-time weighted), time_to_first_transition_s.
 - tokens: the chain's current state (generated tokens), after every event.
+- engine_steps: the engine steps taken while the session was on the loop (its
+  `EngineSteps`; every session writes them): the frontier's steps axis.
 - draws: the chain's state after every MH transition (`Transition`: log-target,
   log-likelihood, confidence), what MCMC diagnostics read (`diagnostics.py`);
 - answer_loglik, answer_confidence: eqs. 21-22 of the final answer's response, the
@@ -69,6 +71,7 @@ from presto_tui.runtime.session.events import (
     Damaged,
     DecisionWalked,
     EngineCost,
+    EngineSteps,
     Event,
     ModelCall,
     RequestEvent,
@@ -86,9 +89,11 @@ SHARED_CALLS = ("extend-ahead", "extend-overlap")
 
 
 def is_one_shot(params: dict) -> bool:
-    """Params of a one-shot method (low temperature, best-of-N, PowerSMC, SPS, ...): no MH chain."""
+    """Params of a session that is one result, not one MH chain's rounds: a one-shot method's (low
+    temperature, best-of-N, PowerSMC, SPS, ...) or a population's (several chains in one session:
+    parallel tempering, resample-move), whose time is its model calls (`Method.rounds`)."""
     m = registry.find(params.get("sampler"))
-    return m is not None and not m.chain
+    return m is not None and not m.rounds
 
 
 @dataclass
@@ -121,6 +126,7 @@ class SessionSummary:
     text: str = ""
     tokens: tuple = ()
     engine_cost: EngineCost | None = None  # the engine's learned step cost (streaming and rounds, schema 1.2)
+    engine_steps: int = 0  # engine steps taken while the session was on the loop (its `EngineSteps`)
     # the final answer under p0 (eqs. 21-22 of its response, before EOS: metrics.response_scores), from
     # the last transition of a chain, a baseline's choice; None for an empty response
     answer_loglik: float | None = None
@@ -196,6 +202,8 @@ class SessionSummary:
             self.path.append(BlockPath(ev.L, ev.T))
         elif isinstance(ev, EngineCost):
             self.engine_cost = ev
+        elif isinstance(ev, EngineSteps):
+            self.engine_steps += len(ev.start)
         elif isinstance(ev, Transition):
             self.draws.append(ev)
             self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
@@ -395,6 +403,7 @@ class SessionSummary:
             "requests_realized": self.transitions,
             "requests_aborted": self.requests_aborted,
             "tokens_generated": self.tokens_generated,
+            "engine_steps": self.engine_steps,
             "proposal_tokens": self.proposal_tokens,
             "used_tokens": self.used_tokens,
             "wasted_share": self.wasted_share,

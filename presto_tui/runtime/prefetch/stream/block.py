@@ -102,6 +102,15 @@ class StreamBlock:
         self.recorder.begin(state)
         return state
 
+    def replace(self, state: SeqState) -> None:
+        """At a barrier, the chain's state is another (a tempering swap, a resampling): the walker goes on
+        from it at the decision it stopped at.  What was asked for the old state stays in the book (the
+        policy aborts what no reachable state asks for); the walker only ever uses the proposal of the
+        request its own state makes, so the chain is the sequential one's from the new state."""
+        self.walker.begin(state)
+        self.recorder.restart(self.walker.k, state)
+        self._frozen_k = -1
+
     def plan(self) -> Schedule:
         """The policy's plan, applied: its wants become planned groups of the book (the policy only reads)."""
         g = self.pending

@@ -59,6 +59,14 @@ class EpochRecorder:
         """The block's whole start state, once its extension arrived (the block began before it)."""
         self.epoch_start = (0, state)
 
+    def restart(self, k: int, state: SeqState) -> None:
+        """The chain's state was replaced at decision k (a barrier): the epoch open so far closes there (its
+        tree from the old state), a new one begins from `state`."""
+        if self.epoch_walked:
+            k0, root = self.epoch_start
+            self.closed.append(Epoch(k0, root, self.epoch_walked, "cap"))
+        self.epoch_start, self.epoch_walked = (k, state), []
+
     def observe(self, walked: list[Walked]) -> None:
         """Close the epochs the walked decisions ended."""
         K = self.decisions.K

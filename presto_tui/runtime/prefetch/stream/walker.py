@@ -75,6 +75,9 @@ class Walker:
         self.state = state
         self.partial = partial
         self.k = 0
+        # a barrier (runtime/session/population.py): take no decision from this one on until it is lifted
+        # (speculation past it goes on; None: none)
+        self.stop: int | None = None
         self._wants: dict[int, Want] = {}  # decision -> what the walker's own state asks for
 
     @property
@@ -91,6 +94,11 @@ class Walker:
         self.state, self.partial = state, False
         self._wants.clear()
         self.scorer.clear()
+
+    @property
+    def at_stop(self) -> bool:
+        """Waiting at its barrier with the whole state."""
+        return self.stop is not None and self.k == self.stop and not self.partial
 
     def own(self) -> Want | None:
         """What the walker's state asks for at its decision (None while the state is partial and the cut lies
@@ -110,7 +118,7 @@ class Walker:
     def walk(self, book: RequestBook) -> list[Walked]:
         """Take every decision whose proposal is available, in order."""
         out: list[Walked] = []
-        K = self.decisions.K
+        K = self.decisions.K if self.stop is None else min(self.decisions.K, self.stop)
         while self.k < K and not self.partial:
             want = self.want_at(self.k)
             g = book.get(want)

@@ -1,0 +1,311 @@
+"""Parallel power tempering and resample-move: what their sessions record, held against numbers
+re-derived here from the model's conditionals (`oracle.py`), and the populations of one chain
+being the chain itself.  Their exactness under every PreSTO rule is tests/test_coupling.py's
+(`test_presto_reproduces_every_member_of_a_population`), their laws tests/test_law.py's."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import oracle
+import pytest
+from helpers import small_backend
+from scipy import stats
+
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.fields import SchemaError
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.core.randomness import member_seed, resample_uniform, swap_uniform
+from presto_tui.runtime.core.spec import ParamError
+from presto_tui.runtime.methods.ppt import PT_STEP, PptInfo, PtStep, ladder
+from presto_tui.runtime.methods.resample_move import RM_STEP, RmStep
+from presto_tui.runtime.session.events import Choice, SessionEnd, Transition
+from presto_tui.runtime.session.runner import run_session
+from presto_tui.runtime.session.summary import summarize
+
+PROMPT = (1, 2)
+
+
+def events_of(params, backend=None, prompt=PROMPT):
+    b = backend or small_backend(vocab=7, sharpness=1.2)
+    return b, list(run_session(b, params, list(prompt)))
+
+
+# -- a population of one is its chain ------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", ["none", "spine", "stream"])
+@pytest.mark.parametrize("population", [dict(sampler="ppt", pt_replicas=1),
+                                        dict(sampler="resample-move", particles=1, rm_ess=0.5)])
+def test_a_population_of_one_is_the_powermh_chain_token_for_token(rule, population):
+    """PPT with one replica and resample-move with one particle are PowerMH: the same answer, and the
+    same state after every transition (the member keeps the session seed and PowerMH's requests)."""
+    for seed in (0, 1):
+        sizes = dict(max_new_tokens=12, block_size=4, steps=5, seed=seed, prefetch=rule, budget=4)
+        _, mine = events_of(SamplerParams(**population, **sizes))
+        _, chain = events_of(SamplerParams(sampler="powermh", **sizes))
+        end = lambda evs: next(e for e in evs if isinstance(e, SessionEnd)).tokens
+        assert end(mine) == end(chain)
+        log_targets = lambda evs: [e.log_target for e in evs if isinstance(e, Transition)]
+        if population["sampler"] == "ppt":  # (the alpha replica's draws are the session's)
+            assert log_targets(mine) == log_targets(chain) and len(log_targets(chain)) == 15
+
+
+# -- parallel tempering ------------------------------------------------------------------------------
+
+def test_the_default_ladder_is_geometric_and_a_given_one_is_taken_as_written():
+    p = SamplerParams(sampler="ppt", alpha=8.0, pt_replicas=4, pt_alpha_min=1.0)
+    assert ladder(p) == pytest.approx((1.0, 2.0, 4.0, 8.0))
+    assert ladder(p.with_(pt_ladder="1, 3,8")) == (1.0, 3.0, 8.0)
+    assert p.method.chain_exponents(p) == ladder(p)
+
+
+@pytest.mark.parametrize("values,words", [
+    (dict(pt_ladder="1,2,3"), "last exponent is the target's"),
+    (dict(pt_ladder="2,1,4"), "ascending order"),
+    (dict(pt_ladder="1,x,4"), "exponents above 0 separated by commas"),
+    (dict(pt_alpha_min=4.0), "must lie below --alpha 4"),
+    (dict(pt_alpha_min=0.001), "would propose at temperature"),
+    (dict(pt_family="bestofn"), "--pt-family"),
+])
+def test_a_ladder_that_cannot_run_is_refused_in_one_line(values, words):
+    from presto_tui.runtime.core.params import params_from
+
+    with pytest.raises(ParamError) as e:
+        params_from({"sampler": "ppt", **values})
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def pt_steps(events):
+    return [e for e in events if isinstance(e, PtStep)]
+
+
+@pytest.mark.parametrize("scheme", ["deo", "random"])
+def test_every_swap_is_the_replica_exchange_rule_recomputed_from_the_model(scheme):
+    """Each proposed swap's A is min(1, (p0(x_j) / p0(x_i))^(alpha_i - alpha_j)) from the recorded states'
+    log p0 under the model itself, it is accepted iff its keyed uniform is below A, the deterministic
+    scheme alternates even and odd pairs and the random one proposes one pair per barrier, and the
+    states move with the swaps."""
+    checked = accepted = 0
+    for seed in range(4):
+        params = SamplerParams(sampler="ppt", prefetch="stream", budget=4, max_new_tokens=8, steps=12, seed=seed,
+                               pt_swap_every=2, pt_scheme=scheme, pt_replicas=4, pt_alpha_min=1.0)
+        b, events = events_of(params)
+        steps = [s for s in pt_steps(events) if not s.final]
+        assert len(steps) == 6
+        exps = ladder(params)
+        for n, st in enumerate(steps, 1):
+            assert st.exponents == exps and (st.block, st.k) == (0, 2 * n)
+            if scheme == "deo":
+                assert list(st.pairs) == [i for i in range(3) if i % 2 == n % 2]
+            else:
+                assert list(st.pairs) == [min(2, int(swap_uniform(seed, n, 0) * 3))]
+            logp = [oracle.suffix_logprobs(b.lm, PROMPT, t, 1.0)[1] for t in st.tokens]
+            assert st.log_p0 == pytest.approx(logp, abs=1e-9)
+            for i, A, ok in zip(st.pairs, st.accept_probs, st.swapped):
+                # after the swap level i holds what level i + 1 held before it, and the other way round
+                xi, xj = (logp[i + 1], logp[i]) if ok else (logp[i], logp[i + 1])
+                want = math.exp(min(0.0, (exps[i] - exps[i + 1]) * (xj - xi)))
+                assert pytest.approx(want, rel=1e-9, abs=1e-12) == A
+                assert ok == (swap_uniform(seed, n, i + 1) < A)
+                checked += 1
+                accepted += ok
+    assert checked > 20 and 0 < accepted < checked
+
+
+def test_the_state_swapped_into_a_replica_is_scored_at_its_own_temperature():
+    """A replica proposes at 1/alpha_r; a state swapped in came with log q at another temperature.  The
+    replica's next decisions score it with its own (from the ladder's temperatures every request reports),
+    so its MH ratios are those of the state as if it had been drawn at 1/alpha_r."""
+    from presto_tui.runtime.methods.ppt import PptDriver
+
+    params = SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=6, steps=16, seed=3, pt_swap_every=1)
+    b = small_backend(vocab=5, sharpness=1.0)
+    seen = []
+    original = PptDriver.cross
+
+    def cross(self, barrier, states):
+        out = original(self, barrier, states)
+        for r, x in enumerate(out):
+            tau = self.taus[r]
+            logq = [oracle.log_probs(b.lm, list(PROMPT) + list(x.tokens[:j]), tau)[1][t]
+                    for j, t in enumerate(x.tokens)]
+            seen.append(max(abs(a - c) for a, c in zip(x.logq, logq)))
+        return out
+
+    PptDriver.cross = cross
+    try:
+        events = list(run_session(b, params, list(PROMPT)))
+    finally:
+        PptDriver.cross = original
+    assert sum(sum(s.swapped) for s in pt_steps(events)) > 3
+    assert seen and max(seen) < 1e-9
+
+
+def test_swap_decisions_are_uniform_under_their_pit():
+    """The randomized PIT of every swap decision (accept: v A; refuse: A + v (1 - A)) over many sessions
+    is uniform: a swap accepted with another probability than the A it records would not be."""
+    rng = np.random.default_rng(7)
+    u = []
+    for seed in range(60):
+        params = SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=4, steps=8, seed=seed, pt_swap_every=1,
+                               pt_scheme="random" if seed % 2 else "deo")
+        _, events = events_of(params, small_backend(vocab=4, sharpness=1.0))
+        for st in pt_steps(events):
+            for A, ok in zip(st.accept_probs, st.swapped):
+                v = rng.random()
+                u.append(v * A if ok else A + v * (1 - A))
+    assert len(u) > 300
+    assert stats.kstest(u, "uniform").pvalue > 1e-4
+
+
+def test_round_trips_count_states_that_went_from_the_hottest_replica_to_the_coldest_and_back():
+    info = PptInfo()
+    exps = (1.0, 2.0, 4.0)
+
+    def step(holders, pairs=(), swapped=()):
+        info.update(PtStep(1, 0, 1, exps, pairs, tuple(0.5 for _ in pairs), swapped, holders, (0.0,) * 3,
+                           ((),) * 3, (1, 1, 1), (1, 0, 1), False, 0.0))
+
+    step((0, 1, 2))
+    step((1, 0, 2), (0,), (True,))
+    step((1, 2, 0), (1,), (True,))  # state 0 reached the coldest level
+    assert info.round_trips == 0
+    step((2, 1, 0), (0,), (True,))  # state 2 at the hottest, state 0 still at the coldest
+    step((2, 0, 1), (1,), (True,))
+    step((0, 2, 1), (0,), (True,))  # state 0 back at the hottest: one round trip
+    assert info.round_trips == 1
+    assert info.to_dict()["swaps"][0] == {"pair": [1, 2], "proposed": 3, "accepted": 3, "rate": 1.0}
+    assert info.drawn() == "R=3 swaps 100/100% 1 trips"
+
+
+def test_ppt_reports_its_replicas_swaps_and_round_trips_in_run_json_and_says_when_no_swap_was_proposed():
+    params = SamplerParams(sampler="ppt", prefetch="spine", budget=4, max_new_tokens=8, steps=20, seed=1,
+                           pt_swap_every=1, pt_replicas=3)
+    _, events = events_of(params)
+    d = summarize(events).to_dict()
+    assert d["replicas"] == 3 and len(d["swaps"]) == 2 and d["swap_barriers"] == 20
+    assert sum(s["proposed"] for s in d["swaps"]) == 20 and "round_trips" in d
+    choice = next(e for e in events if isinstance(e, Choice))
+    assert choice.index == 2 and "alpha replica" in choice.rule
+    never = summarize(events_of(params.with_(pt_swap_every=100))[1])
+    assert never.info.to_dict()["swap_barriers"] == 0
+    assert any("no swap was proposed" in n for n in never.info.notes())
+
+
+# -- resample-move -------------------------------------------------------------------------------------
+
+def rm_steps(events):
+    return [e for e in events if isinstance(e, RmStep)]
+
+
+@pytest.mark.parametrize("rule", ["none", "stream"])
+def test_resample_move_weights_resampling_and_answer_are_recomputed_from_the_model(rule):
+    """Each block's log weights gain alpha log p0 - log q_tau of the particle's extension (the model's own
+    values); the ESS is (sum w)^2 / sum w^2; it resamples exactly when the ESS falls below rm_ess P, with
+    systematic resampling at its keyed uniform, and the weights start again; the answer is drawn by the
+    final weights."""
+    resampled = 0
+    for seed in range(3):
+        P, B, alpha = 6, 3, 4.0
+        params = SamplerParams(sampler="resample-move", prefetch=rule, budget=4, particles=P, rm_ess=0.7,
+                               max_new_tokens=9, block_size=B, steps=3, seed=seed, alpha=alpha)
+        b, events = events_of(params)
+        steps = rm_steps(events)
+        assert len(steps) == 3
+        log_w = np.zeros(P)
+        moved: list[tuple[int, ...]] = [()] * P
+        for s, st in enumerate(steps):
+            assert st.exponent == alpha and st.t == B * (s + 1)
+            for i in range(P):
+                ctx = list(PROMPT) + list(moved[i])
+                lq, lp = oracle.suffix_logprobs(b.lm, ctx, st.tokens[i], 1 / alpha)
+                log_w[i] += alpha * lp - lq
+            assert st.log_weights == pytest.approx(list(log_w), abs=1e-9)
+            w = np.exp(log_w - log_w.max())
+            ess = w.sum() ** 2 / (w ** 2).sum()
+            assert st.ess == pytest.approx(ess, rel=1e-9)
+            assert st.resampled == (ess < 0.7 * P)
+            if st.resampled:
+                cdf = np.cumsum(w / w.sum())
+                cdf[-1] = 1.0
+                u = resample_uniform(seed, s)
+                assert list(st.parents) == [min(P - 1, int(np.searchsorted(cdf, (u + j) / P, side="right")))
+                                            for j in range(P)]
+                log_w = np.zeros(P)
+                resampled += 1
+            else:
+                assert list(st.parents) == list(range(P))
+            assert all(len(x) == st.t for x in st.states)
+            moved = list(st.states)
+        choice = next(e for e in events if isinstance(e, Choice))
+        w = np.exp(log_w - log_w.max())
+        cdf = np.cumsum(w / w.sum())
+        cdf[-1] = 1.0
+        assert choice.index == min(P - 1, int(np.searchsorted(cdf, resample_uniform(seed, -1), side="right")))
+        assert next(e for e in events if isinstance(e, SessionEnd)).tokens == steps[-1].states[choice.index]
+    assert resampled > 0
+
+
+def test_resample_move_particles_are_powermh_chains_with_seeds_of_their_own():
+    """Particle i is PowerMH with member_seed(seed, i): without resampling (rm_ess 0) particle 0's final
+    state is the session's PowerMH chain's, and particles 1.. are those chains of their own seeds."""
+    sizes = dict(max_new_tokens=8, block_size=4, steps=4, prefetch="none")
+    _, events = events_of(SamplerParams(sampler="resample-move", particles=3, rm_ess=0.0, seed=5, **sizes))
+    last = rm_steps(events)[-1]
+    assert not any(st.resampled for st in rm_steps(events))
+    for i in range(3):
+        _, chain = events_of(SamplerParams(sampler="powermh", seed=member_seed(5, i), **sizes))
+        assert last.states[i] == next(e for e in chain if isinstance(e, SessionEnd)).tokens
+
+
+def test_resample_move_says_when_it_never_resampled():
+    _, events = events_of(SamplerParams(sampler="resample-move", particles=3, rm_ess=0.0, max_new_tokens=8,
+                                        block_size=4, steps=2))
+    notes = summarize(events).info.notes()
+    assert len(notes) == 1 and "never resampled" in notes[0] and "--rm-ess" in notes[0]
+
+
+# -- their events in a trace ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,params", [
+    (PT_STEP, SamplerParams(sampler="ppt", max_new_tokens=6, steps=4, pt_swap_every=1)),
+    (RM_STEP, SamplerParams(sampler="resample-move", particles=3, max_new_tokens=6, block_size=2, steps=2,
+                            rm_ess=1.0)),
+])
+def test_their_events_read_back_equal_and_a_damaged_one_is_refused_naming_its_field(kind, params):
+    _, events = events_of(params)
+    mine = [e for e in events if isinstance(e, kind.cls) and type(e) is kind.cls]
+    assert mine and registry.event_type(kind.type) is kind
+    for ev in mine:
+        assert kind.decode(json.loads(json.dumps(kind.encode(ev)))) == ev
+        assert set(kind.tokens(ev)) >= set(ev.tokens[0])
+    d = json.loads(json.dumps(kind.encode(mine[0])))
+    field = "holders" if kind is PT_STEP else "states"
+    d[field] = d[field][:-1]
+    with pytest.raises(SchemaError) as e:
+        kind.decode(d)
+    assert f"'{field}'" in str(e.value) or "'tokens'" in str(e.value)
+
+
+def test_every_session_counts_its_engine_steps():
+    """(The frontier's steps axis.)  Every session, one-shot ones too, writes the engine steps it was on the
+    loop for: as many as the engine took."""
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
+
+    class Counting(SyntheticEngine):
+        steps = 0
+
+        def step(self):
+            self.steps += 1
+            return super().step()
+
+    for params in (SamplerParams(sampler="bestofn", samples=3, max_new_tokens=8),
+                   SamplerParams(sampler="powersmc", particles=3, max_new_tokens=8),
+                   SamplerParams(sampler="ppt", max_new_tokens=8, steps=4),
+                   SamplerParams(prefetch="none", max_new_tokens=8, steps=4)):
+        engine = Counting(SyntheticLM(vocab_size=7, order=2, seed=1, sharpness=1.2))
+        s = summarize(run_session(engine, params, list(PROMPT)))
+        assert s.engine_steps == engine.steps > 0 and s.to_dict()["engine_steps"] == s.engine_steps
+

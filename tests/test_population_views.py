@@ -1,0 +1,129 @@
+"""Parallel tempering and resample-move in the app: the replicas' grid (which replica holds which
+state at each barrier, the swaps), resample-move's particles on PowerSMC's grid with their moved
+states, in a replay and live in chat."""
+
+from __future__ import annotations
+
+from helpers import GatedEngine, text_of, wait_until
+
+from presto_tui.logs.reader import read_trace
+from presto_tui.logs.writer import TraceWriter
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.runtime.methods.ppt import PtStep
+from presto_tui.runtime.methods.resample_move import RmStep
+from presto_tui.runtime.session.chat import ChatSession
+from presto_tui.runtime.session.events import Choice, SessionEnd
+from presto_tui.runtime.session.runner import run_session
+from presto_tui.views.app import chat_app, replay_app
+from presto_tui.views.state.reducer import AppState
+from presto_tui.views.widgets.baseline import ParticleGrid
+from presto_tui.views.widgets.ppt import ReplicaGrid
+from presto_tui.views.widgets.tree import RoundTreeView
+
+PPT = SamplerParams(sampler="ppt", max_new_tokens=16, steps=8, seed=1, pt_swap_every=2)
+RM = SamplerParams(sampler="resample-move", particles=4, max_new_tokens=16, block_size=4, steps=3, seed=2, rm_ess=0.9)
+
+
+def population_trace(tmp_path):
+    path = tmp_path / "pop.jsonl"
+    b = SyntheticEngine()
+    with TraceWriter(path, command="test", backend=b.name, model=b.model, params=SamplerParams().to_dict(),
+                     pieces=b.token_pieces) as w:
+        for params in (PPT, RM):
+            for ev in run_session(b, params, b.encode_prompt("the cat"), prompt="the cat"):
+                w.write(ev)
+    return read_trace(path)
+
+
+def test_the_replicas_fold_reads_who_holds_which_state_from_the_records(tmp_path):
+    trace = population_trace(tmp_path)
+    state = AppState()
+    for ev in trace.sessions[0].events:
+        state.apply(ev)
+    run = state.sessions[0].method_run
+    steps = [e for e in trace.sessions[0].events if isinstance(e, PtStep)]
+    assert run.steps == steps and run.replicas == 4 and state.sessions[0].positions == 1
+    assert run.level(0) == 3  # the first row is the alpha replica
+    swapped = 0
+    for s, st in enumerate(steps):
+        for i, ok in zip(st.pairs, st.swapped):
+            assert run.swap_at(s, i)[0] == i + 1 and run.swap_at(s, i + 1)[0] == i
+            swapped += ok
+            if ok and s:  # a swap exchanges the states the two replicas held
+                assert run.holder(s, i) == run.holder(s - 1, i + 1)
+    assert swapped > 0 and run.barriers() == sum(not st.final for st in steps)
+
+
+async def test_replay_shows_the_replicas_over_the_barriers_and_resample_move_on_the_particle_grid(tmp_path):
+    trace = population_trace(tmp_path)
+    app = replay_app(trace)
+    async with app.run_test(size=(120, 34)) as pilot:
+        scr = app.screen
+        await pilot.press("home")
+        grid = scr.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display and not scr.query_one("#tree", RoundTreeView).display)
+        run = scr.state.sessions[0].method_run
+        steps = run.steps
+        assert (grid.rows, grid.columns) == (4, len(steps)) and (grid.row, grid.col) == (0, len(steps) - 1)
+        lines = [grid.render_line(y).text for y in range(grid.rows + 2)]
+        assert "b1" in lines[0] and lines[1].startswith("❯★r4 a=4")
+        assert lines[-1].startswith("swaps")
+        assert lines[1 + 3].lstrip().startswith("r1 a=1")  # the hottest replica last
+        assert any("⇅" in line for line in lines[1:5])
+        title = text_of(app, "#tree-title")
+        assert "PPT R=4 alpha 1..4 S=2 deo PowerMH" in title and "4 replicas" in title
+        inspector = text_of(app, "#inspector")
+        end = next(e for e in trace.sessions[0].events if isinstance(e, SessionEnd))
+        assert "replica 4 of 4, alpha 4" in inspector and "★ the alpha replica: the answer" in inspector
+        assert end.text.strip()[:20] in inspector.replace("\n", " ")
+        stats = text_of(app, "#stats")
+        info = scr.state.sessions[0].summary.info
+        assert f"round trips {info.round_trips}" in stats and "swaps accepted: 4-3" in stats
+        # a swap's cell: its pair, its A and whether it was taken
+        s, level = next((s, i) for s, st in enumerate(steps) for i, ok in zip(st.pairs, st.swapped) if ok)
+        await pilot.press(*["left"] * (grid.col - s), *["down"] * (run.replicas - 1 - level))
+        assert (grid.col, grid.row) == (s, run.replicas - 1 - level)
+        inspector = text_of(app, "#inspector")
+        A = steps[s].accept_probs[steps[s].pairs.index(level)]
+        assert f"replica {level + 1} of 4" in inspector and f"swap with replica {level + 2} proposed: A = {A:.3f}, " \
+            "accepted" in inspector
+        assert f"holds the state replica {steps[s].holders[level] + 1} began with" in inspector
+        # resample-move: PowerSMC's grid, each particle's text its moved state and then its block
+        await pilot.press("end")
+        pgrid = scr.query_one(ParticleGrid)
+        await wait_until(pilot, lambda: pgrid.display and not grid.display)
+        rm = scr.state.sessions[1].method_run
+        rsteps = [e for e in trace.sessions[1].events if isinstance(e, RmStep)]
+        assert rm.steps == rsteps and pgrid.columns == 4
+        for s in range(1, 4):
+            for i in range(4):
+                assert rm.tokens_at(s, i) == rsteps[s - 1].states[i] + rsteps[s].tokens[i]
+        assert "PowerMH moves accepted" in text_of(app, "#stats") and "block 4 of 4" in text_of(app, "#tree-title")
+        choice = next(e for e in trace.sessions[1].events if isinstance(e, Choice))
+        assert "drawn by the final weights of 4 particles" in choice.rule
+
+
+async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
+    engine = GatedEngine(counted=True)
+    session = ChatSession(engine_factory=lambda model: engine)
+    app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
+                                          pt_replicas=3), backend="synthetic", model=None)
+    async with app.run_test(size=(120, 34)) as pilot:
+        scr = app.screen
+        scr.query_one("#prompt").focus()
+        await pilot.press(*"the cat", "enter")
+        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        grid = scr.query_one(ReplicaGrid)
+        try:
+            engine.let_through(3)  # the extensions and the first two transitions of each replica
+            # drawn: the title says so (the state takes the barrier a frame before the screen)
+            await wait_until(pilot, lambda: grid.display and "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
+            assert grid.columns == 1 and (grid.row, grid.col) == (0, 0)
+            assert "no answer yet" in str(scr.query_one("#output").border_title)
+            assert "barriers 1" in text_of(app, "#stats")
+        finally:
+            engine.let_through(1000)
+        await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
+        await wait_until(pilot, lambda: grid.columns == len(scr.state.current.method_run.steps))
+        assert grid.columns == 4 and text_of(app, "#stats").startswith("done")  # three barriers and the end
