@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """The example plugin, installed with pip into a folder of its own."""
+    # Built from a copy: the test workers each install it, and setuptools builds in the source tree
+    # (build/, *.egg-info), so two builds of one tree race and one wheel can come out empty.
+    source = tmp_path_factory.mktemp("plugin-source") / "plugin"
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     target = tmp_path_factory.mktemp("plugin")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "--target", str(target), str(PLUGIN)], check=True,
+                    "--disable-pip-version-check", "--target", str(target), str(source)], check=True,
                    capture_output=True)
     assert (target / "presto_tui_imh").is_dir()
     return target
