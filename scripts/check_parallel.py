@@ -56,6 +56,9 @@ def main() -> int:
                                                pipeline_parallel_size=args.pp,
                                                distributed_executor_backend=args.executor))
         print(f"started tp={args.tp} pp={args.pp} in {time.perf_counter() - t0:.1f} s: {e.info}", flush=True)
+        # InprocClient: the engine core in this process; SyncMPClient: in its own
+        # (VLLM_ENABLE_V1_MULTIPROCESSING=1), the records then pass through one more process.
+        print(f"engine core: {type(e.engine.engine_core).__name__}", flush=True)
         ids = e.encode_prompt("Name a prime number.")
         ends = {}
         for rule in ("none", "spine", "stream"):

@@ -440,13 +440,14 @@ def test_the_replica_laws_see_a_swap_with_the_exponents_the_wrong_way_round(monk
 
 
 @pytest.mark.parametrize("sampler,extra", [
-    ("ppt", dict(pt_swap_every=1, steps=8)),
+    ("ppt", dict(pt_swap_every=1, steps=4)),
     ("resample-move", dict(particles=4, block_size=1, steps=2)),
 ])
 def test_the_populations_answers_reach_pi_alpha_from_the_prompt(sampler, extra):
-    """From the prompt (extensions from q_tau), parallel tempering at K = 8 and resample-move at K = 2 per
+    """From the prompt (extensions from q_tau), parallel tempering at K = 4 and resample-move at K = 2 per
     token block answer within noise of pi_alpha (the law-test kit's `check_law`: total variation with its
-    bootstrap interval against the noise floor of as many exact draws), where PowerMH at K = 4 is not."""
+    bootstrap interval against the noise floor of as many exact draws), where one PowerMH chain at K = 4,
+    the transitions of each of tempering's replicas, is not."""
     from presto_tui import testing
 
     report = testing.check_law(SamplerParams(sampler=sampler, prefetch="none", alpha=4.0, max_new_tokens=3, **extra),

@@ -153,49 +153,18 @@ def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path, vllm
 
 
 @pytest.mark.engine
-def test_vllm_multiprocess_engine_core_brings_the_records_back(vllm):
-    """VLLM_ENABLE_V1_MULTIPROCESSING=1 runs the engine core (and the logits processor) in another
-    process: the records come back through collective_rpc, the chain equals the in-process one
-    (this process's engine, which runs in-process under the tests), and nothing is left behind in
-    the worker."""
-    from presto_tui.runtime.session.events import SessionEnd
-    from presto_tui.runtime.session.runner import run_session
-
-    code = r'''
-import os, sys, json
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
-if __name__ == "__main__":
-    from presto_tui.runtime.core.params import SamplerParams
-    from presto_tui.runtime.engines.registry import EngineOptions, start_engine
-    from presto_tui.runtime.session.events import SessionEnd
-    from presto_tui.runtime.session.runner import run_session
-    e = start_engine("vllm", EngineOptions(max_model_len=256))
-    ids = e.encode_prompt("Name a prime number.")
-    out = {}
-    for rule in ("none", "stream"):
-        evs = list(run_session(e, SamplerParams(prefetch=rule, max_new_tokens=12, steps=6, budget=4, seed=3), ids))
-        out[rule] = [list(ev.tokens) for ev in evs if isinstance(ev, SessionEnd)][0]
-    out["pending"] = e.pending_records()
-    print("RESULT " + json.dumps(out))
-'''
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, proc.stderr[-2000:]
-    apart = json.loads(line[0][7:])
-    params = SamplerParams(prefetch="none", max_new_tokens=12, steps=6, budget=4, seed=3)
-    (here,) = [list(ev.tokens) for ev in run_session(vllm, params, vllm.encode_prompt("Name a prime number."))
-               if isinstance(ev, SessionEnd)]
-    assert apart["none"] == apart["stream"] == here
-    assert apart["pending"] == 0
-
-
-@pytest.mark.engine
 def test_vllm_tensor_parallel_2_on_cpu_keeps_records_and_exactness():
-    """Two vLLM CPU workers (a tiny Llama with 4 heads, split in two): the records of every token
-    come back from the worker processes, and spine and stream end where sequential does."""
+    """Two vLLM CPU workers (a tiny Llama with 4 heads, split in two) under a multiprocess engine core
+    (VLLM_ENABLE_V1_MULTIPROCESSING=1: the core and the logits processor in a process of their own,
+    the workers in two more): the records of every token come back through collective_rpc, spine and
+    stream end where sequential does, and nothing is left behind in the workers. (One engine start
+    checks both ways of running vLLM in other processes.)"""
     script = Path(__file__).parent.parent / "scripts" / "check_parallel.py"
-    proc = subprocess.run([sys.executable, str(script), "--tp", "2"], capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    proc = subprocess.run([sys.executable, str(script), "--tp", "2"], capture_output=True, text=True, timeout=600,
+                          env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "engine core: SyncMPClient" in proc.stdout
     assert "stream  same state as sequential" in proc.stdout and "records left in the workers: 0" in proc.stdout
 
 
