@@ -117,7 +117,7 @@ def test_spine_on_vllm_keeps_what_the_sequential_chain_holds(vllm):
 
     ids = vllm.encode_prompt("Name three colours.")
     checked = differ = 0
-    for seed in range(4):
+    for seed in range(2):  # (6 content-check cases on the embedded model; seeds 2 and 3 added 6 more)
         base = SamplerParams(max_new_tokens=24, steps=12, budget=8, seed=seed)
         _, trees = trajectory(vllm, base.with_(prefetch="spine"), ids)
         for t in trees:
