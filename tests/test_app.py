@@ -1037,10 +1037,8 @@ async def test_the_footer_shows_whole_keys_only(size):
     from textual.widgets import Footer
     from textual.widgets._footer import FooterKey
 
-    engine = GatedEngine()  # shut once a round has ended: the session is running while the test looks
-    # (sequential: the streaming rule plans its tree again at every turn of a shut engine's loop, and
-    # its planning thread leaves the app little time to read keys: 15 s a size)
-    app, session = make_chat(engine, steps=4000, prefetch="none")
+    engine = GatedEngine()  # shut once an epoch has ended: the session is running while the test looks
+    app, session = make_chat(engine, steps=4000)
     async with app.run_test(size=size) as pilot:
         scr = app.screen
         await submit(pilot, app, "the cat")

@@ -90,14 +90,16 @@ def test_a_worker_killed_mid_run_loses_no_prompt():
 def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
     trace = tmp_path / "int.jsonl"
     many = tmp_path / "many.txt"
-    many.write_text("\n".join(PROMPTS * 4) + "\n")
+    many.write_text("\n".join(PROMPTS * 8) + "\n")
     proc = subprocess.Popen(
-        presto_command("run", "--prompts-file", str(many), "--backend", "synthetic", "-n", "64", "-K", "300",
+        presto_command("run", "--prompts-file", str(many), "--backend", "synthetic", "-n", "64", "-K", "40",
                        "-N", "2", "-C", "1", "--workers", "2", "--trace", str(trace), "--json"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         # One chain at a time on each worker (-C 1), so a session ends long before the last: at the default
-        # concurrency every session runs at once and all of them end together, at the very end.
+        # concurrency every session runs at once and all of them end together, at the very end. Short
+        # sessions, many of them: the first ends soon even on a loaded machine (at K = 300 none had
+        # ended after 120 s in a full suite run), the last long after.
         wait_for(lambda: trace.exists() and '"session_end"' in trace.read_text(), "a finished session", every=0.2)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
