@@ -39,7 +39,9 @@ class PptRun(MethodRun):
 
     @property
     def replicas(self) -> int:
-        return len(self.exponents) or int(self.params.get("pt_replicas") or 0)
+        """As the records say (the ladder is the method's to set: `--pt-ladder` or R geometric); 0 before
+        the first barrier's record."""
+        return len(self.exponents)
 
     # rows: the alpha replica first
     def level(self, row: int) -> int:
@@ -72,6 +74,8 @@ class PptRun(MethodRun):
 
     # -- words -------------------------------------------------------------------------------
     def progress(self) -> str:
+        if not self.steps:
+            return "to the first barrier"
         return f"barrier {self.barriers()}, {self.replicas} replicas"
 
     def title_extra(self) -> list[str]:

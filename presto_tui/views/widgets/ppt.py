@@ -44,7 +44,7 @@ class ReplicaGrid(BaselineTable):
     @property
     def label_width(self) -> int:
         labels = [self.run.label(level) for level in range(self.rows)] if self.run else [""]
-        return 2 + max(len(x) for x in labels) + 1  # cursor, star, the label, a gap
+        return 2 + max((len(x) for x in labels), default=0) + 1  # cursor, star, the label, a gap
 
     @property
     def cell_width(self) -> int:
