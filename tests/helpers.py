@@ -153,7 +153,7 @@ class GatedEngine(ScriptedEngine):
 
     def step(self):
         if not self._open.is_set():
-            time.sleep(0.002)
+            self._open.wait(0.05)
             return []
         if self._calls_let_through is not None and self._slow:
             self.waiting = True

@@ -1037,11 +1037,15 @@ async def test_the_footer_shows_whole_keys_only(size):
     from textual.widgets import Footer
     from textual.widgets._footer import FooterKey
 
-    engine = GatedEngine()  # shut once an epoch has ended: the session is running while the test looks
+    # Shut while the keys are typed and again once a round is drawn: the session is running while the
+    # test looks, and the app has a few rounds to draw, not the thousands a free-running chain sends
+    # meanwhile (21 s a size, most of it the app keeping up and the search going through them).
+    engine = GatedEngine(shut=True)
     app, session = make_chat(engine, steps=4000)
     async with app.run_test(size=size) as pilot:
         scr = app.screen
         await submit(pilot, app, "the cat")
+        engine.open()
         await wait_until(pilot, lambda: scr.state.current and scr.state.current.rounds)
         engine.shut()
         await pilot.press("tab", "slash", *"k=1", "enter")
