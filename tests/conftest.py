@@ -26,6 +26,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):  # (`-p no:xdist`: the marker is xdist's)
+        return
     for item in items:
         if item.get_closest_marker("engine") is not None:
             item.add_marker(pytest.mark.xdist_group("engine"))
@@ -91,11 +93,15 @@ def vllm(model_dir):
 # -- the suite's time per module, printed at its end (so that growth shows where it happens) -------
 
 _MODULE_S: dict[str, float] = {}
+_WORKER_S: dict[str, float] = {}  # under xdist: which worker the wall time waits for
 
 
 def pytest_runtest_logreport(report):
     """Every phase's time, by test module (the controller gets every worker's reports under xdist)."""
     _MODULE_S[report.nodeid.split("::")[0]] = _MODULE_S.get(report.nodeid.split("::")[0], 0.0) + report.duration
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    if worker is not None:
+        _WORKER_S[worker.id] = _WORKER_S.get(worker.id, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -106,3 +112,5 @@ def pytest_terminal_summary(terminalreporter):
     for module, seconds in sorted(_MODULE_S.items(), key=lambda kv: -kv[1])[:20]:
         terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:5.1f}%  {module}")
     terminalreporter.write_line(f"{total:8.1f} s  in all, {len(_MODULE_S)} modules")
+    if _WORKER_S:
+        terminalreporter.write_line("by worker: " + ", ".join(f"{w} {s:.1f} s" for w, s in sorted(_WORKER_S.items())))
