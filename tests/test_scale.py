@@ -178,6 +178,29 @@ def test_vllm_tensor_parallel_2_on_cpu_keeps_records_and_exactness():
     assert "stream  same state as sequential" in proc.stdout and "records left in the workers: 0" in proc.stdout
 
 
+def test_a_head_slow_to_answer_is_asked_again_before_its_error_stands(monkeypatch):
+    """On a busy machine Ray's state client can give up on a head it has just started ("Failed to
+    connect to GCS"): the cluster asks again, and Ray's error stands only after its patience."""
+    from types import SimpleNamespace
+
+    from presto_tui.runtime.session import cluster
+
+    monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
+    answers = [ray.exceptions.RaySystemError("Failed to connect to GCS"), {"CPU": 2.0}]
+
+    def resources():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    fake = SimpleNamespace(cluster_resources=resources, exceptions=ray.exceptions)
+    assert cluster.cluster_resources(fake) == {"CPU": 2.0} and not answers
+    answers[:] = [ray.exceptions.RaySystemError("Failed to connect to GCS")] * 2
+    with pytest.raises(ray.exceptions.RaySystemError):
+        cluster.cluster_resources(fake, patience_s=0)
+
+
 def test_cpu_workers_sharing_a_node_get_disjoint_cores():
     from presto_tui.runtime.session.cluster import split_cores
 

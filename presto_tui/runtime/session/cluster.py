@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,22 @@ def _on_loopback(ray):
             os.environ[_CLUSTER_ENV] = before
 
 
+def cluster_resources(ray, patience_s: float = 60.0) -> dict:
+    """The cluster's resources, Ray's first question to the head it has just started or joined.
+    Ray's state client gives up on the head after a few seconds, and on a machine whose cores are
+    busy a head that has just started can answer later than that (seen: a 2-core machine running
+    vLLM beside, "Failed to connect to GCS" a minute after the start), so the question is asked
+    again for `patience_s` before Ray's error stands."""
+    end = time.monotonic() + patience_s
+    while True:
+        try:
+            return ray.cluster_resources()
+        except ray.exceptions.RaySystemError:
+            if time.monotonic() >= end:
+                raise
+            time.sleep(1.0)
+
+
 class Cluster:
     """W engine workers on Ray (a local instance started and stopped here, on loopback only; or `address`)."""
 
@@ -125,8 +142,9 @@ class Cluster:
                 with _on_loopback(ray):
                     ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **kwargs)
         try:
-            gpus = int(ray.cluster_resources().get("GPU", 0))
-            cpus = int(ray.cluster_resources().get("CPU", 1))
+            resources = cluster_resources(ray)
+            gpus = int(resources.get("GPU", 0))
+            cpus = int(resources.get("CPU", 1))
             if gpus:
                 if workers > gpus:
                     raise InputError(f"--workers {workers} is more than the cluster's {gpus} GPUs (one engine per GPU)")
