@@ -120,7 +120,8 @@ class ScriptedEngine(SyntheticEngine):
 class GatedEngine(ScriptedEngine):
     """The synthetic engine, held by the test in either (or both) of two ways:
 
-    - shut: while shut, a step decodes nothing (after a short sleep), but the engine loop still
+    - shut: while shut, a step decodes nothing (after waiting up to 50 ms for the gate: a spinning
+      thread would keep the Pilot from seeing the app idle), but the engine loop still
       turns, so chains join, leave and are cancelled as usual, until the test opens it again.
       `GatedEngine(shut=True)` starts shut; `shut()` and `open()` switch it.
     - counted: with `counted=True` each call (a batch sent to an idle engine, as ScriptedEngine
