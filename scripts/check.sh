@@ -2,7 +2,7 @@
 # The project's checks, as CI runs them: lint, types, architecture contracts, the docs site, tests.
 # Quick loop while editing: .venv/bin/pytest -m "not engine and not slow"
 # The tests run on two workers (PYTEST_WORKERS=0 runs them in one process); the engine tests
-# share one worker so each engine starts once (tests/conftest.py).
+# share one worker so each engine starts once, and the tests that start Ray run there too (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin

@@ -25,11 +25,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups (after it: none)
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):  # (`-p no:xdist`: the marker is xdist's)
         return
     for item in items:
-        if item.get_closest_marker("engine") is not None:
+        # A Ray start waits 30 s for its node, which vLLM's multiprocess workers (they busy-loop) can
+        # starve on two cores: the tests that start Ray run beside no engine test, on the same worker.
+        if item.get_closest_marker("engine") is not None or item.get_closest_marker("ray") is not None:
             item.add_marker(pytest.mark.xdist_group("engine"))
 
 

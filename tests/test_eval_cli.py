@@ -306,6 +306,7 @@ def test_stats_compare_refuses_in_one_line(tmp_path, args, needle):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_over_ray_workers_every_item_gets_the_answers_one_engine_gives(tmp_path):
     pytest.importorskip("ray")
     args = ["--limit", "4", "--figures", "none", "--no-trace", "--json", "-o"]

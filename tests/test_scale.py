@@ -42,6 +42,7 @@ def run_json(*args) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_two_ray_workers_give_what_one_engine_gives(tmp_path):
     f = str(prompts_file(tmp_path))
     common = ["--prompts-file", f, "-n", "16", "-K", "10", "--prefetch", "stream"]
@@ -53,6 +54,7 @@ def test_two_ray_workers_give_what_one_engine_gives(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_a_worker_killed_mid_run_loses_no_prompt():
     from presto_tui.runtime.engines.registry import EngineOptions
     from presto_tui.runtime.engines.synthetic import SyntheticEngine
@@ -87,6 +89,7 @@ def test_a_worker_killed_mid_run_loses_no_prompt():
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
     trace = tmp_path / "int.jsonl"
     many = tmp_path / "many.txt"
@@ -123,7 +126,7 @@ def test_ctrl_c_stops_every_worker_and_keeps_finished_sessions(tmp_path):
 @pytest.mark.parametrize("args,needle", [
     (["--workers", "0"], "--workers must lie in [1, 4096]"),
     (["--workers", "100000"], "--workers must lie in"),
-    (["--workers", "64"], "more than the cluster's"),
+    pytest.param(["--workers", "64"], "more than the cluster's", marks=pytest.mark.ray),  # (asks a started Ray)
     (["--ray-address", "127.0.0.1:1"], "cannot reach it"),
     (["--ray-address", "nonsense"], "must be host:port"),
 ])
@@ -199,6 +202,31 @@ def test_a_head_slow_to_answer_is_asked_again_before_its_error_stands(monkeypatc
     answers[:] = [ray.exceptions.RaySystemError("Failed to connect to GCS")] * 2
     with pytest.raises(ray.exceptions.RaySystemError):
         cluster.cluster_resources(fake, patience_s=0)
+
+
+def test_a_local_ray_start_that_times_out_is_tried_again_then_one_line():
+    """Ray waits 30 s for a node it starts; a start that times out on a busy machine is tried once
+    more, and a second failure is one engine-failure line, not an internal error."""
+    from types import SimpleNamespace
+
+    from presto_tui.errors import EngineError
+    from presto_tui.runtime.session import cluster
+
+    calls = []
+
+    def init(**kw):
+        calls.append(kw)
+        if len(calls) in failing:
+            raise Exception("The current node timed out during startup.")
+
+    fake = SimpleNamespace(init=init, shutdown=lambda: None)
+    failing = {1}
+    cluster.start_local_ray(fake, {})
+    assert len(calls) == 2 and calls[-1]["_node_ip_address"] == cluster.LOOPBACK
+    calls.clear()
+    failing = {1, 2}
+    with pytest.raises(EngineError, match=r"could not start a local Ray instance \(2 tries\): The current node"):
+        cluster.start_local_ray(fake, {})
 
 
 def test_cpu_workers_sharing_a_node_get_disjoint_cores():

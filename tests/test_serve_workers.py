@@ -52,6 +52,7 @@ def steps_by_worker(url: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_two_workers_answer_as_run_does_spread_the_load_and_a_killed_one_fails_only_its_requests(tmp_path):
     from presto_tui.runtime.engines.registry import EngineOptions
     from presto_tui.serve.app import ServeConfig, Server, create_app

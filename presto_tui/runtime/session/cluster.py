@@ -119,6 +119,23 @@ def cluster_resources(ray, patience_s: float = 60.0) -> dict:
             time.sleep(1.0)
 
 
+def start_local_ray(ray, kwargs: dict, tries: int = 2) -> None:
+    """A local Ray instance, on loopback.  Ray waits 30 s (a constant of its own) for the node it
+    starts to register; on a machine whose cores are busy that can pass (seen beside vLLM's
+    multiprocess workers on two cores), so the start is tried once more before it is reported, in one
+    line, as an engine failure."""
+    for attempt in range(1, tries + 1):
+        try:
+            with _on_loopback(ray):
+                ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **kwargs)
+            return
+        except Exception as e:  # Ray raises a bare Exception for a node that timed out
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if attempt == tries:
+                raise EngineError(f"could not start a local Ray instance ({tries} tries): {e}") from e
+
+
 class Cluster:
     """W engine workers on Ray (a local instance started and stopped here, on loopback only; or `address`)."""
 
@@ -139,8 +156,7 @@ class Cluster:
             if address:
                 ray.init(address=address, **kwargs)
             else:
-                with _on_loopback(ray):
-                    ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **kwargs)
+                start_local_ray(ray, kwargs)
         try:
             resources = cluster_resources(ray)
             gpus = int(resources.get("GPU", 0))
