@@ -17,7 +17,10 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
 # installed torch: 14 s against 95 s); where uv cannot be had, or fails, pip does the step.
 pip install -q uv 2>/dev/null || true
 install() {
-    if [ -x .venv/bin/uv ] && .venv/bin/uv pip install -q --python .venv/bin/python "$@"; then return; fi
+    if [ -x .venv/bin/uv ]; then
+        .venv/bin/uv pip install -q --python .venv/bin/python "$@" && return
+        echo "setup: uv could not install $* (its error above); pip installs it instead" >&2
+    fi
     pip install -q --no-compile "$@"
 }
 aptq() { DEBIAN_FRONTEND=noninteractive apt-get "$@" >/dev/null; }
