@@ -108,14 +108,14 @@ def cluster_resources(ray, patience_s: float = 60.0) -> dict:
     Ray's state client gives up on the head after a few seconds, and on a machine whose cores are
     busy a head that has just started can answer later than that (seen: a 2-core machine running
     vLLM beside, "Failed to connect to GCS" a minute after the start), so the question is asked
-    again for `patience_s` before Ray's error stands."""
+    again for `patience_s`; then it is one engine-failure line, as a start that fails is."""
     end = time.monotonic() + patience_s
     while True:
         try:
             return ray.cluster_resources()
-        except ray.exceptions.RaySystemError:
+        except ray.exceptions.RaySystemError as e:
             if time.monotonic() >= end:
-                raise
+                raise EngineError(f"the Ray cluster did not answer within {patience_s:g} s: {e}") from e
             time.sleep(1.0)
 
 
