@@ -66,12 +66,35 @@ def serve(argv: Sequence[str], *, host: str, port: int, public_url: str | None, 
           debug: bool = False) -> None:
     """Serve `presto-tui <argv>` (checked already) until Ctrl-C or SIGTERM."""
     import asyncio  # (here: `presto-tui --help` imports this module, and should stay instant)
+    import contextlib
     import logging
 
     try:
-        from textual_serve.server import Server
+        from aiohttp import web
+        from textual_serve.app_service import AppService
+        from textual_serve.server import Server, to_int
     except ImportError:
         raise InputError("presto-tui web needs textual-serve: pip install 'presto-tui[web]'") from None
+
+    class TabService(AppService):
+        """textual-serve's app process, read to its end after its browser tab has gone.
+
+        textual-serve stops reading a tab's process at the first frame it cannot send to a closed
+        tab, which a running app sends at once: the process's last lines (where its trace went)
+        then never reach the server's output, and a process with more to write blocks on a full
+        pipe.  Here a frame for a closed tab is dropped, and the process is read until it ends."""
+
+        async def on_data(self, payload: bytes) -> None:
+            with contextlib.suppress(ConnectionResetError):
+                await super().on_data(payload)
+
+        async def on_meta(self, data: bytes) -> None:
+            with contextlib.suppress(ConnectionResetError):
+                await super().on_meta(data)
+
+        async def stop(self) -> None:
+            await super().stop()
+            sys.stdout.flush()  # (the process's stderr, relayed by textual-serve, without a flush)
 
     class WebServer(Server):
         """textual-serve's server with presto-tui's own start-up line and quiet logs."""
@@ -89,13 +112,30 @@ def serve(argv: Sequence[str], *, host: str, port: int, public_url: str | None, 
         tabs: set[asyncio.Task] = set()
 
         async def handle_websocket(self, request: Any) -> Any:
+            # textual-serve 1.1.3's handler, with a TabService for its AppService (and the tab's
+            # task kept, for on_shutdown)
             task = asyncio.current_task()
             assert task is not None
             self.tabs.add(task)
+            websocket = web.WebSocketResponse(heartbeat=15)
+            width, height = (to_int(request.query.get(k, str(d)), d) for k, d in (("width", 80), ("height", 24)))
+            tab: TabService | None = None
             try:
-                return await super().handle_websocket(request)
+                await websocket.prepare(request)
+                tab = TabService(self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                                 close=websocket.close,  # type: ignore[arg-type]  # (its bool is unread)
+                                 download_manager=self.download_manager, debug=self.debug)
+                await tab.start(width, height)
+                await self._process_messages(websocket, tab)
+            except asyncio.CancelledError:
+                await websocket.close()
+            except Exception as error:
+                logging.getLogger("textual-serve").exception(error)
             finally:
+                if tab is not None:
+                    await tab.stop()
                 self.tabs.discard(task)
+            return websocket
 
         async def on_shutdown(self, app: Any) -> None:
             # Stop every tab before the server lets go of its connections: cancelled, a tab's handler

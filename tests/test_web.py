@@ -3,6 +3,7 @@ chat served to a real headless Chromium (typed into with the keyboard, checked i
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -264,6 +265,42 @@ class Served:
     def close(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+needs_textual_serve = pytest.mark.skipif(importlib.util.find_spec("textual_serve") is None,
+                                         reason="needs textual-serve: pip install -e '.[web]'")
+
+
+@needs_textual_serve
+def test_a_tab_closed_mid_session_ends_it_cancelled_and_the_server_says_where_its_trace_went(tmp_path):
+    """A tab closed while its app draws: textual-serve stopped reading the process at the first frame
+    it could not send, so the tab's last line (where its trace went) never reached the server's output."""
+    import aiohttp
+
+    trace = tmp_path / "chat.jsonl"
+    served = Served(["--", "--backend", "synthetic", "-n", "16", "-K", "1000000", "--trace", str(trace)], tmp_path)
+
+    async def tab() -> None:  # what the page does: frames in, keys out as ["stdin", ...]
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(served.url.replace("http", "ws", 1) + "/ws?width=100&height=30")
+            screen, typed = b"", False
+            while sum(e["type"] == "round" for e in lines_of(trace)) < 20:
+                msg = await asyncio.wait_for(ws.receive(), timeout=120)
+                assert msg.type == aiohttp.WSMsgType.BINARY, f"the tab ended: {msg}"
+                screen += msg.data
+                if not typed and b"type a prompt below" in screen:
+                    await ws.send_json(["stdin", "the cat\r"])
+                    typed = True
+            await ws.close()  # the tab closes while its app is drawing rounds
+
+    try:
+        asyncio.run(tab())
+        wait_for(lambda: f"trace written to {trace}" in "".join(served.out), "the server to say where the trace went")
+        assert served.stop() == 0
+    finally:
+        served.close()
+    (sess,) = read_trace(trace).sessions
+    assert isinstance(sess.events[-1], SessionEnd) and sess.events[-1].reason == "cancelled"
 
 
 @pytest.fixture(scope="module")
