@@ -153,6 +153,7 @@ def test_ray_missing_is_one_line(monkeypatch):
 
 
 @pytest.mark.engine
+@pytest.mark.ray
 def test_ray_worker_runs_the_embedded_model_like_the_local_engine(tmp_path, vllm):
     from presto_tui import sample
 

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from presto_tui.errors import EngineError, InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
@@ -75,6 +76,8 @@ def worker_threads(share: int) -> int:
 
 
 LOOPBACK = "127.0.0.1"
+# how presto-tui starts or joins Ray: no dashboard, the workers' output and Ray's own log kept off the terminal
+RAY_OPTIONS: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 _CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's switch: 0 makes a node's address loopback's
 
 
@@ -137,7 +140,8 @@ def start_local_ray(ray, kwargs: dict, tries: int = 2) -> None:
 
 
 class Cluster:
-    """W engine workers on Ray (a local instance started and stopped here, on loopback only; or `address`)."""
+    """W engine workers on Ray: a local instance started and stopped here, on loopback only; or `address`;
+    or the Ray this process has started already (a notebook's), used and left running."""
 
     def __init__(self, workers: int, backend: str, engine_options, *, address: str | None = None,
                  concurrency: int = 1, worker: type | None = None, actor_options: dict | None = None):
@@ -152,11 +156,10 @@ class Cluster:
         self.concurrency = concurrency
         self._own = not ray.is_initialized()
         if self._own:
-            kwargs: dict = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             if address:
-                ray.init(address=address, **kwargs)
+                ray.init(address=address, **RAY_OPTIONS)
             else:
-                start_local_ray(ray, kwargs)
+                start_local_ray(ray, RAY_OPTIONS)
         try:
             resources = cluster_resources(ray)
             gpus = int(resources.get("GPU", 0))
