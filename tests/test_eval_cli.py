@@ -180,6 +180,19 @@ def test_bad_options_are_one_line_and_exit_2(args, needle):
     assert needle in error_line(res)
 
 
+@pytest.mark.parametrize("flag,spec,typed,near", [
+    ("--methods", "powermh,lowtmp", "lowtmp", "lowtemp"),
+    ("--frontier", "powermh@2,4; lowtmp@2", "lowtmp", "lowtemp"),
+    ("--methods", "smcc:4", "smcc", "smc"),  # (an alias)
+])
+def test_an_unknown_method_is_suggested_once_and_every_choice_listed_once(flag, spec, typed, near):
+    line = error_line(runner.invoke(app, ["eval", flag, spec]))
+    assert line.startswith(f"{flag}: unknown method {typed!r}; did you mean {near}? choose one of ")
+    assert line.count("did you mean") == 1
+    listed = line.split("choose one of ", 1)[1].split(", ")
+    assert len(listed) == len(set(listed)) and {"lowtemp", "sps", "resample-move"} <= set(listed)
+
+
 def test_ctrl_c_keeps_what_finished(tmp_path, monkeypatch):
     from presto_tui.eval import graders
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import Any
 
 from presto_tui.errors import InputError
@@ -79,11 +78,10 @@ class MethodSpec:
 
 
 def unknown_method(flag: str, name: str) -> str:
-    """The message for a name no method has: each choice once, and its near miss where there is one."""
-    known = sorted({n for m in registry.methods() for n in (m.name, *m.aliases)})
-    close = get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{flag}: " + unknown_choice("method", name, registry.names()) + hint
+    """The message for a name no method has: each choice once, and one near miss (a name or an alias)
+    where there is one."""
+    aliases = sorted({a for m in registry.methods() for a in m.aliases})
+    return f"{flag}: " + unknown_choice("method", name, registry.names(), also=aliases)
 
 
 def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> MethodSpec:

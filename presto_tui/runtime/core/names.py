@@ -41,11 +41,13 @@ class Choice(StrEnum):
 NEAR_MISS = 0.75
 
 
-def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
+def unknown_choice(flag: str, value: object, choices: tuple[str, ...] | list[str],
+                   also: Iterable[str] = ()) -> str:
     """The one message for a name that is not among the choices (the CLI's parser and
     `SamplerParams.validate` both say it this way), with its near miss where there is one, as an
-    unknown option's message has."""
-    close = get_close_matches(str(value), list(choices), n=1, cutoff=NEAR_MISS)
+    unknown option's message has; `also`: other names a choice answers to (aliases), looked at
+    for the near miss but not listed."""
+    close = get_close_matches(str(value), [*choices, *also], n=1, cutoff=NEAR_MISS)
     return f"unknown {flag} {str(value)!r}; " + (f"did you mean {close[0]}? " if close else "") + \
         f"choose one of {', '.join(choices)}"
 
