@@ -102,9 +102,9 @@ def local_ray():
     their clusters in this process share this one instead of each starting and stopping their own
     (a start is 6 s alone, several times that beside the other worker's tests)."""
     ray = pytest.importorskip("ray")
-    from presto_tui.runtime.session.cluster import RAY_OPTIONS, start_local_ray
+    from presto_tui.runtime.session.cluster import start_local_ray
 
-    start_local_ray(ray, RAY_OPTIONS)
+    start_local_ray(ray)
     yield ray
     ray.shutdown()
 

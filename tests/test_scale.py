@@ -223,12 +223,12 @@ def test_a_local_ray_start_that_times_out_is_tried_again_then_one_line():
 
     fake = SimpleNamespace(init=init, shutdown=lambda: None)
     failing = {1}
-    cluster.start_local_ray(fake, {})
+    cluster.start_local_ray(fake)
     assert len(calls) == 2 and calls[-1]["_node_ip_address"] == cluster.LOOPBACK
     calls.clear()
     failing = {1, 2}
     with pytest.raises(EngineError, match=r"could not start a local Ray instance \(2 tries\): The current node"):
-        cluster.start_local_ray(fake, {})
+        cluster.start_local_ray(fake)
 
 
 def test_cpu_workers_sharing_a_node_get_disjoint_cores():

@@ -193,6 +193,8 @@ def test_a_tab_whose_server_is_gone_quits_and_ends_its_running_session(tmp_path)
 
 # -- in a real browser ----------------------------------------------------------------------------------
 
+SERVE_MISSING = (None if importlib.util.find_spec("textual_serve") else
+                 "needs textual-serve: pip install -e '.[web]' (scripts/setup.sh --test installs it)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Chromium headless in a container without a network: no sandbox (root), no GPU, and none of the
 # background connections (updates, sync, QUIC), whose failures otherwise come many at a time.
@@ -201,8 +203,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 
 
 def browser_missing() -> str | None:
-    if importlib.util.find_spec("textual_serve") is None:
-        return "needs textual-serve: pip install -e '.[web]' (scripts/setup.sh --test installs it)"
+    if SERVE_MISSING:
+        return SERVE_MISSING
     if importlib.util.find_spec("playwright") is None:
         return "needs the playwright Python package (scripts/setup.sh --test installs it)"
     if CHROMIUM is None:
@@ -267,8 +269,7 @@ class Served:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-needs_textual_serve = pytest.mark.skipif(importlib.util.find_spec("textual_serve") is None,
-                                         reason="needs textual-serve: pip install -e '.[web]'")
+needs_textual_serve = pytest.mark.skipif(SERVE_MISSING is not None, reason=SERVE_MISSING or "")
 
 
 @needs_textual_serve

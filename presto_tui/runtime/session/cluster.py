@@ -122,15 +122,15 @@ def cluster_resources(ray, patience_s: float = 60.0) -> dict:
             time.sleep(1.0)
 
 
-def start_local_ray(ray, kwargs: dict, tries: int = 2) -> None:
-    """A local Ray instance, on loopback.  Ray waits 30 s (a constant of its own) for the node it
-    starts to register; on a machine whose cores are busy that can pass (seen beside vLLM's
-    multiprocess workers on two cores), so the start is tried once more before it is reported, in one
-    line, as an engine failure."""
+def start_local_ray(ray, tries: int = 2) -> None:
+    """A local Ray instance, on loopback, with `RAY_OPTIONS`.  Ray waits 30 s (a constant of its own)
+    for the node it starts to register; on a machine whose cores are busy that can pass (seen beside
+    vLLM's multiprocess workers on two cores), so the start is tried once more before it is reported,
+    in one line, as an engine failure."""
     for attempt in range(1, tries + 1):
         try:
             with _on_loopback(ray):
-                ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **kwargs)
+                ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOOPBACK, **RAY_OPTIONS)
             return
         except Exception as e:  # Ray raises a bare Exception for a node that timed out
             with contextlib.suppress(Exception):
@@ -159,7 +159,7 @@ class Cluster:
             if address:
                 ray.init(address=address, **RAY_OPTIONS)
             else:
-                start_local_ray(ray, RAY_OPTIONS)
+                start_local_ray(ray)
         try:
             resources = cluster_resources(ray)
             gpus = int(resources.get("GPU", 0))
