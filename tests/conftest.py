@@ -93,28 +93,6 @@ def vllm(model_dir):
     return start_engine("vllm", EngineOptions(max_model_len=512))
 
 
-# -- one local Ray for the tests that start clusters in this process ----------------------------
-
-@pytest.fixture(scope="session")
-def local_ray():
-    """A local Ray started once, as `Cluster` starts one, and stopped at the session's end.  `Cluster`
-    uses a Ray its process has started and leaves it running, so the tests marked `ray` that run
-    their clusters in this process share this one instead of each starting and stopping their own
-    (a start is 6 s alone, several times that beside the other worker's tests)."""
-    ray = pytest.importorskip("ray")
-    from presto_tui.runtime.session.cluster import start_local_ray
-
-    start_local_ray(ray)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(autouse=True)
-def _ray_started_once(request):
-    if request.node.get_closest_marker("ray") is not None:
-        request.getfixturevalue("local_ray")
-
-
 # -- the suite's time per module, printed at its end (so that growth shows where it happens) -------
 
 _MODULE_S: dict[str, float] = {}
