@@ -19,26 +19,32 @@ def small_backend(vocab: int = 5, order: int = 2, seed: int = 1, sharpness: floa
     return SyntheticEngine(SyntheticLM(vocab_size=vocab, order=order, seed=seed, sharpness=sharpness))
 
 
-def run_chain(engine, params: SamplerParams, chain):
-    """Advance `chain` to the end of its block with the rule `params` select (the streaming rule
-    through the engine loop, the others through their kernel)."""
-    if params.prefetch == "stream":
-        from presto_tui.runtime.session.events import RoundDone
-        from presto_tui.runtime.session.loop import make_driver, run_chains
-
-        driver = make_driver(engine, params.with_(max_new_tokens=chain.state.T, block_size=None),
-                             chain.state.prompt, state=chain.state)
-        k = 0
-        for _, ev in run_chains(engine, [driver]):
-            if isinstance(ev, RoundDone):
-                k = ev.k_after
-        return type(chain)(driver.state, chain.block, k)
+def run_chains_from(engine, params: list[SamplerParams], chain, *, concurrency: int = 64):
+    """One chain per entry of `params` (their seeds differ), each advanced from `chain` to the end of its
+    block; the ends in `params`' order.  Streaming chains share one engine loop, `concurrency` at a time
+    (each chain's draws are keyed by its seed, so the states do not depend on how the chains interleave:
+    tests/test_coupling.py); the other rules step their kernel, a chain at a time."""
     from presto_tui.runtime.prefetch.kernel import build_kernel
 
-    kernel = build_kernel(params)
-    while chain.k < params.steps:
-        chain, _ = kernel.step(engine, chain)
-    return chain
+    streaming = [p for p in params if p.prefetch == "stream"]
+    if streaming:
+        from presto_tui.runtime.session.loop import make_driver, run_chains
+
+        assert len(streaming) == len(params), "streaming and round rules in one call"
+        drivers = [make_driver(engine, p.with_(max_new_tokens=chain.state.T, block_size=None), chain.state.prompt,
+                               state=chain.state) for p in params]
+        k = [0] * len(drivers)
+        for i, ev in run_chains(engine, drivers, concurrency=concurrency):
+            if isinstance(ev, RoundDone):
+                k[i] = ev.k_after
+        return [type(chain)(d.state, chain.block, n) for d, n in zip(drivers, k)]
+    ends = []
+    for p in params:
+        kernel, c = build_kernel(p), chain
+        while c.k < p.steps:
+            c, _ = kernel.step(engine, c)
+        ends.append(c)
+    return ends
 
 
 def trajectory(backend, params: SamplerParams, prompt=(1, 2)):

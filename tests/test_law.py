@@ -20,7 +20,7 @@ import math
 import numpy as np
 import oracle
 import pytest
-from helpers import run_chain, small_backend
+from helpers import run_chains_from, small_backend
 
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import SeqState
@@ -170,11 +170,10 @@ def final_state_counts(sampler, prefetch, inputs, index, *, start=None, K=None, 
     b = backend(sampler)
     init = start_state(b.lm, start or start0, 1 / alpha)
     counts = np.zeros(len(index))
-    for seed in range(chains):
-        params = SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, beta=beta,
-                               max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
-                               seed=seed, **extra)
-        chain = run_chain(b, params, ChainState(init, block=0))
+    params = [SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, beta=beta,
+                            max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
+                            seed=seed, **extra) for seed in range(chains)]
+    for chain in run_chains_from(b, params, ChainState(init, block=0)):
         assert chain.k == K
         counts[index[chain.state.tokens]] += 1
     return counts
@@ -334,19 +333,21 @@ def law_from_the_prompt(sampler):
 @pytest.mark.parametrize("sampler", ["powermh", "multitry"])
 @pytest.mark.parametrize("extension", sorted(OVERLAP))
 def test_k_step_law_from_the_prompt_matches_enumeration(sampler, extension):
-    from presto_tui.runtime.session.runner import run_session
+    from presto_tui.runtime.session.loop import make_driver, run_chains
 
     index, law = law_from_the_prompt(sampler)
     _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
     b = backend(sampler)
     m = chains_for(sampler) * 3 // 8  # fewer chains than above: the CI's time; the bound widens with them
+    drivers = (make_driver(b, SamplerParams(sampler=sampler, prefetch="stream", alpha=alpha, beta=beta,
+                                            max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
+                                            seed=seed, speculate=OVERLAP[extension]), list(PROMPT))
+               for seed in range(m))
     counts = np.zeros(len(index))
-    for seed in range(m):
-        params = SamplerParams(sampler=sampler, prefetch="stream", alpha=alpha, beta=beta, max_new_tokens=T, steps=K,
-                               budget=2 * TRIES if sampler == "multitry" else 4, seed=seed,
-                               speculate=OVERLAP[extension])
-        tokens = next(e.tokens for e in run_session(b, params, list(PROMPT)) if isinstance(e, SessionEnd))
-        counts[index[tuple(tokens)]] += 1
+    for _, e in run_chains(b, drivers, concurrency=64):  # one engine loop (as in run_chains_from)
+        if isinstance(e, SessionEnd):
+            counts[index[tuple(e.tokens)]] += 1
+    assert counts.sum() == m
     tv = 0.5 * np.abs(counts / m - law).sum()
     bound = tv_bound(law, m)
     assert tv < bound, f"{sampler}, extension {extension}: TV {tv:.4f} exceeds bound {bound:.4f}"
