@@ -22,8 +22,9 @@ def small_backend(vocab: int = 5, order: int = 2, seed: int = 1, sharpness: floa
 def run_chains_from(engine, params: list[SamplerParams], chain, *, concurrency: int = 64):
     """One chain per entry of `params` (their seeds differ), each advanced from `chain` to the end of its
     block; the ends in `params`' order.  Streaming chains share one engine loop, `concurrency` at a time
-    (each chain's draws are keyed by its seed, so the states do not depend on how the chains interleave:
-    tests/test_coupling.py); the other rules step their kernel, a chain at a time."""
+    (each chain's draws are keyed by its seed and its end does not depend on the width the others leave it:
+    tests/test_coupling.py for any budget, tests/test_shared.py for chains at once); the other rules step
+    their kernel, a chain at a time."""
     from presto_tui.runtime.prefetch.kernel import build_kernel
 
     streaming = [p for p in params if p.prefetch == "stream"]

@@ -149,7 +149,7 @@ NULL_DRAWS = 200_000
 
 @functools.cache
 def _null_quantile(law: bytes, m: int, level: float) -> float:
-    p = np.frombuffer(law)
+    p = np.frombuffer(law, dtype=np.float64)
     rng = np.random.default_rng(0)
     tv = np.concatenate([0.5 * np.abs(rng.multinomial(m, p, size=NULL_DRAWS // 8) / m - p).sum(axis=1)
                          for _ in range(8)])
