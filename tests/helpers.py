@@ -27,11 +27,10 @@ def run_chains_from(engine, params: list[SamplerParams], chain, *, concurrency: 
     their kernel, a chain at a time."""
     from presto_tui.runtime.prefetch.kernel import build_kernel
 
-    streaming = [p for p in params if p.prefetch == "stream"]
-    if streaming:
+    if any(p.prefetch == "stream" for p in params):
         from presto_tui.runtime.session.loop import make_driver, run_chains
 
-        assert len(streaming) == len(params), "streaming and round rules in one call"
+        assert all(p.prefetch == "stream" for p in params), "streaming and round rules in one call"
         drivers = [make_driver(engine, p.with_(max_new_tokens=chain.state.T, block_size=None), chain.state.prompt,
                                state=chain.state) for p in params]
         k = [0] * len(drivers)

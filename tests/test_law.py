@@ -184,16 +184,21 @@ def start_state(lm, start, tau):
     return SeqState(PROMPT, start, tuple(q), tuple(p), tuple(h), tuple(tuple(a) for a in at))
 
 
+def chain_params(sampler, seed, **kw) -> SamplerParams:
+    """A chain of `sampler`'s setup (SETUPS) seeded `seed`; `kw` sets the rest (or overrides it)."""
+    _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
+    return SamplerParams(**{**dict(sampler=sampler, alpha=alpha, beta=beta, max_new_tokens=T, steps=K,
+                                   budget=2 * TRIES if sampler == "multitry" else 4, seed=seed), **kw})
+
+
 def final_state_counts(sampler, prefetch, inputs, index, *, start=None, K=None, chains=CHAINS, **extra):
     """How many of `chains` independent chains end in each state after K transitions."""
-    _, _, T, K0, alpha, beta, start0, _ = SETUPS[sampler]
+    _, _, _, K0, alpha, _, start0, _ = SETUPS[sampler]
     K = K or K0
     b = backend(sampler)
     init = start_state(b.lm, start or start0, 1 / alpha)
     counts = np.zeros(len(index))
-    params = [SamplerParams(sampler=sampler, prefetch=prefetch, inputs=inputs, alpha=alpha, beta=beta,
-                            max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
-                            seed=seed, **extra) for seed in range(chains)]
+    params = [chain_params(sampler, seed, prefetch=prefetch, inputs=inputs, steps=K, **extra) for seed in range(chains)]
     for chain in run_chains_from(b, params, ChainState(init, block=0)):
         assert chain.k == K
         counts[index[chain.state.tokens]] += 1
@@ -357,13 +362,10 @@ def test_k_step_law_from_the_prompt_matches_enumeration(sampler, extension):
     from presto_tui.runtime.session.loop import make_driver, run_chains
 
     index, law = law_from_the_prompt(sampler)
-    _, _, T, K, alpha, beta, _, _ = SETUPS[sampler]
     b = backend(sampler)
     m = chains_for(sampler) * 3 // 8  # fewer chains than above: the CI's time; the bound widens with them
-    drivers = (make_driver(b, SamplerParams(sampler=sampler, prefetch="stream", alpha=alpha, beta=beta,
-                                            max_new_tokens=T, steps=K, budget=2 * TRIES if sampler == "multitry" else 4,
-                                            seed=seed, speculate=OVERLAP[extension]), list(PROMPT))
-               for seed in range(m))
+    drivers = (make_driver(b, chain_params(sampler, seed, prefetch="stream", speculate=OVERLAP[extension]),
+                           list(PROMPT)) for seed in range(m))
     counts = np.zeros(len(index))
     for _, e in run_chains(b, drivers, concurrency=64):  # one engine loop (as in run_chains_from)
         if isinstance(e, SessionEnd):
