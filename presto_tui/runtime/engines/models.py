@@ -16,12 +16,14 @@ line naming the id and the cache.  Engines themselves never reach a hub: they ge
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from presto_tui.errors import EngineError, InputError
@@ -151,35 +153,67 @@ def converted_dir(gguf: Path) -> Path:
     return cache_dir() / "models" / f"{gguf.stem}-{key}"
 
 
+def _converted(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / ".complete").is_file()
+
+
+@contextlib.contextmanager
+def _converting(target: Path, waiting: str | None) -> Iterator[None]:
+    """One conversion of a model at a time on this machine: processes that start at once on a fresh
+    cache (Ray's workers on one node, a test run beside a warm-up) wait for the first one's folder
+    instead of each converting it; `waiting` is said while this one waits.  The lock is the kernel's,
+    so it goes with a process that dies."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # (no flock here: each converts, into a folder of its own, as before)
+        yield
+        return
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                print(waiting, file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
     target = converted_dir(gguf)
-    if (target / "config.json").is_file() and (target / ".complete").is_file():
+    if _converted(target):
         return target
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise EngineError(f"converting {gguf.name} needs torch, transformers and gguf ({e.name} missing)") from None
-    if not quiet:
-        print(f"presto-tui: converting {gguf.name} to float32 safetensors in {target} (once)...",
-              file=sys.stderr, flush=True)
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        # transformers refuses to save a GGUF-"quantised" model; it is float32 now.
-        model.hf_quantizer = None
-        if hasattr(model, "is_quantized"):
-            model.is_quantized = False
-        if getattr(model.config, "quantization_config", None) is not None:
-            del model.config.quantization_config
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
-        (tmp / ".complete").write_text(gguf.name + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)  # atomic: a half-written folder is never used
-    except Exception as e:
+    with _converting(target, None if quiet else f"presto-tui: waiting for another process converting {gguf.name}..."):
+        if _converted(target):  # converted by another process while this one waited
+            return target
+        if not quiet:
+            print(f"presto-tui: converting {gguf.name} to float32 safetensors in {target} (once)...",
+                  file=sys.stderr, flush=True)
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        raise EngineError(f"could not convert {gguf.name}: {type(e).__name__}: {e}") from None
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            # transformers refuses to save a GGUF-"quantised" model; it is float32 now.
+            model.hf_quantizer = None
+            if hasattr(model, "is_quantized"):
+                model.is_quantized = False
+            if getattr(model.config, "quantization_config", None) is not None:
+                del model.config.quantization_config
+            model.save_pretrained(str(tmp))
+            tok.save_pretrained(str(tmp))
+            (tmp / ".complete").write_text(gguf.name + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)  # atomic: a half-written folder is never used
+        except Exception as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EngineError(f"could not convert {gguf.name}: {type(e).__name__}: {e}") from None
     return target
