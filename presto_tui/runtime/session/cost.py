@@ -146,7 +146,8 @@ def _wls(w: np.ndarray, t: np.ndarray, xs: dict[str, np.ndarray], cols: list[str
         return None
     sw = np.sqrt(w)[:, None]
     Xw, tw = X * sw, t * sw[:, 0]
-    if np.linalg.matrix_rank(Xw, tol=1e-9 * max(1.0, float(np.abs(Xw).max()))) < X.shape[1]:
+    beta, _, _, singular = np.linalg.lstsq(Xw, tw, rcond=None)
+    # the rank from the singular values lstsq computed anyway (matrix_rank's test, without a second SVD)
+    if int((singular > 1e-9 * max(1.0, float(np.abs(Xw).max()))).sum()) < X.shape[1]:
         return None
-    beta = np.linalg.lstsq(Xw, tw, rcond=None)[0]
     return {"a": float(beta[0]), **{c: float(v) for c, v in zip(cols, beta[1:])}}
