@@ -10,6 +10,7 @@ Best effort: what cannot be had here (a package not installed) is left to the te
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 # The heaviest first: the model's conversion imports torch and transformers, then vLLM's processes.
@@ -25,6 +26,9 @@ MODULES = (
 
 
 def main() -> int:
+    # check.sh stops it with SIGTERM where the checks end first: as an exit, so a conversion under way
+    # removes its half-written folder
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from presto_tui.runtime.engines.models import resolve
 
     try:
@@ -34,7 +38,7 @@ def main() -> int:
     for name in MODULES:
         try:
             importlib.import_module(name)
-        except BaseException as e:  # (a module that exits on import is no reason to stop)
+        except Exception as e:
             print(f"warm: {name}: {type(e).__name__}: {e}", file=sys.stderr)
     return 0
 

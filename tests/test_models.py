@@ -1,4 +1,5 @@
-"""The embedded model's conversion: once, however many processes start on a fresh cache at once."""
+"""The embedded model's conversion: once, however many processes start on a fresh cache at once; a cache
+it cannot write is one line; an interrupted conversion leaves nothing half-written behind."""
 
 from __future__ import annotations
 
@@ -10,17 +11,60 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
+from presto_tui.errors import EngineError
 
-def test_processes_starting_at_once_on_a_fresh_cache_convert_the_model_once(tmp_path, monkeypatch):
+
+class Tokenizer:
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        return cls()
+
+    def save_pretrained(self, folder: str) -> None:
+        (Path(folder) / "tokenizer.json").write_text("{}")
+
+
+def model_class(on_load, on_save):
+    """A stand-in for transformers' model class whose load calls `on_load()` (the real one reads the GGUF
+    file for seconds) and whose save writes what the conversion's check looks for, then calls `on_save()`."""
+
+    class Model:
+        config = type("Config", (), {})()
+
+        @classmethod
+        def from_pretrained(cls, *args, **kwargs):
+            on_load()
+            return cls()
+
+        def save_pretrained(self, folder: str) -> None:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / "config.json").write_text("{}")
+            on_save()
+
+    return Model
+
+
+@pytest.fixture
+def gguf(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("PRESTO_TUI_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tiny.Q4_1.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+def stand_in(monkeypatch, on_load=lambda: None, on_save=lambda: None) -> None:
+    import transformers
+
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", model_class(on_load, on_save))
+    monkeypatch.setattr(transformers, "AutoTokenizer", Tokenizer)
+
+
+def test_processes_starting_at_once_on_a_fresh_cache_convert_the_model_once(gguf, monkeypatch):
     """Ray's workers on one node (or a test run beside the CI's warm-up) reach an unconverted model at
     once: the second waits for the first one's folder, saying so, instead of converting it again."""
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("torch")
     from presto_tui.runtime.engines import models
 
-    monkeypatch.setenv("PRESTO_TUI_CACHE", str(tmp_path / "cache"))
-    gguf = tmp_path / "tiny.Q4_1.gguf"
-    gguf.write_bytes(b"GGUF")
     said = io.StringIO()
     monkeypatch.setattr(sys, "stderr", said)
     loads: list[str] = []
@@ -31,31 +75,13 @@ def test_processes_starting_at_once_on_a_fresh_cache_convert_the_model_once(tmp_
 
     second = threading.Thread(target=convert, args=("second",))
 
-    class Model:
-        config = type("Config", (), {})()
+    def load() -> None:
+        loads.append(threading.current_thread().name)
+        second.start()  # it finds no folder yet and waits for this conversion
+        wait_for(lambda: "waiting for another process converting tiny.Q4_1.gguf" in said.getvalue(),
+                 "the second conversion to wait", timeout=30)
 
-        @classmethod
-        def from_pretrained(cls, *args, **kwargs):
-            loads.append(threading.current_thread().name)
-            second.start()  # it finds no folder yet and waits for this conversion
-            wait_for(lambda: "waiting for another process converting tiny.Q4_1.gguf" in said.getvalue(),
-                     "the second conversion to wait", timeout=30)
-            return cls()
-
-        def save_pretrained(self, folder: str) -> None:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            (Path(folder) / "config.json").write_text("{}")
-
-    class Tokenizer:
-        @classmethod
-        def from_pretrained(cls, *args, **kwargs):
-            return cls()
-
-        def save_pretrained(self, folder: str) -> None:
-            (Path(folder) / "tokenizer.json").write_text("{}")
-
-    monkeypatch.setattr(transformers, "AutoModelForCausalLM", Model)
-    monkeypatch.setattr(transformers, "AutoTokenizer", Tokenizer)
+    stand_in(monkeypatch, load)
     first = threading.Thread(target=convert, args=("first",), name="first")
     first.start()
     first.join()
@@ -64,3 +90,31 @@ def test_processes_starting_at_once_on_a_fresh_cache_convert_the_model_once(tmp_
     assert ends["first"] == ends["second"] == models.converted_dir(gguf)
     assert (ends["first"] / ".complete").is_file() and (ends["first"] / "tokenizer.json").is_file()
     assert "converting tiny.Q4_1.gguf to float32 safetensors" in said.getvalue()
+
+
+def test_a_cache_that_cannot_be_written_is_the_conversions_one_line(gguf, tmp_path, monkeypatch):
+    from presto_tui.runtime.engines import models
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("PRESTO_TUI_CACHE", str(blocker))
+    stand_in(monkeypatch)
+    with pytest.raises(EngineError, match=r"could not convert tiny\.Q4_1\.gguf: (NotADirectoryError|FileExistsError)"):
+        models.convert_gguf(gguf, quiet=True)
+
+
+def test_an_interrupted_conversion_leaves_no_half_written_folder(gguf, monkeypatch):
+    """Ctrl-C during a first run's conversion (or CI stopping its warm-up): the temporary folder, about
+    0.5 GB for the embedded model, goes with it, and the next start converts afresh."""
+    from presto_tui.runtime.engines import models
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    stand_in(monkeypatch, on_save=interrupted)  # the weights half written
+    with pytest.raises(KeyboardInterrupt):
+        models.convert_gguf(gguf, quiet=True)
+    folders = models.converted_dir(gguf).parent
+    assert not [p.name for p in folders.iterdir() if p.is_dir()]  # neither the model nor a .tmp folder
+    stand_in(monkeypatch)
+    assert (models.convert_gguf(gguf, quiet=True) / ".complete").is_file()

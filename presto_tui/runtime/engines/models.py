@@ -162,24 +162,27 @@ def _converting(target: Path, waiting: str | None) -> Iterator[None]:
     """One conversion of a model at a time on this machine: processes that start at once on a fresh
     cache (Ray's workers on one node, a test run beside a warm-up) wait for the first one's folder
     instead of each converting it; `waiting` is said while this one waits.  The lock is the kernel's,
-    so it goes with a process that dies."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # (no flock here: each converts, into a folder of its own, as before)
+    released when the file holding it closes, so a process that dies releases it.  Where there is no
+    lock to be had (no flock, a cache this user cannot lock in), each converts into a folder of its
+    own, as before, and a cache it cannot write fails in the conversion, in its one line."""
+    with contextlib.ExitStack() as held:
+        try:
+            import fcntl
+
+            target.parent.mkdir(parents=True, exist_ok=True)
+            lock = held.enter_context(open(target.with_name(target.name + ".lock"), "a"))
+        except (ImportError, OSError):
+            lock = None
+        if lock is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting:
+                    print(waiting, file=sys.stderr, flush=True)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError:
+                pass  # (no locks on this file system)
         yield
-        return
-    with open(target.with_name(target.name + ".lock"), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting:
-                print(waiting, file=sys.stderr, flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
@@ -213,7 +216,9 @@ def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
             (tmp / ".complete").write_text(gguf.name + "\n")
             shutil.rmtree(target, ignore_errors=True)
             os.replace(tmp, target)  # atomic: a half-written folder is never used
-        except Exception as e:
+        except BaseException as e:  # Ctrl-C too: a half-written folder (about 0.5 GB) is never left behind
             shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(e, Exception):
+                raise
             raise EngineError(f"could not convert {gguf.name}: {type(e).__name__}: {e}") from None
     return target
