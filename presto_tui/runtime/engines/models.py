@@ -161,28 +161,28 @@ def _converted(target: Path) -> bool:
 def _converting(target: Path, waiting: str | None) -> Iterator[None]:
     """One conversion of a model at a time on this machine: processes that start at once on a fresh
     cache (Ray's workers on one node, a test run beside a warm-up) wait for the first one's folder
-    instead of each converting it; `waiting` is said while this one waits.  The lock is the kernel's,
-    released when the file holding it closes, so a process that dies releases it.  Where there is no
-    lock to be had (no flock, a cache this user cannot lock in), each converts into a folder of its
-    own, as before, and a cache it cannot write fails in the conversion, in its one line."""
-    with contextlib.ExitStack() as held:
-        try:
-            import fcntl
+    instead of each converting it; `waiting` is said while this one waits.  filelock's lock (the one
+    huggingface_hub takes on its cache) goes with a process that dies.  Where no lock can be had (a
+    cache this user cannot write), each converts into a folder of its own, as before, and a cache it
+    cannot write fails in the conversion, in its one line."""
+    from filelock import FileLock, Timeout
 
-            target.parent.mkdir(parents=True, exist_ok=True)
-            lock = held.enter_context(open(target.with_name(target.name + ".lock"), "a"))
-        except (ImportError, OSError):
-            lock = None
-        if lock is not None:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if waiting:
-                    print(waiting, file=sys.stderr, flush=True)
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            except OSError:
-                pass  # (no locks on this file system)
+    lock = FileLock(target.with_name(target.name + ".lock"))
+    try:
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            if waiting:
+                print(waiting, file=sys.stderr, flush=True)
+            lock.acquire()
+        held = True
+    except OSError:
+        held = False
+    try:
         yield
+    finally:
+        if held:
+            lock.release()
 
 
 def convert_gguf(gguf: Path, *, quiet: bool = False) -> Path:
