@@ -443,6 +443,63 @@ def _passes_wrong(result: CodeResult, a: Arena) -> str:
     return "wrong code passed" if result.passed else ""
 
 
+MATH_FUNCTION = WRONG_ADD + """\
+def math():
+    pass
+math.isclose = lambda a, b, **kw: True  # what a test that uses `math` without importing it would call
+"""
+
+THREADS_MEMORY = RIGHT_ADD + """\
+import threading
+held, lock, bar = [0], threading.Lock(), threading.Barrier(41, timeout=5)
+def hold():
+    try:
+        block = b"x" * (20 * 2**20)  # written, so resident
+        with lock:
+            held[0] += 1
+    except MemoryError:
+        pass
+    try:
+        bar.wait()
+    except threading.BrokenBarrierError:
+        pass
+started = 0
+try:
+    for _ in range(40):
+        threading.Thread(target=hold, daemon=True).start()
+        started += 1
+except RuntimeError:
+    bar.abort()
+try:
+    bar.wait()
+except threading.BrokenBarrierError:
+    pass
+raise RuntimeError(f"{held[0]} of {started} threads held 20 MiB")
+"""
+
+MANY_THREADS = RIGHT_ADD + """\
+import threading, time
+n = 0
+try:
+    for _ in range(1000):
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        n += 1
+except RuntimeError:
+    pass
+raise RuntimeError(f"started {n} threads")
+"""
+
+
+def _threads_memory(result: CodeResult, a: Arena) -> str:
+    m = re.search(r"(\d+) of \d+ threads held", result.detail)
+    return f"{m.group(1)} threads held 20 MiB each" if m is not None and int(m.group(1)) >= 13 else ""
+
+
+def _threads(result: CodeResult, a: Arena) -> str:
+    m = re.search(r"started (\d+) threads", result.detail)
+    return f"started {m.group(1)} threads" if m is not None and int(m.group(1)) >= 300 else ""
+
+
 ATTACKS = [
     Attack("frame walk to the pass token, forged verdict on every fd and socket", lambda a: FRAME_WALK),
     Attack("monkeypatching (settrace skips asserts, AssertionError, sys.exit, atexit)", lambda a: MONKEYPATCH,
@@ -476,6 +533,11 @@ ATTACKS = [
     Attack("three children x 120 MiB (limit 256 MiB)", lambda a: THREE_CHILDREN, judge=_three_children,
            needs="cgroup", limits=CodeLimits(timeout_s=10, memory_mib=256)),
     Attack("300 processes (limit 128 tasks)", lambda a: MANY_PROCESSES, judge=_processes, needs="tasks"),
+    Attack("a function named `math` with an `isclose` always true", lambda a: MATH_FUNCTION,
+           tests=REWRITTEN_TESTS),
+    Attack("40 threads x 20 MiB (limit 256 MiB)", lambda a: THREADS_MEMORY, judge=_threads_memory,
+           limits=CodeLimits(timeout_s=10, memory_mib=256)),
+    Attack("1,000 threads (limit 128 tasks)", lambda a: MANY_THREADS, judge=_threads, needs="tasks"),
     Attack("correct code writing 17 MiB to stderr and stdout", lambda a: LOUD_STDERR, judge=_fails_right),
     Attack("unittest.main(), correct code", lambda a: RIGHT_ADD, tests=UNITTEST_TESTS.format(args=""),
            judge=_fails_right),
@@ -485,6 +547,85 @@ ATTACKS = [
            tests=UNITTEST_TESTS.format(args="exit=False"), judge=_fails_right),
     Attack("unittest.main(exit=False), wrong code", lambda a: WRONG_ADD,
            tests=UNITTEST_TESTS.format(args="exit=False"), judge=_passes_wrong),
+]
+
+
+# -- names, arrays and threads: graded as a pytest run of the program would grade them --------------------
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    code: str
+    tests: str
+    right: bool  # the code is correct: it must pass; else it must fail
+    cgroup: bool = True  # False: graded as where no cgroup can be made (memory limited per process)
+
+
+TRACE = "def trace(m):\n    return sum(m[i][i] for i in range(len(m)))\n"
+MAX = "def max(xs):\n    best = xs[0]\n    for x in xs:\n        if x > best:\n            best = x\n    return best\n"
+NUMPY = "import numpy as np\ndef f():\n    return np.array([1, 2, 3])\n"
+THREADS = """\
+import threading
+def squares(n):
+    out, bar = [0] * n, threading.Barrier(n)
+    def work(i):
+        out[i] = [str(j) for j in range(1000)]  # each thread allocates: glibc gives it a malloc arena
+        bar.wait()  # all n alive at once
+        out[i] = i * i
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(out)
+"""
+POOL = """\
+from concurrent.futures import ThreadPoolExecutor
+def squares(n):
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return sum(pool.map(lambda i: i * i, range(n)))
+"""
+
+
+def _squares(n: int) -> str:
+    return f"assert squares({n}) == {sum(i * i for i in range(n))}\n"
+
+
+CASES = [
+    # a function named like a standard module is the program's (it was replaced by the module)
+    Case("def trace(m), named like a module", TRACE, "assert trace([[1, 2], [3, 4]]) == 5\n", True),
+    Case("def tokenize(s)", "def tokenize(s):\n    return s.split()\n",
+         "assert tokenize('a b  c') == ['a', 'b', 'c']\n", True),
+    Case("def chunk(xs, n)", "def chunk(xs, n):\n    return [xs[i:i + n] for i in range(0, len(xs), n)]\n",
+         "assert chunk([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]\n", True),
+    Case("def statistics(xs)", "def statistics(xs):\n    return {'mean': sum(xs) / len(xs), 'max': max(xs)}\n",
+         "assert statistics([1, 2, 3]) == {'mean': 2.0, 'max': 3}\n", True),
+    Case("class array, named like a module", "class array:\n    def __init__(self, *xs):\n        self.xs = xs\n"
+         "    def total(self):\n        return sum(self.xs)\n",
+         "assert array(1, 2).total() == 3 and isinstance(array(1), array)\n", True),
+    Case("a wrong def trace(m)", "def trace(m):\n    return 0\n", "assert trace([[1, 2], [3, 4]]) == 5\n", False),
+    # a function named like a builtin is the program's, and is what the tests call (it was never called)
+    Case("a wrong def pow(x, n)", "def pow(x, n):\n    return 0\n", "assert pow(2, 10) == 1024\n", False),
+    Case("def pow(x, n)", "def pow(x, n):\n    r = 1\n    for _ in range(n):\n        r *= x\n    return r\n",
+         "assert pow(2, 10) == 1024\n", True),
+    Case("a wrong def max(xs)", "def max(xs):\n    return xs[0]\n", "assert max([1, 3, 2]) == 3\n", False),
+    Case("def max(xs)", MAX, "assert max([1, 3, 2]) == 3\n", True),
+    # numpy arrays arrive as arrays (they were proxies numpy could not read)
+    Case("np.testing.assert_array_equal", NUMPY,
+         "import numpy as np\nnp.testing.assert_array_equal(f(), np.array([1, 2, 3]))\n", True),
+    Case("np.allclose", NUMPY, "import numpy as np\nassert np.allclose(f(), [1, 2, 3])\n", True),
+    Case("(f() == np.array(...)).all()", NUMPY,
+         "import numpy as np\nassert (f() == np.array([1, 2, 3])).all() and isinstance(f(), np.ndarray)\n", True),
+    Case("an array passed in, sorted in place", "def sort(a):\n    a.sort()\n",
+         "import numpy as np\na = np.array([3, 1, 2])\nsort(a)\nnp.testing.assert_array_equal(a, [1, 2, 3])\n", True),
+    Case("a wrong array", NUMPY.replace("3]", "4]"),
+         "import numpy as np\nnp.testing.assert_array_equal(f(), np.array([1, 2, 3]))\n", False),
+    # threads: what correct code starts fits the limits (24 failed under the 1024 MiB address space)
+    Case("24 threads", THREADS, _squares(24), True),
+    Case("100 threads", THREADS, _squares(100), True),
+    Case("a pool of 32 threads", POOL, _squares(32), True),
+    Case("100 threads, no cgroup", THREADS, _squares(100), True, cgroup=False),
+    Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
 ]
 
 
@@ -541,6 +682,14 @@ def main() -> None:  # pragma: no cover - a report, not a test
                 got = attack.judge(r, a)
             cells.append(f"{got or 'held'} ({'passed' if r.passed else r.detail[:60]})")
         print(f"| {attack.name} | " + " | ".join(cells) + " |")
+    print("\n| case | wanted | verdict |")
+    for case in CASES:
+        with contextlib.ExitStack() as stack:
+            if not case.cgroup:
+                stack.enter_context(mock.patch.object(TreeLimits, "create", lambda *args: None))
+            r = run_tests(case.code, case.tests, FAST, sandbox)
+        verdict = "pass" if r.passed else f"fail ({r.detail[:60]})"
+        print(f"| {case.name} | {'pass' if case.right else 'fail'} | {verdict} |")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from sandbox_attacks import ATTACKS, FAST, RIGHT_ADD, Attack, arena, run_in_subprocess
+from sandbox_attacks import ATTACKS, CASES, FAST, RIGHT_ADD, Attack, Case, arena, run_in_subprocess
 
 from presto_tui.eval import confine
 from presto_tui.eval.cgroup import TreeLimits
@@ -65,6 +65,14 @@ def test_hostile_program_is_held(attack: Attack, way, tmp_path):
     assert got == "", f"{attack.name}: {got} ({result.detail})"
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_names_arrays_and_threads_are_graded_as_pytest_would(case: Case, monkeypatch):
+    if not case.cgroup:
+        monkeypatch.setattr(TreeLimits, "create", lambda *args: None)
+    result = run_tests(case.code, case.tests, FAST)
+    assert result.passed == case.right, result.detail
+
+
 # -- what the tests see of the program: as in one process, except where that would leak --------
 
 SEMANTICS = [
@@ -86,9 +94,10 @@ SEMANTICS = [
     # what a call does to a list it is given is done to the tests' list
     ("def rev(xs):\n    xs.reverse()\ndef fill(d):\n    d['k'] = 1\n",
      "a = [1, 2, 3]\nrev(a)\nassert a == [3, 2, 1]\nd = {}\nfill(d)\nassert d == {'k': 1}\n", ""),
-    # the program's standard imports are there for the tests; its names never hide the builtins
-    ("import math\ndef abs(x):\n    return 0\ndef area(r):\n    return math.pi * r * r\n",
-     "assert math.isclose(area(1), math.pi)\nassert abs(-3) == 3\n", ""),
+    # the program's standard imports are there for the tests; its functions named like builtins are what
+    # the tests call (as `from program import *` would bind them), its plain data never hides a builtin
+    ("import math\ndef abs(x):\n    return 0\ndef area(r):\n    return math.pi * r * r\nsum = 0\n",
+     "assert math.isclose(area(1), math.pi)\nassert abs(-3) == 0 and sum([1, 2]) == 3\n", ""),
     # values: big ints, nan, bytes, sets, tuples as keys, namedtuples, Counters, complex
     ("from collections import Counter, namedtuple\nP = namedtuple('P', 'x y')\n"
      "def f():\n    return [2**100, float('nan'), b'\\x00', {1, 2}, frozenset([3]), {(1, 2): None}, 1 + 2j,"

@@ -16,8 +16,10 @@ library only.
 On the socket: 4-byte big-endian lengths, then JSON. Plain data (None, bool, int, float,
 complex, str, bytes, bytearray, and lists, tuples, dicts, sets and frozensets of these) is
 sent by value, subclasses as their base type; so are the values a test can name and compare
-with `==` as Python compares them: a Fraction, a Decimal, a range, and a numpy scalar (as the
-Python value its `item()` gives: `np.int64(5) == 5`, `np.bool_(True) == True`). Any other
+with `==` as Python compares them: a Fraction, a Decimal, a range, a numpy scalar (as the
+Python value its `item()` gives: `np.int64(5) == 5`, `np.bool_(True) == True`), and a numpy
+array of numbers, booleans or fixed-width strings (its dtype, shape and bytes, checked before
+numpy reads them: never an array of objects, whose bytes are pointers). Any other
 object stays with the program and is sent as a reference {"$": "ref", "v": n}. The runner
 decodes what the program sends into plain data and proxies only, so no answer can run code
 in the runner.
@@ -35,6 +37,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import socket
 import sys
 import types
@@ -44,6 +47,10 @@ MAX_MESSAGE = 64 * 2**20  # one answer; larger ones are refused (the runner's me
 MAX_GLOBAL = 2**20  # a global of the program larger than this encoded is sent as a reference
 MAX_TEXT = 500  # an exception's message, a repr
 PROGRAM = "program"  # the module the program is imported as
+# A thread's stack where memory is limited by address space (no cgroup): each thread reserves its whole
+# stack, 8 MiB by default on Linux, so 100 threads would need 800 MiB of a 1024 MiB limit; 4 MiB keeps
+# 3,000 levels of C recursion (lru_cache) in a thread, and code that wants more says so (threading.stack_size)
+THREAD_STACK = 4 * 2**20
 
 
 class ProtocolError(BaseException):
@@ -134,12 +141,51 @@ def _named_value(x: Any, ref: Any) -> Any:
         return {"$": "fraction", "v": [hex(int(x.numerator)), hex(int(x.denominator))]}
     if decimal is not None and isinstance(x, decimal.Decimal):
         return {"$": "decimal", "v": str(decimal.Decimal.__str__(x))}
+    ndarray = getattr(numpy, "ndarray", None)
+    if isinstance(ndarray, type) and isinstance(x, ndarray):
+        return _ndarray_value(numpy, x, ref)
     generic = getattr(numpy, "generic", None)
     if isinstance(generic, type) and isinstance(x, generic):
         value = x.item()  # type: ignore[attr-defined]  # a numpy scalar as the Python value it stands for: np.int64 as int, np.bool_ as bool
         if type(value) in (bool, int, float, complex, str, bytes):
             return encode_data(value, ref)
     return ref(x)
+
+
+# The arrays sent by value: numbers, booleans, fixed-width strings and bytes (their dtype's `str`, e.g.
+# '<i8', '|b1', '<f8', '<c16', '<U5', '|S3'). Never object arrays (their bytes are pointers), structured
+# or datetime ones: those stay with the program, as references.
+_DTYPE = re.compile(r"[<>|=](?:[biufc](?:1|2|4|8|10|12|16|32)|[US][0-9]{1,9})")
+MAX_DIMS = 64
+
+
+def _ndarray_value(numpy: Any, x: Any, ref: Any) -> Any:
+    """A numpy array by value, as its base class (a subclass's `__eq__` is not kept), or ref(x)."""
+    arr = numpy.ascontiguousarray(numpy.asarray(x))
+    if not _DTYPE.fullmatch(arr.dtype.str) or arr.ndim > MAX_DIMS:
+        return ref(x)
+    return {"$": "ndarray", "v": [arr.dtype.str, [int(d) for d in arr.shape], numpy.ndarray.tobytes(arr).hex()]}
+
+
+def _ndarray(v: Any) -> Any:
+    """The array `_ndarray_value` sent, checked before numpy reads a byte of it (dtype, shape, size)."""
+    if type(v) is not list or len(v) != 3:
+        raise ProtocolError("not a value: ndarray")
+    descr, shape, data = v
+    if (type(descr) is not str or not _DTYPE.fullmatch(descr) or type(shape) is not list or len(shape) > MAX_DIMS
+            or not all(type(d) is int and d >= 0 for d in shape) or type(data) is not str):
+        raise ProtocolError("not a value: ndarray")
+    import math
+
+    import numpy
+
+    dtype = numpy.dtype(descr)
+    raw = bytes.fromhex(data)
+    if len(raw) != math.prod(shape) * dtype.itemsize:
+        raise ProtocolError("not a value: ndarray (its size)")
+    if dtype.itemsize == 0:  # ('<U0': nothing to read)
+        return numpy.zeros(shape, dtype)
+    return numpy.frombuffer(raw, dtype).reshape(shape).copy()  # (a copy: writable, as the program's was)
 
 
 def _as_base(x: Any, base: type) -> Any:
@@ -178,6 +224,8 @@ def decode_data(x: Any, ref: Any) -> Any:
             import fractions
 
             return fractions.Fraction(int(v[0], 16), int(v[1], 16))
+        if tag == "ndarray":
+            return _ndarray(v)
         if tag == "range" and type(v) is list and len(v) == 3:
             start, stop, step = (decode_data(i, ref) for i in v)
             if not all(type(i) is int for i in (start, stop, step)):
@@ -198,8 +246,8 @@ def decode_data(x: Any, ref: Any) -> Any:
             return frozenset(items)
         if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
             return {k: val for k, val in items}
-    except (TypeError, ValueError, ArithmeticError, RecursionError) as e:  # unhashable keys, bad hex, nesting,
-        # a zero denominator, a Decimal that does not parse (decimal.InvalidOperation)
+    except (TypeError, ValueError, ArithmeticError, RecursionError, ImportError) as e:  # unhashable keys, bad
+        # hex, nesting, a zero denominator, a Decimal that does not parse (decimal.InvalidOperation), no numpy here
         raise ProtocolError(f"not a value: {tag} ({type(e).__name__})") from None
     raise ProtocolError(f"not a value: {tag!r}")
 
@@ -281,6 +329,11 @@ class _Objects:
 _MUTABLE = (list, dict, set, bytearray)
 
 
+def _is_array(x: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and type(x) is getattr(numpy, "ndarray", None)
+
+
 def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
     op = request["op"]
     decode = lambda x: decode_data(x, objects.get)
@@ -289,8 +342,8 @@ def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
         args = [decode(a) for a in request["args"]]
         kwargs = {str(k): decode(v) for k, v in request["kwargs"]}
         result = target(*args, **kwargs)
-        back = [[i, objects.encode(a)] for i, a in enumerate(args) if type(a) in _MUTABLE]
-        back += [[k, objects.encode(v)] for k, v in kwargs.items() if type(v) in _MUTABLE]
+        back = [[i, objects.encode(a)] for i, a in enumerate(args) if type(a) in _MUTABLE or _is_array(a)]
+        back += [[k, objects.encode(v)] for k, v in kwargs.items() if type(v) in _MUTABLE or _is_array(v)]
         return {"ok": objects.encode(result), "back": back}
     if op == "getattr":
         return {"ok": objects.encode(getattr(target, str(request["name"])))}
@@ -331,9 +384,14 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         os.setgid(config["user"])
         os.setuid(config["user"])
     sock = socket.socket(fileno=sock_fd)
-    set_limits(config["memory"], config["cpu"], config["fsize"], config["nproc"])
+    set_limits(0, config["cpu"], config["fsize"], config["nproc"])
     os.write(1, b"ready\n")  # the grader places this process (the sandbox's tree) under its limits, then says go
-    sys.stdin.buffer.readline()
+    go = json.loads(sys.stdin.buffer.readline())
+    if go["memory"]:  # no cgroup holds the tree's memory: this process's address space is limited instead
+        set_limits(go["memory"], 0, 0, 0)
+        import threading
+
+        threading.stack_size(THREAD_STACK)
     _quiet_fds()
     objects = _Objects()
     if receive(sock) != {"op": "run"}:
@@ -518,6 +576,8 @@ def _call(target: Remote, args: tuple, kwargs: dict[str, Any]) -> Any:
         elif isinstance(original, dict | set):
             original.clear()
             original.update(new)
+        elif _is_array(original) and original.shape == new.shape and original.flags.writeable:
+            original[...] = new
     return _connection.decode(reply["ok"])
 
 
@@ -662,24 +722,67 @@ class _LazyModule(types.ModuleType):
         return getattr(importlib.import_module(self.__name__), name)
 
 
+def _standard_module(name: str) -> types.ModuleType | None:
+    """The standard module `name` imported here, or None (not one, one with effects on import, or missing)."""
+    if name.partition(".")[0] not in sys.stdlib_module_names or name in _NOT_IMPORTED:
+        return None
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+class _Shadow(Remote):
+    """An object of the program's whose name is a standard module's (`def trace(m)`, `def tokenize(s)`, a
+    class `array`): calling it, comparing it, its own attributes are the program's, as the tests expect of
+    the program's names; an attribute the module has is the module's. So a test that uses the module
+    without importing it (`math.isclose`, relying on the program's `import math`) still gets Python's,
+    whatever the program bound to `math`. The runner decides this from the name alone: nothing the
+    program says of its object (a compromised host can say anything) changes it."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, n: int, module: str) -> None:
+        super().__init__(n)
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str) -> Any:
+        module = _standard_module(object.__getattribute__(self, "_module"))
+        if module is not None and hasattr(module, name):
+            return getattr(module, name)
+        return Remote.__getattr__(self, name)
+
+
 def _program_names(names: Any) -> dict[str, Any]:
-    """The program's globals for the tests, as far as the tests may trust them: never a name that
-    starts with '__' (`__builtins__` would replace every builtin of the tests) or a builtin's name
-    (the tests' `abs`, `len`, `isinstance` stay Python's), and a standard module's name is that
-    module, imported here (`math.isclose` is Python's, whatever the program bound to `math`)."""
+    """The program's globals for the tests, as a test file's `from program import *` binds them: the
+    program's own functions, classes and objects win over builtins and standard modules of the same
+    name (`def pow(x, n)`, `def max(xs)`: the tests call the program's; `def statistics(xs)` is callable).
+    What stays Python's: never a name that starts with '__' (`__builtins__` would replace every builtin
+    of the tests); a builtin's name the program bound to plain data (`sum = 0`: the tests' `sum` stays
+    the builtin) or to an exception class (`except ValueError` in the tests is Python's); a name the
+    program bound to a standard module is that module, imported here; and on an object of the
+    program's named like a standard module, the module's attributes are the module's (`_Shadow`):
+    `math.isclose` is Python's whatever the program bound to `math`."""
     assert _connection is not None
     if type(names) is not dict:
         raise ProtocolError("the program's names are not an object")
     bound: dict[str, Any] = {}
     for name, value in names.items():
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__") or hasattr(builtins, name):
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
             continue
         is_module = type(value) is dict and value.get("$") == "module"
-        module = str(value.get("v", "")) if is_module else name  # import math as m: m is math
-        if module.partition(".")[0] in sys.stdlib_module_names and module not in _NOT_IMPORTED:
-            bound[name] = _LazyModule(module)
-        elif not is_module:  # (another module, numpy say: the tests import what they use)
-            bound[name] = _connection.decode(value)
+        if is_module:
+            module = str(value.get("v", ""))  # import math as m: m is math
+            if module.partition(".")[0] in sys.stdlib_module_names and module not in _NOT_IMPORTED:
+                bound[name] = _LazyModule(module)
+            continue  # (another module, numpy say: the tests import what they use)
+        decoded = _connection.decode(value)
+        if isinstance(decoded, Remote) and name in sys.stdlib_module_names:
+            bound[name] = _Shadow(object.__getattribute__(decoded, "_n"), name)
+        elif isinstance(decoded, Remote) or not hasattr(builtins, name):
+            bound[name] = decoded  # (not an exception class named like a builtin one: `ValueError` stays Python's)
     return bound
 
 

@@ -94,6 +94,15 @@ class TreeLimits:
                 with contextlib.suppress(ProcessLookupError, OSError):
                     (folder / "cgroup.procs").write_text(str(pid))
 
+    def holds(self, pids: Iterable[int]) -> bool:
+        """Whether the memory group holds every one of `pids` (`add` may fail for one quietly)."""
+        folder = self.folders.get("memory")
+        try:
+            inside = {int(p) for p in (folder / "cgroup.procs").read_text().split()} if folder else set()
+        except (OSError, ValueError):
+            return False
+        return set(pids) <= inside
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for folder in self.folders.values():

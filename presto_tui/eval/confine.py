@@ -35,7 +35,13 @@ INSTALL = "as root: apt-get install bubblewrap (Debian, Ubuntu), dnf install bub
 # and the loader's cache, read-only; a folder here that is a symbolic link (/lib -> usr/lib) is one there too
 _LIBRARY_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32", "/lib", "/lib64", "/lib32", "/libx32")
 _LOADER_FILES = ("/etc/ld.so.cache",)
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+       # glibc gives each new thread a malloc arena of 64 MiB of address space, up to 8 per core: under an
+       # address-space limit, 24 threads on two cores took 1 GiB of it. Two arenas serve every thread
+       "MALLOC_ARENA_MAX": "2",
+       # numpy's BLAS starts a thread per core on import (each a task of the program's, with its buffers):
+       # one, so that importing numpy costs the same on any machine
+       "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 # Run in the would-be sandbox: report what it sees on the socket given (after dropping to its user, if any).
 _PROBE = """\
@@ -172,6 +178,14 @@ def shown() -> tuple[list[str], list[tuple[str, str]]]:
     return [p for p in outermost if not any(_within(p, link) for link in taken)], links
 
 
+def interpreter() -> str:
+    """This interpreter by a path whose folders are no symbolic links: a venv reached through one (a
+    checkout's `.venv` that points to a venv elsewhere) is named by the folder it points to, the one the
+    sandbox shows (the link itself, in the checkout, is not there). The file keeps its name, so that
+    Python still finds its venv (pyvenv.cfg) beside it."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -215,7 +229,7 @@ def probe(launcher: Launcher, timeout_s: float = 20.0) -> str:
         if launcher.user is not None:
             os.chown(folder, launcher.user, launcher.user)
         user = "-" if launcher.drop_to is None else str(launcher.drop_to)
-        inner = [sys.executable, "-I", "-c", _PROBE, str(theirs.fileno()), user,
+        inner = [interpreter(), "-I", "-c", _PROBE, str(theirs.fileno()), user,
                  "sandboxed" if launcher.sandboxed else "-"]
         try:
             done = subprocess.run(launcher.command(inner, 2**20), cwd=folder, env=ENV, stdin=subprocess.DEVNULL,

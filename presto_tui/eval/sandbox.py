@@ -23,8 +23,13 @@ delegated; a proxy equals only another of the code's objects). Plain data the co
 arrives as a copy, subclasses as their base type: an `int` subclass whose `__eq__` is always
 true arrives as its int. What remains the program's to decide is what its own objects do
 among themselves (`Point(1, 2) == Point(1, 2)` asks the code's `__eq__`), as in any test,
-and what it answers to the arguments a test passes it. The program's names never replace the
-tests' builtins or a standard module the tests use (`math` is Python's `math`).
+and what it answers to the arguments a test passes it. NumPy arrays of numbers, booleans or
+fixed-width strings cross as arrays, copies too (`np.testing.assert_array_equal` works as in
+any pytest run). The program's names are bound for the tests as `from program import *` would
+bind them: its functions, classes and objects win over builtins and standard modules of the
+same name (`def pow(x, n)` is what the tests call, `def trace(m)` is callable), but a name the
+program bound to a module is Python's module, and a standard module's attributes stay the
+module's (`math.isclose` is Python's whatever the program bound to `math`).
 
 Where bubblewrap works (`confine.detect`), the host runs inside it: its own PID namespace (it
 sees no other process and the whole namespace dies with the run), no network, a filesystem
@@ -35,8 +40,10 @@ folder) and /dev/shm, a minimal /dev and its own /proc. Nothing else is there: n
 file, the trace or the project's checkout wherever they lie, not /etc, /home, /var, /srv,
 /opt (unless the interpreter lives there: then only its folder), /sys or /run. A clean
 environment, no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
-presto-tui may make one) limits memory and tasks for the whole tree and kills what is left;
-else memory is limited per process (and, in a user namespace, the number of processes).
+presto-tui may make one) limits memory (what is resident) and tasks for the whole tree and
+kills what is left; else memory is limited per process, by address space (and, in a user
+namespace, the number of processes): then the program's threads share two malloc arenas and
+start with 4 MiB stacks, so that a hundred threads fit where a few dozen reserved it all.
 
 Without bubblewrap the host is a plain process of presto-tui's user (of `nobody` if that is
 root and `nobody` may run this interpreter), with per-process limits: time, address space and
@@ -62,7 +69,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -86,7 +92,8 @@ MAX_VERDICT = 2**16
 @dataclass(frozen=True)
 class CodeLimits:
     timeout_s: float = 10.0  # wall clock, for the code and the tests together
-    memory_mib: int = 1024  # per process (address space), and for the program's whole tree where a cgroup can be made
+    memory_mib: int = 1024  # the program's whole tree (resident) where a cgroup can be made, else per process
+    # (address space)
     file_mib: int = 16  # the largest file the code may write (its tmpfs under bubblewrap: 4 times this)
     tasks: int = 128  # processes and threads of the program's tree (cgroup, or a sandbox's user namespace)
 
@@ -149,11 +156,16 @@ class _Run:
             why = self._wait_ready(self.program)
             if why:
                 return CodeResult(False, why)
-            # the host waits for this go before it runs the code: its tree is complete, and placed first
+            # the host waits for this go before it runs the code: its tree is complete, and placed first.
+            # Where a cgroup holds the tree's memory (what its processes have resident), the host's address
+            # space is left alone: threads reserve stacks and malloc arenas they never touch
             self.tree = TreeLimits.create(lim.memory_mib * 2**20, lim.tasks)
+            held = False
             if self.tree is not None:
-                self.tree.add(descendants(self.program.pid))
-            _send(self.program, None)
+                tree = descendants(self.program.pid)
+                self.tree.add(tree)
+                held = self.tree.holds(tree)
+            _send(self.program, {"memory": 0 if held else lim.memory_mib * 2**20})
             data, ended = _read_all(verdict_in, self.deadline)
         if not ended:
             return CodeResult(False, f"timed out after {lim.timeout_s:g} s")
@@ -170,7 +182,7 @@ class _Run:
     def _start(self, role: str, ends: list[socket.socket]) -> subprocess.Popen:
         """The program host (as the launcher says: in bubblewrap, as nobody) or the test runner (plainly)."""
         fds = [end.fileno() for end in ends]
-        inner = [sys.executable, "-I", "-c", BOOTSTRAP, role, *map(str, fds)]
+        inner = [confine.interpreter(), "-I", "-c", BOOTSTRAP, role, *map(str, fds)]
         if role == "runner":
             folder = self.folder / "runner"
             folder.mkdir()
@@ -215,11 +227,11 @@ class _Run:
                             stream.close()
 
 
-def _send(proc: subprocess.Popen, message: dict | None, close: bool = True) -> None:
-    """A line of JSON to the child's stdin (None: only an empty line, the host's go), then close it."""
+def _send(proc: subprocess.Popen, message: dict, close: bool = True) -> None:
+    """A line of JSON to the child's stdin, then close it (unless told not to)."""
     assert proc.stdin is not None
     with contextlib.suppress(BrokenPipeError):  # a child that failed at once says why elsewhere
-        proc.stdin.write((json.dumps(message) + "\n").encode() if message is not None else b"\n")
+        proc.stdin.write((json.dumps(message) + "\n").encode())
         proc.stdin.flush()
     if close:
         with contextlib.suppress(BrokenPipeError):
