@@ -395,6 +395,30 @@ raise RuntimeError(f"started {n} processes")
 """
 
 
+OUTSIDE_PATHS = RIGHT_ADD + """\
+import glob, os, re, sys
+seen = []
+try:
+    if b"--ro-bind" in open("/proc/1/cmdline", "rb").read():  # bubblewrap is the sandbox's init
+        seen.append("the sandbox's options in /proc/1/cmdline")
+except OSError:
+    pass
+for folder in sys.path:  # an editable install's finder names the checkout; direct_url.json where it was installed from
+    for file in sum((glob.glob(os.path.join(folder, p)) for p in
+                     ("__editable__*", "*.egg-link", "*.pth", "*.dist-info/direct_url.json")), []):
+        try:
+            text = open(file, errors="replace").read()
+        except OSError:
+            continue
+        paths = re.findall(r"(?:file://)?(/[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*)", text)
+        outside = [p for p in paths if not os.path.exists(p)]
+        if outside:
+            seen.append(f"{os.path.basename(file)} names {outside[0]}")
+if seen:
+    raise RuntimeError("saw folders outside the sandbox: " + "; ".join(seen))
+"""
+
+
 def _write_outside(result: CodeResult, a: Arena) -> str:
     home = Path(os.path.expanduser(f"~/presto-tui-escaped-{a.marker}"))
     escaped = [p for p in (a.folder / "escaped", home) if p.exists()]
@@ -527,6 +551,9 @@ ATTACKS = [
            needs="sandbox"),
     Attack("writing outside its folder", lambda a: WRITE_OUTSIDE.format(folder=a.folder, marker=a.marker),
            judge=_write_outside, needs="sandbox"),
+    Attack("folders outside: /proc/1/cmdline, an editable install's files", lambda a: OUTSIDE_PATHS,
+           judge=lambda r, a: r.detail[len("the program raised RuntimeError: "):] if "saw folders" in r.detail else "",
+           needs="sandbox"),
     Attack("the network (a listener on 127.0.0.1)", lambda a: NETWORK.format(port=a.port),
            judge=lambda r, a: "reached the network" if a.accepted() or "network" in r.detail else "",
            needs="sandbox"),

@@ -9,6 +9,7 @@ why; limits on the whole process tree need a cgroup (or the sandbox's own user).
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 from sandbox_attacks import ATTACKS, CASES, FAST, RIGHT_ADD, Attack, Case, arena, run_in_subprocess
@@ -198,3 +199,25 @@ def test_timeout_ends_the_program_and_all_it_started(tmp_path):
         assert not result.passed and result.detail == "timed out after 1.5 s"
         if launcher is not None and (launcher.sandboxed or _cgroups_here()):
             assert a.survivors() == []
+
+
+def test_an_array_crosses_by_value_only_as_numbers_booleans_or_strings():
+    np = pytest.importorskip("numpy")
+    from presto_tui.eval import _child
+
+    def refuse(x):
+        raise AssertionError(f"{x!r} was not sent by value")
+
+    for array in (np.arange(6).reshape(2, 3), np.array([True, False]), np.array(["ab", "c"]), np.zeros((0, 2)),
+                  np.array([1 + 2j]), np.array([b"x"]), np.float32(1.5) * np.ones(3), np.array(["", ""])):
+        sent = json.loads(json.dumps(_child.encode_data(array, refuse)))
+        got = _child.decode_data(sent, refuse)
+        assert type(got) is np.ndarray and got.dtype == array.dtype and got.shape == array.shape
+        assert (got == array).all() and got.flags.writeable
+    ref = lambda x: {"$": "ref", "v": 7}
+    assert _child.encode_data(np.array([1, "x"], dtype=object), ref) == {"$": "ref", "v": 7}
+    for forged in (["|O8", [1], "00" * 8],  # pointers
+                   ["<i8", [2], "00" * 8], ["<i8", [-1], ""], ["|V8", [1], "00" * 8], ["<i8", [1], "zz" * 8],
+                   ["<i8", [1] * 100, "00" * 8], [" <i8", [1], "00" * 8], ["<i8", "1", "00" * 8]):
+        with pytest.raises(_child.ProtocolError):
+            _child.decode_data({"$": "ndarray", "v": forged}, ref)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +118,8 @@ class Launcher:
             args += ["--ro-bind", path, path]
         for target, link in links:
             args += ["--symlink", target, link]
+        for file in _masked([p for p in map(os.path.realpath, _child_path()) if any(_within(p, b) for b in binds)]):
+            args += ["--ro-bind", os.devnull, file]
         args += ["--remount-ro", "/", "--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net",
                  "--unshare-uts",
                  "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
@@ -129,6 +133,21 @@ class Launcher:
             if self.user is not None:
                 args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         return [*args, "--", *inner]
+
+    @contextlib.contextmanager
+    def started(self, inner: list[str], tmpfs_bytes: int) -> Iterator[tuple[list[str], list[int]]]:
+        """`command` as it is started: the command, and the file descriptors to pass it. bubblewrap reads
+        its own options from a file it is given (`--args FD`, closed before the code runs), not from its
+        command line, which the sandbox's /proc/1/cmdline (bubblewrap is its init) shows to the code."""
+        full = self.command(inner, tmpfs_bytes)
+        if self.bwrap is None:
+            yield full, []
+            return
+        options = full[1:full.index("--")]
+        with tempfile.TemporaryFile() as f:
+            f.write(b"".join(os.fsencode(option) + b"\0" for option in options))
+            f.seek(0)
+            yield [self.bwrap, "--args", str(f.fileno()), "--", *inner], [f.fileno()]
 
     @property
     def drop_to(self) -> int | None:
@@ -186,6 +205,31 @@ def interpreter() -> str:
     return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
+def _masked(folders: list[str]) -> list[str]:
+    """Files in the folders on the program's `sys.path` (site-packages) that name folders the sandbox
+    does not show, unreadable there (/dev/null bound over them, on a mount without devices): an editable
+    install's finder and its .pth (the checkout's path), a dist-info's direct_url.json (where a package
+    was installed from), an .egg-link, a .pth that lists folders. The program's interpreter needs none
+    of them: what they point to is not there (Python skips a .pth it cannot read)."""
+    found: list[str] = []
+    for folder in folders:
+        if not os.path.isdir(folder):
+            continue
+        for pattern in ("__editable__*", "*.egg-link", "*.dist-info/direct_url.json", "*.pth"):
+            for file in glob.glob(os.path.join(glob.escape(folder), pattern)):
+                if file in found or not os.path.isfile(file):
+                    continue
+                if file.endswith(".pth") and "__editable__" not in os.path.basename(file):
+                    try:
+                        with open(file, encoding="utf-8", errors="replace") as f:
+                            if not any(line.startswith("/") for line in f):
+                                continue
+                    except OSError:
+                        continue
+                found.append(file)
+    return found
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -232,9 +276,10 @@ def probe(launcher: Launcher, timeout_s: float = 20.0) -> str:
         inner = [interpreter(), "-I", "-c", _PROBE, str(theirs.fileno()), user,
                  "sandboxed" if launcher.sandboxed else "-"]
         try:
-            done = subprocess.run(launcher.command(inner, 2**20), cwd=folder, env=ENV, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=[theirs.fileno()],
-                                  timeout=timeout_s, **launcher.popen_user())
+            with launcher.started(inner, 2**20) as (command, fds):
+                done = subprocess.run(command, cwd=folder, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, pass_fds=[theirs.fileno(), *fds], timeout=timeout_s,
+                                      **launcher.popen_user())
         except (OSError, subprocess.SubprocessError) as e:
             return f"it does not start ({type(e).__name__}: {e})"
         theirs.close()

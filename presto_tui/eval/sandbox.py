@@ -38,7 +38,10 @@ and its base's, and the folders on its `sys.path`: site-packages), the system's 
 libraries and the loader's cache (`confine.shown`), with a small tmpfs for /tmp (its working
 folder) and /dev/shm, a minimal /dev and its own /proc. Nothing else is there: not the task
 file, the trace or the project's checkout wherever they lie, not /etc, /home, /var, /srv,
-/opt (unless the interpreter lives there: then only its folder), /sys or /run. A clean
+/opt (unless the interpreter lives there: then only its folder), /sys or /run; files there
+that name folders it does not hold are unreadable (an editable install's finder, which names
+the checkout; a `direct_url.json`), and bubblewrap's options (what it binds, from where) are
+not on its command line, which the program reads as /proc/1/cmdline. A clean
 environment, no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
 presto-tui may make one) limits memory (what is resident) and tasks for the whole tree and
 kills what is left; else memory is limited per process, by address space (and, in a user
@@ -189,11 +192,11 @@ class _Run:
             return subprocess.Popen(inner, cwd=folder, env=confine.ENV, stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=fds,
                                     start_new_session=True)
-        return subprocess.Popen(
-            self.launcher.command(inner, 4 * self.limits.file_mib * 2**20),
-            cwd=confine.program_folder(self.folder, self.launcher), env=confine.ENV, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
-            **self.launcher.popen_user())
+        with self.launcher.started(inner, 4 * self.limits.file_mib * 2**20) as (command, more):
+            return subprocess.Popen(
+                command, cwd=confine.program_folder(self.folder, self.launcher), env=confine.ENV,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=[*fds, *more],
+                start_new_session=True, **self.launcher.popen_user())
 
     def _wait_ready(self, proc: subprocess.Popen) -> str:
         """'' once the host said it is ready; else why it is not (it failed before the code ran)."""
