@@ -607,10 +607,16 @@ def squares(n):
     return sum(out)
 """
 POOL = """\
+import threading
 from concurrent.futures import ThreadPoolExecutor
 def squares(n):
+    bar = threading.Barrier(n)
+    def work(i):
+        block = [str(j) for j in range(1000)]
+        bar.wait()  # every worker busy at once
+        return i * i + 0 * len(block)
     with ThreadPoolExecutor(max_workers=n) as pool:
-        return sum(pool.map(lambda i: i * i, range(n)))
+        return sum(pool.map(work, range(n)))
 """
 
 
