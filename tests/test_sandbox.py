@@ -221,3 +221,15 @@ def test_an_array_crosses_by_value_only_as_numbers_booleans_or_strings():
                    ["<i8", [1] * 100, "00" * 8], [" <i8", [1], "00" * 8], ["<i8", "1", "00" * 8]):
         with pytest.raises(_child.ProtocolError):
             _child.decode_data({"$": "ndarray", "v": forged}, ref)
+
+
+def test_files_naming_folders_outside_the_sandbox_are_masked_in_it(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "pkg-1.dist-info").mkdir(parents=True)
+    files = {"__editable___pkg_finder.py": "MAPPING = {'pkg': '/src/pkg'}", "__editable__.pkg-1.pth": "import x",
+             "pkg-1.dist-info/direct_url.json": '{"url": "file:///src"}', "old.egg-link": "/src\n.",
+             "outside.pth": "/src\n", "shown.pth": f"{tmp_path}\n", "imports.pth": "import os\n"}
+    for name, text in files.items():
+        (site / name).write_text(text)
+    masked = {str(site / name) for name in files if name not in ("shown.pth", "imports.pth")}
+    assert set(confine._masked([str(site)], [str(tmp_path)])) == masked

@@ -118,7 +118,8 @@ class Launcher:
             args += ["--ro-bind", path, path]
         for target, link in links:
             args += ["--symlink", target, link]
-        for file in _masked([p for p in map(os.path.realpath, _child_path()) if any(_within(p, b) for b in binds)]):
+        for file in _masked([p for p in map(os.path.realpath, _child_path()) if any(_within(p, b) for b in binds)],
+                            binds):
             args += ["--ro-bind", os.devnull, file]
         args += ["--remount-ro", "/", "--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net",
                  "--unshare-uts",
@@ -205,12 +206,12 @@ def interpreter() -> str:
     return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
-def _masked(folders: list[str]) -> list[str]:
+def _masked(folders: list[str], binds: list[str]) -> list[str]:
     """Files in the folders on the program's `sys.path` (site-packages) that name folders the sandbox
     does not show, unreadable there (/dev/null bound over them, on a mount without devices): an editable
     install's finder and its .pth (the checkout's path), a dist-info's direct_url.json (where a package
-    was installed from), an .egg-link, a .pth that lists folders. The program's interpreter needs none
-    of them: what they point to is not there (Python skips a .pth it cannot read)."""
+    was installed from), an .egg-link, a .pth that lists a folder outside `binds`. The program's
+    interpreter needs none of them: what they point to is not there (Python skips a .pth it cannot read)."""
     found: list[str] = []
     for folder in folders:
         if not os.path.isdir(folder):
@@ -222,10 +223,11 @@ def _masked(folders: list[str]) -> list[str]:
                 if file.endswith(".pth") and "__editable__" not in os.path.basename(file):
                     try:
                         with open(file, encoding="utf-8", errors="replace") as f:
-                            if not any(line.startswith("/") for line in f):
-                                continue
+                            listed = [line.strip() for line in f if line.startswith("/")]
                     except OSError:
                         continue
+                    if all(any(_within(os.path.realpath(p), b) for b in binds) for p in listed):
+                        continue  # (only imports, or folders the sandbox shows)
                 found.append(file)
     return found
 
