@@ -619,6 +619,29 @@ def squares(n):
         return sum(pool.map(work, range(n)))
 """
 
+COUNTER = """\
+import threading
+class Counter:
+    def __init__(self):
+        self.n, self.lock = 0, threading.Lock()
+    def inc(self):
+        with self.lock:
+            self.n += 1
+"""
+COUNTER_TESTS = """\
+import threading
+c = Counter()
+def work():
+    for _ in range(20):
+        c.inc()
+threads = [threading.Thread(target=work) for _ in range(40)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert c.n == 800
+"""
+
 
 def _squares(n: int) -> str:
     return f"assert squares({n}) == {sum(i * i for i in range(n))}\n"
@@ -659,6 +682,7 @@ CASES = [
     Case("a pool of 32 threads", POOL, _squares(32), True),
     Case("100 threads, no cgroup", THREADS, _squares(100), True, cgroup=False),
     Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
+    Case("the tests call the program from 40 threads", COUNTER, COUNTER_TESTS, True),
 ]
 
 

@@ -468,9 +468,14 @@ class Connection:
     """The runner's side of the socket: one request, one reply."""
 
     def __init__(self, sock: socket.socket) -> None:
+        import threading
+
         self.sock = sock
         self.remotes: dict[int, Remote] = {}
         self.exceptions: dict[int, type] = {}
+        # tests that use the program from several threads (a thread-safety test) take turns on the one
+        # socket: interleaved, a reply would go to the wrong request, or every thread wait for its own
+        self.turn = threading.Lock()
 
     def remote(self, n: int) -> Remote:
         r = self.remotes.get(n)
@@ -508,11 +513,12 @@ class Connection:
         return self.exceptions[n]
 
     def ask(self, request: dict[str, Any]) -> Any:
-        send(self.sock, request)
-        try:
-            reply = receive(self.sock)
-        except ProtocolError as e:
-            raise ProgramGone(str(e)) from None
+        with self.turn:
+            send(self.sock, request)
+            try:
+                reply = receive(self.sock)
+            except ProtocolError as e:
+                raise ProgramGone(str(e)) from None
         if type(reply) is not dict:
             raise ProtocolError("a reply is not an object")
         if "error" in reply:
