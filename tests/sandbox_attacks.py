@@ -632,9 +632,9 @@ COUNTER_TESTS = """\
 import threading
 c = Counter()
 def work():
-    for _ in range(20):
+    for _ in range(8):
         c.inc()
-threads = [threading.Thread(target=work) for _ in range(40)]
+threads = [threading.Thread(target=work) for _ in range(100)]
 for t in threads:
     t.start()
 for t in threads:
@@ -682,7 +682,7 @@ CASES = [
     Case("a pool of 32 threads", POOL, _squares(32), True),
     Case("100 threads, no cgroup", THREADS, _squares(100), True, cgroup=False),
     Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
-    Case("the tests call the program from 40 threads", COUNTER, COUNTER_TESTS, True),
+    Case("the tests call the program from 100 threads", COUNTER, COUNTER_TESTS, True),
 ]
 
 

@@ -47,9 +47,10 @@ MAX_MESSAGE = 64 * 2**20  # one answer; larger ones are refused (the runner's me
 MAX_GLOBAL = 2**20  # a global of the program larger than this encoded is sent as a reference
 MAX_TEXT = 500  # an exception's message, a repr
 PROGRAM = "program"  # the module the program is imported as
-# A thread's stack where memory is limited by address space (no cgroup): each thread reserves its whole
-# stack, 8 MiB by default on Linux, so 100 threads would need 800 MiB of a 1024 MiB limit; 4 MiB keeps
-# 3,000 levels of C recursion (lru_cache) in a thread, and code that wants more says so (threading.stack_size)
+# A thread's stack where memory is limited by address space (the program's without a cgroup, the tests'
+# runner always): each thread reserves its whole stack, 8 MiB by default on Linux, so 100 threads would
+# need 800 MiB of a 1024 MiB limit; 4 MiB keeps 3,000 levels of C recursion (lru_cache) in a thread, and
+# code that wants more says so (threading.stack_size)
 THREAD_STACK = 4 * 2**20
 
 
@@ -873,6 +874,9 @@ def runner_main(sock_fd: int, verdict_fd: int, config: dict[str, Any]) -> None:
     _nondumpable()
     verdict = socket.socket(fileno=verdict_fd)
     set_limits(config["memory"], config["cpu"], 0, 0)
+    import threading
+
+    threading.stack_size(THREAD_STACK)  # (its address space is limited: the tests may start threads too)
     _quiet_fds()
     _connection = Connection(socket.socket(fileno=sock_fd))
     try:
