@@ -130,8 +130,12 @@ def eval_(
 
     Graders: exact (the whole response, ignoring case, spacing and outer punctuation),
     number (the number given, however written), mc (the option letter), regex (the
-    answer is a pattern to find) and python (the answer is test code, run with the
-    response's code in a separate process with a time and a memory limit).
+    answer is a pattern to find), python (the answer is test code, run with the
+    response's code in a separate process with a time and a memory limit) and math (the
+    last \\boxed{} against a LaTeX answer, by math-verify: 0.5 = 1/2 = \\frac{1}{2}).
+    Published files (JSONL, CSV, Parquet, hf:ORG/NAME) are read as they are with
+    --preset math (MATH-500, AIME), gsm8k or humaneval, or --fields; with --chains M the
+    table adds pass@k and maj@k (docs/eval/published.md).
 
     Examples:
 
@@ -140,6 +144,8 @@ def eval_(
       presto-tui eval --limit 10 -n 48 -K 8
 
       presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 -K 8
+
+      presto-tui eval math500.jsonl --preset math --chains 4   # pass@k, maj@k
 
       presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20  # TOST
 

@@ -458,7 +458,9 @@ def _samples(ev, done, seeds: int) -> dict:
     per_item: dict[int, list[Sample]] = {}
     for o in sorted(done, key=lambda o: o.item):  # a prompt's copies in seed order
         item = ev.items[o.item]
-        g = graders.setdefault(item.grader, grader(item.grader))
+        if item.grader not in graders:
+            graders[item.grader] = grader(item.grader)
+        g = graders[item.grader]
         per_item.setdefault(o.item // seeds, []).append(
             Sample(g.key(o.summary.text, item.prompt), o.grade is not None and o.grade.correct))
     est = estimates(list(per_item.values()), budgets(seeds))

@@ -19,6 +19,7 @@ The `math` grader reads LaTeX answers as the math benchmarks grade them, with ma
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -245,6 +246,7 @@ MATH_TIMEOUT_S = 5  # math-verify's own limit on one parse or comparison (whole 
 MAX_MATH_ANSWER = 2_000  # characters of a reference answer or of what is read from a response
 
 
+@functools.cache
 def need_math_verify():
     """math-verify's parse and verify, or one line saying how to install it."""
     try:
