@@ -181,3 +181,25 @@ def test_hub_dataset_offline_and_not_cached_is_one_line(tmp_path):
     assert "hf:example-org/no-such-set:test: not in the Hugging Face cache and not downloaded (HF_HUB_OFFLINE is set)" \
         in line
     assert not (tmp_path / "hf").exists() or not any((tmp_path / "hf").rglob("*.parquet"))
+
+
+def test_hub_dataset_names_its_config_and_split_and_reads_through_the_layout(monkeypatch):
+    """hf:ORG/NAME/CONFIG:SPLIT reaches datasets.load_dataset as (ORG/NAME, CONFIG, split=SPLIT); its rows are read
+    as a file's (the layout, the row numbers)."""
+    import datasets
+
+    asked = []
+    rows = [json.loads(line) for line in (TASKS / "gsm8k-layout.jsonl").read_text().splitlines()]
+
+    def load_dataset(repo, config=None, split=None):
+        asked.append((repo, config, split))
+        return rows
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    items = load_tasks("hf:openai/gsm8k/main:test", layout=layout("gsm8k"))
+    assert asked == [("openai/gsm8k", "main", "test")] and [it.answer for it in items][:2] == ["29", "150"]
+    load_tasks("hf:openai/gsm8k", layout=layout("gsm8k"))
+    assert asked[-1] == ("openai/gsm8k", None, "test")  # the test split by default
+    rows[1] = {"question": "x", "answer": "no hashes"}
+    with pytest.raises(InputError, match=r"^hf:openai/gsm8k: row 2: the answer has no '#### <number>'"):
+        load_tasks("hf:openai/gsm8k", layout=layout("gsm8k"))

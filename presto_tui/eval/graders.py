@@ -244,6 +244,7 @@ class PythonGrader(Grader):
 
 MATH_TIMEOUT_S = 5  # math-verify's own limit on one parse or comparison (whole seconds: signal.alarm)
 MAX_MATH_ANSWER = 2_000  # characters of a reference answer or of what is read from a response
+MAX_GOLDS = 100_000  # references a math grader keeps read (a task file's items at most)
 
 
 @functools.cache
@@ -283,6 +284,14 @@ class MathGrader(Grader):
 
     def __init__(self) -> None:
         self.mv = need_math_verify()
+        self._golds: dict[str, list] = {}  # a reference read once: every chain and method of its item is graded on it
+
+    def _gold(self, answer: str) -> list:
+        if answer not in self._golds:
+            if len(self._golds) >= MAX_GOLDS:
+                self._golds.clear()
+            self._golds[answer] = self._parse(answer, gold=True)
+        return self._golds[answer]
 
     def _parse(self, text: str, *, gold: bool = False) -> list:
         mv = self.mv
@@ -300,7 +309,7 @@ class MathGrader(Grader):
     def check(self, answer: str) -> None:
         if len(answer) > MAX_MATH_ANSWER:
             raise ValueError(f"answer is longer than {MAX_MATH_ANSWER} characters (grader math)")
-        if not self._parse(answer, gold=True):
+        if not self._gold(answer):
             raise ValueError(f"answer {answer[:40]!r} is not an expression math-verify reads (grader math)")
 
     def _read(self, response: str) -> tuple[list, str | None]:
@@ -322,7 +331,7 @@ class MathGrader(Grader):
         found, shown = self._read(response)
         if shown is None:
             return Grade(False, None)
-        gold = self._parse(answer, gold=True)
+        gold = self._gold(answer)
         try:
             right = bool(self.mv.verify(gold, found, timeout_seconds=_math_timeout()))
         except Exception:
