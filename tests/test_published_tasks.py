@@ -203,3 +203,16 @@ def test_hub_dataset_names_its_config_and_split_and_reads_through_the_layout(mon
     rows[1] = {"question": "x", "answer": "no hashes"}
     with pytest.raises(InputError, match=r"^hf:openai/gsm8k: row 2: the answer has no '#### <number>'"):
         load_tasks("hf:openai/gsm8k", layout=layout("gsm8k"))
+
+
+def test_the_prompts_imports_run_before_the_code_each_tried():
+    from presto_tui.eval.graders import prompt_imports
+
+    prompt = ("from typing import List\nimport math, os.path as p\nfrom the list below import nothing good\n"
+              "import no_such_module_here\n    import indented\nfrom typing import List\n")
+    code = prompt_imports(prompt)
+    assert code.count("try:") == 3 and "from typing import List" in code and "no_such_module_here" in code
+    namespace: dict = {}
+    exec(compile(code, "<imports>", "exec"), namespace)  # the missing module does not stop the others
+    assert "List" in namespace and "math" in namespace and "p" in namespace
+    assert prompt_imports("Write add(a, b).") == ""

@@ -200,7 +200,8 @@ _IMPORT_LINE = re.compile(r"^(?:from [\w.]+ import [\w., ()*]+"
 
 def prompt_imports(prompt: str) -> str:
     """The import lines a prompt's code starts from (a HumanEval prompt imports what its signature uses,
-    `from typing import List`; the function a response gives often leaves them out)."""
+    `from typing import List`; the function a response gives often leaves them out), each one tried: a module
+    the prompt names but the sandbox lacks fails only the code that uses it."""
     lines = []
     for m in _IMPORT_LINE.finditer(prompt):
         try:
@@ -208,7 +209,7 @@ def prompt_imports(prompt: str) -> str:
         except SyntaxError:  # prose that happens to start with 'from ... import'
             continue
         lines.append(m.group(0).strip())
-    return "\n".join(dict.fromkeys(lines))
+    return "\n".join(f"try:\n    {line}\nexcept ImportError:\n    pass" for line in dict.fromkeys(lines))
 
 
 class PythonGrader(Grader):
