@@ -63,8 +63,8 @@ def eval_(
         "prompt=problem,answer=answer.")] = None,
     prompt_template: Annotated[str | None, typer.Option(
         "--prompt-template", metavar="TEXT", show_default=False,
-        help="The prompt sent: {prompt} the prompt column, {COLUMN} any column; other braces as written "
-        "[default: the preset's, else the prompt as it is].")] = None,
+        help="The prompt sent: each column's name in curly brackets stands for its value (prompt: the prompt "
+        "column); other brackets stay as written [default: the preset's, else the prompt as it is].")] = None,
     code_timeout: Annotated[float, typer.Option(
         "--code-timeout", metavar="S", help=f"python grader: seconds a response's code and its tests may run, "
         f"{CODE_TIMEOUT.where}.")] = 10.0,
@@ -132,7 +132,7 @@ def eval_(
     number (the number given, however written), mc (the option letter), regex (the
     answer is a pattern to find), python (the answer is test code, run with the
     response's code in a separate process with a time and a memory limit) and math (the
-    last \\boxed{} against a LaTeX answer, by math-verify: 0.5 = 1/2 = \\frac{1}{2}).
+    last boxed answer against a LaTeX answer, by math-verify: 0.5 = 1/2 = 2/4).
     Published files (JSONL, CSV, Parquet, hf:ORG/NAME) are read as they are with
     --preset math (MATH-500, AIME), gsm8k or humaneval, or --fields; with --chains M the
     table adds pass@k and maj@k (docs/eval/published.md).
