@@ -99,7 +99,7 @@ def test_vote_keys_group_what_the_grader_reads_as_one_answer():
                "1/2"]
     assert [read(a) for a in answers] == ["85", "85", "84", "85", "1000", "1000", "1/2", "1/2"]
     assert grader("regex").key("  The Cat sat. ") == grader("regex").key("the cat sat") == "the cat sat"
-    assert set(GRADERS) == {"exact", "number", "mc", "regex", "python"}
+    assert set(GRADERS) == {"exact", "number", "mc", "regex", "python", "math"}
 
 
 # -- the sandbox -------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def _task_file(tmp_path, text: str):
     ('["a"]', "JSON object"),
     ('{"prompt": "2+2?"}', 'missing "answer"'),
     ('{"prompt": "", "answer": "4"}', '"prompt" is empty'),
-    ('{"prompt": "2+2?", "answer": 4}', "must be a string (a number only with grader number), got int"),
+    ('{"prompt": "2+2?", "answer": 4}', "must be a string (a number only with grader number or math), got int"),
     ('{"prompt": "2+2?", "answer": true, "grader": "number"}', "must be a string, got bool"),
     ('{"prompt": "2+2?", "answer": "4", "grader": "fuzzy"}', "unknown grader 'fuzzy'"),
     ('{"prompt": "2+2?", "answer": "four", "grader": "number"}', "not a number"),

@@ -32,8 +32,10 @@ def eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Argument(
         metavar="TASKS", show_default=False,
-        help="A task file (JSONL: one object a line with prompt and answer, optionally grader and id), or the "
-        "built-in set: builtin, builtin:arith or builtin:mc [default: builtin].")] = "builtin",
+        help="A task file (JSONL: one object a line with prompt and answer, optionally grader and id; or a "
+        "published file, JSONL, CSV or Parquet, read with --preset or --fields), a hub dataset "
+        "hf:ORG/NAME[/CONFIG][:SPLIT], or the built-in set: builtin, builtin:arith or builtin:mc "
+        "[default: builtin].")] = "builtin",
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
         help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
@@ -48,7 +50,21 @@ def eval_(
         "--task-seed", help="Seed of the built-in set: the same seed gives the same items.")] = 0,
     grader: Annotated[str | None, typer.Option(
         "--grader", metavar="NAME", show_default=False,
-        help="Grader of the items that name none: exact, number, mc, regex or python [default: exact].")] = None,
+        help="Grader of the items that name none: exact, number, mc, regex, python or math [default: the "
+        "preset's, else exact].")] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="LAYOUT", show_default=False,
+        help="A published task file's layout, read as it is: math (MATH-500, AIME: problem, answer; graded by "
+        "math), gsm8k (question, answer with '#### N'; number) or humaneval (prompt, test, entry_point; "
+        "python).")] = None,
+    fields: Annotated[str | None, typer.Option(
+        "--fields", metavar="FIELD=COLUMN,...", show_default=False,
+        help="Which of the file's columns make an item's prompt, answer, id and grader (over --preset's), as "
+        "prompt=problem,answer=answer.")] = None,
+    prompt_template: Annotated[str | None, typer.Option(
+        "--prompt-template", metavar="TEXT", show_default=False,
+        help="The prompt sent: each column's name in curly brackets stands for its value (prompt: the prompt "
+        "column); other brackets stay as written [default: the preset's, else the prompt as it is].")] = None,
     code_timeout: Annotated[float, typer.Option(
         "--code-timeout", metavar="S", help=f"python grader: seconds a response's code and its tests may run, "
         f"{CODE_TIMEOUT.where}.")] = 10.0,
@@ -114,8 +130,12 @@ def eval_(
 
     Graders: exact (the whole response, ignoring case, spacing and outer punctuation),
     number (the number given, however written), mc (the option letter), regex (the
-    answer is a pattern to find) and python (the answer is test code, run with the
-    response's code in a separate process with a time and a memory limit).
+    answer is a pattern to find), python (the answer is test code, run with the
+    response's code in a separate process with a time and a memory limit) and math (the
+    last boxed answer against a LaTeX answer, by math-verify: 0.5 = 1/2 = 2/4).
+    Published files (JSONL, CSV, Parquet, hf:ORG/NAME) are read as they are with
+    --preset math (MATH-500, AIME), gsm8k or humaneval, or --fields; with --chains M the
+    table adds pass@k and maj@k (docs/eval/published.md).
 
     Examples:
 
@@ -124,6 +144,8 @@ def eval_(
       presto-tui eval --limit 10 -n 48 -K 8
 
       presto-tui eval tasks.jsonl --methods powermh,powermh+spine:8 -K 8
+
+      presto-tui eval math500.jsonl --preset math --chains 4   # pass@k, maj@k
 
       presto-tui eval --methods powermh,powermh+bfs --inputs node -N 20  # TOST
 
@@ -146,7 +168,7 @@ def eval_(
     from presto_tui.eval.figures import FORMATS, need_matplotlib
     from presto_tui.eval.graders import GRADERS
     from presto_tui.eval.sandbox import CodeLimits
-    from presto_tui.eval.tasks import BUILTIN, load_tasks
+    from presto_tui.eval.tasks import BUILTIN, layout, load_tasks
     from presto_tui.logs.paired import need_statsmodels
 
     need_statsmodels()
@@ -180,7 +202,8 @@ def eval_(
     kept = o.selection(burn_in, thin, base.steps)
     method_list = parse_methods(methods, base)
     pairs = _pairs(tost or [], [m.label for m in method_list])
-    items = load_tasks(tasks, default_grader=grader, seed=task_seed)[:limit]
+    items = load_tasks(tasks, default_grader=grader, seed=task_seed,
+                       layout=layout(preset, fields, prompt_template))[:limit]
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "eval")
@@ -189,7 +212,9 @@ def eval_(
     limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
     # what every method shares (each method's own parameters are in its row)
     builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
-    meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {})},
+    read_as = {k: v for k, v in (("preset", preset), ("fields", fields), ("prompt_template", prompt_template)) if v}
+    meta = {"tasks": {"source": tasks, "items": len(items), **({"task_seed": task_seed} if builtin else {}),
+                      **read_as},
             "shared_params": base.to_dict(), "concurrency": concurrency, "workers": workers,
             "chains": per_pair, "vote": vote, **({"diagnostics_draws": kept.to_dict()} if per_pair > 1 else {})}
     if frontier is not None:

@@ -85,7 +85,8 @@ def report(ev, points, seeds: int, laws, meta: dict, out_path: Path, figures: st
     from presto_tui.eval.frontier_report import render, save_figure, terminal_figures
 
     rows = point_rows(ev, points, seeds, laws, int(meta["shared_params"]["seed"]))
-    measures = ["tv"] if laws is not None else ["loglik", "confidence", "accuracy"]
+    measures = ["tv"] if laws is not None else ["loglik", "confidence", "accuracy",
+                                                *(["pass@k", "maj@k"] if seeds > 1 else [])]
     res = {**meta, "interrupted": ev.interrupted, "failure": None if ev.failure is None else describe(ev.failure)[1],
            "points": rows, **analyse(rows, points, measures, COSTS[meta.get("axis", "time")])}
     make_folders(out_path.parent, "results", error=OutputError)  # before the figure, which goes beside it

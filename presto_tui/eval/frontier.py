@@ -197,7 +197,11 @@ MEASURES = {
     "loglik": Measure("loglik", "log-likelihood (eq. 21)", True),
     "confidence": Measure("confidence", "confidence (eq. 22)", True),
     "accuracy": Measure("accuracy", "accuracy", True),
+    # with S seeds a prompt (--frontier-seeds), its S answers are k = S samples (presto_tui/eval/passk.py)
+    "pass@k": Measure("pass@k", "pass@k (k: the seeds a prompt)", True),
+    "maj@k": Measure("maj@k", "maj@k (k: the seeds a prompt)", True),
 }
+SHARES = ("accuracy", "pass@k", "maj@k")  # measures shown as percentages
 
 
 def pareto(points: Sequence[tuple[float, float]], higher: bool) -> list[int]:
@@ -237,7 +241,7 @@ def time_at(front: Sequence[tuple[float, float]], q: float, higher: bool) -> tup
 
 
 def fmt_quality(measure: Measure, q: float) -> str:
-    return f"{100 * q:.0f}%" if measure.key == "accuracy" else f"{q:.3f}"
+    return f"{100 * q:.0f}%" if measure.key in SHARES else f"{q:.3f}"
 
 
 def dominance(rows: Sequence[dict], measure: Measure, cost: Cost = TIME) -> tuple[list[str], str]:
@@ -415,6 +419,8 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
                "confidence": conf[0], "confidence_low": conf[1], "confidence_high": conf[2],
                "correct": right, "graded": len(done), "accuracy": acc.rate, "accuracy_low": acc.low,
                "accuracy_high": acc.high}
+        if seeds > 1:
+            row.update(_samples(ev, done, seeds))
         if laws is not None:
             counts = [np.zeros(len(law.probs)) for law in laws]
             foreign = 0
@@ -441,6 +447,26 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
                        prompts=len(used), not_responses=foreign)
         rows.append(row)
     return rows
+
+
+def _samples(ev, done, seeds: int) -> dict:
+    """pass@k and maj@k of a point, k = 1, 2, 4, ..., S: a prompt's S seeds are its samples."""
+    from presto_tui.eval.graders import grader
+    from presto_tui.eval.passk import Sample, budgets, estimates
+
+    graders: dict = {}
+    per_item: dict[int, list[Sample]] = {}
+    for o in sorted(done, key=lambda o: o.item):  # a prompt's copies in seed order
+        item = ev.items[o.item]
+        if item.grader not in graders:
+            graders[item.grader] = grader(item.grader)
+        g = graders[item.grader]
+        per_item.setdefault(o.item // seeds, []).append(
+            Sample(g.key(o.summary.text, item.prompt), o.grade is not None and o.grade.correct))
+    est = estimates(list(per_item.values()), budgets(seeds))
+    top = str(seeds)
+    return {"pass@k": est["pass"].get(top), "maj@k": est["maj"].get(top), "pass_at_k": est["pass"],
+            "maj_at_k": est["maj"]}
 
 
 def analyse(rows: list[dict], points: Sequence[Point], measures: Sequence[str], cost: Cost = TIME) -> dict:

@@ -22,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from presto_tui.eval.figures import MARKERS, TEXT_MARKERS, write_figure
-from presto_tui.eval.frontier import COSTS, MEASURES, Cost
+from presto_tui.eval.frontier import COSTS, MEASURES, SHARES, Cost
 from presto_tui.eval.report import WIDE
 from presto_tui.safetext import visible
 
 LABELS = {"tv": "total variation to pi_alpha", "loglik": "log-likelihood (eq. 21)",
-          "confidence": "confidence (eq. 22)", "accuracy": "accuracy %"}
+          "confidence": "confidence (eq. 22)", "accuracy": "accuracy %", "pass@k": "pass@k %", "maj@k": "maj@k %"}
 
 
 def _q(key: str, r: dict) -> str:
@@ -35,8 +35,8 @@ def _q(key: str, r: dict) -> str:
     if x is None:
         return "-"
     if lo is None or hi is None:
-        return f"{100 * x:.0f}%" if key == "accuracy" else f"{x:.3f}"
-    if key == "accuracy":
+        return f"{100 * x:.0f}%" if key in SHARES else f"{x:.3f}"
+    if key in SHARES:
         return f"{100 * x:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]"
     return f"{x:.3f} [{lo:.3f}, {hi:.3f}]"
 
@@ -111,6 +111,9 @@ def _caption(res: dict) -> str:
     else:
         words.append("loglik, confidence: the answers' mean eqs. 21-22 under p0 with 95% intervals; accuracy: with "
                      "its 95% Wilson interval")
+        if "pass@k" in res["measures"]:
+            words.append(f"pass@k, maj@k: k = {res['seeds']}, a prompt's seeds its samples (pass@k: Chen et al. "
+                         "2021's unbiased estimator; maj@k: their majority answer right)")
     words.append("front, one mark a measure: ★ on the joint front, ● on its method's own front, · dominated")
     return "; ".join(words)
 
@@ -165,7 +168,7 @@ def _series(res: dict, key: str):
 
 
 def _scale(key: str) -> float:
-    return 100.0 if key == "accuracy" else 1.0
+    return 100.0 if key in SHARES else 1.0
 
 
 def save_figure(res: dict, stem: Path, fmt: str) -> str | None:

@@ -13,11 +13,16 @@ Each grader is an object with one name (an item's `grader` field) and three meth
 The text graded is what a person reads: an MH chain's state cut at its first EOS.
 Python unit tests never run in this process: `sandbox.run_tests` runs the code in a program
 host (in bubblewrap where it works) and the tests in a runner the code cannot reach.
+The `math` grader reads LaTeX answers as the math benchmarks grade them, with math-verify
+(the `eval` extra): `\\frac{1}{2}`, `0.5` and `1/2` are one answer, `x=3` is `3`.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
@@ -189,11 +194,30 @@ def code_of(response: str) -> str:
     return "\n\n".join(b for b in blocks if b.strip()) if blocks else response
 
 
+_IMPORT_LINE = re.compile(r"^(?:from [\w.]+ import [\w., ()*]+"
+                          r"|import [\w.]+(?: as \w+)?(?:, [\w.]+(?: as \w+)?)*)[ \t]*$", re.MULTILINE)
+
+
+def prompt_imports(prompt: str) -> str:
+    """The import lines a prompt's code starts from (a HumanEval prompt imports what its signature uses,
+    `from typing import List`; the function a response gives often leaves them out), each one tried: a module
+    the prompt names but the sandbox lacks fails only the code that uses it."""
+    lines = []
+    for m in _IMPORT_LINE.finditer(prompt):
+        try:
+            compile(m.group(0).strip(), "<prompt>", "exec")
+        except SyntaxError:  # prose that happens to start with 'from ... import'
+            continue
+        lines.append(m.group(0).strip())
+    return "\n".join(f"try:\n    {line}\nexcept ImportError:\n    pass" for line in dict.fromkeys(lines))
+
+
 class PythonGrader(Grader):
     name = "python"
     help = ("the answer is Python test code (asserts or unittest tests) run against the response's code (its "
             "```python blocks, else all of it), the code in a sandbox where bubblewrap works; right iff every test "
-            "passes")
+            "passes; the prompt's import lines run before the code (HumanEval's `from typing import List`); "
+            "HumanEval's tests end with check(ENTRY_POINT), the check(candidate) convention")
 
     def __init__(self, limits: CodeLimits | None = None):
         self.limits = limits or CodeLimits()
@@ -212,12 +236,157 @@ class PythonGrader(Grader):
         code = self.extract(response, prompt)
         if code is None:
             return Grade(False, None, "no code")
-        result = run_tests(code, answer, self.limits)
+        imports = prompt_imports(prompt)
+        result = run_tests(f"{imports}\n\n{code}" if imports else code, answer, self.limits)
         return Grade(result.passed, code, result.detail)
 
 
+# -- math: LaTeX answers, read by math-verify -----------------------------------------------------
+
+MATH_TIMEOUT_S = 5  # math-verify's own limit on one parse or comparison (whole seconds: signal.alarm)
+MAX_MATH_ANSWER = 2_000  # characters of a reference answer or of what is read from a response
+MAX_GOLDS = 100_000  # references a math grader keeps read (a task file's items at most)
+
+
+@functools.cache
+def need_math_verify():
+    """math-verify's parse and verify, or one line saying how to install it."""
+    try:
+        import math_verify
+    except ImportError:
+        from presto_tui.errors import InputError
+
+        raise InputError("the math grader needs math-verify: pip install 'presto-tui[eval]' (or math-verify)") \
+            from None
+    # its warnings (a timeout, a parse that failed) are per response: they are the grade's, not stderr's
+    logging.getLogger("math_verify").addHandler(logging.NullHandler())
+    logging.getLogger("math_verify").propagate = False
+    return math_verify
+
+
+def _math_timeout() -> int | None:
+    """math-verify times out with signal.alarm, which only the main thread may set: elsewhere (a server's
+    thread) it runs without its timer, on inputs cut to MAX_MATH_ANSWER characters."""
+    return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
+def _unwrap_text(latex: str) -> str:
+    """A text answer as a person reads it: '\\text{Evelyn}' -> 'Evelyn', '\\textbf{(C)}' -> '(C)'."""
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", latex)
+    return s.replace("$", "").replace("\\boxed", "").strip("{} ")
+
+
+class MathGrader(Grader):
+    name = "math"
+    help = ("the last \\boxed{} of the response (else its final answer line, else its last expression) against the "
+            "answer (LaTeX, as MATH-500 and AIME write it), read and compared by math-verify: equivalent forms are "
+            "equal (\\frac{1}{2} = 0.5 = 1/2, \\sqrt{8} = 2\\sqrt{2}, x=3 = 3, {3, 5} = {5, 3}, intervals by their "
+            "ends); text answers by their words")
+
+    def __init__(self) -> None:
+        self.mv = need_math_verify()
+        self._golds: dict[str, list] = {}  # a reference read once: every chain and method of its item is graded on it
+
+    def _gold(self, answer: str) -> list:
+        if answer not in self._golds:
+            if len(self._golds) >= MAX_GOLDS:
+                self._golds.clear()
+            self._golds[answer] = self._parse(answer, gold=True)
+        return self._golds[answer]
+
+    def _parse(self, text: str, *, gold: bool = False) -> list:
+        mv = self.mv
+        timeout = _math_timeout()
+        if gold:  # a reference is the answer itself: read it whole, as math-verify's own examples do
+            text = text if "\\boxed" in text else f"\\boxed{{{text}}}"
+            configs = [mv.LatexExtractionConfig(), mv.ExprExtractionConfig()]
+        else:
+            configs = [mv.LatexExtractionConfig(boxed_match_priority=0), mv.ExprExtractionConfig()]
+        try:
+            return mv.parse(text, extraction_config=configs, parsing_timeout=timeout)
+        except Exception:  # a response math-verify cannot read has no answer, it does not end the evaluation
+            return []
+
+    def check(self, answer: str) -> None:
+        if len(answer) > MAX_MATH_ANSWER:
+            raise ValueError(f"answer is longer than {MAX_MATH_ANSWER} characters (grader math)")
+        if not self._gold(answer):
+            raise ValueError(f"answer {answer[:40]!r} is not an expression math-verify reads (grader math)")
+
+    def _read(self, response: str) -> tuple[list, str | None]:
+        """(math-verify's reading, the answer as the response writes it: its last \\boxed{} whole, as
+        math-verify reads a decimal as a fraction and shows it so)."""
+        boxed = last_boxed(response)
+        if boxed:  # the last box alone: math-verify would read every box of the response as one set
+            found = self._parse(f"\\boxed{{{boxed}}}")
+        else:  # no box: the final answer line ('The final answer is $10$'), else the last expression
+            found = self._parse(response[-50 * MAX_MATH_ANSWER:])
+        if len(found) < 2 or not isinstance(found[-1], str) or len(found[-1]) > MAX_MATH_ANSWER:
+            return [], None
+        return found, boxed or found[-1]
+
+    def extract(self, response: str, prompt: str = "") -> str | None:
+        return self._read(response)[1]
+
+    def grade(self, response: str, answer: str, prompt: str = "") -> Grade:
+        found, shown = self._read(response)
+        if shown is None:
+            return Grade(False, None)
+        gold = self._gold(answer)
+        try:
+            right = bool(self.mv.verify(gold, found, timeout_seconds=_math_timeout()))
+        except Exception:
+            right = False
+        # a text answer ('Evelyn', '\\text{(C)}'): math-verify reads letters as symbols; the words decide
+        right = right or normalise_text(_unwrap_text(shown)) == normalise_text(_unwrap_text(answer))
+        return Grade(right, shown)
+
+    def key(self, response: str, prompt: str = "") -> str | None:
+        """The canonical form --vote groups by: sympy's, numbers as exact rationals where they are ('0.5',
+        '1/2' and '\\frac{1}{2}' are '1/2'), 'x = 3' as '3'."""
+        found, shown = self._read(response)
+        if shown is None:
+            return None
+        return canonical(found[0], shown)
+
+
+def last_boxed(text: str) -> str | None:
+    """What the last \\boxed{...} (or \\fbox{...}) of `text` holds, its braces balanced; None without one."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth = 1
+    for j in range(i, min(len(text), i + MAX_MATH_ANSWER)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j].strip()
+    return None
+
+
+_WORDS = re.compile(r"[A-Za-z][A-Za-z\s.,'()-]*[A-Za-z.)]")
+
+
+def canonical(expr, shown: str) -> str:
+    import sympy
+
+    words = _unwrap_text(shown)
+    if _WORDS.fullmatch(words) and "\\" not in words:  # 'Evelyn', '(C)': math-verify reads them as products
+        return normalise_text(words)
+    try:
+        if isinstance(expr, sympy.Eq) and isinstance(expr.lhs, sympy.Symbol):
+            expr = expr.rhs
+        if isinstance(expr, sympy.Basic):  # math-verify keeps the response's form: sqrt(12), 2**2 (evaluated here,
+            expr = expr.doit()  # never by sympify: a \\text{} becomes a symbol of any name)
+        if isinstance(expr, sympy.Expr) and expr.is_number:  # 25\\% is 1/4, 0.5 is 1/2
+            expr = sympy.nsimplify(expr, rational=True)
+        return str(expr)
+    except Exception:
+        return normalise_text(_unwrap_text(shown))
+
+
 GRADERS: dict[str, type[Grader]] = {g.name: g for g in (ExactGrader, NumberGrader, ChoiceGrader, RegexGrader,
-                                                        PythonGrader)}
+                                                        PythonGrader, MathGrader)}
 DEFAULT_GRADER = ExactGrader.name
 
 

@@ -46,11 +46,38 @@ def _chains_diagnostics(o: Outcome, selection) -> list | None:
     return list(chains_report([c.summary for c in o.chains], selection).diagnostics)
 
 
+def chain_samples(ev: Evaluation, o: Outcome, graders: dict) -> list:
+    """The finished chains of a pair as pass@k's samples: what the item's grader reads, and its grade."""
+    from presto_tui.eval.passk import Sample
+
+    item = ev.items[o.item]
+    if item.grader not in graders:
+        from presto_tui.eval.graders import grader
+
+        graders[item.grader] = grader(item.grader)  # its key only: reads, never runs a response's code
+    g = graders[item.grader]
+    return [Sample(g.key(c.summary.text, item.prompt), c.grade.correct) for c in o.chains
+            if c.status == "done" and c.grade is not None]
+
+
+def sample_estimates(ev: Evaluation, done: list[Outcome], graders: dict) -> dict:
+    """--chains M: pass@k and maj@k (k = 1, 2, 4, ..., M) over the items, from each item's chains."""
+    from presto_tui.eval.passk import budgets, estimates
+
+    per_item = [chain_samples(ev, o, graders) for o in done]
+    m = max((len(s) for s in per_item), default=0)
+    if m < 2:
+        return {}
+    est = estimates(per_item, budgets(m))
+    return {"pass_at_k": est["pass"], "maj_at_k": est["maj"], "items_at_k": est["items"]}
+
+
 def method_rows(ev: Evaluation, selection=None) -> list[dict]:
     from presto_tui.api.diagnostics import ALL
 
     selection = selection or ALL
     rows = []
+    graders: dict = {}
     for j, m in enumerate(ev.methods):
         outs = ev.finished(j)
         done = [o for o in outs if o.status == "done"]
@@ -75,6 +102,7 @@ def method_rows(ev: Evaluation, selection=None) -> list[dict]:
                                          if c.grade is not None]),
                 "agreement": _mean([o.vote["share"] for o in done if o.vote is not None])}
                if any(len(o.chains) > 1 for o in done) else {}),
+            **(sample_estimates(ev, done, graders) if any(len(o.chains) > 1 for o in done) else {}),
             **_worst([_chains_diagnostics(o, selection) for o in done]),
         })
     return rows
@@ -101,7 +129,9 @@ def _answer(o: Outcome, selection=None) -> dict:
             d["detail"] = o.verdict.detail
     if len(o.chains) > 1:
         d["chains"] = [{"text": c.summary.text, "status": c.status,
+                        "extracted": None if c.grade is None else c.grade.extracted,
                         "correct": None if c.grade is None else c.grade.correct} for c in o.chains]
+        d["chains_correct"] = sum(1 for c in o.chains if c.grade is not None and c.grade.correct)
     if o.vote is not None:
         d["vote"] = o.vote
     if selection is not None and (diags := _chains_diagnostics(o, selection)) is not None:
@@ -208,6 +238,8 @@ def render(console: Console, res: dict, *, items: bool = True) -> None:
         if worst:
             console.print(Text(f"chains (worst over the items, log-target; "
                                f"{Selection(**res['diagnostics_draws']).words}): {worst}"))
+    if any("pass_at_k" in r for r in res["methods"]):
+        render_samples(console, res)
     if items:
         render_items(console, res)
     if res["equivalence"]:
@@ -239,6 +271,26 @@ def _methods_table(title: str, caption: str, shown: list[str], columns: list[str
 
 def _width(console: Console, renderable) -> int:
     return Measurement.get(console, console.options.update_width(10_000), renderable).maximum
+
+
+def render_samples(console: Console, res: dict) -> None:
+    """--chains M: pass@k and maj@k per method, k = 1, 2, 4, ..., M."""
+    rows = [r for r in res["methods"] if "pass_at_k" in r]
+    ks = list(dict.fromkeys(k for r in rows for k in r["pass_at_k"]))
+    t = Table(title=f"pass@k and maj@k over {res.get('chains', max(map(int, ks)))} chains per item",
+              title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, caption_justify="left",
+              caption="pass@k: at least one of k chains right (the unbiased estimator of Chen et al. 2021 from all "
+                      "the chains); maj@k: the majority of k chains' answers right (grouped by what the grader "
+                      "reads), averaged over every k of them; over the items with k finished chains")
+    t.add_column("method", no_wrap=True)
+    for k in ks:
+        t.add_column(f"pass@{k}", justify="right", no_wrap=True)
+    for k in ks:
+        t.add_column(f"maj@{k}", justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(Text(r["label"]), *(_pct(r["pass_at_k"].get(k)) for k in ks),
+                  *(_pct(r["maj_at_k"].get(k)) for k in ks))
+    console.print(t)
 
 
 def render_items(console: Console, res: dict) -> None:

@@ -1,13 +1,40 @@
-"""Graded tasks: a JSONL task file, or the built-in set generated from a seed.
+"""Graded tasks: a task file (JSONL, CSV or Parquet), a Hugging Face dataset, or the built-in set.
 
-A task file holds one JSON object a line: `prompt` and `answer` (strings; the `number`
-grader's answer may also be a JSON number, `"answer": 4`), and optionally `grader` (one of
-`graders.GRADERS`; default: `--grader`, else `exact`) and `id` (a string or a whole number;
-default: the line number).  Blank lines and lines starting with `#`
-are skipped.  A bad line is refused with `file:line: what is wrong` (exit 2) before any
+The tool's own layout is JSONL, one JSON object a line: `prompt` and `answer` (strings; the
+`number` and `math` graders' answer may also be a JSON number, `"answer": 4`), and
+optionally `grader` (one of `graders.GRADERS`; default: `--grader`, else `exact`) and `id`
+(a string or a whole number; default: the line number).  Blank lines and lines starting with
+`#` are skipped.  A bad line is refused with `file:line: what is wrong` (exit 2) before any
 engine starts: not JSON, a missing or empty field, an unknown grader, an answer its
 grader cannot grade against (not a number, not a letter, a pattern that does not
 compile, tests that do not compile), a repeated id.
+
+Published task files are read as they are (`Layout`): a file ending `.csv` or `.parquet` is
+read by pandas (a row where JSONL has a line; errors say `file: row N:`), any other as JSONL;
+`--preset` names the layout of a benchmark and `--fields prompt=COLUMN,answer=COLUMN,...`
+maps the file's columns to an item's (over a preset's); other columns are kept for the
+prompt template (`--prompt-template`: `{prompt}` is the mapped prompt, `{COLUMN}` any
+column of the row; other braces, as in `\\boxed{}`, stay as written).  Column names match
+exactly, else ignoring case (AIME 2024 spells them `Problem`, `Answer`).  The presets
+(`PRESETS`), with each benchmark's own field names:
+
+- `math` (also `math500`, `aime`): MATH-500 (`problem`, `solution`, `answer`, `subject`,
+  `level`, `unique_id`), AIME (`id`, `problem`, `solution`, `answer`, `url`; AIME 2024:
+  `ID`, `Problem`, `Solution`, `Answer`): the prompt is `problem` and a request for a
+  `\\boxed{}` answer, graded by `math` (math-verify) against `answer`; the id from
+  `unique_id`, else `id`;
+- `gsm8k`: GSM8K (`question`, `answer`, the answer's last line `#### 72`): the prompt is
+  `question` and a request for a `\\boxed{}` number, graded by `number` against what
+  follows `####`;
+- `humaneval`: HumanEval (`task_id`, `prompt`, `canonical_solution`, `test`,
+  `entry_point`): the prompt asks for the function `prompt` begins, graded by `python`
+  running `test` and then `check(ENTRY_POINT)` (the benchmark's `check(candidate)`
+  convention); the id from `task_id`.
+
+`hf:ORG/NAME[/CONFIG][:SPLIT]` (split `test` by default) reads a dataset of the Hugging Face
+hub with `datasets`, from its cache, downloading it where a network allows; with
+`HF_HUB_OFFLINE=1`, or no network, one line names the dataset and why.  Nothing else is ever
+downloaded: a file stays the user's.
 
 The built-in set (`builtin`, or `builtin:arith`, `builtin:mc`) is generated from
 `--task-seed`, so the same seed gives the same items everywhere:
@@ -22,14 +49,17 @@ methods apart when they differ by much, not a benchmark of knowledge or reasonin
 
 from __future__ import annotations
 
+import os
 import random
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
 
 from presto_tui.errors import InputError
-from presto_tui.eval.graders import DEFAULT_GRADER, GRADERS, NumberGrader, grader
+from presto_tui.eval.graders import DEFAULT_GRADER, GRADERS, MathGrader, NumberGrader, grader
 from presto_tui.files import readable_file
 from presto_tui.safetext import visible
 
@@ -48,28 +78,154 @@ class Item:
 BUILTIN = "builtin"
 BUILTIN_SETS = ("arith", "mc")
 ARITH_ITEMS = 30
+HUB = "hf:"
+ITEM_FIELDS = ("prompt", "answer", "id", "grader")  # what --fields maps
 
 
-def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0) -> list[Item]:
-    """The items `spec` names: `builtin`, `builtin:arith`, `builtin:mc`, or a task file's path."""
+# -- layouts: how a published file's columns make an item -------------------------------------
+
+def _gsm8k_answer(row: Mapping, answer: str) -> str:
+    """GSM8K's answer is the worked solution; the number is what follows its last '####'."""
+    if "####" not in answer:
+        raise ValueError("the answer has no '#### <number>' line (GSM8K's layout)")
+    return answer.rpartition("####")[2].strip().replace(",", "")
+
+
+def _humaneval_tests(row: Mapping, test: str) -> str:
+    """HumanEval's `test` defines check(candidate); the tests call it on the function `entry_point` names."""
+    entry = _get(row, "entry_point")
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise ValueError("\"entry_point\" must name the function the tests check (HumanEval's layout)")
+    return f"{test.rstrip()}\n\n\ncheck({entry})\n"
+
+
+BOXED_REQUEST = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which columns make an item's fields, the prompt's template and the layout's grader."""
+
+    name: str
+    fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # item field -> columns, first present
+    grader: str | None = None  # the layout's grader (--grader and a row's own `grader` column go first)
+    template: str | None = None  # the prompt; None: the prompt column as it is
+    answer_of: Callable[[Mapping, str], str] | None = None  # the reference from the answer column's text
+    strict: bool = False  # the tool's own layout: an unknown column is a mistake
+
+    def columns(self, key: str) -> tuple[str, ...]:
+        return self.fields.get(key, (key,))
+
+
+OWN = Layout("own", strict=True)
+_MATH = Layout("math", {"prompt": ("problem",), "answer": ("answer",), "id": ("unique_id", "id")}, "math",
+               "{prompt}\n\n" + BOXED_REQUEST)
+PRESETS: dict[str, Layout] = {
+    "math": _MATH, "math500": replace(_MATH, name="math500"), "aime": replace(_MATH, name="aime"),
+    "gsm8k": Layout("gsm8k", {"prompt": ("question",), "answer": ("answer",), "id": ("id",)}, "number",
+                    "{prompt}\n\n" + BOXED_REQUEST, _gsm8k_answer),
+    "humaneval": Layout("humaneval", {"prompt": ("prompt",), "answer": ("test",), "id": ("task_id",)}, "python",
+                        "Complete the following Python function. Give the whole function, with its imports, in "
+                        "one ```python block.\n\n```python\n{prompt}```", _humaneval_tests),
+}
+
+
+def layout(preset: str | None = None, fields: str | None = None, template: str | None = None) -> Layout:
+    """The layout `--preset`, `--fields` and `--prompt-template` give (InputError, one line, on a bad one)."""
+    if preset is not None and preset not in PRESETS:
+        raise InputError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    base = PRESETS[preset] if preset is not None else OWN
+    if fields is None and template is None:
+        return base
+    mapping = dict(base.fields)
+    for part in (fields or "").split(","):
+        if not part.strip():
+            continue
+        key, eq, column = (x.strip() for x in part.partition("="))
+        if not eq or not column:
+            raise InputError(f"--fields takes FIELD=COLUMN pairs separated by commas, got {part.strip()!r}")
+        if key not in ITEM_FIELDS:
+            raise InputError(f"--fields: unknown item field {key!r}; map {', '.join(ITEM_FIELDS)}")
+        mapping[key] = (column,)
+    if template is not None and "{" not in template:
+        raise InputError("--prompt-template names no field: write {prompt} (or {COLUMN}) where the prompt goes")
+    return replace(base, name=base.name if preset else "fields", fields=mapping, strict=False,
+                   template=template if template is not None else base.template)
+
+
+def _get(row: Mapping, column: str):
+    """A row's column: by its exact name, else ignoring case."""
+    if column in row:
+        return row[column]
+    folded = column.casefold()
+    return next((v for k, v in row.items() if isinstance(k, str) and k.casefold() == folded), None)
+
+
+def _first(row: Mapping, columns: tuple[str, ...]):
+    return _named(row, columns)[1]
+
+
+def _named(row: Mapping, columns: tuple[str, ...]) -> tuple[str, object]:
+    """(the column as the row spells it, its value) of the first of `columns` the row has; (columns[0], None)."""
+    for c in columns:
+        if c in row and row[c] is not None:
+            return c, row[c]
+        folded = c.casefold()
+        for k, v in row.items():
+            if isinstance(k, str) and k.casefold() == folded and v is not None:
+                return k, v
+    return columns[0], None
+
+
+_PLACE = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, row: Mapping, prompt: str) -> str:
+    """`template` with {prompt} and {COLUMN} filled from the row; any other brace as written."""
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        if name == "prompt":
+            return prompt
+        value = _get(row, name)
+        return m.group(0) if value is None else str(value)
+
+    return _PLACE.sub(sub, template)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
+               layout: Layout = OWN) -> list[Item]:
+    """The items `spec` names: `builtin`, `builtin:arith`, `builtin:mc`, `hf:ORG/NAME[/CONFIG][:SPLIT]`, or a
+    task file's path (JSONL, CSV or Parquet), read with `layout`."""
     if spec == BUILTIN or spec.startswith(BUILTIN + ":"):
         name = spec.partition(":")[2]
         if name and name not in BUILTIN_SETS:
             raise InputError(f"unknown built-in task set {name!r}; choose builtin, "
                              + ", ".join(f"builtin:{s}" for s in BUILTIN_SETS) + " or a task file")
         return builtin_tasks(name or None, seed)
-    return read_task_file(Path(spec), default_grader)
+    if spec.startswith(HUB) and not Path(spec).exists():
+        return read_hub_dataset(spec, default_grader, layout)
+    return read_task_file(Path(spec), default_grader, layout)
 
 
-def read_task_file(path: Path, default_grader: str | None = None) -> list[Item]:
+TABLES = (".csv", ".parquet", ".pq")
+
+
+def read_task_file(path: Path, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
     readable_file(path, "task file", pipes=True)
     shown = visible(str(path), keep_newlines=False)
+    if path.suffix.lower() in TABLES:
+        rows = _table_rows(path, shown)
+        return _items(rows, shown, "row ", default_grader, layout)
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"{shown}: cannot read task file ({e.strerror})") from None
-    items: list[Item] = []
-    ids: dict[str, int] = {}
+    return _items(_jsonl_rows(raw), shown, "", default_grader, layout)
+
+
+def _jsonl_rows(raw: bytes) -> Iterator[tuple[int, Mapping | ValueError]]:
     for n, line in enumerate(raw.split(b"\n"), start=1):
         text = line.strip()
         if n == 1:
@@ -77,54 +233,141 @@ def read_task_file(path: Path, default_grader: str | None = None) -> list[Item]:
         if not text or text.startswith(b"#"):
             continue
         try:
-            item = _item(text, n, default_grader)
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as e:
+            yield n, ValueError(f"not valid JSON ({str(e).split(':')[0]})")
+            continue
+        if not isinstance(obj, dict):
+            yield n, ValueError(f"an item is a JSON object with \"prompt\" and \"answer\", got {type(obj).__name__}")
+            continue
+        yield n, obj
+
+
+def _table_rows(path: Path, shown: str) -> Iterator[tuple[int, Mapping | ValueError]]:
+    import pandas as pd
+
+    try:
+        if path.suffix.lower() == ".csv":  # every cell as written: '007' and 'NA' are answers, not numbers
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        else:
+            frame = pd.read_parquet(path)
+    except ImportError as e:
+        raise InputError(f"{shown}: reading {path.suffix} needs {e.name or 'pyarrow'} (pip install pyarrow)") from None
+    except Exception as e:  # a file pandas cannot read: one line, its first
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise InputError(f"{shown}: not a {path.suffix.lstrip('.').upper()} table ({first})") from None
+    if len(frame) > MAX_ITEMS:
+        raise InputError(f"{shown}: more than {MAX_ITEMS} items")
+    for n, row in enumerate(frame.to_dict("records"), start=1):
+        yield n, {str(k): _plain(v) for k, v in row.items()}
+
+
+def _plain(value):
+    """A cell as JSON would hold it: numpy's numbers as Python's, a missing cell as None."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value != value:  # NaN: pandas' missing cell
+        return None
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
+    """`hf:ORG/NAME[/CONFIG][:SPLIT]` through `datasets`: from its cache, else downloaded where a network allows."""
+    from presto_tui.api.engine import is_hub_id
+
+    name, _, split = spec.removeprefix(HUB).partition(":")
+    parts = name.split("/")
+    repo, config = "/".join(parts[:2]), (parts[2] if len(parts) == 3 else None)
+    shown = visible(spec, keep_newlines=False)
+    if not is_hub_id(repo) or len(parts) > 3 or (config is not None and not config):
+        raise InputError(f"{shown}: a hub dataset is hf:ORG/NAME[/CONFIG][:SPLIT], as hf:openai/gsm8k/main:test")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        import datasets
+    except ImportError:
+        raise InputError(f"{shown}: reading a hub dataset needs datasets (pip install datasets)") from None
+    try:
+        data = datasets.load_dataset(repo, config, split=split or "test")
+    except Exception as e:  # not cached offline, no network, no such dataset or split: one line says which
+        why = "HF_HUB_OFFLINE is set" if offline else \
+            f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+        raise InputError(f"{shown}: not in the Hugging Face cache and not downloaded ({why})") from None
+    if len(data) > MAX_ITEMS:
+        raise InputError(f"{shown}: more than {MAX_ITEMS} items")
+    return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout)
+
+
+def _items(rows, shown: str, where: str, default_grader: str | None, layout: Layout) -> list[Item]:
+    items: list[Item] = []
+    ids: dict[str, int] = {}
+    for n, row in rows:
+        try:
+            if isinstance(row, ValueError):
+                raise row
+            item = _item(row, n, default_grader, layout)
         except ValueError as e:
-            raise InputError(f"{shown}:{n}: {visible(str(e), keep_newlines=False)}") from None
+            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: {visible(str(e), keep_newlines=False)}") \
+                from None
         if item.id in ids:
-            raise InputError(f"{shown}:{n}: id {visible(item.id, keep_newlines=False)!r} repeats line {ids[item.id]}")
+            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: id {visible(item.id, keep_newlines=False)!r} "
+                             f"repeats {where or 'line '}{ids[item.id]}")
         ids[item.id] = n
         items.append(item)
         if len(items) > MAX_ITEMS:
-            raise InputError(f"{shown}:{n}: more than {MAX_ITEMS} items")
+            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: more than {MAX_ITEMS} items")
     if not items:
         raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")")
     return items
 
 
-def _item(text: bytes, n: int, default_grader: str | None) -> Item:
-    try:
-        obj = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({str(e).split(':')[0]})") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"an item is a JSON object with \"prompt\" and \"answer\", got {type(obj).__name__}")
-    unknown = sorted(set(obj) - {"prompt", "answer", "grader", "id"})
-    if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r}; an item has prompt, answer, grader and id")
-    name = obj.get("grader", default_grader or DEFAULT_GRADER)
+NUMERIC_ANSWERS = (NumberGrader.name, MathGrader.name)  # graders whose reference may be a number
+
+
+def _item(obj: Mapping, n: int, default_grader: str | None, layout: Layout = OWN) -> Item:
+    if layout.strict:
+        unknown = sorted(set(obj) - set(ITEM_FIELDS))
+        if unknown:
+            hint = next((f"; a {preset} file? --preset {preset}" for preset, cols in _HINTS if unknown[0] in cols), "")
+            raise ValueError(f"unknown field {unknown[0]!r}; an item has prompt, answer, grader and id (map a file's "
+                             f"own columns with --fields){hint}")
+    name = _first(obj, layout.columns("grader")) or default_grader or layout.grader or DEFAULT_GRADER
     fields = {}
     for key in ("prompt", "answer"):
-        value = obj.get(key)
+        column, value = _named(obj, layout.columns(key))
         if value is None:
-            raise ValueError(f"missing \"{key}\"")
-        if key == "answer" and name == NumberGrader.name and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
+            raise ValueError(f"missing \"{column}\"")
+        if key == "answer" and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and (name in NUMERIC_ANSWERS or not layout.strict):
             value = str(value)  # a number graded as a number: 4, 0.5, 1e+30 (the grader reads it exactly)
         if not isinstance(value, str):
-            takes = " (a number only with grader number)" if type(value) in (int, float) else ""
-            raise ValueError(f"\"{key}\" must be a string{takes}, got {type(value).__name__}")
+            takes = " (a number only with grader number or math)" if type(value) in (int, float) else ""
+            raise ValueError(f"\"{column}\" must be a string{takes}, got {type(value).__name__}")
         if not value.strip():
-            raise ValueError(f"\"{key}\" is empty")
+            raise ValueError(f"\"{column}\" is empty")
         if len(value) > MAX_FIELD:
-            raise ValueError(f"\"{key}\" is longer than {MAX_FIELD} characters")
+            raise ValueError(f"\"{column}\" is longer than {MAX_FIELD} characters")
         fields[key] = value
     if not isinstance(name, str) or name not in GRADERS:
         raise ValueError(f"unknown grader {str(name)[:40]!r}; choose one of {', '.join(GRADERS)}")
+    if layout.answer_of is not None:
+        fields["answer"] = layout.answer_of(obj, fields["answer"])
+    if layout.template is not None:
+        fields["prompt"] = fill(layout.template, obj, fields["prompt"])
     grader(name).check(fields["answer"])
-    ident = obj.get("id", n)
+    ident = _first(obj, layout.columns("id"))
+    ident = n if ident is None else ident
     if isinstance(ident, bool) or not isinstance(ident, (str, int)) or (isinstance(ident, str) and not ident.strip()):
         raise ValueError("\"id\" must be a non-empty string or a whole number")
     return Item(str(ident), fields["prompt"], fields["answer"], name)
+
+
+# the columns that give a published layout away, for the one line that refuses them in the tool's own
+_HINTS = (("math", ("problem", "solution", "unique_id")), ("gsm8k", ("question",)),
+          ("humaneval", ("entry_point", "test", "task_id", "canonical_solution")))
 
 
 # -- the built-in set --------------------------------------------------------------------------
