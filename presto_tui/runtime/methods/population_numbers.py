@@ -155,6 +155,10 @@ class LadderNumbers:
             m = self.mean_accept()[i]
             mean = "not proposed" if m is None else f"mean A {m:.2f} over {self.proposed[i]}"
             out.append((f"swap {self.label(i)}", f"{mean}, accepted {self.accepted[i]}/{self.proposed[i]}"))
+        share = self.alpha_level_share()
+        if share:  # the index process, summed up: how long each state held the alpha level
+            out.append(("alpha level held (share of records)", "  ".join(
+                f"r{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
         lam = self.barrier
         out.append(("barrier Lambda (Syed et al.)", "- (a pair never proposed)" if lam is None else
                     f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; "
