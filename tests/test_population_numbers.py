@@ -104,6 +104,7 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     assert lad.barrier == pytest.approx(0.7 + 0.75)
     assert lad.suggested_replicas == 3  # about 2 Lambda = 2.9
     assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
+    assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
     d = lad.to_dict()["ladder"]
     assert [p["pair"] for p in d["pairs"]] == [[3, 2], [2, 1]]  # top-down, as the app's grid shows them
     assert d["pairs"][0]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][1]["proposed"] == 2

@@ -358,12 +358,15 @@ class PptInfo(OneShotInfo):
                 *super().rows()]
 
     def drawn(self) -> str:
-        """'R=4 swaps 41/62/55% 3 trips': replicas, each pair's swap acceptance (from the lowest), round trips."""
+        """'R=4 A 4-3 .62 3-2 .41 2-1 .05, 3 trips': replicas, each pair's mean swap probability (top-down, as the
+        app's grid shows them; '-' where none was proposed), round trips."""
         R = len(self.exponents)
         if R < 2:
             return f"R={R}"
-        rates = "/".join("-" if r is None else f"{100 * r:.0f}" for r in self.rates())
-        return f"R={R} swaps {rates}% {self.round_trips} trips"
+        means = self.ladder.mean_accept()
+        pairs = " ".join(f"{i + 2}-{i + 1} " + ("-" if m is None else f"{m:.2f}".lstrip("0"))
+                         for i, m in reversed(list(enumerate(means))))
+        return f"R={R} A {pairs}, {self.round_trips} trips"
 
     def notes(self) -> list[str]:
         out = []
