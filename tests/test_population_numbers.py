@@ -263,3 +263,19 @@ def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trac
     assert blocks["resampled"].tolist() == [e.resampled for e in rm] and any(e.resampled for e in rm)
     assert blocks["unique_ancestors"].tolist() == [len(set(e.parents)) if e.resampled else 4 for e in rm]
     assert math.isfinite(t.sessions.loc[2, "log_z"]) and t.sessions.loc[2, "transitions"] == 4 * 2 * len(rm)
+
+
+def test_eval_gives_populations_their_transitions(tmp_path):
+    """eval's `tr` said 0 for tempering and resample-move: it is the alpha replica's transitions, and every
+    particle's moves."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"prompt": q, "answer": "cat", "grader": "regex"}) + "\n"
+                             for q in ("the cat", "a dog ran")))
+    res = runner.invoke(cli_app, ["eval", str(tasks), "--methods", "ppt,resample-move", "-n", "4", "-K", "3",
+                                  "--particles", "2", "--json", "--no-trace", "-o", str(tmp_path / "r.json")],
+                        env={"PRESTO_TUI_BACKEND": "synthetic"})
+    assert res.exit_code == 0, res.output
+    rows = {m["label"]: m for m in json.loads(res.stdout)["methods"]}
+    assert rows["ppt"]["transitions"] == 3  # one block of K = 3: the alpha replica's
+    assert rows["resample-move"]["transitions"] == 2 * 3  # two particles, K = 3 each
+    assert all(0 < m["acceptance_rate"] <= 1 for m in rows.values())
