@@ -221,7 +221,7 @@ class SessionSummary:
             self.status, self.error = "error", ev.message
         elif isinstance(ev, Damaged):
             self.damaged_lines.extend(ev.lines)
-        if self.population and (own := self.info.session_moves()) is not None:  # resample-move: all particles'
+        if (own := self.info.session_moves()) is not None and self.population:  # resample-move: all particles'
             self.transitions, self.accepted = own
         if self.damaged_lines:  # whatever it ended with, its numbers are those of what could be read
             self.status = "damaged"
