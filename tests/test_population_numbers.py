@@ -144,6 +144,7 @@ def _log_zs(params, engine):
     return [sums[i] for i in range(SEEDS)]
 
 
+@pytest.mark.slow  # (300 sessions a case, as the law tests' sessions: about 12 s in all)
 @pytest.mark.parametrize("sampler,P", [("powersmc", 3), ("powersmc", 8), ("resample-move", 3),
                                        ("resample-move", 6)])
 def test_the_log_z_estimate_is_unbiased_for_z_on_the_enumerable_model(sampler, P):
