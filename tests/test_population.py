@@ -177,7 +177,7 @@ def test_round_trips_count_states_that_went_from_the_hottest_replica_to_the_cold
     step((0, 2, 1), (0,), (True,))  # state 0 back at the hottest: one round trip
     assert info.round_trips == 1
     assert info.to_dict()["swaps"][0] == {"pair": [1, 2], "proposed": 3, "accepted": 3, "rate": 1.0}
-    assert info.drawn() == "R=3 swaps 100/100% 1 trips"
+    assert info.drawn() == "R=3 A 3-2 .50 2-1 .50, 1 trips"  # each pair's mean swap probability, top-down
 
 
 def test_ppt_reports_its_replicas_swaps_and_round_trips_in_run_json_and_says_when_no_swap_was_proposed():

@@ -1,8 +1,10 @@
 """MCMC diagnostics of a prompt's chains (ArviZ's split R-hat, bulk and tail ESS, MCSE per block) and
-the answer they agree on (self-consistency's vote)."""
+the answer they agree on (self-consistency's vote); a population's own diagnostics (`ladder_of`: tempering's
+pairs, mean swap probabilities, Lambda, index process; `smc_of`: an SMC session's log Z, ESS and genealogy)."""
 
 from __future__ import annotations
 
+from presto_tui.runtime.methods.population_numbers import LadderNumbers, SmcNumbers, ladder_of, smc_of
 from presto_tui.runtime.session.answers import AnswerGroup, Vote, vote
 from presto_tui.runtime.session.diagnostics import (
     ALL,
@@ -25,7 +27,7 @@ from presto_tui.runtime.session.diagnostics import (
 )
 
 __all__ = [
-    "ALL", "AnswerGroup", "ChainsReport", "Diagnostic", "ESS_MIN", "MISSING", "QUANTITIES", "RHAT_MAX", "Selection",
-    "THRESHOLDS", "Vote", "autocorrelation", "available", "chain_groups", "chains_report", "diagnose", "draws_of",
-    "require", "running_rhat", "vote",
+    "ALL", "AnswerGroup", "ChainsReport", "Diagnostic", "ESS_MIN", "LadderNumbers", "MISSING", "QUANTITIES",
+    "RHAT_MAX", "Selection", "SmcNumbers", "THRESHOLDS", "Vote", "autocorrelation", "available", "chain_groups",
+    "chains_report", "diagnose", "draws_of", "ladder_of", "require", "running_rhat", "smc_of", "vote",
 ]

@@ -7,6 +7,8 @@ prompt's chains as an ArviZ DataTree (InferenceData), so every pandas and ArviZ 
     t.sessions                      # one row per session: parameters, status, numbers `stats` prints
     t.transitions                   # one row per MH transition: log-target, eqs. 21-22, accepted
     t.rounds, t.nodes               # one row per round (epoch), per node of its tree
+    t.swaps, t.replicas, t.ladder   # tempering: per swap proposed, per level at each barrier, per pair
+    t.particles, t.smc_blocks       # PowerSMC, resample-move: per particle and per block (ESS, genealogy)
     idata = t.chains(1)             # the chains of the first `--chains M` prompt, for arviz
     import arviz_stats; arviz_stats.rhat(idata)
 
@@ -23,6 +25,7 @@ in one line what to install.  The trace is read through the same gate as `replay
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +38,11 @@ from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.logs.stats import repeated_sessions, sessions_once
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
+from presto_tui.runtime.methods.population_numbers import SmcNumbers, ladder_of
+from presto_tui.runtime.methods.powersmc import SmcStep
+from presto_tui.runtime.methods.ppt import PtStep
+from presto_tui.runtime.methods.resample_move import RmStep
+from presto_tui.runtime.session.batch import normalised
 from presto_tui.runtime.session.diagnostics import Selection
 from presto_tui.runtime.session.events import RoundDone, Transition
 from presto_tui.runtime.session.summary import SessionSummary
@@ -51,11 +59,30 @@ NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "i
               "log_target": "float64", "log_proposal": "float64", "log_ratio": "float64", "accept_prob": "float64",
               "reach": "float64", "on_path": "bool"}
 SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
-                 "chain": "int64", "chains": "int64", "ended": "bool"}
+                 "chain": "int64", "chains": "int64", "ended": "bool", "population_transitions": "Int64",
+                 "population_acceptance_rate": "float64", "log_z": "float64", "barrier": "float64",
+                 "suggested_replicas": "Int64"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
-                   "eps_certain_share", "chain", "chains", "group", "error")
+                   "eps_certain_share", "chain", "chains", "group", "population_transitions",
+                   "population_acceptance_rate", "log_z", "error")
+SWAP_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block": "int64", "transition": "int64",
+              "pair": "object", "lower": "int64", "upper": "int64", "alpha_lower": "float64", "alpha_upper": "float64",
+              "log_p0_lower": "float64", "log_p0_upper": "float64", "accept_prob": "float64", "accepted": "bool",
+              "clock": "float64"}
+REPLICA_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block": "int64", "transition": "int64",
+                 "final": "bool", "level": "int64", "exponent": "float64", "replica": "int64", "log_p0": "float64",
+                 "log_target": "float64", "transitions": "int64", "accepted": "int64", "clock": "float64"}
+LADDER_TYPES = {"session": "int64", "chain": "int64", "pair": "object", "lower": "int64", "upper": "int64",
+                "alpha_lower": "float64", "alpha_upper": "float64", "proposed": "int64", "accepted": "int64",
+                "mean_accept_prob": "float64", "rejection_rate": "float64"}
+PARTICLE_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "int64", "particle": "int64",
+                  "log_weight": "float64", "weight": "float64", "ess": "float64", "resampled": "bool",
+                  "ancestor": "int64", "moves_proposed": "Int64", "moves_accepted": "Int64"}
+SMC_BLOCK_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "int64", "ess": "float64",
+                   "ess_share": "float64", "resampled": "bool", "unique_ancestors": "int64", "lineages": "int64",
+                   "log_mean_weight": "float64", "moves_accepted": "Int64"}
 
 
 def need(module: str, extra: str = "data") -> Any:
@@ -153,6 +180,8 @@ class TraceData:
             row.update({p.name: start.params.get(p.name) for p in SAMPLER_PARAMS})
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
+            ladder = d.get("ladder") or {}
+            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"))
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
@@ -220,6 +249,107 @@ class TraceData:
                    "log_target", "log_proposal", "log_ratio", "accept_prob", "eps_class", "reach", "on_path"]
         return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
 
+    # -- populations ----------------------------------------------------------------------------
+    @cached_property
+    def swaps(self):
+        """Tempering: one row per swap proposed: session, chain, barrier (from 1), block and transition (of the
+        block, done before it), the pair ('4-3', the higher replica first, as the app shows them), its levels
+        `lower` and `upper` (from 1, the lowest exponent first) and their exponents, log p0 of the state each
+        held before the swap, the swap probability A (`accept_prob`), whether it was accepted, the clock."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self._sessions, start=1):
+            for ev in sess.events:
+                if not isinstance(ev, PtStep):
+                    continue
+                for lo, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
+                    p_lo, p_hi = ev.log_p0[lo], ev.log_p0[lo + 1]  # after the swap: before it, the other way
+                    if ok:
+                        p_lo, p_hi = p_hi, p_lo
+                    rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
+                                 "transition": ev.k, "pair": f"{lo + 2}-{lo + 1}", "lower": lo + 1, "upper": lo + 2,
+                                 "alpha_lower": ev.exponents[lo], "alpha_upper": ev.exponents[lo + 1],
+                                 "log_p0_lower": p_lo, "log_p0_upper": p_hi, "accept_prob": A, "accepted": ok,
+                                 "clock": ev.clock})
+        return pd.DataFrame(rows, columns=list(SWAP_TYPES)).astype(SWAP_TYPES)
+
+    @cached_property
+    def replicas(self):
+        """Tempering: one row per level at every barrier (and the end's record, `final`): its exponent, the
+        replica whose state it holds (`replica`: the level that state started at, from 1; a replica's levels
+        over the barriers are its index process), log p0 and the log-target (exponent x log p0) of that state,
+        and the level's MH transitions and accepted since the record before."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self._sessions, start=1):
+            for ev in sess.events:
+                if not isinstance(ev, PtStep):
+                    continue
+                for lv, (a, h, lp) in enumerate(zip(ev.exponents, ev.holders, ev.log_p0)):
+                    rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
+                                 "transition": ev.k, "final": ev.final, "level": lv + 1, "exponent": a,
+                                 "replica": h + 1, "log_p0": lp, "log_target": a * lp,
+                                 "transitions": ev.transitions[lv], "accepted": ev.accepted[lv], "clock": ev.clock})
+        return pd.DataFrame(rows, columns=list(REPLICA_TYPES)).astype(REPLICA_TYPES)
+
+    @cached_property
+    def ladder(self):
+        """Tempering: one row per session and pair, top-down (the alpha pair first): swaps proposed and
+        accepted, the mean swap probability A and the rejection rate 1 - mean A (the sessions frame holds
+        their sum, the barrier Lambda, and the replicas it suggests)."""
+        pd = need("pandas")
+        rows = []
+        for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
+            lad = ladder_of(s.info)
+            if lad is None or len(lad.exponents) < 2:
+                continue
+            for p in lad.to_dict()["ladder"]["pairs"]:
+                rows.append({"session": i, "chain": sess.start.chain + 1, "pair": f"{p['pair'][0]}-{p['pair'][1]}",
+                             "lower": p["pair"][1], "upper": p["pair"][0], "alpha_lower": p["exponents"][1],
+                             "alpha_upper": p["exponents"][0], "proposed": p["proposed"], "accepted": p["accepted"],
+                             "mean_accept_prob": p["mean_accept_prob"], "rejection_rate": p["rejection_rate"]})
+        return pd.DataFrame(rows, columns=list(LADDER_TYPES)).astype(LADDER_TYPES)
+
+    @cached_property
+    def particles(self):
+        """PowerSMC and resample-move: one row per particle of every block (from 1): its log weight since the
+        last resampling and its normalised weight, the block's ESS and whether it resampled, the particle it
+        continues from (`ancestor`, from 1; itself where it did not resample), and resample-move's moves of
+        the particle after the resampling (K proposed, how many accepted; missing for PowerSMC)."""
+        pd = need("pandas")
+        rows = []
+        for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
+            K = int(s.params.get("steps") or 0)
+            for ev in sess.events:
+                if not isinstance(ev, SmcStep):
+                    continue
+                moved = isinstance(ev, RmStep)
+                finite = math.isfinite(max(ev.log_weights)) and not any(math.isnan(w) for w in ev.log_weights)
+                weights = normalised(list(ev.log_weights)) if finite else [math.nan] * len(ev.log_weights)
+                for j, (w, par) in enumerate(zip(ev.log_weights, ev.parents)):
+                    rows.append({"session": i, "chain": sess.start.chain + 1, "block": ev.step + 1, "t": ev.t,
+                                 "particle": j + 1, "log_weight": w, "weight": weights[j],
+                                 "ess": ev.ess, "resampled": ev.resampled, "ancestor": par + 1,
+                                 "moves_proposed": K if moved else None,
+                                 "moves_accepted": ev.accepted[j] if isinstance(ev, RmStep) else None})
+        return pd.DataFrame(rows, columns=list(PARTICLE_TYPES)).astype(PARTICLE_TYPES)
+
+    @cached_property
+    def smc_blocks(self):
+        """PowerSMC and resample-move: one row per block: its ESS (and its share of the particles), whether it
+        resampled, the distinct particles the resampling kept (`unique_ancestors`), the distinct first-block
+        particles the population still descends from (`lineages`), log of the mean weight, resample-move's
+        moves accepted (the sessions frame holds each session's log Z)."""
+        pd = need("pandas")
+        rows = []
+        for i, sess in enumerate(self._sessions, start=1):
+            smc = SmcNumbers()
+            for ev in sess.events:
+                if isinstance(ev, SmcStep):
+                    smc.step(ev)
+            rows += [{"session": i, "chain": sess.start.chain + 1, "moves_accepted": None, **b} for b in smc.blocks]
+        return pd.DataFrame(rows, columns=list(SMC_BLOCK_TYPES)).astype(SMC_BLOCK_TYPES)
+
     # -- ArviZ -------------------------------------------------------------------------------
     def chain_groups(self) -> list[list[int]]:
         """The session numbers (from 1) of each `--chains M` prompt, in order of first appearance, each
@@ -232,7 +362,8 @@ class TraceData:
         order = {i: sess.start.chain for i, sess in enumerate(self._sessions, start=1)}
         return [sorted(g, key=order.__getitem__) for g in groups.values()]
 
-    def chains(self, prompt: int = 1, *, block: int = 1, burn_in: int = 0, thin: int = 1) -> Any:
+    def chains(self, prompt: int = 1, *, block: int = 1, burn_in: int = 0, thin: int = 1,
+               level: int | None = None) -> Any:
         """The draws of one prompt's chains (`prompt` numbers the chain groups from 1, in order of
         appearance, as `chain_groups` lists them and the `--draws` exports number them) in `block`
         (from 1) as an ArviZ DataTree: `posterior` holds log_target, loglik and confidence with dims
@@ -242,7 +373,10 @@ class TraceData:
         then every `thin`-th kept; the dropped ones in `warmup_posterior`).  Any ArviZ statistic or
         plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats`
         printed with the same selection.  It is the trace's `--draws PATH.nc` export at that prompt
-        and block."""
+        and block.  A tempering session's draws are its alpha replica's transitions; `level` (from 1, the
+        lowest exponent first) gives one level's states instead (`level_chains`)."""
+        if level is not None:
+            return self.level_chains(prompt, level)
         need("arviz_base", "diagnostics")
         for name, value, lo in (("burn_in", burn_in, 0), ("thin", thin, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
@@ -260,3 +394,33 @@ class TraceData:
             draw=slice(0, k), chain=slice(0, len(groups[prompt - 1])))
         tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
         return tree
+
+
+    def level_chains(self, prompt: int, level: int) -> Any:
+        """Tempering: the states one level (from 1, the lowest exponent first) held after each barrier's
+        swaps (and at the end), over the prompt's chains, as an ArviZ DataTree: `posterior` holds
+        `log_target` (the level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to
+        the shortest; `sample_stats` the `replica` whose state it was (from 1: the level that state started
+        at), a draw every `--pt-swap-every` transitions.  (The alpha level's every transition: `chains`.)"""
+        az = need("arviz_base", "diagnostics")
+        np = need("numpy")
+        groups = self.chain_groups()
+        if not 1 <= prompt <= len(groups):
+            raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
+        per_chain = []
+        for number in groups[prompt - 1]:
+            steps = [ev for ev in self._sessions[number - 1].events if isinstance(ev, PtStep)]
+            R = len(steps[0].exponents) if steps else 0
+            if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= max(1, R):
+                raise InputError(f"level must be a whole number in 1..{max(1, R)} (the ladder's levels, the lowest "
+                                 f"exponent first), got {level!r}")
+            per_chain.append([(ev.exponents[level - 1] * ev.log_p0[level - 1], ev.log_p0[level - 1],
+                               ev.holders[level - 1] + 1) for ev in steps])
+        k = min(len(c) for c in per_chain)
+        if k == 0:
+            raise InputError(f"{self.path}: chain group {prompt} has no tempering records in every chain (a session "
+                             "of another method, or one cut short before its first barrier, has none)")
+        cols = [np.array([[c[d][j] for d in range(k)] for c in per_chain]) for j in range(3)]
+        coords = {"chain": list(range(1, len(per_chain) + 1)), "draw": list(range(1, k + 1))}
+        return az.from_dict({"posterior": {"log_target": cols[0], "log_p0": cols[1]},
+                             "sample_stats": {"replica": cols[2].astype(int)}}, coords=coords)

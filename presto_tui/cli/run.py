@@ -266,6 +266,8 @@ def print_summary(out, s, params, label: str = "") -> None:
     if s.one_shot:
         rows = [("model calls", str(s.calls)), ("time", f"{s.wall_s:.2f} s"),
                 ("tokens generated", str(s.tokens_generated)), ("answer tokens", str(len(s.tokens)))]
+        if s.population:  # its draws' transitions (tempering: the alpha replica's; resample-move: every particle's)
+            rows.append(("MH transitions / acceptance rate", f"{s.transitions} / {s.acceptance_rate:.3f}"))
         rows += s.info.rows() + quality
     else:
         rows = mh_rows(s) + s.info.rows() + quality

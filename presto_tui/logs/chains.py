@@ -97,7 +97,7 @@ def chains_table(group: Sequence[SessionSummary], title: str = "") -> Group:
     text are in the JSON and the trace)."""
     rows = []
     for s in group:
-        chain = not s.one_shot  # a one-shot method (best-of-N, ...) makes no transitions
+        chain = not s.one_shot or s.population  # a one-shot method (best-of-N, ...) makes no transitions
         rows.append([str(s.chain), Text(visible(s.status, keep_newlines=False)),
                      str(s.transitions) if chain else "-", f"{s.acceptance_rate:.2f}" if chain else "-",
                      _num(s.answer_loglik, ".3f"), _num(s.answer_confidence, ".3f")])

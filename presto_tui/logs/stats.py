@@ -119,7 +119,9 @@ def session_rows(traces: list[Trace]) -> list[dict]:
         d.update(trace=str(t.path), session=i + 1, session_id=start.session_id, backend=start.backend,
                  model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
                  alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, one_shot=s.one_shot,
-                 drawn=s.info.drawn(), answer_tokens=len(s.tokens),
+                 drawn=s.info.drawn(), answer_tokens=len(s.tokens), population=s.population,
+                 # a population's and an SMC session's own numbers in words, as `run` prints them
+                 **({"method_rows": [list(r) for r in s.info.rows()]} if s.population or "log_z" in d else {}),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),
                  # skipped lines (--on-bad-lines) mark it damaged; the trace may end inside it: cut short
                  status=s.status if s.damaged_lines or sess.ended else "cut short")
@@ -271,7 +273,8 @@ def _opt(v: float | None, fmt: str) -> str:
 # the one-shot methods' tables: a session's time (s), tokens generated, the answer's tokens, what the method
 # drew (`MethodInfo.drawn`: samples, particles x blocks, rollouts/steps), resamplings, the last ESS, the
 # answer's log p0 per token and confidence
-ONE_SHOT_NUMERIC = ("status", "time s", "tokens", "answer", "drawn", "resampl.", "ESS", "ll/tok", "conf")
+ONE_SHOT_NUMERIC = ("status", "time s", "tokens", "answer", "drawn", "tr", "acc", "resampl.", "ESS", "ll/tok",
+                    "conf")
 ONE_SHOT_SESSION_COLUMNS = ("sampler", "α", "group", *ONE_SHOT_NUMERIC)
 # per session: mean time, tokens and answer length, mean resamplings, mean log-likelihood and confidence
 ONE_SHOT_GROUP_COLUMNS = ("sampler", "α", "n", "sessions", "status", "time s", "tokens", "answer", "resampl.",
@@ -282,6 +285,9 @@ RIGHT = {*NUMERIC[1:], *ONE_SHOT_NUMERIC[1:], "n", "sessions", "dep%"}  # (dep%:
 def _one_shot_session_cells(r: dict) -> list:
     return [Text(visible(_sampler(r["params"]))), f"{r['alpha']:g}", f"g{r['group']}", visible(r["status"]),
             f"{r['wall_s']:.2f}", str(r["tokens_generated"]), str(r["answer_tokens"]), visible(r["drawn"]),
+            # a population's transitions (tempering: the alpha replica's; resample-move: every particle's)
+            str(r["transitions"]) if r.get("population") else "-",
+            f"{r['acceptance_rate']:.2f}" if r.get("population") else "-",
             str(r["resamplings"]) if "resamplings" in r else "-", _opt(r.get("last_ess"), ".2f"),
             _opt(r["answer_loglik"], ".3f"), _opt(r["answer_confidence"], ".3f")]
 
@@ -355,6 +361,20 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
         _render_pooled(console, "pooled one-shot sessions (comparable sessions; per session: means)",
                        [g for g in groups if g["one_shot"]], names, ONE_SHOT_UNSHOWN, ONE_SHOT_GROUP_COLUMNS,
                        _one_shot_group_cells)
+    _render_method_rows(console, [r for r in rows if r.get("method_rows")], names)
+
+
+def _render_method_rows(console: Console, rows: list[dict], names: list[str]) -> None:
+    """Each population's and SMC session's own numbers (the ladder's pairs top-down with their mean swap
+    probability and Lambda, per-member transitions; log Z, ESS and genealogy per block), as `run` prints them."""
+    for (ident, _), r in zip(_labels(rows, names), rows):
+        table = Table(title=f"{ident} {visible(describe(r['params']), keep_newlines=False)}", title_justify="left",
+                      box=box.SIMPLE_HEAD, show_header=False)
+        table.add_column("", no_wrap=True)
+        table.add_column("", overflow="fold")
+        for label, value in r["method_rows"]:
+            table.add_row(visible(label, keep_newlines=False), visible(value, keep_newlines=False))
+        console.print(table)
 
 
 def _labels(rows: list[dict], names: list[str]) -> list[tuple[str, Text]]:

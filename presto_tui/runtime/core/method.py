@@ -114,6 +114,17 @@ class MethodInfo:
         """What a person should be told of the session (a run that never resampled, ...)."""
         return []
 
+    def member_moves(self) -> list[tuple[int, int]]:
+        """A population's MH transitions per member, and how many of them accepted (tempering's per level,
+        resample-move's per particle); [] for a session of one chain or of none."""
+        return []
+
+    def session_moves(self) -> tuple[int, int] | None:
+        """The MH transitions (and accepted) a population counts as the session's own where none of its
+        chains' transitions are its draws (resample-move: every particle's); None: the session's own
+        transitions are its draws' (a chain's rounds, tempering's alpha replica's `Transition`s)."""
+        return None
+
 
 class Method:
     """A sampling method (see the module docstring).  Subclass it and export one instance."""

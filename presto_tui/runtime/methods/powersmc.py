@@ -47,6 +47,7 @@ from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import resample_uniform, sample_seed
 from presto_tui.runtime.core.spec import Group, Limit, Param
 from presto_tui.runtime.core.types import SeqState
+from presto_tui.runtime.methods.population_numbers import SmcNumbers
 from presto_tui.runtime.methods.samples import OneShotInfo, OneShotMethod
 from presto_tui.runtime.session.batch import BatchDriver, draw, ess, normalised, systematic
 from presto_tui.runtime.session.events import Choice, MethodEvent
@@ -198,7 +199,8 @@ class PowerSMCDriver(BatchDriver):
 
 
 class PowerSMCInfo(OneShotInfo):
-    """Blocks grown, resamplings, the last block's ESS (and the one-shot numbers)."""
+    """Blocks grown, resamplings, the last block's ESS, the evidence estimate log Z, the ESS and genealogy
+    per block (`population_numbers.SmcNumbers`), and the one-shot numbers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -206,6 +208,7 @@ class PowerSMCInfo(OneShotInfo):
         self.resamplings = 0
         self.last_ess: float | None = None
         self.particles = 0
+        self.smc = SmcNumbers()
 
     def update(self, ev: object) -> None:
         super().update(ev)
@@ -214,16 +217,20 @@ class PowerSMCInfo(OneShotInfo):
             self.resamplings += ev.resampled
             self.last_ess = ev.ess
             self.particles = len(ev.tokens)
+            self.smc.step(ev)
+        elif isinstance(ev, Choice):  # the final weights: the evidence's last factor
+            self.smc.final(ev.scores)
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **({"smc_steps": self.smc_steps, "resamplings": self.resamplings,
-                                         "last_ess": self.last_ess} if self.smc_steps else {})}
+                                         "last_ess": self.last_ess, **self.smc.to_dict()} if self.smc_steps else {})}
 
     def rows(self) -> list[tuple[str, str]]:
         rows = []
         if self.smc_steps:
             ess_text = f"{self.last_ess:.2f}" if self.last_ess is not None else "-"
             rows.append(("blocks / resamplings", f"{self.smc_steps} / {self.resamplings} (last ESS {ess_text})"))
+            rows += self.smc.rows()
         return rows + super().rows()
 
     def drawn(self) -> str:

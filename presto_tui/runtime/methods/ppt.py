@@ -63,6 +63,7 @@ from presto_tui.runtime.core.spec import (
 )
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.methods.chain import PopulationMethod
+from presto_tui.runtime.methods.population_numbers import LadderNumbers
 from presto_tui.runtime.methods.powermh import METHOD as POWERMH
 from presto_tui.runtime.methods.samples import OneShotInfo
 from presto_tui.runtime.samplers.families import SamplerFamily
@@ -299,11 +300,13 @@ class PptInfo(OneShotInfo):
         self.barriers = 0
         # per state (by its start level): 1 once at the hottest level, 2 once at the coldest after that
         self._phase: list[int] = []
+        self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process
 
     def update(self, ev: object) -> None:
         super().update(ev)
         if not isinstance(ev, PtStep):
             return
+        self.ladder.update(ev)
         R = len(ev.exponents)
         if len(self.exponents) != R:
             self.exponents = ev.exponents
@@ -337,25 +340,33 @@ class PptInfo(OneShotInfo):
                 "swaps": [{"pair": [i + 1, i + 2], "proposed": n, "accepted": a, "rate": r}
                           for i, (n, a, r) in enumerate(zip(self.proposed, self.swaps, self.rates()))],
                 "round_trips": self.round_trips,
-                "replica_acceptance": [a / n if n else None for n, a in zip(self.transitions, self.accepted)]}
+                "replica_acceptance": [a / n if n else None for n, a in zip(self.transitions, self.accepted)],
+                **self.ladder.to_dict()}
+
+    def member_moves(self) -> list[tuple[int, int]]:
+        return list(zip(self.transitions, self.accepted))
 
     def rows(self) -> list[tuple[str, str]]:
         if not self.exponents:
             return super().rows()
-        pairs = ", ".join(f"{i + 1}-{i + 2} {a}/{n}" for i, (n, a) in enumerate(zip(self.proposed, self.swaps)))
-        acc = " ".join("-" if not n else f"{a / n:.2f}" for n, a in zip(self.transitions, self.accepted))
+        # top-down, as the app's grid shows them: the alpha replica first
+        moves = "  ".join(f"r{r + 1} {n}" + ("" if not n else f" ({a / n:.2f})")
+                          for r, (n, a) in reversed(list(enumerate(zip(self.transitions, self.accepted)))))
         return [("replicas (exponents)", f"{len(self.exponents)} ({', '.join(f'{a:.3g}' for a in self.exponents)})"),
-                *([("swaps accepted per pair", pairs), ("round trips", str(self.round_trips))] if self.proposed
-                  else []),
-                ("MH acceptance per replica", acc), *super().rows()]
+                *self.ladder.rows(), *([("round trips", str(self.round_trips))] if self.proposed else []),
+                ("MH transitions per replica (acceptance)", f"{moves}; {sum(self.transitions)} in all"),
+                *super().rows()]
 
     def drawn(self) -> str:
-        """'R=4 swaps 41/62/55% 3 trips': replicas, each pair's swap acceptance (from the lowest), round trips."""
+        """'R=4 A 4-3 .62 3-2 .41 2-1 .05, 3 trips': replicas, each pair's mean swap probability (top-down, as the
+        app's grid shows them; '-' where none was proposed), round trips."""
         R = len(self.exponents)
         if R < 2:
             return f"R={R}"
-        rates = "/".join("-" if r is None else f"{100 * r:.0f}" for r in self.rates())
-        return f"R={R} swaps {rates}% {self.round_trips} trips"
+        means = self.ladder.mean_accept()
+        pairs = " ".join(f"{i + 2}-{i + 1} " + ("-" if m is None else f"{m:.2f}".lstrip("0"))
+                         for i, m in reversed(list(enumerate(means))))
+        return f"R={R} A {pairs}, {self.round_trips} trips"
 
     def notes(self) -> list[str]:
         out = []

@@ -39,7 +39,7 @@ from presto_tui.runtime.methods.powermh import METHOD as POWERMH
 from presto_tui.runtime.methods.powersmc import SMC_STEP, PowerSMCInfo, SmcStep
 from presto_tui.runtime.session.batch import draw, ess, normalised, systematic
 from presto_tui.runtime.session.driver import Driver
-from presto_tui.runtime.session.events import Choice, Event, Transition
+from presto_tui.runtime.session.events import Choice, Event, SessionStart, Transition
 from presto_tui.runtime.session.metrics import response_scores
 from presto_tui.runtime.session.population import Barrier, Population
 
@@ -137,23 +137,46 @@ class ResampleMoveDriver(Population):
 
 
 class ResampleMoveInfo(PowerSMCInfo):
-    """PowerSMC's numbers (blocks, resamplings, the last ESS) and the moves' MH acceptance."""
+    """PowerSMC's numbers (blocks, resamplings, the last ESS, log Z, genealogy) and the moves: each particle's
+    K PowerMH transitions a block (per particle slot), and how many accepted."""
 
     def __init__(self) -> None:
         super().__init__()
         self.moves = 0
         self.moved = 0
+        self.steps = 0  # K, from the session's parameters
+        self.member_transitions: list[int] = []
+        self.member_accepted: list[int] = []
 
     def update(self, ev: object) -> None:
         super().update(ev)
-        if isinstance(ev, RmStep):
+        if isinstance(ev, SessionStart):
+            self.steps = int(ev.params.get("steps") or 0)
+        elif isinstance(ev, RmStep):
+            P = len(ev.accepted)
+            if len(self.member_transitions) != P:
+                self.member_transitions, self.member_accepted = [0] * P, [0] * P
+            for i, a in enumerate(ev.accepted):  # every particle makes K moves a block (the record is their end)
+                self.member_transitions[i] += self.steps
+                self.member_accepted[i] += a
             self.moved += sum(ev.accepted)
+            self.moves += self.steps * P
+
+    def member_moves(self) -> list[tuple[int, int]]:
+        return list(zip(self.member_transitions, self.member_accepted))
+
+    def session_moves(self) -> tuple[int, int] | None:
+        return (self.moves, self.moved) if self.smc_steps else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), **({"moves_accepted": self.moved} if self.smc_steps else {})}
+        return {**super().to_dict(), **({"moves_accepted": self.moved, "moves_proposed": self.moves}
+                                        if self.smc_steps else {})}
 
     def rows(self) -> list[tuple[str, str]]:
-        return super().rows() + ([("moves accepted", str(self.moved))] if self.smc_steps else [])
+        share = f" ({self.moved / self.moves:.2f})" if self.moves else ""
+        per = "  ".join(f"p{i + 1} {a}/{n}" for i, (n, a) in enumerate(self.member_moves()))
+        return super().rows() + ([("moves accepted / proposed", f"{self.moved}/{self.moves}{share}"),
+                                  ("moves per particle (accepted/proposed)", per)] if self.smc_steps else [])
 
     def notes(self) -> list[str]:
         if self.smc_steps and not self.resamplings:

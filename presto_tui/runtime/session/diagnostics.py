@@ -251,7 +251,8 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
     """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text;
     the diagnostics over the transitions `selection` keeps."""
     first = summaries[0]
-    steps = int(first.params.get("steps", 0)) if not first.one_shot else 0  # (a one-shot method has no K)
+    # (a one-shot method has no K; a population's members make K a block)
+    steps = int(first.params.get("steps", 0)) if not first.one_shot or first.population else 0
     blocks = sorted({t.block for s in summaries for t in s.draws})
     shared = tuple(b for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
     diags: list[Diagnostic] = []

@@ -152,7 +152,7 @@ class SessionSummary:
         """Short (a notebook prints a list of them): what ran, how it ended, its main numbers."""
         text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
         what = f"transitions={self.transitions}, acceptance={self.acceptance_rate:.2f}" if not self.one_shot else \
-            f"drawn={self.info.drawn()}"
+            f"drawn={self.info.drawn()}" + (f", transitions={self.transitions}" if self.population else "")
         return (f"SessionSummary({self.params.get('sampler')!r}, {self.status}, {what}, tokens={len(self.tokens)}, "
                 f"text={text!r})")
 
@@ -165,6 +165,7 @@ class SessionSummary:
             self.chain, self.chains, self.group = ev.chain + 1, ev.chains, ev.group
             method = registry.find(self.params.get("sampler"))
             self.info = method.info() if method is not None else MethodInfo()
+            self.info.update(ev)  # (its parameters: resample-move's K)
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose not in SHARED_CALLS:
@@ -206,6 +207,9 @@ class SessionSummary:
             self.engine_steps += len(ev.start)
         elif isinstance(ev, Transition):
             self.draws.append(ev)
+            if self.population:  # a population's draws (tempering's alpha replica's) are its own transitions
+                self.transitions += 1
+                self.accepted += ev.accepted
             self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
         elif isinstance(ev, Choice):
             self.answer_loglik, self.answer_confidence = _defined(ev.loglik), _defined(ev.confidence)
@@ -217,6 +221,8 @@ class SessionSummary:
             self.status, self.error = "error", ev.message
         elif isinstance(ev, Damaged):
             self.damaged_lines.extend(ev.lines)
+        if (own := self.info.session_moves()) is not None and self.population:  # resample-move: all particles'
+            self.transitions, self.accepted = own
         if self.damaged_lines:  # whatever it ended with, its numbers are those of what could be read
             self.status = "damaged"
         return self
@@ -299,6 +305,19 @@ class SessionSummary:
         return is_one_shot(self.params)
 
     @property
+    def population(self) -> bool:
+        """A population's session (tempering's replicas, resample-move's particles): its transitions are its
+        draws' (the alpha replica's), or every member's where no chain's are (`MethodInfo.session_moves`);
+        `member_moves` has each member's."""
+        m = registry.find(self.params.get("sampler"))
+        return m is not None and m.population
+
+    @property
+    def member_moves(self) -> list[tuple[int, int]]:
+        """A population's MH transitions per member, and how many accepted ([] for one chain)."""
+        return self.info.member_moves()
+
+    @property
     def streaming(self) -> bool:
         """The streaming rule's session: no proposal calls, only engine steps (per call: undefined)."""
         return self.params.get("prefetch") == PrefetchRule.STREAM and not self.one_shot
@@ -375,6 +394,16 @@ class SessionSummary:
     def _limit_dict(self) -> dict:
         return _limit_fields(self.limits, self.limit_share)
 
+    def _members_dict(self) -> dict:
+        """A population's members' MH transitions (per member, from 1 in the list's order: tempering's levels
+        from the lowest exponent, resample-move's particles) and all of them together."""
+        moves = self.member_moves
+        if not moves:
+            return {}
+        n, a = sum(m for m, _ in moves), sum(k for _, k in moves)
+        return {"member_transitions": [m for m, _ in moves], "member_accepted": [k for _, k in moves],
+                "population_transitions": n, "population_acceptance_rate": a / n if n else None}
+
     def to_dict(self) -> dict:
         return {
             "prompt": self.prompt,
@@ -412,6 +441,7 @@ class SessionSummary:
             **({"critical_path": cp.to_dict()} if (cp := self.critical_path) is not None else {}),
             "answer_loglik": self.answer_loglik,
             "answer_confidence": self.answer_confidence,
+            **self._members_dict(),
             **self.info.to_dict(),
             "rounds": self.rounds,
             "elapsed_s": self.elapsed_s,

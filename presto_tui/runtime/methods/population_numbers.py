@@ -1,0 +1,233 @@
+"""What a population's records say about it, folded once for every surface (`run`, `stats`, `--json`, the
+app, the API's DataFrames): parallel tempering's ladder (`LadderNumbers`, from its `pt_step` records) and
+a sequential Monte Carlo session's history (`SmcNumbers`, from PowerSMC's `smc_step` and resample-move's
+`rm_step` records and the final `choice`).
+
+The ladder (levels from the lowest exponent, from 0; pairs named by their lower level):
+
+- per pair, the swaps proposed and accepted and the mean of the swap probabilities A proposed (a less
+  noisy estimate of the pair's acceptance than the accepted share: Syed, Bouchard-Côté, Deligiannidis and
+  Doucet 2022, "Non-reversible parallel tempering: a scalable highly parallel MCMC scheme", JRSS B 84(2),
+  estimate each pair's rejection rate r_i by the mean of 1 - A);
+- the global communication barrier Lambda = sum of the pairs' rejection rates (their Lambda estimate on the
+  ladder run), and the number of replicas it suggests: about 2 Lambda (their analysis, as Pigeons.jl, the
+  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum);
+- the index process: after each record, which level each state (named by the level it started at)
+  is at, and the round trips (a state that went from the hottest level to the coldest and back).
+
+The SMC history, per block: the ESS of the weights before resampling (and its share of the particles),
+whether it resampled, the parents' number of distinct particles (the unique ancestors that survived it)
+and the number of distinct first-block particles the population still descends from (its lineages: the
+genealogy's width; 1 means every particle shares one ancestor).  And the evidence estimate
+
+    log Z = sum over the blocks that resampled of log mean_i w_i  +  log mean_i w_i (the final weights)
+
+with w_i each particle's weight since the last resampling: the standard SMC estimate of the normalizing
+constant Z = sum_x p0(x)^alpha of the final target (Del Moral 2004; unbiased for Z, not for log Z, with
+adaptive resampling too), here over responses of n tokens (EOS-stopped ones too for PowerSMC).  A
+resample-move session started from given states (the law-test kit) weighs no first extension: its
+log Z is not Z's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+SUGGEST_PER_BARRIER = 2.0  # replicas per unit of Lambda (Syed et al. 2022; Pigeons.jl's "roughly 2 Lambda")
+
+
+def log_mean_exp(xs: Sequence[float]) -> float:
+    """log of the mean of exp(x) over `xs`, without overflow (-inf for none or all -inf)."""
+    finite = [x for x in xs if not math.isnan(x)]
+    if not finite:
+        return -math.inf
+    m = max(finite)
+    if m == -math.inf:
+        return -math.inf
+    if m == math.inf:
+        return math.inf
+    return m + math.log(math.fsum(math.exp(x - m) for x in finite) / len(xs))
+
+
+class LadderNumbers:
+    """Parallel tempering's ladder diagnostics, folded from its records (see the module docstring).  Any
+    object with a `pt_step` record's fields folds (`update`)."""
+
+    def __init__(self) -> None:
+        self.exponents: tuple[float, ...] = ()
+        self.proposed: list[int] = []  # per pair
+        self.accepted: list[int] = []
+        self.sum_a: list[float] = []  # per pair: the sum of the swap probabilities A proposed
+        self.transitions: list[int] = []  # per level: MH transitions
+        self.moves_accepted: list[int] = []
+        self.index: list[tuple[int, ...]] = []  # per record: each state's level (by the level it started at)
+        self.round_trips = 0
+        self.barriers = 0
+        self._phase: list[int] = []  # per state: 1 once at the hottest level, 2 once at the coldest after that
+
+    def update(self, ev: Any) -> None:
+        R = len(ev.exponents)
+        if len(self.exponents) != R:
+            self.exponents = tuple(ev.exponents)
+            self.proposed, self.accepted, self.sum_a = [0] * max(0, R - 1), [0] * max(0, R - 1), [0.0] * max(0, R - 1)
+            self.transitions, self.moves_accepted = [0] * R, [0] * R
+            self.index, self.round_trips, self.barriers = [], 0, 0
+            self._phase = [1 if h == 0 else 0 for h in range(R)]
+        self.barriers += not ev.final
+        for i, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
+            if 0 <= i < R - 1:
+                self.proposed[i] += 1
+                self.accepted[i] += ok
+                self.sum_a[i] += A
+        for r in range(min(R, len(ev.transitions), len(ev.accepted))):
+            self.transitions[r] += ev.transitions[r]
+            self.moves_accepted[r] += ev.accepted[r]
+        level = [0] * R
+        for lv, h in enumerate(ev.holders):
+            if 0 <= h < R:
+                level[h] = lv
+        self.index.append(tuple(level))
+        if R > 1:  # a round trip (Syed et al.): a state goes from the hottest level to the coldest and back
+            hot, cold = ev.holders[0], ev.holders[R - 1]
+            if 0 <= cold < R and self._phase[cold] == 1:
+                self._phase[cold] = 2
+            if 0 <= hot < R:
+                self.round_trips += self._phase[hot] == 2
+                self._phase[hot] = 1
+
+    # -- per pair --------------------------------------------------------------------------------
+    def mean_accept(self) -> list[float | None]:
+        """Per pair (from the lowest): the mean swap probability A of the swaps proposed (None: none was)."""
+        return [s / n if n else None for s, n in zip(self.sum_a, self.proposed)]
+
+    def accepted_share(self) -> list[float | None]:
+        return [a / n if n else None for a, n in zip(self.accepted, self.proposed)]
+
+    def label(self, i: int) -> str:
+        """Pair i as the app's grid names it, the higher replica first: '4-3 (alpha 4/2.52)'."""
+        e = self.exponents
+        return f"{i + 2}-{i + 1} (alpha {e[i + 1]:.3g}/{e[i]:.3g})"
+
+    # -- the ladder --------------------------------------------------------------------------------
+    @property
+    def barrier(self) -> float | None:
+        """Lambda: the sum of the pairs' rejection rates (mean of 1 - A); None until every pair proposed."""
+        means = self.mean_accept()
+        if not means or any(m is None for m in means):
+            return None
+        return math.fsum(1.0 - m for m in means if m is not None)
+
+    @property
+    def suggested_replicas(self) -> int | None:
+        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda."""
+        lam = self.barrier
+        return None if lam is None else max(2, math.ceil(SUGGEST_PER_BARRIER * lam))
+
+    def alpha_level_share(self) -> list[float]:
+        """Per state (by its start level): the share of the records at which it held the alpha level."""
+        if not self.index:
+            return []
+        top = len(self.exponents) - 1
+        return [sum(levels[j] == top for levels in self.index) / len(self.index) for j in range(len(self.exponents))]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The --json fields: `pairs` top-down (the alpha pair first, as the app's grid shows them)."""
+        if len(self.exponents) < 2:
+            return {}
+        e = self.exponents
+        pairs = [{"pair": [i + 2, i + 1], "label": self.label(i), "exponents": [e[i + 1], e[i]], "proposed": n,
+                  "accepted": a, "accepted_share": s, "mean_accept_prob": m,
+                  "rejection_rate": None if m is None else 1.0 - m}
+                 for i, (n, a, s, m) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
+                                                       self.mean_accept()))]
+        return {"ladder": {"pairs": pairs[::-1], "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
+                           "round_trips": self.round_trips, "barriers": self.barriers,
+                           "alpha_level_share": self.alpha_level_share()}}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """What `run` and `stats` print: each pair top-down with its mean A, then Lambda and what it implies."""
+        if len(self.exponents) < 2:
+            return []
+        out = []
+        for i in reversed(range(len(self.proposed))):
+            m = self.mean_accept()[i]
+            mean = "not proposed" if m is None else f"mean A {m:.2f} over {self.proposed[i]}"
+            out.append((f"swap {self.label(i)}", f"{mean}, accepted {self.accepted[i]}/{self.proposed[i]}"))
+        share = self.alpha_level_share()
+        if share:  # the index process, summed up: how long each state held the alpha level
+            out.append(("alpha level held (share of records)", "  ".join(
+                f"r{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
+        lam = self.barrier
+        out.append(("barrier Lambda (Syed et al.)", "- (a pair never proposed)" if lam is None else
+                    f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; "
+                    f"{len(self.exponents)} ran)"))
+        return out
+
+
+class SmcNumbers:
+    """A sequential Monte Carlo session's history and evidence (see the module docstring): fold its block
+    records (`step`) and its final weights (`final`, the `choice`'s scores)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[dict[str, Any]] = []
+        self._log_z_resampled = 0.0  # sum of log mean w over the blocks that resampled
+        self._roots: list[int] = []  # per particle: the first block's particle it descends from
+        self.final_log_w: tuple[float, ...] | None = None
+
+    def step(self, ev: Any) -> None:
+        P = len(ev.log_weights)
+        if len(self._roots) != P:
+            self._roots = list(range(P))
+        lme = log_mean_exp(ev.log_weights)
+        if ev.resampled:
+            self._log_z_resampled += lme
+            self._roots = [self._roots[j] for j in ev.parents]
+        row = {"block": ev.step + 1, "t": ev.t, "ess": ev.ess, "ess_share": ev.ess / P if P else None,
+               "resampled": ev.resampled, "unique_ancestors": len(set(ev.parents)) if ev.resampled else P,
+               "lineages": len(set(self._roots)), "log_mean_weight": lme}
+        moved = getattr(ev, "accepted", None)
+        if moved is not None:
+            row["moves_accepted"] = sum(moved)
+        self.blocks.append(row)
+
+    def final(self, log_w: Sequence[float]) -> None:
+        self.final_log_w = tuple(log_w)
+
+    @property
+    def log_z(self) -> float | None:
+        """The evidence estimate log Z (None until the final weights are in)."""
+        if self.final_log_w is None or not self.blocks:
+            return None
+        return self._log_z_resampled + log_mean_exp(self.final_log_w)
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.blocks:
+            return {}
+        return {"log_z": self.log_z, "ess_history": [b["ess"] for b in self.blocks],
+                "resampled_history": [b["resampled"] for b in self.blocks],
+                "unique_ancestors": [b["unique_ancestors"] for b in self.blocks],
+                "lineages": [b["lineages"] for b in self.blocks]}
+
+    def rows(self) -> list[tuple[str, str]]:
+        if not self.blocks:
+            return []
+        lz = self.log_z
+        ess = " ".join(f"{b['ess']:.1f}{'*' if b['resampled'] else ''}" for b in self.blocks)
+        return [("log Z (evidence of p0^alpha)", "-" if lz is None else f"{lz:.3f}"),
+                ("ESS per block (* resampled)", ess),
+                ("unique ancestors / lineages", " ".join(f"{b['unique_ancestors']}/{b['lineages']}"
+                                                         for b in self.blocks))]
+
+
+def ladder_of(info: Any) -> LadderNumbers | None:
+    """A session's ladder diagnostics (its summary's `info`), None for a session that is not tempering's."""
+    ladder = getattr(info, "ladder", None)
+    return ladder if isinstance(ladder, LadderNumbers) else None
+
+
+def smc_of(info: Any) -> SmcNumbers | None:
+    """A session's SMC history and log Z (PowerSMC's, resample-move's), None for another method's session."""
+    smc = getattr(info, "smc", None)
+    return smc if isinstance(smc, SmcNumbers) else None

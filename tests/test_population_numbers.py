@@ -1,0 +1,282 @@
+"""Populations as data: every member's MH transitions counted (the session's, per member, in all), the
+ladder's diagnostics (mean swap probability per pair, the barrier Lambda, the index process), an SMC
+session's history (ESS, resampling, genealogy) and its evidence estimate log Z, whose unbiasedness for Z is
+held against the exact Z = sum_x p0(x)^alpha of the enumerable model; and the trace reader's DataFrames of
+all of it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from helpers import small_backend
+from typer.testing import CliRunner
+
+import presto_tui
+from presto_tui import testing
+from presto_tui.cli import app as cli_app
+from presto_tui.runtime.core.params import SamplerParams
+from presto_tui.runtime.methods.population_numbers import LadderNumbers, SmcNumbers, log_mean_exp
+from presto_tui.runtime.methods.ppt import PtStep
+from presto_tui.runtime.methods.resample_move import RmStep
+from presto_tui.runtime.session.events import Transition
+from presto_tui.runtime.session.loop import make_driver, run_chains
+from presto_tui.runtime.session.runner import run_session
+from presto_tui.runtime.session.summary import SessionSummary, summarize
+
+runner = CliRunner()
+PROMPT = (1, 2)
+
+
+def events_of(params):
+    return list(run_session(small_backend(vocab=7, sharpness=1.2), params, list(PROMPT)))
+
+
+# -- every member's transitions --------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", ["none", "stream"])
+def test_a_tempering_session_counts_its_alpha_replicas_transitions_and_every_replicas(rule):
+    """`transitions 0, acceptance_rate 0.0` was what a tempering session said: its transitions are the alpha
+    replica's (its draws), and each replica's are counted per member and in all."""
+    params = SamplerParams(sampler="ppt", prefetch=rule, budget=4, max_new_tokens=8, block_size=4, steps=6, seed=2,
+                           pt_replicas=3, pt_swap_every=1)
+    events = events_of(params)
+    s = summarize(events)
+    draws = [e for e in events if isinstance(e, Transition)]
+    assert s.transitions == len(draws) == 2 * 6 and s.accepted == sum(e.accepted for e in draws)
+    assert s.acceptance_rate == pytest.approx(s.accepted / s.transitions) and s.acceptance_rate > 0
+    d = s.to_dict()
+    assert d["transitions"] == 12 and d["member_transitions"] == [12, 12, 12]
+    assert d["population_transitions"] == 36 and d["member_accepted"][-1] == s.accepted
+    steps = [e for e in events if isinstance(e, PtStep)]
+    assert d["member_accepted"] == [sum(st.accepted[r] for st in steps) for r in range(3)]
+
+
+def test_a_resample_move_session_counts_every_particles_moves():
+    """resample-move said `acceptance_rate 0.0` beside `moves_accepted 15`: its transitions are its
+    particles' K moves a block, each particle's counted."""
+    P, K = 4, 3
+    params = SamplerParams(sampler="resample-move", prefetch="none", particles=P, max_new_tokens=9, block_size=3,
+                           steps=K, seed=1)
+    events = events_of(params)
+    s = summarize(events)
+    rm = [e for e in events if isinstance(e, RmStep)]
+    moved = sum(sum(e.accepted) for e in rm)
+    assert s.transitions == P * K * len(rm) == P * K * 3 and s.accepted == moved > 0
+    d = s.to_dict()
+    assert d["moves_accepted"] == moved and d["acceptance_rate"] == pytest.approx(moved / (P * K * 3))
+    assert d["member_transitions"] == [K * 3] * P
+    assert d["member_accepted"] == [sum(e.accepted[i] for e in rm) for i in range(P)]
+
+
+def test_run_chains_of_tempering_report_transitions_and_blame_the_right_k(tmp_path):
+    """`run --sampler ppt --chains 3 -K 12` warned "K=0 was too short" and its chains table said `-`: the
+    table gives each chain's (its alpha replica's) transitions, the warning K=12."""
+    path = tmp_path / "t.jsonl"
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", "ppt", "--chains", "2", "-K", "12", "-n", "4",
+                                  "--prefetch", "none", "--trace", str(path)],
+                        env={"PRESTO_TUI_BACKEND": "synthetic", "COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    assert "K=0" not in res.output
+    rows = [ln.split() for ln in res.output.splitlines() if ln.strip()[:1] in "123" and "done" in ln]
+    assert [r[2] for r in rows[:2]] == ["12", "12"]
+    d = json.loads(runner.invoke(cli_app, ["stats", str(path), "--json"]).stdout)
+    assert [r["transitions"] for r in d["sessions"]] == [12] * 2
+    assert all(r["population_transitions"] == 48 for r in d["sessions"])
+    assert d["chains"][0]["steps"] == 12
+
+
+# -- the ladder ------------------------------------------------------------------------------------
+
+def _step(step, pairs, probs, swapped, holders, final=False):
+    return PtStep(step, 0, step, (1.0, 2.0, 4.0), pairs, probs, swapped, holders, (-3.0, -2.0, -1.0), ((),) * 3,
+                  (1, 1, 1), (1, 0, 1), final, 0.0)
+
+
+def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_their_rejections():
+    lad = LadderNumbers()
+    for ev in (_step(1, (0,), (0.5,), (True,), (1, 0, 2)), _step(2, (1,), (0.25,), (False,), (1, 0, 2)),
+               _step(3, (0,), (0.1,), (False,), (1, 0, 2)), _step(4, (), (), (), (1, 0, 2), final=True)):
+        lad.update(ev)
+    assert lad.mean_accept() == pytest.approx([0.3, 0.25]) and lad.accepted_share() == [0.5, 0.0]
+    assert lad.barrier == pytest.approx(0.7 + 0.75)
+    assert lad.suggested_replicas == 3  # about 2 Lambda = 2.9
+    assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
+    assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
+    d = lad.to_dict()["ladder"]
+    assert [p["pair"] for p in d["pairs"]] == [[3, 2], [2, 1]]  # top-down, as the app's grid shows them
+    assert d["pairs"][0]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][1]["proposed"] == 2
+    labels = [label for label, _ in lad.rows()]
+    assert labels[:2] == ["swap 3-2 (alpha 4/2)", "swap 2-1 (alpha 2/1)"]
+    # a pair never proposed: no Lambda (it would leave that pair's rejections out)
+    one = LadderNumbers()
+    one.update(_step(1, (0,), (0.5,), (True,), (1, 0, 2)))
+    assert one.barrier is None and one.suggested_replicas is None and "never proposed" in one.rows()[-1][1]
+
+
+def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path):
+    path = tmp_path / "t.jsonl"
+    env = {"PRESTO_TUI_BACKEND": "synthetic", "COLUMNS": "200"}
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", "ppt", "-K", "8", "-n", "8", "--pt-swap-every",
+                                  "1", "--trace", str(path)], env=env)
+    assert res.exit_code == 0, res.output
+    out = runner.invoke(cli_app, ["stats", str(path)], env=env).stdout
+    for text in (res.output, out):
+        assert text.index("swap 4-3") < text.index("swap 3-2") < text.index("swap 2-1")
+        assert "barrier Lambda" in text and "MH transitions per replica" in text
+    s = presto_tui.read_trace(path).summaries()[0]
+    lam = s.to_dict()["ladder"]["barrier"]
+    assert f"{lam:.2f}" in out and "mean A" in out
+
+
+# -- SMC: history and the evidence ----------------------------------------------------------------
+
+SEEDS = 300
+
+
+def _log_zs(params, engine):
+    sums: dict[int, SessionSummary] = {}
+    drivers = (make_driver(engine, params.with_(seed=s), [1]) for s in range(SEEDS))
+    for i, ev in run_chains(engine, drivers, concurrency=64):
+        sums.setdefault(i, SessionSummary()).update(ev)
+    return [sums[i] for i in range(SEEDS)]
+
+
+@pytest.mark.slow  # (300 sessions a case, as the law tests' sessions: about 12 s in all)
+@pytest.mark.parametrize("sampler,P", [("powersmc", 3), ("powersmc", 8), ("resample-move", 3),
+                                       ("resample-move", 6)])
+def test_the_log_z_estimate_is_unbiased_for_z_on_the_enumerable_model(sampler, P):
+    """The mean over seeds of Z-hat = exp(log Z) matches the exact Z = sum_x p0(x)^alpha over every response
+    (within 4 standard errors), with resampling happening; leaving out the resampled blocks' factors (the
+    final weights alone) misses it far: the check can fail."""
+    engine = testing.enumerable()
+    extra = dict(smc_block=1) if sampler == "powersmc" else dict(block_size=1, steps=1)
+    params = SamplerParams(sampler=sampler, prefetch="none", alpha=4.0, max_new_tokens=3, particles=P, tau=1.0,
+                           **extra)
+    law = testing.exact_law(engine, [1], 3, 4.0)
+    log_z = float(np.logaddexp.reduce(4.0 * law.logp0))
+    sums = _log_zs(params, engine)
+    ratio = np.exp(np.array([s.info.smc.log_z for s in sums]) - log_z)
+    mean, se = ratio.mean(), ratio.std(ddof=1) / math.sqrt(SEEDS)
+    assert sum(s.info.resamplings for s in sums) > SEEDS / 4
+    assert abs(mean - 1.0) < 4 * se and se < 0.1, (mean, se)
+    final_only = np.exp(np.array([log_mean_exp(s.info.smc.final_log_w) for s in sums]) - log_z)
+    assert abs(final_only.mean() - 1.0) > 10 * se
+    assert np.mean(np.log(ratio)) < 0  # (log Z-hat itself is biased low: Jensen)
+
+
+def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
+    smc = SmcNumbers()
+
+    class Ev:
+        def __init__(self, step, log_w, resampled, parents):
+            self.step, self.t, self.log_weights, self.ess = step, step + 1, log_w, 1.0
+            self.resampled, self.parents = resampled, parents
+
+    smc.step(Ev(0, (0.0, 0.0, 0.0, math.log(5)), True, (3, 3, 3, 1)))
+    smc.step(Ev(1, (0.0, 0.0, 1.0, 1.0), False, (0, 1, 2, 3)))
+    smc.step(Ev(2, (math.log(2),) * 4, True, (0, 1, 2, 0)))
+    smc.final((0.0, math.log(3), 0.0, 0.0))
+    assert [b["unique_ancestors"] for b in smc.blocks] == [2, 4, 3]
+    assert [b["lineages"] for b in smc.blocks] == [2, 2, 1]  # every particle descends from particle 4 at last
+    assert smc.log_z == pytest.approx(math.log(2) + math.log(2) + math.log(6 / 4))
+    assert smc.to_dict()["resampled_history"] == [True, False, True]
+
+
+def test_run_json_and_stats_give_log_z_ess_and_genealogy(tmp_path):
+    env = {"PRESTO_TUI_BACKEND": "synthetic", "COLUMNS": "200"}
+    for i, (sampler, extra) in enumerate((("powersmc", ["--particles", "6"]),
+                                          ("resample-move", ["--particles", "4", "-B", "3", "-K", "2"]))):
+        res = runner.invoke(cli_app, ["run", "the cat", "--sampler", sampler, "-n", "12", "--json", "--trace",
+                                      str(tmp_path / f"{i}.jsonl"), *extra], env=env)
+        assert res.exit_code == 0, res.output
+        d = json.loads(res.stdout.strip().splitlines()[-1])
+        d = d.get("sessions", [d])[0] if "sessions" in d else d
+        assert math.isfinite(d["log_z"]) and len(d["ess_history"]) == d["smc_steps"] == len(d["lineages"])
+        assert d["lineages"] == sorted(d["lineages"], reverse=True)
+    out = runner.invoke(cli_app, ["stats", str(tmp_path / "0.jsonl"), str(tmp_path / "1.jsonl")], env=env).stdout
+    assert "log Z (evidence of p0^alpha)" in out and "unique ancestors / lineages" in out
+
+
+# -- the trace reader's DataFrames -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def population_trace(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pop")
+    env = {"PRESTO_TUI_BACKEND": "synthetic"}
+    for i, args in enumerate((["--sampler", "ppt", "--chains", "2", "-K", "6", "--pt-swap-every", "1", "--prefetch",
+                               "none"],
+                              ["--sampler", "resample-move", "--particles", "4", "-B", "2", "-K", "2", "--rm-ess",
+                               "1", "--tau", "1"])):
+        res = runner.invoke(cli_app, ["run", "the cat", "-n", "8", "--trace", str(folder / f"{i}.jsonl"), *args],
+                            env=env)
+        assert res.exit_code == 0, res.output
+    return presto_tui.read_trace([folder / "0.jsonl", folder / "1.jsonl"])
+
+
+def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population_trace):
+    t = population_trace
+    pt = [[e for e in s.events if isinstance(e, PtStep)] for s in (t.session(1), t.session(2))]
+    swaps = t.swaps
+    assert len(swaps) == sum(len(st.pairs) for steps in pt for st in steps)
+    first = swaps.iloc[0]
+    st = pt[0][0]
+    assert first["accept_prob"] == st.accept_probs[0] and first["accepted"] == st.swapped[0]
+    assert first["pair"] == f"{st.pairs[0] + 2}-{st.pairs[0] + 1}"
+    # log p0 of each state before the swap: an accepted swap exchanged them
+    lo = st.pairs[0]
+    before = (st.log_p0[lo + 1], st.log_p0[lo]) if st.swapped[0] else (st.log_p0[lo], st.log_p0[lo + 1])
+    assert (first["log_p0_lower"], first["log_p0_upper"]) == before
+    reps = t.replicas
+    assert len(reps) == 4 * sum(len(steps) for steps in pt)
+    # the index process: at every record each replica holds exactly one level
+    assert (reps.groupby(["session", "barrier"])["replica"].nunique() == 4).all()
+    s = t.summaries()[0]
+    assert reps[reps.session == 1].groupby("level")["transitions"].sum().tolist() == s.to_dict()["member_transitions"]
+    ladder = t.ladder
+    assert ladder[ladder.session == 1]["pair"].tolist() == ["4-3", "3-2", "2-1"]
+    mine = ladder[ladder.session == 1].set_index("pair")
+    sw = swaps[swaps.session == 1]
+    assert mine.loc["4-3", "mean_accept_prob"] == pytest.approx(sw[sw.pair == "4-3"]["accept_prob"].mean())
+    sessions = t.sessions
+    assert sessions.loc[0, "transitions"] == 6 and sessions.loc[0, "population_transitions"] == 24
+    assert sessions.loc[0, "barrier"] == pytest.approx((1 - mine["mean_accept_prob"]).sum())
+    # per level: the draws of one level of the prompt's chains
+    lv = t.chains(1, level=2)
+    assert lv.posterior["log_target"].shape == (2, min(len(steps) for steps in pt))
+    assert float(lv.posterior["log_p0"][0, 0]) == pt[0][0].log_p0[1]
+    with pytest.raises(presto_tui.InputError, match="level must be"):
+        t.chains(1, level=5)
+
+
+def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trace):
+    t = population_trace
+    rm = [e for e in t.session(3).events if isinstance(e, RmStep)]
+    parts = t.particles
+    assert len(parts) == 4 * len(rm)
+    assert parts["ancestor"].tolist() == [j + 1 for e in rm for j in e.parents]
+    assert parts["moves_accepted"].tolist() == [a for e in rm for a in e.accepted]
+    assert (parts["moves_proposed"] == 2).all()
+    assert parts.groupby("block")["weight"].sum().tolist() == pytest.approx([1.0] * len(rm))
+    blocks = t.smc_blocks
+    assert blocks["resampled"].tolist() == [e.resampled for e in rm] and any(e.resampled for e in rm)
+    assert blocks["unique_ancestors"].tolist() == [len(set(e.parents)) if e.resampled else 4 for e in rm]
+    assert math.isfinite(t.sessions.loc[2, "log_z"]) and t.sessions.loc[2, "transitions"] == 4 * 2 * len(rm)
+
+
+def test_eval_gives_populations_their_transitions(tmp_path):
+    """eval's `tr` said 0 for tempering and resample-move: it is the alpha replica's transitions, and every
+    particle's moves."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"prompt": q, "answer": "cat", "grader": "regex"}) + "\n"
+                             for q in ("the cat", "a dog ran")))
+    res = runner.invoke(cli_app, ["eval", str(tasks), "--methods", "ppt,resample-move", "-n", "4", "-K", "3",
+                                  "--particles", "2", "--json", "--no-trace", "-o", str(tmp_path / "r.json")],
+                        env={"PRESTO_TUI_BACKEND": "synthetic"})
+    assert res.exit_code == 0, res.output
+    rows = {m["label"]: m for m in json.loads(res.stdout)["methods"]}
+    assert rows["ppt"]["transitions"] == 3  # one block of K = 3: the alpha replica's
+    assert rows["resample-move"]["transitions"] == 2 * 3  # two particles, K = 3 each
+    assert all(0 < m["acceptance_rate"] <= 1 for m in rows.values())
