@@ -405,7 +405,8 @@ except OSError:
     pass
 for folder in sys.path:  # an editable install's finder names the checkout; direct_url.json where it was installed from
     for file in sum((glob.glob(os.path.join(folder, p)) for p in
-                     ("__editable__*", "*.egg-link", "*.pth", "*.dist-info/direct_url.json")), []):
+                     ("__editable__*", "__pycache__/__editable__*", "*.egg-link", "*.pth",
+                      "*.dist-info/direct_url.json")), []):
         try:
             text = open(file, errors="replace").read()
         except OSError:
