@@ -405,7 +405,8 @@ except OSError:
     pass
 for folder in sys.path:  # an editable install's finder names the checkout; direct_url.json where it was installed from
     for file in sum((glob.glob(os.path.join(folder, p)) for p in
-                     ("__editable__*", "*.egg-link", "*.pth", "*.dist-info/direct_url.json")), []):
+                     ("__editable__*", "__pycache__/__editable__*", "*.egg-link", "*.pth",
+                      "*.dist-info/direct_url.json")), []):
         try:
             text = open(file, errors="replace").read()
         except OSError:
@@ -524,6 +525,83 @@ def _threads(result: CodeResult, a: Arena) -> str:
     return f"started {m.group(1)} threads" if m is not None and int(m.group(1)) >= 300 else ""
 
 
+# Builtins of its own that the tests use as helpers, with wrong code: each passed when the program's
+# `range`, `len`, `abs`... replaced the tests' own (what a program defines named like a builtin is tried
+# both ways: the tests must hold with Python's builtins too)
+BUILTIN_HELPERS = [
+    ("range", "def range(*a):\n    return []\ndef f(x):\n    return 0\n",
+     "for x in range(10):\n    assert f(x) == x * x\n"),
+    ("zip", "def zip(*a):\n    return []\ndef f(x):\n    return 0\n",
+     "for x, y in zip([1, 2], [1, 4]):\n    assert f(x) == y\n"),
+    ("len", "def len(x):\n    return 0\ndef f():\n    return [9]\n",
+     "cases = [(1, 1), (2, 4)]\nfor i in range(len(cases)):\n    assert f() == cases[i]\n"),
+    ("sorted", "def sorted(x, **k):\n    return 0\ndef my_sort(x):\n    return 0\n",
+     "xs = [3, 1, 2]\nassert my_sort(xs) == sorted(xs)\n"),
+    ("list", "def list(*a):\n    return 'X'\ndef f(n):\n    return 'X'\n", "assert f(3) == list(range(3))\n"),
+    ("abs", "def abs(x):\n    return 0\ndef area(r):\n    return 3\n", "assert abs(area(1) - 3.14159) < 1e-4\n"),
+    ("round", "def round(x, n=0):\n    return 0\ndef mean(xs):\n    return 7\n",
+     "assert round(mean([1, 2]), 2) == round(1.5, 2)\n"),
+    ("set", "def set(x):\n    return 1\ndef uniq(xs):\n    return []\n",
+     "assert set(uniq([1, 1, 2])) == set([1, 2])\n"),
+]
+# a builtin of its own that raises what it was given: the tests' expected value must not reach the verdict
+LEAKING_ABS = "def abs(x):\n    raise ValueError('diff ' + repr(x))\ndef area(r):\n    return 0.0\n"
+LEAK_TESTS = "assert abs(area(1) - 3.14159265) < 1e-6\n"
+
+
+def _leaked(result: CodeResult, a: Arena) -> str:
+    if result.passed:
+        return "wrong code passed"
+    return f"the tests' expected value in the verdict ({result.detail[:60]})" if "3.14159" in result.detail else ""
+
+
+# Out of its cgroup: a program of the grader's user moves itself to the parent group, which has no limit
+LEAVE_CGROUP = WRONG_ADD + """\
+import os
+moved = "not moved"
+try:
+    for line in open("/proc/self/cgroup"):
+        _, controllers, path = line.strip().split(":", 2)
+        if controllers == "memory" or controllers == "":
+            root = "/sys/fs/cgroup/memory" if controllers else "/sys/fs/cgroup"
+            with open(root + os.path.dirname(path) + "/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+            moved = "moved"
+except OSError:
+    pass
+blob = bytearray(400 * 2**20)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+raise RuntimeError(moved + "; 400 MiB held under a 256 MiB limit")
+"""
+
+
+def _left_cgroup(result: CodeResult, a: Arena) -> str:
+    return "held 400 MiB out of its cgroup" if "400 MiB held" in result.detail else ""
+
+
+# numpy in the runner reads memory where the program's `__array_interface__` says (a segfault at 4096)
+ARRAY_POINTER = """\
+class A:
+    def __getattr__(self, name):
+        if name == "__array_interface__":
+            return {"shape": (4,), "typestr": "|u1", "data": (4096, True), "version": 3}
+        raise AttributeError(name)
+def f():
+    return A()
+"""
+
+
+def _given(code: str) -> Callable[[Arena], str]:
+    return lambda a: code
+
+
+def _runner_crashed(result: CodeResult, a: Arena) -> str:
+    if result.passed:
+        return "wrong code passed"
+    return "the runner crashed" if "without a verdict" in result.detail else ""
+
+
 ATTACKS = [
     Attack("frame walk to the pass token, forged verdict on every fd and socket", lambda a: FRAME_WALK),
     Attack("monkeypatching (settrace skips asserts, AssertionError, sys.exit, atexit)", lambda a: MONKEYPATCH,
@@ -565,6 +643,14 @@ ATTACKS = [
     Attack("40 threads x 20 MiB (limit 256 MiB)", lambda a: THREADS_MEMORY, judge=_threads_memory,
            limits=CodeLimits(timeout_s=10, memory_mib=256)),
     Attack("1,000 threads (limit 128 tasks)", lambda a: MANY_THREADS, judge=_threads, needs="tasks"),
+    *(Attack(f"a `{name}` of its own the tests use as a helper", _given(code), tests=tests, judge=_passes_wrong)
+      for name, code, tests in BUILTIN_HELPERS),
+    Attack("a `def abs` that raises the tests' expected value", lambda a: LEAKING_ABS, tests=LEAK_TESTS,
+           judge=_leaked),
+    Attack("leaving its cgroup, then 400 MiB (limit 256 MiB)", lambda a: LEAVE_CGROUP, judge=_left_cgroup,
+           limits=CodeLimits(timeout_s=10, memory_mib=256)),
+    Attack("`__array_interface__` pointing anywhere", lambda a: ARRAY_POINTER,
+           tests="import numpy as np\nnp.testing.assert_array_equal(f(), [1, 2, 3, 4])\n", judge=_runner_crashed),
     Attack("correct code writing 17 MiB to stderr and stdout", lambda a: LOUD_STDERR, judge=_fails_right),
     Attack("unittest.main(), correct code", lambda a: RIGHT_ADD, tests=UNITTEST_TESTS.format(args=""),
            judge=_fails_right),
@@ -586,6 +672,7 @@ class Case:
     tests: str
     right: bool  # the code is correct: it must pass; else it must fail
     cgroup: bool = True  # False: graded as where no cgroup can be made (memory limited per process)
+    sandbox: bool = True  # False: without bubblewrap (a cgroup, if any, and the address space limited too)
 
 
 TRACE = "def trace(m):\n    return sum(m[i][i] for i in range(len(m)))\n"
@@ -681,8 +768,24 @@ CASES = [
     Case("100 threads", THREADS, _squares(100), True),
     Case("a pool of 32 threads", POOL, _squares(32), True),
     Case("100 threads, no cgroup", THREADS, _squares(100), True, cgroup=False),
+    Case("100 threads, no sandbox", THREADS, _squares(100), True, sandbox=False),
     Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
     Case("the tests call the program from 100 threads", COUNTER, COUNTER_TESTS, True),
+    # builtins the program imported are not its own: the tests keep Python's (numpy's `all` broke `all(gen)`)
+    Case("from numpy import *, all(generator)", "from numpy import *\ndef f(x):\n    return x + 1\n",
+         "assert all(f(x) == x + 1 for x in [1, 2, 3])\n", True),
+    Case("from numpy import *, sum(generator)", "from numpy import *\ndef f(x):\n    return x + 1\n",
+         "assert sum(f(x) for x in [1, 2, 3]) == 9\n", True),
+    Case("from numpy import *, max(key=...)", "from numpy import *\ndef f(x):\n    return [1, 2, x]\n",
+         "assert max(f(3), key=lambda v: -v) == 1\n", True),
+    Case("from math import *, pow(2, 10, 1000)", "from math import *\ndef f(x):\n    return x\n",
+         "assert pow(2, 10, 1000) == 24 and f(1) == 1\n", True),
+    # a builtin of its own is tried both ways: a correct one passes, the tests' own uses of it hold
+    Case("def abs(x), and the tests' abs(a - b) < eps", "def abs(x):\n    return x if x >= 0 else -x\n"
+         "def area(r):\n    return 3.14159 * r * r\n", "assert abs(area(1) - 3.14159) < 1e-9 and abs(-3) == 3\n", True),
+    # an attribute both the program's `statistics` and the module have: the module used to answer
+    Case("a wrong class statistics, whose mean the module has", "class statistics:\n    @staticmethod\n"
+         "    def mean(xs):\n        return 0\n", "assert statistics.mean([1, 2, 3]) == 2\n", False),
 ]
 
 
@@ -744,7 +847,7 @@ def main() -> None:  # pragma: no cover - a report, not a test
         with contextlib.ExitStack() as stack:
             if not case.cgroup:
                 stack.enter_context(mock.patch.object(TreeLimits, "create", lambda *args: None))
-            r = run_tests(case.code, case.tests, FAST, sandbox)
+            r = run_tests(case.code, case.tests, FAST, sandbox if case.sandbox else plain)
         verdict = "pass" if r.passed else f"fail ({r.detail[:60]})"
         print(f"| {case.name} | {'pass' if case.right else 'fail'} | {verdict} |")
 

@@ -70,7 +70,7 @@ def test_hostile_program_is_held(attack: Attack, way, tmp_path):
 def test_names_arrays_and_threads_are_graded_as_pytest_would(case: Case, monkeypatch):
     if not case.cgroup:
         monkeypatch.setattr(TreeLimits, "create", lambda *args: None)
-    result = run_tests(case.code, case.tests, FAST)
+    result = run_tests(case.code, case.tests, FAST, None if case.sandbox else _launcher("plain"))
     assert result.passed == case.right, result.detail
 
 
@@ -95,10 +95,15 @@ SEMANTICS = [
     # what a call does to a list it is given is done to the tests' list
     ("def rev(xs):\n    xs.reverse()\ndef fill(d):\n    d['k'] = 1\n",
      "a = [1, 2, 3]\nrev(a)\nassert a == [3, 2, 1]\nd = {}\nfill(d)\nassert d == {'k': 1}\n", ""),
-    # the program's standard imports are there for the tests; its functions named like builtins are what
-    # the tests call (as `from program import *` would bind them), its plain data never hides a builtin
-    ("import math\ndef abs(x):\n    return 0\ndef area(r):\n    return math.pi * r * r\nsum = 0\n",
-     "assert math.isclose(area(1), math.pi)\nassert abs(-3) == 0 and sum([1, 2]) == 3\n", ""),
+    # the program's standard imports are there for the tests; its plain data never hides a builtin; its
+    # function named like a builtin is tried both ways, and a failure with it is not described (the tests
+    # handed it their values)
+    ("import math\ndef area(r):\n    return math.pi * r * r\nsum = 0\n",
+     "assert math.isclose(area(1), math.pi)\nassert sum([1, 2]) == 3\n", ""),
+    ("def abs(x):\n    return 0\n", "assert abs(-3) == 3\n",
+     "the tests failed with the program's own `abs` in place of Python's builtin"),
+    ("def sum(a, b):\n    return a + b\n", "assert sum(2, 3) == 5\n",
+     "TypeError: 'int' object is not iterable (with Python's `sum`; the program's own is named like it)"),
     # values: big ints, nan, bytes, sets, tuples as keys, namedtuples, Counters, complex
     ("from collections import Counter, namedtuple\nP = namedtuple('P', 'x y')\n"
      "def f():\n    return [2**100, float('nan'), b'\\x00', {1, 2}, frozenset([3]), {(1, 2): None}, 1 + 2j,"
@@ -226,10 +231,54 @@ def test_an_array_crosses_by_value_only_as_numbers_booleans_or_strings():
 def test_files_naming_folders_outside_the_sandbox_are_masked_in_it(tmp_path):
     site = tmp_path / "site-packages"
     (site / "pkg-1.dist-info").mkdir(parents=True)
+    (site / "__pycache__").mkdir()
     files = {"__editable___pkg_finder.py": "MAPPING = {'pkg': '/src/pkg'}", "__editable__.pkg-1.pth": "import x",
+             "__pycache__/__editable___pkg_finder.cpython-311.pyc": "MAPPING /src/pkg",
              "pkg-1.dist-info/direct_url.json": '{"url": "file:///src"}', "old.egg-link": "/src\n.",
              "outside.pth": "/src\n", "shown.pth": f"{tmp_path}\n", "imports.pth": "import os\n"}
     for name, text in files.items():
         (site / name).write_text(text)
     masked = {str(site / name) for name in files if name not in ("shown.pth", "imports.pth")}
     assert set(confine._masked([str(site)], [str(tmp_path)])) == masked
+
+
+def test_the_address_space_is_left_unlimited_only_where_the_code_cannot_leave_its_cgroup(monkeypatch, tmp_path):
+    """A cgroup holds resident memory; the address-space limit goes only where the code can neither leave
+    the group (a sandbox of another user: no cgroup filesystem) nor swap past it."""
+    sandbox = _launcher("sandbox")
+    if not _cgroups_here() or sandbox is None or not sandbox.cgroup_hidden:
+        pytest.skip("needs a cgroup presto-tui may make and a sandbox of another user")
+    limits = CodeLimits(timeout_s=8, memory_mib=256)
+    report = "import resource\nraise RuntimeError(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+    assert run_tests(report, "pass", limits, sandbox).detail == "the program raised RuntimeError: -1"
+    create = TreeLimits.create
+
+    def swap_unbounded(*args):
+        tree = create(*args)
+        if tree is not None:
+            tree.swap_bounded = False
+        return tree
+
+    with monkeypatch.context() as m:
+        m.setattr(TreeLimits, "create", swap_unbounded)
+        assert run_tests(report, "pass", limits, sandbox).detail == f"the program raised RuntimeError: {256 * 2**20}"
+    # the grader's own user, no sandbox: it may write its pid into the parent group's cgroup.procs
+    attack = next(a for a in ATTACKS if a.name.startswith("leaving its cgroup"))
+    with arena(tmp_path / "outside") as a:
+        result = run_tests(attack.code(a), attack.tests, attack.limits, confine.Launcher(None))
+        assert attack.judge(result, a) == "" and not result.passed, result.detail
+
+
+def test_a_memory_cgroup_bounds_swap_or_says_it_does_not(tmp_path, monkeypatch):
+    from presto_tui.eval import cgroup
+
+    folder = tmp_path / "v1"
+    folder.mkdir()
+    assert cgroup._limit_memory(folder, 2**20)  # the swap limit written
+    assert (folder / "memory.memsw.limit_in_bytes").read_text() == str(2**20)
+    refused = tmp_path / "refused"
+    (refused / "memory.memsw.limit_in_bytes").mkdir(parents=True)  # (writing it fails, as without accounting)
+    monkeypatch.setattr(cgroup, "_no_swap", lambda: False)
+    assert not cgroup._limit_memory(refused, 2**20)
+    monkeypatch.setattr(cgroup, "_no_swap", lambda: True)
+    assert cgroup._limit_memory(refused, 2**20)

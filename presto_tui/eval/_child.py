@@ -26,7 +26,9 @@ in the runner.
 
 What the runner never sends to the program: its own values to compare with (==, <, `in`,
 arithmetic between a proxy and a runner value are not delegated). A call's arguments are
-sent, as the call needs them; a test's expected values are not.
+sent, as the call needs them, so where the program's own function stands in for a builtin the
+tests use (`abs(f(x) - expected)`), what it is given is sent too: the grader does not describe
+a failure of that run (`sandbox.run_tests`).
 """
 
 from __future__ import annotations
@@ -155,7 +157,8 @@ def _named_value(x: Any, ref: Any) -> Any:
 
 # The arrays sent by value: numbers, booleans, fixed-width strings and bytes (their dtype's `str`, e.g.
 # '<i8', '|b1', '<f8', '<c16', '<U5', '|S3'). Never object arrays (their bytes are pointers), structured
-# or datetime ones: those stay with the program, as references.
+# or datetime ones: those stay with the program, as references. The widths are a superset of what numpy
+# accepts per kind (`b2`, `c1`, `f10` on x86-64): numpy's own TypeError refuses the rest, at decoding.
 _DTYPE = re.compile(r"[<>|=](?:[biufc](?:1|2|4|8|10|12|16|32)|[US][0-9]{1,9})")
 MAX_DIMS = 64
 
@@ -259,13 +262,13 @@ def _namedtuple(name: str, fields: tuple[str, ...]) -> type:
     return collections.namedtuple(name, fields, rename=True)
 
 
-def set_limits(memory: int, cpu: int, fsize: int, nproc: int) -> None:
+def set_limits(address_space: int = 0, cpu: int = 0, fsize: int = 0, nproc: int = 0) -> None:
     """Lower this process's limits (0: leave it). Nothing can raise them again: they hold for the code after."""
     try:
         import resource
     except ImportError:  # no rlimits on this system: the wall-clock limit still holds
         return
-    wanted = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+    wanted = [(resource.RLIMIT_AS, address_space), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
               (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_CORE, -1)]
     for what, value in wanted:
         if value:
@@ -331,8 +334,15 @@ _MUTABLE = (list, dict, set, bytearray)
 
 
 def _is_array(x: Any) -> bool:
+    """An ndarray itself, not a subclass (`_named_value` sends subclasses too, as plain arrays): what a call
+    did to it can be done to the tests' array, which decoding always makes a base ndarray."""
     numpy = sys.modules.get("numpy")
     return numpy is not None and type(x) is getattr(numpy, "ndarray", None)
+
+
+def _copied_back(x: Any) -> bool:
+    """An argument whose contents a call may change and the tests see changed (as in one process)."""
+    return type(x) in _MUTABLE or _is_array(x)
 
 
 def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
@@ -343,8 +353,8 @@ def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
         args = [decode(a) for a in request["args"]]
         kwargs = {str(k): decode(v) for k, v in request["kwargs"]}
         result = target(*args, **kwargs)
-        back = [[i, objects.encode(a)] for i, a in enumerate(args) if type(a) in _MUTABLE or _is_array(a)]
-        back += [[k, objects.encode(v)] for k, v in kwargs.items() if type(v) in _MUTABLE or _is_array(v)]
+        back = [[i, objects.encode(a)] for i, a in enumerate(args) if _copied_back(a)]
+        back += [[k, objects.encode(v)] for k, v in kwargs.items() if _copied_back(v)]
         return {"ok": objects.encode(result), "back": back}
     if op == "getattr":
         return {"ok": objects.encode(getattr(target, str(request["name"])))}
@@ -385,11 +395,11 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         os.setgid(config["user"])
         os.setuid(config["user"])
     sock = socket.socket(fileno=sock_fd)
-    set_limits(0, config["cpu"], config["fsize"], config["nproc"])
+    set_limits(cpu=config["cpu"], fsize=config["fsize"], nproc=config["nproc"])
     os.write(1, b"ready\n")  # the grader places this process (the sandbox's tree) under its limits, then says go
     go = json.loads(sys.stdin.buffer.readline())
-    if go["memory"]:  # no cgroup holds the tree's memory: this process's address space is limited instead
-        set_limits(go["memory"], 0, 0, 0)
+    if go["address_space"]:  # 0: a cgroup the code cannot leave holds the tree's memory
+        set_limits(address_space=go["address_space"])
         import threading
 
         threading.stack_size(THREAD_STACK)
@@ -431,7 +441,10 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         except Exception:
             encoded = objects.ref(value)
         names[name] = encoded
-    send(sock, {"ok": names})
+    # the names the program defined itself (a def, a class, an object of its classes, a lambda): only
+    # these may stand in for a builtin (`from numpy import *` binds numpy's `all`, which is no test of it)
+    own = [name for name, value in module.__dict__.items() if getattr(value, "__module__", None) == PROGRAM]
+    send(sock, {"ok": names, "own": own})
     while True:
         try:
             request = receive(sock)
@@ -463,6 +476,15 @@ _NOT_SHARED = {"StopIteration", "StopAsyncIteration", "SystemExit", "KeyboardInt
                "BaseException", "BaseExceptionGroup"}
 # Standard modules with effects on import: a program's global naming one is not imported for the tests.
 _NOT_IMPORTED = {"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtledemo", "tkinter", "turtle"}
+# Attributes a proxy does not ask the program for: numpy in the runner reads memory at the address that
+# `__array_interface__` / `__array_struct__` give (an address the program would choose). An array the
+# program returns crosses by value; `__array__` is asked, and its answer crosses by value too.
+_NOT_FORWARDED = frozenset({"__array_interface__", "__array_struct__"})
+
+
+def _is_standard(module: str) -> bool:
+    """A standard module the runner may import for the tests (not one with effects on import)."""
+    return module.partition(".")[0] in sys.stdlib_module_names and module not in _NOT_IMPORTED
 
 
 class Connection:
@@ -621,6 +643,8 @@ class Remote:
         return object.__getattribute__(self, "_n")
 
     def __getattr__(self, name: str) -> Any:
+        if name in _NOT_FORWARDED:
+            raise AttributeError(name)
         return _ask({"op": "getattr", "ref": self._ref(), "name": name})
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -731,7 +755,7 @@ class _LazyModule(types.ModuleType):
 
 def _standard_module(name: str) -> types.ModuleType | None:
     """The standard module `name` imported here, or None (not one, one with effects on import, or missing)."""
-    if name.partition(".")[0] not in sys.stdlib_module_names or name in _NOT_IMPORTED:
+    if not _is_standard(name):
         return None
     import importlib
 
@@ -741,13 +765,20 @@ def _standard_module(name: str) -> types.ModuleType | None:
         return None
 
 
+class NameClash(BaseException):
+    """A test used `module.attr` where the program's object named like a standard module has `attr` too.
+
+    Not an Exception: a test's `except Exception` does not turn it into a pass."""
+
+
 class _Shadow(Remote):
     """An object of the program's whose name is a standard module's (`def trace(m)`, `def tokenize(s)`, a
     class `array`): calling it, comparing it, its own attributes are the program's, as the tests expect of
-    the program's names; an attribute the module has is the module's. So a test that uses the module
-    without importing it (`math.isclose`, relying on the program's `import math`) still gets Python's,
-    whatever the program bound to `math`. The runner decides this from the name alone: nothing the
-    program says of its object (a compromised host can say anything) changes it."""
+    the program's names; an attribute only the module has is the module's, so a test that uses the module
+    without importing it (`math.isclose`, relying on the program's `import math`) still gets Python's. An
+    attribute both have fails the tests (`NameClash`): the runner cannot tell which one the test meant,
+    and either guess lets something through (a wrong `class statistics` whose `mean` the module would
+    answer, a `math` of the program's with an `isclose` always true)."""
 
     __slots__ = ("_module",)
 
@@ -756,41 +787,57 @@ class _Shadow(Remote):
         object.__setattr__(self, "_module", module)
 
     def __getattr__(self, name: str) -> Any:
-        module = _standard_module(object.__getattribute__(self, "_module"))
-        if module is not None and hasattr(module, name):
+        module_name = object.__getattribute__(self, "_module")
+        module = _standard_module(module_name)
+        if module is None or not hasattr(module, name):
+            return Remote.__getattr__(self, name)
+        try:
+            Remote.__getattr__(self, name)
+        except AttributeError:
             return getattr(module, name)
-        return Remote.__getattr__(self, name)
+        raise NameClash(f"{module_name}.{name} is both the program's and the standard module's")
 
 
-def _program_names(names: Any) -> dict[str, Any]:
-    """The program's globals for the tests, as a test file's `from program import *` binds them: the
-    program's own functions, classes and objects win over builtins and standard modules of the same
-    name (`def pow(x, n)`, `def max(xs)`: the tests call the program's; `def statistics(xs)` is callable).
-    What stays Python's: never a name that starts with '__' (`__builtins__` would replace every builtin
-    of the tests); a builtin's name the program bound to plain data (`sum = 0`: the tests' `sum` stays
-    the builtin) or to an exception class (`except ValueError` in the tests is Python's); a name the
-    program bound to a standard module is that module, imported here; and on an object of the
-    program's named like a standard module, the module's attributes are the module's (`_Shadow`):
-    `math.isclose` is Python's whatever the program bound to `math`."""
+def _program_names(names: Any, own: Any, builtins_too: bool) -> tuple[dict[str, Any], list[str]]:
+    """The program's globals for the tests, as a test file's `from program import *` binds them, and the
+    names of builtins the program's own objects stand in for. Whose each name is:
+
+    - a name starting with '__': Python's (`__builtins__` would replace every builtin of the tests);
+    - bound to a module: a standard module is that module, imported here (`_LazyModule`); another is not
+      bound (the tests import what they use);
+    - an object of the program's named like a standard module (`def trace(m)`): the program's, but an
+      attribute the module has is the module's or a `NameClash` (`_Shadow`);
+    - named like a builtin: the program's if it is an object the program defined itself (`own`: its
+      `def pow`, `def max`, a class, a lambda) and `builtins_too`; else Python's builtin (plain data,
+      `sum = 0`; an exception class, `ValueError`; a function it imported, numpy's `all`, math's `pow`).
+      The program's stand-in is then the tests' helper as well: a `def range(*a): return []` empties the
+      tests' loops. So the grader runs such tests twice, with and without `builtins_too` (`sandbox.run_tests`);
+    - anything else: the program's."""
     assert _connection is not None
     if type(names) is not dict:
         raise ProtocolError("the program's names are not an object")
+    own = {n for n in own if type(n) is str} if type(own) is list else set()
     bound: dict[str, Any] = {}
+    stand_ins: list[str] = []
     for name, value in names.items():
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
             continue
         is_module = type(value) is dict and value.get("$") == "module"
         if is_module:
             module = str(value.get("v", ""))  # import math as m: m is math
-            if module.partition(".")[0] in sys.stdlib_module_names and module not in _NOT_IMPORTED:
+            if _is_standard(module):
                 bound[name] = _LazyModule(module)
             continue  # (another module, numpy say: the tests import what they use)
         decoded = _connection.decode(value)
         if isinstance(decoded, Remote) and name in sys.stdlib_module_names:
             bound[name] = _Shadow(object.__getattribute__(decoded, "_n"), name)
-        elif isinstance(decoded, Remote) or not hasattr(builtins, name):
-            bound[name] = decoded  # (not an exception class named like a builtin one: `ValueError` stays Python's)
-    return bound
+        elif not hasattr(builtins, name):
+            bound[name] = decoded
+        elif isinstance(decoded, Remote) and name in own:
+            stand_ins.append(name)
+            if builtins_too:
+                bound[name] = decoded
+    return bound, stand_ins
 
 
 class _Runs:
@@ -873,14 +920,16 @@ def runner_main(sock_fd: int, verdict_fd: int, config: dict[str, Any]) -> None:
     global _connection
     _nondumpable()
     verdict = socket.socket(fileno=verdict_fd)
-    set_limits(config["memory"], config["cpu"], 0, 0)
+    set_limits(address_space=config["memory"], cpu=config["cpu"])
     import threading
 
     threading.stack_size(THREAD_STACK)  # (its address space is limited: the tests may start threads too)
     _quiet_fds()
     _connection = Connection(socket.socket(fileno=sock_fd))
+    stand_ins: list[str] = []
     try:
-        names = _program_names(_connection.ask({"op": "run"})["ok"])
+        reply = _connection.ask({"op": "run"})
+        names, stand_ins = _program_names(reply["ok"], reply.get("own"), config["builtins_too"])
     except ProgramGone as e:
         detail = str(e) if str(e).startswith("the program exited") else "the program exited before the tests ran"
     except ProtocolError as e:
@@ -892,7 +941,7 @@ def runner_main(sock_fd: int, verdict_fd: int, config: dict[str, Any]) -> None:
             detail = _verdict_from_tests(config["tests"], names)
         except BaseException as e:
             detail = one_line(f"the test runner failed: {exception_line(e)}", 200)
-    verdict.sendall(json.dumps({"passed": not detail, "detail": detail}).encode())
+    verdict.sendall(json.dumps({"passed": not detail, "detail": detail, "stand_ins": stand_ins}).encode())
     verdict.close()
     os._exit(0)  # not waiting for threads the tests left
 

@@ -52,14 +52,18 @@ def _groups() -> dict[str, Path]:
 class TreeLimits:
     """Child cgroups (one per controller) that hold a run's processes and everything they start."""
 
-    def __init__(self, folders: dict[str, Path]):
+    def __init__(self, folders: dict[str, Path], swap_bounded: bool = False):
         self.folders = folders
+        # whether the memory limit holds swap too (or there is none): only then does it bound what the tree
+        # may take without an address-space limit; else it could push gigabytes to swap until the timeout
+        self.swap_bounded = swap_bounded
 
     @classmethod
     def create(cls, memory_bytes: int, tasks: int) -> TreeLimits | None:
         """Groups with these limits, or None where no memory cgroup can be made here."""
         name = f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         made: dict[str, Path] = {}
+        swap_bounded = False
         try:
             for controller, parent in sorted(_groups().items()):
                 _sweep(parent)
@@ -70,14 +74,7 @@ class TreeLimits:
                     continue
                 made[controller] = folder
                 if controller == "memory":
-                    if (folder / "memory.max").exists():  # cgroup v2
-                        (folder / "memory.max").write_text(str(memory_bytes))
-                        with contextlib.suppress(OSError):
-                            (folder / "memory.swap.max").write_text("0")
-                    else:
-                        (folder / "memory.limit_in_bytes").write_text(str(memory_bytes))
-                        with contextlib.suppress(OSError):  # only where swap accounting is on
-                            (folder / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+                    swap_bounded = _limit_memory(folder, memory_bytes)
                 else:
                     (folder / "pids.max").write_text(str(tasks))
         except OSError:
@@ -86,7 +83,7 @@ class TreeLimits:
         if "memory" not in made:
             TreeLimits(made).close()
             return None
-        return cls(made)
+        return cls(made, swap_bounded)
 
     def add(self, pids: Iterable[int]) -> None:
         for pid in pids:
@@ -145,6 +142,34 @@ class TreeLimits:
 
 
 _PREFIX = "presto-tui-"
+
+
+def _limit_memory(folder: Path, memory_bytes: int) -> bool:
+    """Limit the group's memory; whether that bounds swap too (swap limited, or no swap on this machine).
+    The swap files exist only where swap accounting is on: elsewhere the limit holds resident memory only."""
+    if (folder / "memory.max").exists():  # cgroup v2
+        (folder / "memory.max").write_text(str(memory_bytes))
+        swap, value = folder / "memory.swap.max", "0"
+    else:
+        (folder / "memory.limit_in_bytes").write_text(str(memory_bytes))
+        swap, value = folder / "memory.memsw.limit_in_bytes", str(memory_bytes)
+    try:
+        swap.write_text(value)
+        return True
+    except OSError:
+        return _no_swap()
+
+
+def _no_swap() -> bool:
+    """Whether this machine has no swap (SwapTotal 0 in /proc/meminfo)."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("SwapTotal:"):
+                    return int(line.split()[1]) == 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _sweep(parent: Path) -> None:

@@ -91,6 +91,13 @@ class Launcher:
         """RLIMIT_NPROC counts the program's own tasks (its own user namespace, or nobody's)."""
         return self.user_namespace or self.user is not None
 
+    @property
+    def cgroup_hidden(self) -> bool:
+        """The program can neither see nor mount the cgroup filesystem, so cannot leave its cgroup: bubblewrap
+        shows no /sys, and the program is another user (nobody, or its own user namespace, where it may
+        not make another). A program of presto-tui's own user outside it could move itself out."""
+        return self.sandboxed and self.counted_alone
+
     def describe(self) -> str:
         who = "as nobody" if self.user is not None else "as this user"
         if self.sandboxed:
@@ -105,8 +112,12 @@ class Launcher:
         only (the child drops them with its user, before the code runs: `drop_to`)."""
         if self.bwrap is None:
             return inner
+        return [self.bwrap, *self._options(tmpfs_bytes), "--", *inner]
+
+    def _options(self, tmpfs_bytes: int) -> list[str]:
+        """bubblewrap's options (what `command` puts between the binary and `--`)."""
         size = str(tmpfs_bytes)
-        args = [self.bwrap, "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+        args = ["--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
                 "--remount-ro", "/dev", "--proc", "/proc", "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         binds, links = shown()
         made: set[str] = set()
@@ -118,8 +129,7 @@ class Launcher:
             args += ["--ro-bind", path, path]
         for target, link in links:
             args += ["--symlink", target, link]
-        for file in _masked([p for p in map(os.path.realpath, _child_path()) if any(_within(p, b) for b in binds)],
-                            binds):
+        for file in _masked_shown(tuple(binds)):
             args += ["--ro-bind", os.devnull, file]
         args += ["--remount-ro", "/", "--chdir", "/tmp", "--unshare-ipc", "--unshare-pid", "--unshare-net",
                  "--unshare-uts",
@@ -133,20 +143,18 @@ class Launcher:
             args += ["--cap-drop", "ALL"]
             if self.user is not None:
                 args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        return [*args, "--", *inner]
+        return args
 
     @contextlib.contextmanager
     def started(self, inner: list[str], tmpfs_bytes: int) -> Iterator[tuple[list[str], list[int]]]:
         """`command` as it is started: the command, and the file descriptors to pass it. bubblewrap reads
         its own options from a file it is given (`--args FD`, closed before the code runs), not from its
         command line, which the sandbox's /proc/1/cmdline (bubblewrap is its init) shows to the code."""
-        full = self.command(inner, tmpfs_bytes)
         if self.bwrap is None:
-            yield full, []
+            yield inner, []
             return
-        options = full[1:full.index("--")]
         with tempfile.TemporaryFile() as f:
-            f.write(b"".join(os.fsencode(option) + b"\0" for option in options))
+            f.write(b"".join(os.fsencode(option) + b"\0" for option in self._options(tmpfs_bytes)))
             f.seek(0)
             yield [self.bwrap, "--args", str(f.fileno()), "--", *inner], [f.fileno()]
 
@@ -206,6 +214,13 @@ def interpreter() -> str:
     return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
+@functools.cache
+def _masked_shown(binds: tuple[str, ...]) -> tuple[str, ...]:
+    """`_masked` for the folders of the children's `sys.path` the sandbox shows (once: it globs and reads)."""
+    folders = [p for p in map(os.path.realpath, _child_path()) if any(_within(p, b) for b in binds)]
+    return tuple(_masked(folders, list(binds)))
+
+
 def _masked(folders: list[str], binds: list[str]) -> list[str]:
     """Files in the folders on the program's `sys.path` (site-packages) that name folders the sandbox
     does not show, unreadable there (/dev/null bound over them, on a mount without devices): an editable
@@ -216,7 +231,8 @@ def _masked(folders: list[str], binds: list[str]) -> list[str]:
     for folder in folders:
         if not os.path.isdir(folder):
             continue
-        for pattern in ("__editable__*", "*.egg-link", "*.dist-info/direct_url.json", "*.pth"):
+        for pattern in ("__editable__*", "__pycache__/__editable__*", "*.egg-link", "*.dist-info/direct_url.json",
+                        "*.pth"):
             for file in glob.glob(os.path.join(glob.escape(folder), pattern)):
                 if file in found or not os.path.isfile(file):
                     continue

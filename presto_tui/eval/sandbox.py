@@ -17,8 +17,8 @@ Two processes, neither of them presto-tui's:
   not read; nothing the code does in its own process (its frames, builtins, atexit, exit
   status, its file descriptors, its stdout) reaches the verdict.
 
-So a test's expected values never reach the code: the runner does not send its own values to
-be compared with (`==`, `<`, `in`, arithmetic between a proxy and a runner value are not
+So a test's expected values do not reach the code through a comparison: the runner does not
+send its own values to be compared with (`==`, `<`, `in`, arithmetic between a proxy and a runner value are not
 delegated; a proxy equals only another of the code's objects). Plain data the code returns
 arrives as a copy, subclasses as their base type: an `int` subclass whose `__eq__` is always
 true arrives as its int. What remains the program's to decide is what its own objects do
@@ -26,10 +26,12 @@ among themselves (`Point(1, 2) == Point(1, 2)` asks the code's `__eq__`), as in 
 and what it answers to the arguments a test passes it. NumPy arrays of numbers, booleans or
 fixed-width strings cross as arrays, copies too (`np.testing.assert_array_equal` works as in
 any pytest run). The program's names are bound for the tests as `from program import *` would
-bind them: its functions, classes and objects win over builtins and standard modules of the
-same name (`def pow(x, n)` is what the tests call, `def trace(m)` is callable), but a name the
-program bound to a module is Python's module, and a standard module's attributes stay the
-module's (`math.isclose` is Python's whatever the program bound to `math`).
+bind them: its functions, classes and objects win over standard modules of the same name
+(`def trace(m)` is callable), but a name the program bound to a module is Python's module, and
+a standard module's attributes stay the module's (`math.isclose` is Python's whatever the
+program bound to `math`). A function or class the program defined named like a builtin is
+tried both ways (`run_tests`): the tests must pass with Python's builtins and with the
+program's (`def pow(x, n)` is what they test; a `def range` must not empty their loops).
 
 Where bubblewrap works (`confine.detect`), the host runs inside it: its own PID namespace (it
 sees no other process and the whole namespace dies with the run), no network, a filesystem
@@ -95,8 +97,8 @@ MAX_VERDICT = 2**16
 @dataclass(frozen=True)
 class CodeLimits:
     timeout_s: float = 10.0  # wall clock, for the code and the tests together
-    memory_mib: int = 1024  # the program's whole tree (resident) where a cgroup can be made, else per process
-    # (address space)
+    # the program's whole tree (resident) where a cgroup holds it, else address space per process
+    memory_mib: int = 1024
     file_mib: int = 16  # the largest file the code may write (its tmpfs under bubblewrap: 4 times this)
     tasks: int = 128  # processes and threads of the program's tree (cgroup, or a sandbox's user namespace)
 
@@ -118,13 +120,37 @@ def run_tests(code: str, tests: str, limits: CodeLimits | None = None,
     limits = limits or CodeLimits()
     launcher = launcher or confine.detect()
     confine.warn_once(launcher)
+    # First with Python's builtins. A program whose own function or class is named like a builtin the
+    # tests may mean to test (`def pow(x, n)`) or may only use as a helper (`range`, `len`, `abs`,
+    # `sorted`: a `def range(*a): return []` would empty the tests' loops); the runner cannot tell which.
+    # So such a program passes only if the tests pass both ways: with Python's builtins and with the
+    # program's. The second run's failure is not described: with the program's builtins, the tests hand
+    # their expected values to the program (`abs(area(1) - 3.14159)`), and its exception would carry them.
+    first, stand_ins = _run_once(code, tests, limits, launcher, builtins_too=False)
+    if not stand_ins:
+        return first
+    named = ", ".join(f"`{name}`" for name in stand_ins)
+    if not first.passed:
+        return CodeResult(False, f"{first.detail} (with Python's {named}; the program's own is named like it)")
+    second, _ = _run_once(code, tests, limits, launcher, builtins_too=True)
+    if second.passed:
+        return second
+    return CodeResult(False, f"the tests failed with the program's own {named} in place of Python's builtin")
+
+
+def _run_once(code: str, tests: str, limits: CodeLimits, launcher: confine.Launcher,
+              builtins_too: bool) -> tuple[CodeResult, list[str]]:
     with tempfile.TemporaryDirectory(prefix="presto-tui-tests-") as folder:
-        return _Run(code, tests, limits, launcher, Path(folder)).result()
+        run = _Run(code, tests, limits, launcher, Path(folder), builtins_too)
+        return run.result(), run.stand_ins
 
 
 class _Run:
-    def __init__(self, code: str, tests: str, limits: CodeLimits, launcher: confine.Launcher, folder: Path):
+    def __init__(self, code: str, tests: str, limits: CodeLimits, launcher: confine.Launcher, folder: Path,
+                 builtins_too: bool):
         self.code, self.tests, self.limits, self.launcher, self.folder = code, tests, limits, launcher, folder
+        self.builtins_too = builtins_too  # the program's own objects named like builtins replace them
+        self.stand_ins: list[str] = []  # the builtins the program's own objects are named like (the runner's word)
         self.deadline = time.monotonic() + limits.timeout_s
         self.program: subprocess.Popen | None = None
         self.runner: subprocess.Popen | None = None
@@ -155,20 +181,23 @@ class _Run:
             nproc = lim.tasks if self.launcher.counted_alone else 0
             _send(self.program, {**self._config(), "program": self.code, "fsize": lim.file_mib * 2**20,
                                  "nproc": nproc, "user": self.launcher.drop_to}, close=False)
-            _send(self.runner, {**self._config(), "tests": self.tests})
+            _send(self.runner, {**self._config(), "tests": self.tests, "builtins_too": self.builtins_too})
             why = self._wait_ready(self.program)
             if why:
                 return CodeResult(False, why)
             # the host waits for this go before it runs the code: its tree is complete, and placed first.
-            # Where a cgroup holds the tree's memory (what its processes have resident), the host's address
-            # space is left alone: threads reserve stacks and malloc arenas they never touch
+            # Where a cgroup holds the tree's memory (what its processes have resident) and the code can
+            # neither leave it nor swap without bound, the host's address space is left alone: threads
+            # reserve stacks and malloc arenas they never touch. Leaving it needs the cgroup filesystem,
+            # which a sandbox of another user neither shows nor lets it mount; outside one, a program of
+            # the grader's user could move itself to the parent group (its `cgroup.procs` is that user's)
             self.tree = TreeLimits.create(lim.memory_mib * 2**20, lim.tasks)
             held = False
             if self.tree is not None:
-                tree = descendants(self.program.pid)
-                self.tree.add(tree)
-                held = self.tree.holds(tree)
-            _send(self.program, {"memory": 0 if held else lim.memory_mib * 2**20})
+                pids = descendants(self.program.pid)
+                self.tree.add(pids)
+                held = self.launcher.cgroup_hidden and self.tree.swap_bounded and self.tree.holds(pids)
+            _send(self.program, {"address_space": 0 if held else lim.memory_mib * 2**20})
             data, ended = _read_all(verdict_in, self.deadline)
         if not ended:
             return CodeResult(False, f"timed out after {lim.timeout_s:g} s")
@@ -177,7 +206,7 @@ class _Run:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.runner.wait(timeout=1)
             return CodeResult(False, f"the test runner ended without a verdict (exit status {self.runner.returncode})")
-        passed, detail = verdict
+        passed, detail, self.stand_ins = verdict
         if not passed and self.tree is not None and self.tree.out_of_memory() and "program" in detail:
             detail = f"the program ran out of memory ({lim.memory_mib} MiB for all its processes)"
         return CodeResult(passed, "" if passed else detail)
@@ -271,14 +300,16 @@ def _read_all(sock: socket.socket, deadline: float) -> tuple[bytes, bool]:
         data = (data + chunk)[:MAX_VERDICT]
 
 
-def _parse_verdict(data: bytes) -> tuple[bool, str] | None:
+def _parse_verdict(data: bytes) -> tuple[bool, str, list[str]] | None:
     try:
         verdict = json.loads(data)
     except ValueError:
         return None
     if type(verdict) is not dict or type(verdict.get("passed")) is not bool or type(verdict.get("detail")) is not str:
         return None
-    return verdict["passed"], verdict["detail"]
+    names = verdict.get("stand_ins")
+    stand_ins = [n for n in names if type(n) is str] if type(names) is list else []
+    return verdict["passed"], verdict["detail"], stand_ins
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
