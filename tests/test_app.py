@@ -862,7 +862,7 @@ async def test_search_by_class_k_cut_and_text_and_step_with_n():
         assert second != first and tree.round_tree.node(tree.selected).score.eps_class == "uncertain"
         await pilot.press("N")
         assert (scr.cursor, tree.selected) == first
-        await search(pilot, "k=2")
+        await search(pilot, "k=3")  # the transition it decides, from 1: the trace's decision index 2
         assert tree.round_tree.node(tree.selected).decision.index == 2
         await search(pilot, "cut=11")
         assert tree.round_tree.node(tree.selected).decision.cut == 11
