@@ -39,7 +39,9 @@ def lm_eval_(
         help="Comma-separated methods, each run over every task: lowtemp, bon:N (best-of-N), smc:P (PowerSMC with "
         "P particles), sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, "
         "entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
-        "rule: bfs, predictive, spine or stream; N its budget). Every other parameter comes from the flags "
+        "rule: bfs, predictive, spine or stream; N its budget). A method's own "
+        "parameters follow as :SYMBOL=VALUE, the symbols `stats` shows (ppt:r=4: parallel tempering with 4 "
+        "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes from the flags "
         "below.")] = DEFAULT_METHODS,
     include_path: Annotated[Path | None, typer.Option(
         "--include-path", metavar="DIR", show_default=False,
@@ -120,7 +122,7 @@ def lm_eval_(
     base = o.sampler_params(flags, preset={"prefetch": PrefetchRule.NONE.value})
     # -n given: one n for every request; else each request's max_gen_toks
     max_new_tokens = base.max_new_tokens if flags.get("max_new_tokens") is not None else None
-    method_list = parse_methods(methods, base)
+    method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "lm-eval")
