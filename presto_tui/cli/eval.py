@@ -42,7 +42,7 @@ def eval_(
         "sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, entropycut or "
         "multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
         "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). A method's own "
-        "parameters follow as :SYMBOL=VALUE, the symbols `stats` shows (ppt:r=4: parallel tempering with 4 "
+        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
         "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes "
         "from the flags below.")] = DEFAULT_METHODS,
     limit: Annotated[int | None, typer.Option(

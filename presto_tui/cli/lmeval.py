@@ -40,7 +40,7 @@ def lm_eval_(
         "P particles), sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, "
         "entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
         "rule: bfs, predictive, spine or stream; N its budget). A method's own "
-        "parameters follow as :SYMBOL=VALUE, the symbols `stats` shows (ppt:r=4: parallel tempering with 4 "
+        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
         "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes from the flags "
         "below.")] = DEFAULT_METHODS,
     include_path: Annotated[Path | None, typer.Option(
