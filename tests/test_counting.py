@@ -195,3 +195,27 @@ def test_the_numbers_from_0_are_the_trace_indices_docs_numbering_lists():
     assert at_zero, "the traces hold no index from 0: nothing was checked"
     missing = {k for k in at_zero if not any(k == n.rsplit(".", 1)[-1] or k in n.split("'") for n in named)}
     assert not missing, f"docs/numbering.md does not list these trace fields from 0: {sorted(missing)}"
+
+
+def test_no_dataframe_or_draws_column_counts_from_0():
+    """The DataFrames and the `--draws` CSV: every column that counts sessions, chains, prompts, blocks,
+    rounds, transitions, decisions or states starts at 1."""
+    cli_json("run", "the cat", "--chains", "2", "-K", "4", "-n", "16", "-B", "8", "--prefetch", "bfs", "--json",
+             "--trace", "a.jsonl", "--draws", "a.csv")
+    data = presto_tui.read_trace("a.jsonl")
+    frames = {"sessions": data.sessions, "transitions": data.transitions, "rounds": data.rounds, "nodes": data.nodes}
+    columns = {"session", "chain", "chains", "prompt", "block", "round", "transition", "decision"}
+    checked = set()
+    for name, frame in frames.items():
+        assert len(frame), name
+        for col in columns & set(frame.columns):
+            if col == "prompt" and name == "sessions":  # (the prompt's text)
+                continue
+            assert frame[col].dropna().min() >= 1, f"{name}.{col}"
+            checked.add(f"{name}.{col}")
+    assert {"transitions.block", "transitions.transition", "nodes.decision", "rounds.round"} <= checked
+    rows = Path("a.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    for col in ("prompt", "chain", "block", "transition", "state"):
+        i = header.index(col)
+        assert min(int(r.split(",")[i]) for r in rows[1:] if r.split(",")[i]) == 1, col
