@@ -18,6 +18,7 @@ import presto_tui
 from presto_tui.cli import app
 from presto_tui.errors import InputError
 from presto_tui.eval.runner import item_seed
+from presto_tui.lmeval.requests import request_seed
 from presto_tui.runtime.core.language import parse_method
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.spec import budget_text, sampler_table
@@ -75,15 +76,16 @@ IN_WORDS = {
 }
 
 
-def check_help_against(command: str, sessions: list[dict], derived: dict | None = None) -> set[str]:
+def check_help_against(command: str, sessions: list[dict], derived: dict | None = None,
+                       given: tuple[str, ...] = ()) -> set[str]:
     """Every sampler parameter's help default of `command` is what each session recorded (`derived`: the
-    parameters a session runs a function of, as (session, default) -> the value it must hold); the flags
-    checked."""
+    parameters a session runs a function of, as (session, default) -> the value it must hold; `given`: the
+    flags the run gave, not checked); the flags checked."""
     said = help_defaults(command)
     checked = set()
     for p in sampler_table():
         flag = p.cli_flag
-        if p.flag == "" or flag not in said:
+        if p.flag == "" or flag not in said or flag in given:
             continue
         text = said[flag]
         for s in sessions:
@@ -119,7 +121,7 @@ def test_evals_help_states_the_defaults_its_methods_run_with_the_budget_said_onc
     (item,) = json.loads(Path("e.json").read_text())["items"]
     # every session of an item on the seed derived from --seed and the item's id, as the help says
     checked = check_help_against("eval", sessions, {"seed": lambda s, seed: item_seed(seed, item["id"])})
-    assert {"--budget", "--steps", "--max-new-tokens"} <= checked
+    assert {"--budget", "--steps", "--max-new-tokens", "--seed"} <= checked
     rows = {m["label"]: m["params"] for m in json.loads(Path("e.json").read_text())["methods"]}
     assert budget_text(rows["powermh+stream"]) == "auto" and rows["powermh+bfs"]["budget"] == 8
     # a budget given is every rule's, as before
@@ -260,3 +262,30 @@ def test_the_docs_say_the_json_stats_writes_for_one_shot_sessions():
     assert said, "docs/commands.md says nothing of a one-shot session's JSON"
     for key, value in said.items():
         assert key in row and json.loads(value) == row[key], (key, value, row.get(key))
+
+
+def test_lm_evals_help_states_the_defaults_its_requests_run():
+    pytest.importorskip("lm_eval")
+    folder = Path("tasks")
+    folder.mkdir()
+    (folder / "words.jsonl").write_text("".join(json.dumps({"text": t, "answer": "x"}) + "\n"
+                                               for t in ("the cat sat on", "a dog ran")))
+    (folder / "words.yaml").write_text(
+        f"task: words\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder.resolve()}/words.jsonl\n"
+        "test_split: test\noutput_type: generate_until\ndoc_to_text: \"{{text}}\"\ndoc_to_target: \"{{answer}}\"\n"
+        "generation_kwargs:\n  until: [\" ,\"]\n  max_gen_toks: 8\n  do_sample: false\n"
+        "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n")
+    invoke("lm-eval", "--tasks", "words", "--include-path", str(folder), "--methods", "powermh+stream,powermh+bfs",
+           "-K", "2", "--trace", "l.jsonl", "--output", "l.json")
+    words = {"each request's max_gen_toks, as its task sets it; 96 where it sets none": lambda p, name: p[name] == 8}
+    IN_WORDS.update(words)
+    # every request on the seed derived from --seed and its context, as the help says
+    starts = [json.loads(ln) for ln in Path("l.jsonl").read_text().splitlines() if '"session_start"' in ln]
+    sessions = [s["params"] | {"_context": s["prompt"]} for s in starts]
+    try:
+        checked = check_help_against("lm-eval", sessions, given=("--steps",),
+                                     derived={"seed": lambda s, seed: request_seed(seed, s["_context"], 0)})
+    finally:
+        for k in words:
+            del IN_WORDS[k]
+    assert {"--budget", "--max-new-tokens", "--seed"} <= checked

@@ -27,7 +27,9 @@ NEED = "presto-tui lm-eval needs lm-eval (the lm-evaluation-harness): pip instal
 @command("lm-eval")
 @o.handled
 @takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, Group.METHOD, without=("sampler", "prefetch"),
-       defaults={"max_new_tokens": "each request's max_gen_toks, as its task sets it; 96 where it sets none"})
+       defaults={"max_new_tokens": "each request's max_gen_toks, as its task sets it; 96 where it sets none"},
+       help={"seed": "The methods' seed: each request's session runs on a seed derived from it and the request's "
+             "context, every method of a request on the same one"})
 def lm_eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Option(
