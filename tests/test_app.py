@@ -959,7 +959,7 @@ async def test_export_screen_tree_and_answer(tmp_path):
         await export_to(pilot, app, tmp_path, "t")
         (txt,) = tmp_path.glob("*-tree.txt")
         body = txt.read_text()
-        assert "session 1, round 1" in body and "✓ #0 k0" in body and "▶" in body
+        assert "session 1, round 1" in body and "✓ #0 k1" in body and "▶" in body
         await export_to(pilot, app, tmp_path, "j")
         (js,) = tmp_path.glob("*-tree.json")
         doc = json.loads(js.read_text())
