@@ -92,8 +92,7 @@ def test_the_warm_up_holds_every_burn_in_draw():
     """`chains(1, burn_in=45)` gave a warmup_posterior of 15 draws (the posterior's) while
     constant_data.warmup_draws said 45."""
     pytest.importorskip("arviz_base")
-    cli_json("run", "the cat", "--chains", "2", "-K", "60", "-n", "8", "--json", "--trace", "w.jsonl",
-             "--draws", "w.nc")
+    cli_json("run", "the cat", "--chains", "2", "-K", "60", "-n", "8", "--json", "--trace", "w.jsonl")
     idata = presto_tui.read_trace("w.jsonl").chains(1, burn_in=45)
     assert int(idata.constant_data["warmup_draws"]) == 45 and int(idata.constant_data["draws"]) == 15
     assert idata.warmup_posterior.sizes["draw"] == 45 and idata.posterior.sizes["draw"] == 15
