@@ -862,7 +862,7 @@ async def test_search_by_class_k_cut_and_text_and_step_with_n():
         assert second != first and tree.round_tree.node(tree.selected).score.eps_class == "uncertain"
         await pilot.press("N")
         assert (scr.cursor, tree.selected) == first
-        await search(pilot, "k=2")
+        await search(pilot, "k=3")  # the transition it decides, from 1: the trace's decision index 2
         assert tree.round_tree.node(tree.selected).decision.index == 2
         await search(pilot, "cut=11")
         assert tree.round_tree.node(tree.selected).decision.cut == 11
@@ -959,7 +959,7 @@ async def test_export_screen_tree_and_answer(tmp_path):
         await export_to(pilot, app, tmp_path, "t")
         (txt,) = tmp_path.glob("*-tree.txt")
         body = txt.read_text()
-        assert "session 1, round 1" in body and "✓ #0 k0" in body and "▶" in body
+        assert "session 1, round 1" in body and "✓ #0 k1" in body and "▶" in body
         await export_to(pilot, app, tmp_path, "j")
         (js,) = tmp_path.glob("*-tree.json")
         doc = json.loads(js.read_text())

@@ -50,7 +50,7 @@ def test_run_json_reports_diagnostics_and_answers_per_prompt(tmp_path):
     assert rows[0]["chain_group"] != rows[1]["chain_group"]
     for r in rows:
         quantities = {(d["quantity"], d["block"]) for d in r["diagnostics"]}
-        assert quantities == {("log_target", 0), ("loglik", 0), ("confidence", 0)}
+        assert quantities == {("log_target", 1), ("loglik", 1), ("confidence", 1)}  # blocks from 1
         d = next(d for d in r["diagnostics"] if d["quantity"] == "log_target")
         assert d["chains"] == 2 and d["draws"] == 6
         assert r["thresholds"] == {"rhat_max": 1.01, "ess_bulk_min": 100}

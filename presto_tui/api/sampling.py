@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from presto_tui.api.params import Params  # (the public name: its signatures show it)
 from presto_tui.errors import InputError
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.names import unknown_name
@@ -135,7 +136,7 @@ class Result:
 
 # -- the arguments every entry point takes ------------------------------------------------------
 
-def as_params(params: SamplerParams | dict | None) -> SamplerParams:
+def as_params(params: Params | SamplerParams | dict | None) -> SamplerParams:
     """Params as given (checked), from a dict of values (read as a request's are), or the defaults."""
     if params is None:
         return SamplerParams().validate()
@@ -245,7 +246,7 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
                 writer.close()
 
 
-def stream(engine: Any, prompts: str | Sequence[str], params: SamplerParams | dict | None = None, *,
+def stream(engine: Any, prompts: str | Sequence[str], params: Params | dict | None = None, *,
            chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
            trace: Any = None, cancel: Callable[[], bool] | None = None,
            transient: bool = False, command: str = "api") -> Iterator[SessionEvent]:
@@ -294,7 +295,7 @@ class Collector:
         return Result(self.prompts[prompt], chains, report, self.trace)
 
 
-def sample(engine: Any, prompts: str | Sequence[str], params: SamplerParams | dict | None = None, *,
+def sample(engine: Any, prompts: str | Sequence[str], params: Params | dict | None = None, *,
            chains: int = 1, concurrency: int | None = None, classifier: CertaintyClassifier | None = None,
            trace: Any = None, on_event: Callable[[int, Event], None] | None = None) -> list[Result]:
     """Sample every prompt with `chains` chains each on one engine (their sessions sharing its batch,
@@ -328,10 +329,11 @@ class Session:
     `await session.result()` is the prompt's `Result`.  Also an async context manager that cancels
     what is still running when the block is left."""
 
-    def __init__(self, engine: Any, prompt: str, params: SamplerParams | dict | None = None, *,
+    def __init__(self, engine: Any, prompt: str, params: Params | dict | None = None, *,
                  chains: int = 1, classifier: CertaintyClassifier | None = None, trace: Any = None,
                  transient: bool = False) -> None:
-        self._args = (engine, [prompt], as_params(params))
+        as_params(params)  # checked now, a bad value raising here rather than when it starts
+        self._args = (engine, [prompt], params)
         self._kw = dict(chains=chains, classifier=classifier, trace=trace, transient=transient)
         self._cancel = threading.Event()
         self._queue: asyncio.Queue | None = None

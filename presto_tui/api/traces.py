@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from presto_tui.errors import InputError
-from presto_tui.logs.draws import ChainDraws, common_draws, datatree, grouped
+from presto_tui.logs.draws import ChainDraws, common_draws, common_warmup, datatree, grouped
 from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.logs.stats import repeated_sessions, sessions_once
@@ -237,7 +237,7 @@ class TraceData:
                     sc, d = v.score, v.decision
                     rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "node": v.id,
                                  "parent": tree.parent_of(v.id), "depth": v.depth, "accept_child": v.accept,
-                                 "status": str(v.status), "decision": None if d is None else d.index,
+                                 "status": str(v.status), "decision": None if d is None else d.index + 1,
                                  "cut": None if d is None else d.cut,
                                  "log_target": None if sc is None else sc.log_target,
                                  "log_proposal": None if sc is None else sc.log_proposal,
@@ -390,8 +390,13 @@ class TraceData:
             raise InputError(f"{self.path}: chain group {prompt} has no draws in block {block} in every chain "
                              f"({selection.words}; a one-shot method, or a session cut short before its first "
                              "transition, has none)")
-        tree = datatree(groups, selection).sel(prompt=prompt, block=block).isel(
-            draw=slice(0, k), chain=slice(0, len(groups[prompt - 1])))
+        tree = datatree(groups, selection).sel(prompt=prompt, block=block).isel(chain=slice(0, len(groups[prompt - 1])))
+        # each group holds its own draws: the posterior the kept ones, the warm-up the burn-in's (as many as
+        # constant_data.warmup_draws says), not cut to the posterior's length
+        warm = common_warmup(groups[prompt - 1], block - 1, selection)
+        for name, node in list(tree.children.items()):
+            if "draw" in node.dims:
+                tree[name] = node.to_dataset().isel(draw=slice(0, warm if name == "warmup_posterior" else k))
         tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
         return tree
 

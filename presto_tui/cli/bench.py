@@ -280,7 +280,7 @@ def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[in
 def mixing(reports: list) -> dict:
     """A row's diagnostics over its prompts (--chains M): the worst R-hat and bulk ESS of the
     log-target (first block), the prompts warned about, and the mean share of the agreed answer."""
-    first = [next((d for d in r.diagnostics if d.quantity == "log_target" and d.block == 0), None) for r in reports]
+    first = [next((d for d in r.diagnostics if d.quantity == "log_target" and d.block == 1), None) for r in reports]
     rhats = [d.rhat for d in first if d is not None and d.rhat is not None]
     esses = [d.ess_bulk for d in first if d is not None and d.ess_bulk is not None]
     return {"rhat_max": max(rhats, default=None), "ess_bulk_min": min(esses, default=None),

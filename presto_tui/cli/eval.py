@@ -27,7 +27,9 @@ CODE_MEMORY = o.Limit(16, 1 << 20, integer=True)
 @command("eval")
 @o.handled
 @takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, Group.METHOD, defaults=BENCH_SIZES,
-       without=("sampler", "prefetch"))
+       without=("sampler", "prefetch"),
+       help={"seed": "The methods' seed: each item's sessions run on a seed derived from it and the item's id, "
+             "every method of an item on the same one"})
 def eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Argument(
@@ -41,7 +43,9 @@ def eval_(
         help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
         "sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, entropycut or "
         "multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
-        "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). Every other parameter comes "
+        "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). A method's own "
+        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
+        "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes "
         "from the flags below.")] = DEFAULT_METHODS,
     limit: Annotated[int | None, typer.Option(
         "--limit", show_default=False,
@@ -154,6 +158,8 @@ def eval_(
 
       presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
 
+      presto-tui eval --methods "powermh,ppt:r=4,rm+stream:p=16"  # populations
+
       presto-tui eval --frontier "lowtemp; smc@2,4; powermh+stream@2,8"
 
       presto-tui eval --backend synthetic --frontier default   # no model needed
@@ -200,7 +206,7 @@ def eval_(
     # every method sets its own sampler and rule; the base is valid with any --inputs
     base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
     kept = o.selection(burn_in, thin, base.steps)
-    method_list = parse_methods(methods, base)
+    method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed,
                        layout=layout(preset, fields, prompt_template))[:limit]
@@ -223,7 +229,8 @@ def eval_(
         return run_frontier(spec=frontier, seeds=frontier_seeds, axis=frontier_axis or "time", base=base, items=items,
                             task_meta=meta["tasks"],
                             clf=clf, name=name, engine_opts=engine_opts, path=path, out_path=out_path,
-                            figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish)
+                            figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish,
+                            budget_given=o.budget_given(flags))
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote

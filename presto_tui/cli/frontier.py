@@ -32,7 +32,7 @@ def conflicts(flags: dict, *, methods_given: bool, tost: list[str] | None, chain
 
 def run_frontier(*, spec: str, seeds: int | None, axis: str = "time", base, items, task_meta: dict, clf, name: str,
                  engine_opts, path: Path | None, out_path: Path, figures: str, json_out: bool, limits, progress_cls,
-                 finish) -> None:
+                 finish, budget_given: bool = True) -> None:
     """Run the frontier's points (parsed before any engine starts) and report; the trace is closed whatever
     happens, and what finished is reported before an engine failure's line."""
     from presto_tui.api.engine import exact_power_law, not_enumerable
@@ -42,7 +42,7 @@ def run_frontier(*, spec: str, seeds: int | None, axis: str = "time", base, item
 
     if axis not in COSTS:
         raise InputError(unknown_choice("--frontier-axis", axis, tuple(COSTS)))
-    points = parse_spec(spec, base)
+    points = parse_spec(spec, base, budget_given=budget_given)
     if seeds is not None:
         SEEDS.check("--frontier-seeds", seeds)
     engine = o.start_engine(name, engine_opts)

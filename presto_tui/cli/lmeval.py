@@ -27,7 +27,9 @@ NEED = "presto-tui lm-eval needs lm-eval (the lm-evaluation-harness): pip instal
 @command("lm-eval")
 @o.handled
 @takes(Group.LAW, Group.CHAIN, Group.OWN, Group.ENGINE, Group.METHOD, without=("sampler", "prefetch"),
-       defaults={"max_new_tokens": "each request's max_gen_toks, as its task sets it; 96 where it sets none"})
+       defaults={"max_new_tokens": "each request's max_gen_toks, as its task sets it; 96 where it sets none"},
+       help={"seed": "The methods' seed: each request's session runs on a seed derived from it and the request's "
+             "context, every method of a request on the same one"})
 def lm_eval_(
     ctx: typer.Context,
     tasks: Annotated[str, typer.Option(
@@ -39,7 +41,9 @@ def lm_eval_(
         help="Comma-separated methods, each run over every task: lowtemp, bon:N (best-of-N), smc:P (PowerSMC with "
         "P particles), sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, "
         "entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
-        "rule: bfs, predictive, spine or stream; N its budget). Every other parameter comes from the flags "
+        "rule: bfs, predictive, spine or stream; N its budget). A method's own "
+        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
+        "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes from the flags "
         "below.")] = DEFAULT_METHODS,
     include_path: Annotated[Path | None, typer.Option(
         "--include-path", metavar="DIR", show_default=False,
@@ -120,7 +124,7 @@ def lm_eval_(
     base = o.sampler_params(flags, preset={"prefetch": PrefetchRule.NONE.value})
     # -n given: one n for every request; else each request's max_gen_toks
     max_new_tokens = base.max_new_tokens if flags.get("max_new_tokens") is not None else None
-    method_list = parse_methods(methods, base)
+    method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "lm-eval")

@@ -164,6 +164,12 @@ def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
     return params_from(flags, preset, paper=bool(flags.get("paper_settings")))
 
 
+def budget_given(flags: dict[str, Any]) -> bool:
+    """Whether the command's -N was chosen (given, or by --paper-settings): else each method's PreSTO rule
+    runs its own default budget, as `--budget`'s help says (the method language's `budget_given`)."""
+    return flags.get("budget") is not None or bool(flags.get("paper_settings"))
+
+
 def chain_count(value: int | None) -> int:
     """--chains M, checked, and for M >= 2 the package its diagnostics need (before any engine starts)."""
     if value is None:

@@ -11,6 +11,7 @@ by the spec on the one validation path the server, the settings dialog and lm-ev
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
@@ -24,15 +25,16 @@ METAVAR = {int: "<int>", float: "<float>", str: "<text>"}
 
 
 def option(p: Param, *, default_text: str | None = None, help: str | None = None) -> Any:
-    """`p` as a typer option (an Annotated type); None (its default) means "not given"."""
+    """`p` as a typer option (an Annotated type); None (its default) means "not given".  `help`: the
+    command's own sentence for it, completed as every parameter's is, with its range and its default."""
+    text = (p if help is None else dataclasses.replace(p, help=help)).help_text(default_text)
     if p.kind is bool:
         decls = [f"{p.cli_flag}/{p.negative}"] if p.negative else [p.cli_flag]
-        info = typer.Option(*decls, rich_help_panel=p.group.panel, show_default=False,
-                            help=help or p.help_text(default_text))
+        info = typer.Option(*decls, rich_help_panel=p.group.panel, show_default=False, help=text)
         return Annotated[bool | None, info]
     decls = [p.cli_flag] + ([p.short] if p.short else [])
     info = typer.Option(*decls, metavar=p.metavar or METAVAR[p.kind], rich_help_panel=p.group.panel,
-                        show_default=False, help=help or p.help_text(default_text), envvar=p.envvar)
+                        show_default=False, help=text, envvar=p.envvar)
     return Annotated[str | None, info]
 
 

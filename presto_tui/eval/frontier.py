@@ -112,9 +112,10 @@ class Point:
 _BUDGETS = re.compile(r"^[0-9]+(,[0-9]+)*$")
 
 
-def parse_spec(text: str, base) -> list[Point]:
-    """The points `text` names, on top of `base` (the command's sampler flags); InputError (one line)
-    on anything it cannot read."""
+def parse_spec(text: str, base, *, budget_given: bool = True) -> list[Point]:
+    """The points `text` names, on top of `base` (the command's sampler flags; `budget_given`: whether
+    its budget is the command's -N, as `parse_method` reads it); InputError (one line) on anything it
+    cannot read."""
     text = text.strip()
     if text.lower() == "default":
         text = DEFAULT_SPEC
@@ -125,7 +126,7 @@ def parse_spec(text: str, base) -> list[Point]:
     groups: list[str] = []
     for entry in entries:
         spec, at, budgets = entry.partition("@")
-        method = parse_method(spec, base, FLAG)
+        method = parse_method(spec, base, FLAG, budget_given=budget_given)
         group = method.label
         if group in groups:
             raise InputError(f"{FLAG}: {group} is listed twice; give its budgets in one list ({group}@B1,B2,...)")
@@ -388,8 +389,10 @@ def landing_sentence(rows: Sequence[dict], measure: Measure, sampler: str, cost:
 # -- the points' rows ------------------------------------------------------------------------
 
 def settings(point: Point) -> str:
-    return describe(point.method.params) + ("" if point.axis is None or point.axis in ("N", "P", "M")
-                                            else f", K={point.budget}")
+    """Its settings in words: its method's, then an MH chain's K and blocks (as `run`'s header says them)."""
+    p = point.method.params
+    blocks = f", B={p.block}" if p.method.chain and p.block != p.max_new_tokens else ""
+    return describe(p) + ("" if point.axis is None or point.axis in ("N", "P", "M") else f", K={point.budget}") + blocks
 
 
 def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, seed: int) -> list[dict]:

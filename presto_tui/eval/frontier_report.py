@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from pathlib import Path
 
 from rich import box
@@ -26,6 +27,7 @@ from presto_tui.eval.frontier import COSTS, MEASURES, SHARES, Cost
 from presto_tui.eval.report import WIDE
 from presto_tui.safetext import visible
 
+TITLE_CHARS = 64  # a panel (6.4 in) holds a title line of about this many characters at 10 pt
 LABELS = {"tv": "total variation to pi_alpha", "loglik": "log-likelihood (eq. 21)",
           "confidence": "confidence (eq. 22)", "accuracy": "accuracy %", "pass@k": "pass@k %", "maj@k": "maj@k %"}
 
@@ -175,6 +177,11 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
     """`<stem>-frontier.<fmt>`: one panel per measure (None with --figures none or no points)."""
     if fmt == "none" or not any(True for key in res["measures"] for _ in _series(res, key)):
         return None
+    return write_figure(figure(res), stem, "frontier", fmt)
+
+
+def figure(res: dict):
+    """The frontier's figure: one panel per measure, each titled whole (the title wraps to the panel)."""
     from matplotlib.figure import Figure
 
     keys = res["measures"]
@@ -208,8 +215,11 @@ def save_figure(res: dict, stem: Path, fmt: str) -> str | None:
         ax.set_ylabel(LABELS[key] + (" (lower is better)" if key == "tv" else ""))
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-        ax.set_title(f"{LABELS[key]} against {cost_of(res).words}: {res['backend']} {res['model']}", fontsize=10)
-    return write_figure(fig, stem, "frontier", fmt)
+        # the engine on a line of its own, and each line wrapped to the panel's width: a model's name is long
+        # (synthetic-v3-o2-s0-x1-noeos), and a title wider than its figure is cut at the figure's edge
+        words = (f"{LABELS[key]} against {cost_of(res).words}", f"{res['backend']} {res['model']}")
+        ax.set_title("\n".join(textwrap.fill(w, TITLE_CHARS) for w in words), fontsize=10)
+    return fig
 
 
 def _tick(x: float, _pos: object = None) -> str:

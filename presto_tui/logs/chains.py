@@ -79,7 +79,7 @@ def diagnostics_table(report: ChainsReport, title: str = "", compact: bool = Fal
         cells: list = [(SHORT if compact else QUANTITIES).get(d.quantity, d.quantity)]
         cells += [] if compact else [str(d.draws), _num(d.mean, ".4g")]
         cells += [rhat, ess, _num(d.ess_tail, ".0f"), _num(d.mcse, ".3g")]
-        rows.append(([f"{d.block + 1}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
+        rows.append(([f"{d.block}" + ("" if d.block in report.shared else "*")] if blocks else []) + cells)
     draws = {d.draws for d in report.diagnostics}
     # the commands always say which draws they read; a side panel only when it is not every one
     said = "" if compact and report.selection == ALL else f"; {report.selection.words}"

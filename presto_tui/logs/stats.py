@@ -43,6 +43,7 @@ from presto_tui.runtime.core.language import describe
 from presto_tui.runtime.core.method import MethodKind
 from presto_tui.runtime.core.mh import ACCEPT, REJECT, UNCERTAIN
 from presto_tui.runtime.core.spec import budget_text, comparable_names
+from presto_tui.runtime.core.types import cut_at_eos
 from presto_tui.runtime.session.summary import is_one_shot
 from presto_tui.safetext import visible
 
@@ -119,7 +120,9 @@ def session_rows(traces: list[Trace]) -> list[dict]:
         d.update(trace=str(t.path), session=i + 1, session_id=start.session_id, backend=start.backend,
                  model=start.model, at_once=key["at_once"], sampler=s.params.get("sampler"),
                  alpha=s.params.get("alpha"), rule=_rule(s.params), comparable=key, one_shot=s.one_shot,
-                 drawn=s.info.drawn(), answer_tokens=len(s.tokens), population=s.population,
+                 # the answer a person reads: up to its first EOS (the state itself runs to n)
+                 drawn=s.info.drawn(), answer_tokens=len(cut_at_eos(s.tokens, start.backend_info.get("eos_id"))),
+                 population=s.population,
                  # a population's and an SMC session's own numbers in words, as `run` prints them
                  **({"method_rows": [list(r) for r in s.info.rows()]} if s.population or "log_z" in d else {}),
                  group=groups.setdefault(tuple(key.items()), len(groups) + 1),

@@ -35,8 +35,8 @@ from presto_tui.errors import InputError
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.method import Method
 from presto_tui.runtime.core.names import InputMode, PrefetchRule, unknown_choice
-from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.spec import Group, ParamError
+from presto_tui.runtime.core.params import SamplerParams, rule_defaults
+from presto_tui.runtime.core.spec import Group, Param, ParamError
 
 _SPEC = re.compile(r"^(?P<sampler>[a-z][a-z0-9-]*)(?:\+(?P<rule>[a-z]+)(?:/(?P<inputs>[a-z]+))?)?"
                    r"(?::(?P<n>[0-9]+))?(?P<sets>(?::[^:=\s]+=[^:\s]*)*)$")
@@ -84,8 +84,11 @@ def unknown_method(flag: str, name: str) -> str:
     return f"{flag}: " + unknown_choice("method", name, registry.names(), also=aliases)
 
 
-def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> MethodSpec:
-    """The method `spec` names, on top of `base` (the command's own sampler flags)."""
+def parse_method(spec: str, base: SamplerParams, flag: str = "--methods", *, budget_given: bool = True) -> MethodSpec:
+    """The method `spec` names, on top of `base` (the command's own sampler flags).  `budget_given`:
+    whether `base.budget` is the command's -N; where it is not, a PreSTO rule without `:N` runs its own
+    default budget (`rule_defaults`: auto for stream, 8 for the round rules), as `run` does and as
+    `-N`'s help says."""
     label = spec.strip().lower()
     m = _SPEC.match(label)
     if m is None:
@@ -109,8 +112,14 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
             raise InputError(f"{flag}: {label}: {method.display} takes no :N (it has no budget to set)")
     elif m["rule"] is None:
         if n is not None:
+            own = _own_count(method, n)
+            word = m["sampler"]  # as written (an alias stays one)
+            if own is not None and own.symbol:  # `ppt:4` read like `smc:4`: its own count, by its symbol
+                raise InputError(f"{flag}: {label}: {method.display}'s own parameters go by symbol: write "
+                                 f"{word}:{own.symbol.lower()}={n} for {own.name} {n}; a number after an MH sampler "
+                                 f"is its PreSTO rule's budget ({word}+RULE:{n})")
             raise InputError(f"{flag}: {label}: a number after an MH sampler is its PreSTO rule's budget; write "
-                             f"{method.name}+RULE:{n} ({method.name} alone is the sequential sampler)")
+                             f"{word}+RULE:{n} ({word} alone is the sequential sampler)")
         changes.update(prefetch=PrefetchRule.NONE.value, inputs=InputMode.DECISION.value)
     else:
         if m["rule"] not in PrefetchRule.presto_names():
@@ -128,6 +137,8 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
         if n is not None:
             changes["budget"] = n
             given.append("budget")
+        elif not budget_given:
+            changes["budget"] = rule_defaults(method.name, rule.value, None)["budget"]
     for name, value in _settings(method, m["sets"], flag, label).items():
         if name in changes:  # (`:N` set it, or the spec's own words did)
             raise InputError(f"{flag}: {label}: {name} is set twice")
@@ -139,6 +150,16 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
     except ParamError as e:
         raise InputError(f"{flag}: {label}: {e.line}") from None
     return MethodSpec(label, params, tuple(given))
+
+
+def _own_count(method: Method, n: int) -> Param | None:
+    """The symbol (lower case) of the first whole-number parameter of its own that `n` is a value of
+    (parallel tempering's replicas `r`, resample-move's particles `p`): what `ppt:4` most likely meant,
+    read like `smc:4`; None where it has none."""
+    for p in method.own_table or method.params:
+        if p.kind is int and p.symbol and (p.limit is None or p.limit.contains(n)):
+            return p
+    return None
 
 
 def _settings(method: Method, text: str, flag: str, label: str) -> dict[str, Any]:
@@ -167,11 +188,12 @@ def _settings(method: Method, text: str, flag: str, label: str) -> dict[str, Any
     return out
 
 
-def parse_methods(text: str, base: SamplerParams, flag: str = "--methods") -> list[MethodSpec]:
-    """The comma-separated methods of `text`, each once."""
+def parse_methods(text: str, base: SamplerParams, flag: str = "--methods", *,
+                  budget_given: bool = True) -> list[MethodSpec]:
+    """The comma-separated methods of `text`, each once (`budget_given`: as `parse_method` reads it)."""
     methods: list[MethodSpec] = []
     for spec in (s for s in text.split(",") if s.strip()):
-        method = parse_method(spec, base, flag)
+        method = parse_method(spec, base, flag, budget_given=budget_given)
         same = next((m for m in methods if m.label == method.label or m.params == method.params), None)
         if same is not None:  # bon:4 and bestofn:4 are one method under two names
             raise InputError(f"{flag}: {method.label} is listed twice" + (

@@ -29,6 +29,7 @@ Nothing else in presto-tui compares a sampler's name: it looks the method up and
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -95,6 +96,10 @@ class EventType:
 class MethodInfo:
     """A method's own numbers of one session, folded from its events (the summary's `info`)."""
 
+    def __repr__(self) -> str:
+        """What it holds, as `run --json` writes it: `PptInfo(swaps=[...], round_trips=2)`."""
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
+
     def update(self, ev: object) -> None:
         pass
 
@@ -126,8 +131,24 @@ class MethodInfo:
         return None
 
 
+def _reads_params(describe: Callable[..., str]) -> Callable[..., str]:
+    """`describe` taking a `Params` as well as its dict (what a subclass's own `describe` reads: `p.get`)."""
+    @functools.wraps(describe)
+    def wrapper(self: Method, p: Any) -> str:
+        return describe(self, p if isinstance(p, Mapping) or not hasattr(p, "to_dict") else p.to_dict())
+
+    wrapper.reads_params = True  # type: ignore[attr-defined]
+    return wrapper
+
+
 class Method:
     """A sampling method (see the module docstring).  Subclass it and export one instance."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("describe")  # a subclass's (a plugin's too) reads a dict: it gets one
+        if own is not None and not getattr(own, "reads_params", False):
+            cls.describe = _reads_params(own)  # type: ignore[method-assign]
 
     name: ClassVar[str]
     display: ClassVar[str]
@@ -176,8 +197,9 @@ class Method:
         return tuple(p.name for p in self.params) + self.reads
 
     # -- words -----------------------------------------------------------------------------------
+    @_reads_params
     def describe(self, p: Mapping[str, Any]) -> str:
-        """Its settings in words, from a params dict: 'PowerSMC P=8 B=128 R=400', 'best-of-4 logq',
+        """Its settings in words, from a `Params` or its dict: 'PowerSMC P=8 B=128 R=400', 'best-of-4 logq',
         'PowerMH, PreSTO stream N=auto, K=24'.  Used by `run`, the app, `stats` and the frontier."""
         own = own_words(self.own_table or self.params, p)
         return f"{self.display} {own}" if own else self.display

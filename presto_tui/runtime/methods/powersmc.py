@@ -260,8 +260,8 @@ class PowerSMC(OneShotMethod):
     view_state: ClassVar[str | None] = "presto_tui.views.state.baseline:SmcRun"
     view: ClassVar[str | None] = "presto_tui.views.widgets.baseline:ParticleGrid"
     params = (
-        Param("particles", int, 8, "PowerSMC: particles P", Group.OWN, "particles P (PowerSMC)",
-              limit=Limit(1, 4096, integer=True), symbol="P"),
+        Param("particles", int, 8, "PowerSMC and resample-move: particles P", Group.OWN,
+              "particles P (PowerSMC, resample-move)", limit=Limit(1, 4096, integer=True), symbol="P"),
         Param("smc_block", int, None, "PowerSMC: tokens a particle grows between resampling steps", Group.OWN,
               "tokens per block (PowerSMC; empty: n/8)", limit=Limit(1, 65536, integer=True), optional=True,
               default_text="n/8, the paper's 128 of 1024", symbol="B"),

@@ -205,8 +205,8 @@ class ResampleMove(PopulationMethod):
     )
 
     def describe(self, p: Mapping[str, Any]) -> str:
-        blocks = "" if p.get("block_size") in (None, p.get("max_new_tokens")) else f" B={p.get('block_size')}"
-        return f"{self.display} P={p.get('particles')}{blocks} ESS<{number_text(p['rm_ess'])}P, {rule_words(p)}"
+        # its blocks are the chain's (-B), said where every MH method's K and B are (`run`'s header, stats' columns)
+        return f"{self.display} P={p.get('particles')} ESS<{number_text(p['rm_ess'])}P, {rule_words(p)}"
 
     def members(self, params: SamplerParams) -> list[SamplerParams]:
         return [member_params(params, i) for i in range(params.particles)]

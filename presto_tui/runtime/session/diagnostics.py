@@ -107,7 +107,7 @@ class Diagnostic:
     null with `rhat_infinite` true (`to_dict`)."""
 
     quantity: str
-    block: int
+    block: int  # from 1, as every table and JSON counts blocks (docs/numbering.md)
     chains: int
     draws: int  # per chain: the shortest chain's (a cancelled chain cuts the others to its length)
     mean: float | None
@@ -150,8 +150,8 @@ def stuck(draws: np.ndarray) -> bool:
     return bool(half) and bool(np.all(halves == halves[:, :1]))
 
 
-def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 0) -> Diagnostic:
-    """ArviZ's diagnostics of `draws`, shape (chains, draws per chain)."""
+def diagnose(draws: np.ndarray, quantity: str = "log_target", block: int = 1) -> Diagnostic:
+    """ArviZ's diagnostics of `draws`, shape (chains, draws per chain), of `block` (from 1)."""
     from arviz_stats.base import array_stats as az
 
     a = np.asarray(draws, dtype=float)
@@ -183,7 +183,7 @@ class ChainsReport:
     steps: int  # K
     elapsed_s: float  # the longest chain's engine time (they start together when the concurrency covers them)
     diagnostics: tuple[Diagnostic, ...]
-    shared: tuple[int, ...]  # blocks whose chains all start from the same tokens
+    shared: tuple[int, ...]  # blocks (from 1) whose chains all start from the same tokens
     vote: Vote
     warnings: tuple[str, ...]
     selection: Selection = ALL
@@ -198,8 +198,8 @@ class ChainsReport:
 
 def draws_of(summaries: Sequence[SessionSummary], block: int, quantity: str,
              selection: Selection = ALL) -> np.ndarray:
-    """(chains, draws) of `quantity` in `block`, the transitions `selection` keeps, every chain cut to
-    the shortest."""
+    """(chains, draws) of `quantity` in `block` (the trace's index, from 0: the summaries' transitions
+    are its records), the transitions `selection` keeps, every chain cut to the shortest."""
     series = [[getattr(t, quantity) for t in s.draws if t.block == block and selection.keeps(t.k)] for s in summaries]
     k = min((len(x) for x in series), default=0)
     return np.array([x[:k] for x in series], dtype=float).reshape(len(series), k)
@@ -253,13 +253,14 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
     first = summaries[0]
     # (a one-shot method has no K; a population's members make K a block)
     steps = int(first.params.get("steps", 0)) if not first.one_shot or first.population else 0
-    blocks = sorted({t.block for s in summaries for t in s.draws})
-    shared = tuple(b for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
+    blocks = sorted({t.block for s in summaries for t in s.draws})  # the trace's indices, from 0
+    # what the report hands a person or a program counts blocks from 1 (docs/numbering.md)
+    shared = tuple(b + 1 for b in blocks if len({s.block_prefixes.get(b) for s in summaries}) == 1)
     diags: list[Diagnostic] = []
     notes: list[str] = []
     if available():
         for b in blocks:
-            diags += [diagnose(draws_of(summaries, b, q, selection), q, b) for q in QUANTITIES]
+            diags += [diagnose(draws_of(summaries, b, q, selection), q, b + 1) for q in QUANTITIES]
         ended = all(s.status != "running" for s in summaries)  # (a trace cut inside a chain: as far as it goes)
         notes = _warnings(diags, shared, len(blocks) > 1, steps, selection, ended, cut_short(summaries))
     else:
@@ -300,7 +301,7 @@ def _warnings(diags: list[Diagnostic], shared: tuple[int, ...], blocks: bool, st
                f"K={steps} was too short for the chains to mix (run more steps, -K; thresholds {THRESHOLDS})")
     for b in shared:
         mine = [d for d in diags if d.block == b and d.quantity in WARN_ON]
-        where = f"block {b + 1}: " if blocks else ""
+        where = f"block {b}: " if blocks else ""
         if mine and all(d.draws < MIN_DRAWS for d in mine):
             kept = "" if selection == ALL else f" after {selection.words}"
             out.append(f"{where}{mine[0].draws} draw(s) per chain{kept}: too few for diagnostics "

@@ -52,7 +52,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
               "they agree on; for a one-shot method, its M answers and their vote"),
     )),
     ("Search", (
-        ("/", "search nodes: k=5 (decision), cut=10-20, class=reject, or text in a proposal; "
+        ("/", "search nodes: k=5 (the transition it decides, from 1), cut=10-20, class=reject, or text in a proposal; "
               "terms combine; an empty search ends it"),
         ("n / N", "next / previous match (• marks matches in the tree)"),
     )),

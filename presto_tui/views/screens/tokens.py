@@ -78,7 +78,7 @@ class TokenScreen(Screen[None]):
         t = Text()
         t.append(f"{self.where}node #{v.id} ({symbol(sp.score.eps_class)} {sp.score.eps_class}, depth {v.depth})",
                  style="bold")
-        t.append(f" · decision k={d.index if d else '?'} · cut {sp.cut} of T={sp.T} · alpha {sp.alpha:g} · "
+        t.append(f" · decision k={d.index + 1 if d else '?'} · cut {sp.cut} of T={sp.T} · alpha {sp.alpha:g} · "
                  f"{sp.ratio}")
         t.append(f"\nthe proposal y ({len(sp.rows)} tokens from the cut) against the suffix x of the state it would "
                  "replace; target = alpha (log p0(y) - log p0(x)), proposal = log q(x) - log q(y)", style="dim")

@@ -62,9 +62,13 @@ def stats_text(session: SessionView, *, paused: bool = False, paused_style: Styl
     c = run.choice
     if c is not None:
         t.append(f"\nanswer: {run.what} #{c.index + 1}, {clip(c.rule, 120)}")
+    stopped = unanswered(session)
+    if stopped is not None:
+        t.append(f"\n{stopped}", style="dim")
     if m.answer_loglik is not None and m.answer_confidence is not None:
-        t.append(f"\nanswer log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
-    elif c is None:
+        what = "its text's" if stopped is not None else "answer"
+        t.append(f"\n{what} log-lik {m.answer_loglik:.3f}/token  confidence {m.answer_confidence:.3f}")
+    elif c is None and stopped is None:
         t.append("\nno answer yet: it is chosen at the end", style="dim")
     for note in m.info.notes():
         t.append(f"\nnote: {clip(note, 300)}", style="dim")
@@ -126,6 +130,15 @@ def cell_text(run: SmcRun, step: int, i: int, pieces: Pieces, eos_id: int | None
     return t
 
 
+def unanswered(session: SessionView) -> str | None:
+    """How a session that ended without choosing its answer (cancelled, failed) reads: its text is the
+    one it held when it stopped, which the stats panel scores; None while it runs or once it chose."""
+    status = session.summary.status
+    if _run(session).choice is not None or status in ("running", "done"):
+        return None
+    return f"{status} before it chose an answer: the text it held when it stopped"
+
+
 def answer_title(session: SessionView) -> str:
-    """The answer pane's title."""
-    return _run(session).answer_title()
+    """The answer pane's title ("no answer yet" only while the session may still give one)."""
+    return unanswered(session) or _run(session).answer_title()

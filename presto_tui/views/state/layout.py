@@ -71,7 +71,7 @@ def label(tree: RoundTree, v: NodeView) -> str:
     d = v.decision
     parts = [f"#{v.id}"]
     if d is not None:
-        parts.append(f"k{d.index} c={d.cut}")
+        parts.append(f"k{d.index + 1} c={d.cut}")  # the transition it decides, from 1
     if v.score is not None and v.status == NodeStatus.EXPANDED:
         parts.append(f"A={v.score.accept_prob:.2f}")
     elif v.status in (NodeStatus.LIVE, NodeStatus.ABORTED) and d is not None and d.request is not None:

@@ -2,7 +2,7 @@
 
 A query is a few space-separated terms, all of which a node must meet:
 
-    k=5  k=3-7          the node's decision index (k within its block)
+    k=5  k=3-7          the transition the node decides (k within its block, from 1)
     cut=12  cut=10-20   its decision's cut position
     class=reject        its class or status: accept, reject, uncertain, deferred,
                         leaf, unreachable, live, aborted (a prefix will do: class=unc)
@@ -54,7 +54,7 @@ class Query:
 
     def round_may_match(self, tree: RoundTree, proposal_text: Callable[[int], str]) -> bool:
         """A cheap necessary condition on the round's records, before any node is laid out."""
-        if self.k and not any(self.k[0] <= d.index <= self.k[1] for d in tree.decisions):
+        if self.k and not any(self.k[0] <= d.index + 1 <= self.k[1] for d in tree.decisions):
             return False
         if self.cut and not any(self.cut[0] <= d.cut <= self.cut[1] for d in tree.decisions):
             return False
@@ -68,7 +68,7 @@ class Query:
 
     def node_matches(self, tree: RoundTree, v: NodeView, proposal_text: Callable[[int], str]) -> bool:
         d = v.decision
-        if self.k and not (d is not None and self.k[0] <= d.index <= self.k[1]):
+        if self.k and not (d is not None and self.k[0] <= d.index + 1 <= self.k[1]):
             return False
         if self.cut and not (d is not None and self.cut[0] <= d.cut <= self.cut[1]):
             return False

@@ -52,7 +52,7 @@ class Inspector(Static):
         t.append(f"\nreach {v.reach:.3g}{'  in eps-rounded subtree' if v.rounded else ''}")
         d = v.decision
         if d is not None:
-            t.append(f"\ndecision k={d.index}  cut {d.cut}/{tree.T} ({d.cut / tree.T:.2f})  u={d.accept_u:.3f}")
+            t.append(f"\ndecision k={d.index + 1}  cut {d.cut}/{tree.T} ({d.cut / tree.T:.2f})  u={d.accept_u:.3f}")
             if d.h_pred is not None:
                 t.append(f"  h+={d.h_pred:.2f}")
         parts: list[Text | Units] = [t]
