@@ -10,6 +10,7 @@ in its module (`runtime/methods/`).
 from __future__ import annotations
 
 import math
+import numbers
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class Limit:
         return f"{'(' if self.lo_open else '['}{self._bound(self.lo)}, {self._bound(self.hi)}]"
 
     def _bound(self, x: float) -> str:
-        if not self.integer:
+        if not self.integer or not math.isfinite(x):  # (no upper bound reads inf, a whole number's too)
             return f"{x:g}"
         n = int(x)
         if n == 2**63 - 1:
@@ -325,6 +326,9 @@ class Param:
             if not self.optional and self.default is not None:
                 raise self._error(f"{me} needs a value", naming)
             return
+        wrong = self.type_message(value)
+        if wrong is not None:
+            raise self._error(wrong, naming)
         choices = self.choice_names
         if choices is not None and value not in choices:
             raise self._error(_esc(unknown_choice("\0", value, choices)).replace("\0", me), naming)
@@ -332,6 +336,32 @@ class Param:
             message = self.limit.message("\0", value)
             if message is not None:
                 raise self._error(_esc(message).replace("\0", me), naming)
+
+    def type_message(self, value: Any) -> str | None:
+        """What is wrong with the type of a typed value (a message template naming this parameter as
+        `{name}`), None if it is of its kind: a whole-number parameter takes only whole numbers (2.5, "x"
+        and True are refused, as the command line refuses them), a number a number, a name text, a switch
+        a bool."""
+        me = "{" + self.name + "}"
+        if self.kind is bool:
+            ok = isinstance(value, bool)
+        elif self.kind is str:
+            ok = isinstance(value, str)
+        elif self.kind is int:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        elif self.kind is float:
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        else:
+            return None
+        if ok:
+            return None
+        shown = number_text(value) if isinstance(value, (bool, float)) else raw_text(value)
+        if self.kind in (int, float):
+            limit = self.limit or Limit(-math.inf, math.inf, integer=self.kind is int)
+            kind = "a whole number" if self.kind is int else "a number"
+            where = f" {limit.where}" if math.isfinite(limit.lo) or math.isfinite(limit.hi) else ""
+            return f"{me} must be {kind}{_esc(where)}, got {_esc(shown)}"
+        return f"{me} must be {'true or false' if self.kind is bool else 'text'}, got {_esc(shown)}"
 
     def help_text(self, default: Any = None) -> str:
         """The help with its choices or range and its default, as --help and the docs show it."""
