@@ -15,6 +15,7 @@ package is internal.  Names load on first use, so `import presto_tui` stays chea
     data.transitions                                          # a pandas DataFrame
     data.chains(1)                                            # an ArviZ DataTree
     [m.name for m in presto_tui.methods()]                    # the samplers, plugins' included
+    presto_tui.method_catalog().problems                      # plugin methods that failed to load, and why
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _WHERE = {
     "MethodKind": "presto_tui.api.params",
     "methods": "presto_tui.api.params",
     "find_method": "presto_tui.api.params",
+    "method_catalog": "presto_tui.api.methods",
     "register": "presto_tui.plugin",
     "PrestoError": "presto_tui.errors",
     "InputError": "presto_tui.errors",
@@ -56,7 +58,7 @@ _MODULES = ("events", "testing", "plugin")
 
 __all__ = ["API_VERSION", "ChainResult", "Engine", "EngineError", "InputError", "Method", "MethodKind",
            "OutputError", "ParamError", "Params", "PrestoError", "Result", "Session", "SessionEvent",
-           "SessionSummary", "TraceData", "TraceError", "events", "find_method", "methods", "plugin",
+           "SessionSummary", "TraceData", "TraceError", "events", "find_method", "method_catalog", "methods", "plugin",
            "read_trace", "register", "sample", "stream", "testing"]
 
 def __getattr__(name: str) -> Any:

@@ -32,7 +32,7 @@ from presto_tui.runtime.core.method import Axis, Cost, EventType, Method, Method
 from presto_tui.runtime.core.mh import Score, score
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.randomness import DecisionInputs, pick_uniform, resample_uniform, sample_seed
-from presto_tui.runtime.core.registry import register
+from presto_tui.runtime.core.registry import Problem, problems, register
 from presto_tui.runtime.core.spec import Group, Limit, Naming, Param, ParamError
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.methods.chain import ChainMethod
@@ -46,9 +46,9 @@ from presto_tui.runtime.session.events import Choice, MethodEvent, ModelCall, Sa
 __all__ = [
     "Axis", "BatchDriver", "ChainMethod", "Choice", "Cost", "CutLaw", "DecisionInputs", "Draw", "EntropyJumpCut",
     "EventType", "Group", "Limit", "Method", "MethodEvent", "MethodInfo", "MethodKind", "ModelCall", "Naming",
-    "OneShotInfo", "OneShotMethod", "Param", "ParamError", "PowerMHFamily", "Proposal", "Request", "RoundTag",
-    "Sample", "SamplerFamily", "SamplerParams", "SamplesDriver", "SchemaError", "Score", "SeqState",
+    "OneShotInfo", "OneShotMethod", "Param", "ParamError", "PowerMHFamily", "Problem", "Proposal", "Request",
+    "RoundTag", "Sample", "SamplerFamily", "SamplerParams", "SamplesDriver", "SchemaError", "Score", "SeqState",
     "SessionDriver", "UniformCut", "check", "draw", "ess", "get", "normalised", "pick_uniform", "read_bool",
-    "read_finite", "read_float", "read_int", "read_list", "read_str", "read_tokens", "register",
+    "problems", "read_finite", "read_float", "read_int", "read_list", "read_str", "read_tokens", "register",
     "resample_uniform", "sample_event", "sample_seed", "score", "systematic", "write_num",
 ]

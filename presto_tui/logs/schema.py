@@ -151,6 +151,9 @@ def params_of(d: Any, where: str = "params") -> dict:
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
     sampler = known.get("sampler")
     if isinstance(sampler, str) and registry.find(sampler) is None:
+        why = registry.missing(sampler)
+        if why is not None:
+            raise SchemaError(f"{where}.sampler: {why}")
         raise SchemaError(f"{where}.sampler: no method {sampler[:40]!r} is installed here (a plugin's? install its "
                           f"package to read this trace); the methods here: {', '.join(registry.names())}")
     try:

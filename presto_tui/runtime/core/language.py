@@ -80,6 +80,9 @@ class MethodSpec:
 def unknown_method(flag: str, name: str) -> str:
     """The message for a name no method has: each choice once, and one near miss (a name or an alias)
     where there is one."""
+    why = registry.missing(name)  # a plugin of that name that failed to load: named, with its error
+    if why is not None:
+        return f"{flag}: {why}"
     aliases = sorted({a for m in registry.methods() for a in m.aliases})
     return f"{flag}: " + unknown_choice("method", name, registry.names(), also=aliases)
 

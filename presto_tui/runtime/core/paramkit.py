@@ -331,6 +331,9 @@ class Param:
             raise self._error(wrong, naming)
         choices = self.choice_names
         if choices is not None and value not in choices:
+            why = self.extra.get("missing", lambda v: None)(value)  # a choice that exists but failed to load
+            if why is not None:
+                raise self._error(f"{me}: {_esc(why)}", naming)
             raise self._error(_esc(unknown_choice("\0", value, choices)).replace("\0", me), naming)
         if self.limit is not None and not isinstance(value, str):
             message = self.limit.message("\0", value)
@@ -372,6 +375,8 @@ class Param:
             text += ": " + (", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else items[0])
         if self.limit is not None and self.reader is None:
             text += f", {self.limit.where}"
+        for line in self.extra.get("left_out", lambda: ())():  # choices that exist but failed to load
+            text += f"; {line.rstrip('.')}"
         shown = default if default is not None else self.default_shown
         return f"{text} [default: {shown}]." if shown != "" else text + "."
 
