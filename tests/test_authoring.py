@@ -191,3 +191,100 @@ def test_a_plugins_origin_is_its_package_and_version(tmp_path, monkeypatch):
         monkeypatch.undo()
         sys.modules.pop("broken_plugin", None)
         registry.reload()
+
+
+# -- a trace of a method not installed here reads as far as the generic records go -------------
+
+def recorded_without_its_method(tmp_path: Path, method, params: SamplerParams) -> Path:
+    """A trace of `method` (registered for the run), with one record of the method's own added, read back
+    once the method is gone (as on a machine without its plugin)."""
+    registry.register(method)
+    try:
+        engine = presto_tui.Engine(backend="synthetic")
+        presto_tui.sample(engine, "the cat", presto_tui.Params(**{**params.to_dict(), "sampler": method.name}),
+                          trace=tmp_path / "t.jsonl")
+    finally:
+        registry.reload()
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    sid = json.loads(lines[2])["session_id"]
+    lines.insert(4, json.dumps({"type": f"{method.name}_own", "sid": sid, "anything": [1, 2]}))
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path / "t.jsonl"
+
+
+class IMHLike(TailMH):
+    name = "imh"
+
+
+def test_a_trace_of_a_chain_method_not_installed_here_shows_its_transitions_and_answer(tmp_path):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+    from presto_tui.logs.reader import read_trace
+
+    path = recorded_without_its_method(tmp_path, TailMH(), SamplerParams(steps=4, max_new_tokens=8))
+    assert registry.installed("tailmh") is None
+    trace = read_trace(path)
+    (note,) = [w for w in trace.warnings if "tailmh" in w]
+    assert "method 'tailmh' is not installed here" in note and "1 line(s) of its own records were skipped" in note
+    assert "install the package that registers 'tailmh'" in note
+    (session,) = trace.sessions
+    summary = session.summary()
+    assert summary.transitions == 4 and len(summary.tokens) == 8 and session.rounds
+    data = presto_tui.read_trace(path)
+    assert len(data.transitions) == 4 and data.warnings == trace.warnings
+    res = CliRunner().invoke(app, ["stats", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)["sessions"][0]
+    assert row["sampler"] == "tailmh" and row["transitions"] == 4
+    with pytest.raises(ParamError, match="'tailmh' is not installed here"):  # it reads, but does not run
+        presto_tui.sample(presto_tui.Engine(backend="synthetic"), "x", SamplerParams(sampler="tailmh"))
+    registry.reload()
+
+
+def test_a_trace_of_a_one_shot_method_not_installed_here_shows_its_samples_and_answer(tmp_path, in_tmp):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+    from presto_tui.logs.reader import read_trace
+
+    engine = presto_tui.Engine(backend="synthetic")
+    presto_tui.sample(engine, "the cat", presto_tui.Params(sampler="bestofn", samples=3, max_new_tokens=8),
+                      trace=tmp_path / "b.jsonl")
+    path = tmp_path / "t.jsonl"
+    path.write_text((tmp_path / "b.jsonl").read_text().replace('"sampler":"bestofn"', '"sampler":"mybest"'))
+    trace = read_trace(path)
+    assert any("method 'mybest' is not installed here" in w for w in trace.warnings)
+    assert registry.find("mybest").kind is presto_tui.MethodKind.ONE_SHOT  # told by its records
+    summary = trace.sessions[0].summary()
+    assert len(summary.tokens) == 8
+    res = CliRunner().invoke(app, ["stats", str(path)])
+    assert res.exit_code == 0 and "one-shot sessions" in res.stdout and "mybest" in res.stdout
+    registry.reload()
+
+
+def test_stats_of_a_trace_whose_plugin_fails_to_load_reads_it_and_names_the_problem(tmp_path, broken):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+
+    path = recorded_without_its_method(tmp_path, IMHLike(), SamplerParams(steps=3, max_new_tokens=6))
+    res = CliRunner().invoke(app, ["stats", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["sessions"][0]["transitions"] == 3
+    (note,) = [ln for ln in res.stderr.splitlines() if "not installed here" in ln]
+    assert PROBLEM.search(note), note
+
+
+async def test_replay_draws_the_rounds_of_a_method_not_installed_here(tmp_path):
+    from helpers import text_of, wait_until
+
+    from presto_tui.logs.reader import read_trace
+    from presto_tui.views.app import replay_app
+
+    path = recorded_without_its_method(tmp_path, TailMH(), SamplerParams(steps=4, max_new_tokens=8))
+    app = replay_app(read_trace(path))
+    async with app.run_test(size=(120, 34)) as pilot:
+        await wait_until(pilot, lambda: app.screen.state.sessions and app.screen.state.sessions[0].rounds)
+        await wait_until(pilot, lambda: re.search(r"transitions \d/4", text_of(app, "#stats")))  # its rounds, drawn
+    registry.reload()

@@ -82,7 +82,7 @@ async def test_replay_shows_its_trace_and_without_the_plugin_says_so(installed, 
     from helpers import text_of, wait_until
     from test_baseline_views import rendered
 
-    from presto_tui.logs.reader import TraceError, read_trace
+    from presto_tui.logs.reader import read_trace
     from presto_tui.views.app import replay_app
 
     res = presto(installed, "run", "the cat", "--sampler", "imh", "-n", "8", "-K", "4", "--trace", "t.jsonl",
@@ -95,13 +95,14 @@ async def test_replay_shows_its_trace_and_without_the_plugin_says_so(installed, 
         await pilot.press("f1")  # the help lists it among the MH chains
         await wait_until(pilot, lambda: "imh independent MH: every proposal" in
                          " ".join(rendered(app, "#help-text").split()))
-    with monkeypatch.context() as m:  # as if the plugin were not installed: the trace names a method nobody has
+    with monkeypatch.context() as m:  # as if the plugin were not installed: its generic records still read
         m.setattr(registry, "entry_points", lambda **kw: [])
         registry.reload()
-        with pytest.raises(TraceError) as err:
-            read_trace(tmp_path / "t.jsonl")
+        trace = read_trace(tmp_path / "t.jsonl")
+        assert trace.sessions[0].summary().transitions == 4
     registry.reload()
-    assert "t.jsonl:1: " in str(err.value) and "'imh'" in str(err.value) and "plugin" in str(err.value)
+    (note,) = [w for w in trace.warnings if "'imh'" in w]
+    assert "not installed here" in note and "install the package" in note
 
 
 def test_eval_and_the_frontier_take_it(installed, tmp_path):

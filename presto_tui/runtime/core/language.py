@@ -93,7 +93,7 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods") -> Met
     m = _SPEC.match(label)
     if m is None:
         raise InputError(f"{flag}: cannot read {spec.strip()!r}; a method is {grammar()}")
-    method = registry.find(m["sampler"])
+    method = registry.installed(m["sampler"])
     if method is None:
         raise InputError(unknown_method(flag, m["sampler"]))
     n = int(m["n"]) if m["n"] is not None else None

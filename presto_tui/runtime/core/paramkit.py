@@ -330,7 +330,7 @@ class Param:
         if wrong is not None:
             raise self._error(wrong, naming)
         choices = self.choice_names
-        if choices is not None and value not in choices:
+        if choices is not None and value not in choices and not self.extra.get("recorded", lambda v: None)(value):
             why = self.extra.get("missing", lambda v: None)(value)  # a choice that exists but failed to load
             if why is not None:
                 raise self._error(f"{me}: {_esc(why)}", naming)

@@ -42,6 +42,7 @@ _table: dict[str, Method] | None = None
 _problems: list[Problem] = []
 _added: list[Method] = []  # registered at run time (register)
 _origins: dict[str, str] = {}  # a plugin method's name -> its package and version
+_absent: dict[str, Absent] = {}  # methods traces read here name but that are not installed (stand_in)
 _reserved: set[str] = set()  # the core's parameter names (spec.py reserves them)
 generation = 0  # changes whenever the table does: what caches of it compare
 
@@ -57,7 +58,16 @@ def names(kind: MethodKind | None = None) -> tuple[str, ...]:
 
 
 def find(name: object) -> Method | None:
-    """The method called `name` (or one of its aliases); None if there is none."""
+    """The method called `name` (or one of its aliases), or the stand-in of one a trace read here names
+    but that is not installed (`stand_in`); None if there is none."""
+    m = installed(name)
+    if m is None and isinstance(name, str):
+        return _absent.get(name)
+    return m
+
+
+def installed(name: object) -> Method | None:
+    """The method called `name` (or one of its aliases) that is installed here: what may run."""
     table = _loaded()
     if not isinstance(name, str):
         return None
@@ -65,6 +75,46 @@ def find(name: object) -> Method | None:
     if m is not None:
         return m
     return next((m for m in table.values() if name in m.aliases), None)
+
+
+class Absent(Method):
+    """A method a trace names that is not installed here: a stand-in with no parameters, events or view
+    of its own, so that the trace's generic records (its transitions and round trees, or its samples and
+    choice, and its answer) read, summarise and replay as any method's.  It cannot run."""
+
+    paper = ""
+
+    def __init__(self, name: str, kind: MethodKind) -> None:
+        self.name = name  # type: ignore[misc]
+        self.display = name  # type: ignore[misc]
+        self.help = "not installed here (read from a trace)"  # type: ignore[misc]
+        self.kind = kind  # type: ignore[misc]
+
+    def install_hint(self) -> str:
+        """What to do to read its own records: its load problem, or which package to install."""
+        why = missing(self.name)
+        return why if why is not None else (f"install the package that registers {self.name!r} in the entry-point "
+                                            f"group {GROUP} to read them")
+
+    def driver(self, engine: object, params: object, prompt_ids: object, **kwargs: object) -> object:
+        raise ParamError(f"method {self.name!r} is not installed here: {self.install_hint()}", "sampler")
+
+
+def recorded(name: object) -> bool:
+    """Whether `name` is a method not installed here that a trace read here names (its `stand_in`)."""
+    return isinstance(name, str) and name in _absent and installed(name) is None
+
+
+def stand_in(name: str, kind: MethodKind = MethodKind.CHAIN) -> Method:
+    """The method called `name`, or where none is installed the stand-in a trace reader reads its sessions
+    with (an `Absent`, found by `find` from then on but never listed or run); `kind` sets a stand-in's."""
+    m = installed(name)
+    if m is not None:
+        return m
+    with _lock:
+        absent = _absent.setdefault(name, Absent(name, kind))
+        absent.kind = kind  # type: ignore[misc]
+        return absent
 
 
 def method(name: object, flag: str = "--sampler") -> Method:
@@ -164,6 +214,7 @@ def reload() -> None:
         _added.clear()
         _problems.clear()
         _origins.clear()
+        _absent.clear()
         _bump()
 
 
