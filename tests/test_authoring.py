@@ -11,7 +11,9 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -288,3 +290,57 @@ async def test_replay_draws_the_rounds_of_a_method_not_installed_here(tmp_path):
         await wait_until(pilot, lambda: app.screen.state.sessions and app.screen.state.sessions[0].rounds)
         await wait_until(pilot, lambda: re.search(r"transitions \d/4", text_of(app, "#stats")))  # its rounds, drawn
     registry.reload()
+
+
+# -- exact by construction: a family proposing at a temperature of its own ---------------------
+
+@dataclass(frozen=True)
+class AtOne(PowerMHFamily):
+    """Proposes every suffix from p0 itself (tau = 1), whatever the run's --tau."""
+
+    name: ClassVar[str] = "atone"
+
+
+class TauOne(ChainMethod):
+    display, help = "tau one", "a family proposing at temperature 1"
+
+    def __init__(self, name: str, scored: bool) -> None:
+        self.name, self.scored = name, scored  # type: ignore[misc]
+
+    def family(self, params: SamplerParams) -> AtOne:
+        return AtOne(params.alpha, 1.0, params.epsilon, score_taus=(1.0,) if self.scored else ())
+
+
+@pytest.fixture
+def tau_one():
+    yield registry.register(TauOne("tauone", scored=True)), registry.register(TauOne("tauone-raw", scored=False))
+    registry.reload()
+
+
+def test_a_family_proposing_at_its_own_temperature_is_refused_unless_states_are_scored_at_it(tau_one):
+    with pytest.raises(ParamError) as err:
+        presto_tui.Params(sampler="tauone-raw")
+    assert str(err.value).startswith("sampler tauone-raw is not exact as written: its family proposes at "
+                                     "temperature 1 but a state's log q is q_tau's at tau 0.25")
+    assert presto_tui.Params(sampler="tauone-raw", tau=1.0).tau == 1.0  # at the run's own temperature: exact
+    assert presto_tui.Params(sampler="tauone").sampler == "tauone"
+
+
+def test_a_family_scored_at_the_temperature_it_proposes_at_is_exact(tau_one):
+    from presto_tui import testing
+
+    params = SamplerParams(sampler="tauone", max_new_tokens=3, steps=4, prefetch="none")
+    assert "within noise" in str(testing.check_invariance(params, chains=1000))
+    testing.check_coupling(params.with_(max_new_tokens=6, steps=6), rules=("stream", "spine"), budgets=(4,))
+
+
+def test_without_the_refusal_only_the_invariance_check_would_see_it(tau_one, monkeypatch):
+    """What the refusal guards against: the same family scored against the state's log q_tau leaves
+    another law than pi_alpha invariant, which the kit's invariance check sees (PIT and coupling cannot)."""
+    from presto_tui import testing
+
+    monkeypatch.setattr(ChainMethod, "check_exact", lambda self, params, naming: None)
+    params = SamplerParams(sampler="tauone-raw", max_new_tokens=3, steps=4, prefetch="none")
+    with pytest.raises(AssertionError, match="does not leave pi_alpha invariant"):
+        testing.check_invariance(params, chains=1000)
+    testing.check_coupling(params.with_(max_new_tokens=6, steps=6), rules=("stream",), budgets=(4,))

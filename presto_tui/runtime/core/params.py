@@ -184,6 +184,7 @@ class SamplerParams:
             raise about("block_size", "{block_size} {0} does not divide {max_new_tokens} {1}", self.block,
                         self.max_new_tokens, naming=naming)
         method.check(self, naming)
+        method.check_exact(self, naming)
         return self
 
     def to_dict(self) -> dict:
