@@ -344,3 +344,26 @@ def test_without_the_refusal_only_the_invariance_check_would_see_it(tau_one, mon
     with pytest.raises(AssertionError, match="does not leave pi_alpha invariant"):
         testing.check_invariance(params, chains=1000)
     testing.check_coupling(params.with_(max_new_tokens=6, steps=6), rules=("stream",), budgets=(4,))
+
+
+# -- help and docs list the methods of the registry ------------------------------------------------
+
+def test_methods_help_and_the_frontier_help_list_every_method_and_take_a_ladder(tailmh):
+    from presto_tui.api.params import frontier_axes, methods_help, parse_methods
+
+    text, axes = methods_help(), frontier_axes()
+    for m in registry.methods():
+        word = min((m.name, *m.aliases), key=len)
+        assert word in text and (m.axis is None or word in axes), m.name
+    assert ":SYMBOL=VALUE" in text
+    specs = parse_methods("ppt:pt_ladder=1,2,4,powermh,tailmh:l=3, bon:4", SamplerParams())
+    assert [s.label for s in specs] == ["ppt:pt_ladder=1,2,4", "powermh", "tailmh:l=3", "bon:4"]
+    assert specs[0].params.pt_ladder == "1,2,4" and specs[2].params.tail_length == 3
+
+
+def test_the_commands_page_names_every_built_in_method():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
+    sampler_row = next(line for line in text.splitlines() if line.startswith("| `--sampler` |"))
+    for m in registry.methods():
+        assert f"`{m.name}`" in sampler_row, m.name
+    assert "`...:SYMBOL=VALUE`" in text and "presto-tui methods" in text
