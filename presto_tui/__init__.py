@@ -25,8 +25,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 # 2.0: the API is the names below (1.x promised every name of presto_tui.api's modules); a method is an
-# object (Method, methods, register), with the law-test kit (testing) and the author's names (plugin)
-API_VERSION = "2.0"
+# object (Method, methods, register), with the law-test kit (testing) and the author's names (plugin);
+# 2.1 adds method_catalog, and to plugin a one-shot method's select (Selection, best_by), a session's
+# emit/end/submit_request and the helpers (eps_class, cut_at_eos, samples_cost, at_temperature, problems)
+API_VERSION = "2.1"
 
 # public name -> the module that defines it
 _WHERE = {

@@ -367,3 +367,14 @@ def test_the_commands_page_names_every_built_in_method():
     for m in registry.methods():
         assert f"`{m.name}`" in sampler_row, m.name
     assert "`...:SYMBOL=VALUE`" in text and "presto-tui methods" in text
+
+
+def test_debug_adds_the_plugins_traceback(broken, in_tmp):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+
+    res = CliRunner().invoke(app, ["--debug", "run", "the cat", "--sampler", "imh"])
+    assert res.exit_code == 2 and "class Broken(ChainMethod)" in res.output and "SyntaxError" in res.output
+    quiet = CliRunner().invoke(app, ["run", "the cat", "--sampler", "imh"])
+    assert "class Broken(ChainMethod)" not in quiet.output

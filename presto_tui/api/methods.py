@@ -39,7 +39,8 @@ class Catalog:
 
     def to_dict(self) -> dict[str, Any]:
         return {"methods": [asdict(m) for m in self.methods],
-                "problems": [{**asdict(p), "line": str(p)} for p in self.problems]}
+                "problems": [{**{k: v for k, v in asdict(p).items() if k != "traceback"}, "line": str(p)}
+                             for p in self.problems]}
 
 
 def method_catalog() -> Catalog:

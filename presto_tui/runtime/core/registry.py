@@ -26,7 +26,7 @@ import re
 import threading
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 from presto_tui.runtime.core.method import EventType, Method, MethodKind
@@ -154,6 +154,7 @@ class Problem:
     error: str  # "SyntaxError: invalid syntax"
     where: str | None  # "path/to/module.py:12"
     method: str | None = None  # the method's own name, where it was loaded before a rule refused it
+    traceback: str = field(default="", compare=False, repr=False)  # the whole of it (what --debug prints)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -249,7 +250,8 @@ def _loaded() -> dict[str, Method]:
                 _origins[loaded.name] = f"{package} {version}" if package else "an unknown package"
             except Exception as e:  # a broken plugin costs its own methods, not presto-tui
                 _problems.append(Problem(ep.name, ep.value, package, version, _error_text(e),
-                                         _where(e, loaded), getattr(loaded, "name", None)))
+                                         _where(e, loaded), getattr(loaded, "name", None),
+                                         "".join(traceback.format_exception(e))))
         for m in _added:
             _admit(found, m)
         _set(found)
