@@ -118,12 +118,14 @@ class OneShotMethod(Method):
 
 class SamplesDriver(BatchDriver):
     """A selection method's session: its method's `sample_count` samples at temperature tau, submitted
-    together, and the one its `select` picks as the answer."""
+    together, and the one its `select` picks as the answer.  (Without a method, as API 2.0 made it:
+    `count` samples, the highest sum of log q_tau kept, or of log p0 with `rank="logp"`.)"""
 
-    def __init__(self, *args: Any, method: OneShotMethod, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, method: OneShotMethod | None = None, count: int = 1, rank: str = "logq",
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.method = method
-        self.count = method.sample_count(self.params)
+        self.method = method if method is not None else _Ranked(rank)
+        self.count = method.sample_count(self.params) if method is not None else count
         self.samples: dict[int, Sample] = {}
 
     def begin(self) -> None:
@@ -150,6 +152,20 @@ class SamplesDriver(BatchDriver):
         assert proposal is not None
         self.state = SeqState(self.prompt_ids).extended(proposal)
         self.end("done")
+
+
+class _Ranked(OneShotMethod):
+    """The selection of a `SamplesDriver` made without a method: by the sum of log q_tau or of log p0."""
+
+    name, display, help = "ranked", "ranked samples", "the highest sum of log q_tau or log p0"
+
+    def __init__(self, rank: str) -> None:
+        self.rank = rank
+
+    def select(self, samples: Sequence[Sample], params: SamplerParams, eos_id: int | None) -> Selection:
+        if len(samples) == 1 or self.rank != "logp":
+            return super().select(samples, params, eos_id)
+        return best_by([s.logp for s in samples], f"highest sum of log p0 of {len(samples)}")
 
 
 def samples_cost(params: SamplerParams, count: int) -> Cost:
