@@ -15,6 +15,7 @@ package is internal.  Names load on first use, so `import presto_tui` stays chea
     data.transitions                                          # a pandas DataFrame
     data.chains(1)                                            # an ArviZ DataTree
     [m.name for m in presto_tui.methods()]                    # the samplers, plugins' included
+    presto_tui.method_catalog().problems                      # plugin methods that failed to load, and why
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 # 2.0: the API is the names below (1.x promised every name of presto_tui.api's modules); a method is an
-# object (Method, methods, register), with the law-test kit (testing) and the author's names (plugin)
-API_VERSION = "2.0"
+# object (Method, methods, register), with the law-test kit (testing) and the author's names (plugin);
+# 2.1 adds method_catalog, and to plugin a one-shot method's select (Selection, best_by), a session's
+# emit/end/submit_request and the helpers (eps_class, cut_at_eos, samples_cost, at_temperature, problems)
+API_VERSION = "2.1"
 
 # public name -> the module that defines it
 _WHERE = {
@@ -45,6 +48,7 @@ _WHERE = {
     "MethodKind": "presto_tui.api.params",
     "methods": "presto_tui.api.params",
     "find_method": "presto_tui.api.params",
+    "method_catalog": "presto_tui.api.methods",
     "register": "presto_tui.plugin",
     "PrestoError": "presto_tui.errors",
     "InputError": "presto_tui.errors",
@@ -56,7 +60,7 @@ _MODULES = ("events", "testing", "plugin")
 
 __all__ = ["API_VERSION", "ChainResult", "Engine", "EngineError", "InputError", "Method", "MethodKind",
            "OutputError", "ParamError", "Params", "PrestoError", "Result", "Session", "SessionEvent",
-           "SessionSummary", "TraceData", "TraceError", "events", "find_method", "methods", "plugin",
+           "SessionSummary", "TraceData", "TraceError", "events", "find_method", "method_catalog", "methods", "plugin",
            "read_trace", "register", "sample", "stream", "testing"]
 
 def __getattr__(name: str) -> Any:

@@ -235,7 +235,8 @@ async def test_settings_apply_to_the_next_prompt():
         budget = settings.query_one("#f-budget")
         budget.value = "0"
         await pilot.click("#save")
-        assert "--budget must lie in [1, 4096]" in str(settings.query_one("#settings-error").content)
+        assert str(settings.query_one("#settings-error").content) == \
+            "budget N (N, auto, cost:N or fill:N) must lie in [1, 4096], got 0"  # the field named by its label
         budget.value = "2"
         settings.query_one("#f-prefetch").value = "bfs"
         await not_a_double_click(pilot)
@@ -613,7 +614,7 @@ async def test_the_settings_dialog_has_a_field_for_every_sampler_parameter_of_th
         settings.query_one("#f-alpha").value = "1e309"
         await pilot.click("#save")
         assert str(settings.query_one("#settings-error").content) == \
-            "--alpha must be a finite number in (0, 1000], got '1e309'"
+            "alpha must be a finite number in (0, 1000], got '1e309'"
 
 
 async def test_settings_show_every_parameter_and_save_stays_in_view():

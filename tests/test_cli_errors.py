@@ -85,8 +85,8 @@ pytestmark = pytest.mark.usefixtures("in_tmp")
     (["chat", "hello"], "unexpected argument 'hello' for presto-tui chat (takes no arguments)"),
     # commands
     (["rn", "x"], "unknown command 'rn'; did you mean run?"),
-    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, eval, lm-eval, run, serve, "
-     "replay, stats, fit-classifier, web"),
+    (["frobnicate"], "unknown command 'frobnicate'; choose one of bench, chat, eval, lm-eval, methods, run, "
+     "serve, replay, stats, fit-classifier, web"),
     # bench's own lists and numbers
     (["bench", "--limit", "0"], "--limit must be >= 1, got 0"),
     (["bench", "--limit", "x"], "--limit must be a whole number >= 1, got 'x'"),

@@ -13,7 +13,16 @@ from typing import Any
 from presto_tui.files import readable_file
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.classifier import FEATURES, CertaintyClassifier
-from presto_tui.runtime.core.language import MethodSpec, describe, grammar, parse_method, parse_methods, sequential_of
+from presto_tui.runtime.core.language import (
+    MethodSpec,
+    describe,
+    frontier_axes,
+    grammar,
+    methods_help,
+    parse_method,
+    parse_methods,
+    sequential_of,
+)
 from presto_tui.runtime.core.method import Axis, Cost, EventType, Method, MethodInfo, MethodKind
 from presto_tui.runtime.core.names import BackendName, InputMode, PrefetchRule, unknown_choice, unknown_name
 from presto_tui.runtime.core.names import Choice as Name
@@ -117,8 +126,9 @@ __all__ = [
     "ENGINE_PARAMS", "EventType", "FEATURES", "Group", "InputMode", "LIMITS", "Limit", "MULTITRY_TAUS", "Method",
     "MethodInfo", "MethodKind", "MethodSpec", "Name", "Naming", "PAPER_SETTINGS", "PARAMS", "Param", "ParamError",
     "Params", "PrefetchRule", "SAMPLER_PARAMS", "SPEC", "SamplerParams", "applies", "applying", "budget_text",
-    "describe", "find_method", "flag", "grammar", "json_schema", "label", "load_classifier", "method_names",
-    "methods", "number_text", "of_group", "param_table", "params_from", "parse_method", "parse_methods",
+    "describe", "find_method", "flag", "frontier_axes", "grammar", "json_schema", "label", "load_classifier",
+    "method_names", "methods", "methods_help", "number_text", "of_group", "param_table", "params_from", "parse_method",
+    "parse_methods",
     "python_name", "raw_text", "read_budget", "request_field", "rule_defaults", "sampler_table", "sequential_of",
     "unknown_choice", "unknown_name", "whole_number",
 ]

@@ -15,7 +15,7 @@ from presto_tui.cli.root import app, command
 __all__ = ["app", "command", "main"]
 
 # Commands register themselves on `app`; the interactive ones first in --help.
-from presto_tui.cli import bench, chat, eval, lmeval, run, serve, traces, web  # noqa: F401
+from presto_tui.cli import bench, chat, eval, lmeval, methods, run, serve, traces, web  # noqa: F401
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from presto_tui.api.params import BENCH_SIZES, LIMITS, BackendName, Group, load_classifier
+from presto_tui.api.params import BENCH_SIZES, LIMITS, BackendName, Group, frontier_axes, load_classifier, methods_help
 from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
@@ -40,13 +40,7 @@ def eval_(
         "[default: builtin].")] = "builtin",
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
-        help="Comma-separated methods, each lowtemp, bon:N (best-of-N), smc:P (PowerSMC with P particles), "
-        "sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, entropycut or "
-        "multitry, sequential) or SAMPLER+RULE[/INPUTS][:N] (with a PreSTO rule: "
-        "bfs, predictive, spine or stream; N its budget, INPUTS node or decision). A method's own "
-        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
-        "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes "
-        "from the flags below.")] = DEFAULT_METHODS,
+        help=methods_help() + ". Every other parameter comes from the flags below.")] = DEFAULT_METHODS,
     limit: Annotated[int | None, typer.Option(
         "--limit", show_default=False,
         help=f"Use only the first N items, {o.CLI_LIMITS['limit'].where} [default: all].")] = None,
@@ -105,9 +99,10 @@ def eval_(
     frontier: Annotated[str | None, typer.Option(
         "--frontier", metavar="SPEC", rich_help_panel=FRONTIER, show_default=False,
         help="Instead of --methods: each method over a range of its budget, quality against time, the Pareto "
-        "fronts and the speedup at equal quality. SPEC: entries METHOD[@B1,B2,...] separated by ';', B the "
-        "values of K (an MH sampler, with or without a PreSTO rule), N (bon), P (smc) or M (sps); lowtemp alone; "
-        f"default: {DEFAULT_FRONTIER}. Quality: the exact distance to pi_alpha on an enumerable model "
+        "fronts and the speedup at equal quality. SPEC: entries METHOD[@B1,B2,...] separated by ';' (METHOD in "
+        "--methods' language, :SYMBOL=VALUE settings included), B the values of its budget axis: "
+        f"{frontier_axes()} (an MH chain's with or without a PreSTO rule); default: {DEFAULT_FRONTIER}. Quality: "
+        "the exact distance to pi_alpha on an enumerable model "
         "(--backend synthetic --synthetic-vocab V), else log-likelihood, confidence and accuracy.")] = None,
     frontier_seeds: Annotated[int | None, typer.Option(
         "--frontier-seeds", metavar="S", rich_help_panel=FRONTIER, show_default=False,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from presto_tui import console
-from presto_tui.api.params import BackendName, Group, Limit, PrefetchRule, load_classifier
+from presto_tui.api.params import BackendName, Group, Limit, PrefetchRule, load_classifier, methods_help
 from presto_tui.cli import options as o
 from presto_tui.cli.params import takes
 from presto_tui.cli.root import command
@@ -38,13 +38,8 @@ def lm_eval_(
         "ask for generations (output_type generate_until).")],
     methods: Annotated[str, typer.Option(
         "--methods", "-m", metavar="METHOD,...",
-        help="Comma-separated methods, each run over every task: lowtemp, bon:N (best-of-N), smc:P (PowerSMC with "
-        "P particles), sps:M (Scalable Power Sampling with M rollouts per candidate), SAMPLER (powermh, "
-        "entropycut or multitry, sequential) or SAMPLER+RULE[:N] (with a PreSTO "
-        "rule: bfs, predictive, spine or stream; N its budget). A method's own "
-        "parameters follow as :SYMBOL=VALUE, the symbols stats shows (ppt:r=4: parallel tempering with 4 "
-        "replicas; rm+stream:p=16: resample-move with 16 particles). Every other parameter comes from the flags "
-        "below.")] = DEFAULT_METHODS,
+        help=methods_help("Comma-separated methods, each run over every task") + ". Every other parameter comes "
+        "from the flags below.")] = DEFAULT_METHODS,
     include_path: Annotated[Path | None, typer.Option(
         "--include-path", metavar="DIR", show_default=False,
         help="A folder of task YAML files (lm-eval's --include_path): a local JSON or JSONL dataset needs "

@@ -319,6 +319,14 @@ def exit_with(code: int) -> None:
         raise typer.Exit(code)
 
 
+def _plugin_tracebacks() -> None:
+    """Under --debug: the traceback of each plugin method that failed to load (where the methods were looked
+    up at all: the registry is read, never loaded, here)."""
+    registry = sys.modules.get("presto_tui.runtime.core.registry")
+    for p in getattr(registry, "_problems", ()):
+        print(f"{p}\n{p.traceback}", file=term())
+
+
 def handled(fn: Callable) -> Callable:
     """Every command ends the same way: one line and the error kind's exit code, 130 on Ctrl-C,
     a traceback only under --debug."""
@@ -335,6 +343,7 @@ def handled(fn: Callable) -> Callable:
         except PrestoError as e:
             if DEBUG["on"]:
                 traceback.print_exc(file=term())
+                _plugin_tracebacks()
             fail(e.line, e.exit_code)
         except Exception as e:
             if DEBUG["on"]:

@@ -31,8 +31,20 @@ import orjson
 
 from presto_tui.errors import TraceError
 from presto_tui.files import readable_file
-from presto_tui.logs.schema import SchemaError, check_header, decode, gap_of, vocab_of
-from presto_tui.runtime.session.events import Damaged, Event, RoundDone, SessionEnd, SessionError, SessionStart
+from presto_tui.logs.schema import SchemaError, UnknownEvent, check_header, decode, gap_of, vocab_of
+from presto_tui.runtime.core import registry
+from presto_tui.runtime.core.method import MethodKind
+from presto_tui.runtime.session.events import (
+    Choice,
+    Damaged,
+    Event,
+    RoundDone,
+    Sample,
+    SessionEnd,
+    SessionError,
+    SessionStart,
+    Transition,
+)
 from presto_tui.runtime.session.summary import SessionSummary, summarize
 from presto_tui.safetext import visible
 
@@ -156,6 +168,7 @@ class _Reading:
         self.warnings: list[str] = []
         self.skipped: list[int] = []
         self.lost: dict[str, list[int]] = {}  # lines of sessions whose start was skipped, by session id
+        self.foreign: list[int] = []  # lines of a method's own records, its method not installed here
 
     def line(self, n: int, raw: bytes, complete: bool) -> None:
         shown = self.shown
@@ -178,6 +191,11 @@ class _Reading:
                 return
             ev = decode(obj)
             sid = obj.get("sid") if isinstance(obj, dict) else None
+        except UnknownEvent as e:
+            if not self.absent():
+                raise TraceError(f"{shown}:{n}: {e}") from None
+            self.foreign.append(n)  # a record of a method not installed here: said once, at the end
+            return
         except SchemaError as e:
             raise TraceError(f"{shown}:{n}: {e}") from None
         except RecursionError:
@@ -202,6 +220,12 @@ class _Reading:
         sess.events.append(ev)
         sess.last_line = n
 
+    def absent(self) -> list[str]:
+        """The methods this trace's sessions name that are not installed here (read with stand-ins)."""
+        names = [self.head["params"].get("sampler")] if self.head is not None else []
+        names += [s.start.params.get("sampler") for s in self.sessions]
+        return list(dict.fromkeys(n for n in names if registry.recorded(n)))
+
     def skip(self, n: int, raw: bytes, why: str, say: bool) -> None:
         """Skip line n (what is wrong with it: `why`) and mark the session it belonged to."""
         self.skipped.append(n)
@@ -224,6 +248,16 @@ class _Reading:
 
     def trace(self, path: Path) -> Trace:
         shown, warnings = self.shown, list(self.warnings)
+        for name in self.absent():
+            mine = [s for s in self.sessions if s.start.params.get("sampler") == name]
+            chain = any(isinstance(e, (Transition, RoundDone)) for s in mine for e in s.events)
+            one_shot = any(isinstance(e, (Sample, Choice)) for s in mine for e in s.events)
+            stand = registry.stand_in(name, MethodKind.ONE_SHOT if one_shot and not chain else MethodKind.CHAIN)
+            hint = stand.install_hint() if isinstance(stand, registry.Absent) else ""
+            own = f"{len(self.foreign)} line(s) of its own records were skipped" if self.foreign else \
+                "it wrote no records of its own"
+            warnings.append(f"{shown}: method {name!r} is not installed here: its sessions show their generic records "
+                            f"(transitions, round trees, samples, the answer); {own}; {hint}")
         if self.skipped:
             first = ", ".join(map(str, self.skipped[:10])) + (", ..." if len(self.skipped) > 10 else "")
             warnings.append(f"{shown}: {len(self.skipped)} bad line(s) skipped: {first}")

@@ -150,9 +150,12 @@ def params_of(d: Any, where: str = "params") -> dict:
     known = {k: v for k, v in d.items() if k in table and table[k].target is Target.SAMPLER}
     known.setdefault("budget_policy", "fill")  # before schema 1.2 the streaming rule kept N live
     sampler = known.get("sampler")
-    if isinstance(sampler, str) and registry.find(sampler) is None:
-        raise SchemaError(f"{where}.sampler: no method {sampler[:40]!r} is installed here (a plugin's? install its "
-                          f"package to read this trace); the methods here: {', '.join(registry.names())}")
+    if isinstance(sampler, str) and registry.installed(sampler) is None:
+        # a method not installed here (a plugin's): its sessions read with a stand-in, as far as the generic
+        # records go (the reader says once what was skipped and what to install)
+        if not registry.NAME.match(sampler):
+            raise SchemaError(f"{where}.sampler: {sampler[:40]!r} is no method's name")
+        registry.stand_in(sampler)
     try:
         return params_from(known, naming=lambda name: f"{where}.{name}").to_dict()
     except InputError as e:
@@ -383,7 +386,16 @@ def decode(d: Any) -> Event:
     et = registry.event_type(kind)  # a method's own event: its module reads it
     if et is not None:
         return et.decode(d)
-    raise SchemaError(f"unknown event type {kind[:40]!r}")
+    raise UnknownEvent(kind)
+
+
+class UnknownEvent(SchemaError):
+    """A line whose type no installed method declares (a method's own record, where its method is not
+    installed here, is skipped by the reader)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"unknown event type {kind[:40]!r}")
+        self.kind = kind
 
 
 # -- round trees --------------------------------------------------------------

@@ -80,6 +80,9 @@ class MethodSpec:
 def unknown_method(flag: str, name: str) -> str:
     """The message for a name no method has: each choice once, and one near miss (a name or an alias)
     where there is one."""
+    why = registry.missing(name)  # a plugin of that name that failed to load: named, with its error
+    if why is not None:
+        return f"{flag}: {why}"
     aliases = sorted({a for m in registry.methods() for a in m.aliases})
     return f"{flag}: " + unknown_choice("method", name, registry.names(), also=aliases)
 
@@ -93,7 +96,7 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods", *, bud
     m = _SPEC.match(label)
     if m is None:
         raise InputError(f"{flag}: cannot read {spec.strip()!r}; a method is {grammar()}")
-    method = registry.find(m["sampler"])
+    method = registry.installed(m["sampler"])
     if method is None:
         raise InputError(unknown_method(flag, m["sampler"]))
     n = int(m["n"]) if m["n"] is not None else None
@@ -188,11 +191,59 @@ def _settings(method: Method, text: str, flag: str, label: str) -> dict[str, Any
     return out
 
 
+def split_methods(text: str) -> list[str]:
+    """`text`'s comma-separated methods, a value that holds commas kept whole: a part after a `:SYMBOL=VALUE`
+    that is no method's name and holds no `:` or `+` goes on that value (`ppt:pt_ladder=1,2,4,powermh` is two
+    methods, the ladder 1,2,4)."""
+    out: list[str] = []
+    for part in text.split(","):
+        word = part.strip().lower()
+        continues = (out and "=" in out[-1].rsplit(":", 1)[-1] and word and not any(c in word for c in ":+")
+                     and registry.installed(word) is None and registry.missing(word) is None)
+        if continues:
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return [s for s in out if s.strip()]
+
+
+def methods_help(what: str = "Comma-separated methods") -> str:
+    """The method language as `--methods`' help says it, from the methods registered now."""
+    one_shot, chains = [], []
+    for m in registry.methods():
+        word = min((m.name, *m.aliases), key=len)
+        if m.chain:
+            chains.append(m.name)
+        elif m.axis is not None:
+            one_shot.append(f"{word}:{m.axis.symbol} ({m.display}, {m.axis.symbol} its {m.axis.param})")
+        else:
+            one_shot.append(f"{word} ({m.display})")
+    rules = ", ".join(PrefetchRule.presto_names())
+    return (f"{what}, each a one-shot sampler, {', '.join(one_shot)}; an MH chain alone, the sequential sampler: "
+            f"{', '.join(chains)}; or CHAIN+RULE[/INPUTS][:N], with a PreSTO rule ({rules}), N its budget, INPUTS "
+            "node or decision. Any of them takes :SYMBOL=VALUE settings of its own parameters, by symbol or name "
+            "(ppt+stream:r=8, rm:p=16, ppt:pt_ladder=1,2,4: a value may hold commas)")
+
+
+def frontier_axes() -> str:
+    """Each method's budget axis, as `--frontier`'s help says it: 'K (powermh, ...), N (bestofn, mbr), ...'."""
+    axes: dict[str, list[str]] = {}
+    bare = []
+    for m in registry.methods():
+        if m.axis is None:
+            bare.append(m.name)
+        else:
+            axes.setdefault(f"{m.axis.symbol} ({m.axis.param})", []).append(min((m.name, *m.aliases), key=len))
+    return "; ".join(f"{axis} of {', '.join(names)}" for axis, names in axes.items()) + (
+        f"; {', '.join(bare)} alone" if bare else "")
+
+
 def parse_methods(text: str, base: SamplerParams, flag: str = "--methods", *,
                   budget_given: bool = True) -> list[MethodSpec]:
-    """The comma-separated methods of `text`, each once (`budget_given`: as `parse_method` reads it)."""
+    """The comma-separated methods of `text`, each once (a value holding commas kept whole: `split_methods`;
+    `budget_given`: as `parse_method` reads it)."""
     methods: list[MethodSpec] = []
-    for spec in (s for s in text.split(",") if s.strip()):
+    for spec in split_methods(text):
         method = parse_method(spec, base, flag, budget_given=budget_given)
         same = next((m for m in methods if m.label == method.label or m.params == method.params), None)
         if same is not None:  # bon:4 and bestofn:4 are one method under two names

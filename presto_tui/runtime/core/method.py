@@ -209,6 +209,10 @@ class Method:
         """Raise ParamError (`ParamError.about`, rendered with `naming`) where its parameters do not
         go together; each value's own range is already checked."""
 
+    def check_exact(self, params: SamplerParams, naming: Naming) -> None:
+        """Raise ParamError where these parameters would make a chain that is not exact by construction
+        (ChainMethod: a family proposing at a temperature its states are not scored at)."""
+
     def resolved(self, params: SamplerParams) -> dict[str, Any]:
         """Its own parameters whose value is another's by default, resolved (SPS's draws: its top-k),
         as `SamplerParams.to_dict` writes them."""

@@ -10,6 +10,7 @@ in its module (`runtime/methods/`).
 from __future__ import annotations
 
 import math
+import numbers
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class Limit:
         return f"{'(' if self.lo_open else '['}{self._bound(self.lo)}, {self._bound(self.hi)}]"
 
     def _bound(self, x: float) -> str:
-        if not self.integer:
+        if not self.integer or not math.isfinite(x):  # (no upper bound reads inf, a whole number's too)
             return f"{x:g}"
         n = int(x)
         if n == 2**63 - 1:
@@ -325,13 +326,45 @@ class Param:
             if not self.optional and self.default is not None:
                 raise self._error(f"{me} needs a value", naming)
             return
+        wrong = self.type_message(value)
+        if wrong is not None:
+            raise self._error(wrong, naming)
         choices = self.choice_names
-        if choices is not None and value not in choices:
+        if choices is not None and value not in choices and not self.extra.get("recorded", lambda v: None)(value):
+            why = self.extra.get("missing", lambda v: None)(value)  # a choice that exists but failed to load
+            if why is not None:
+                raise self._error(f"{me}: {_esc(why)}", naming)
             raise self._error(_esc(unknown_choice("\0", value, choices)).replace("\0", me), naming)
         if self.limit is not None and not isinstance(value, str):
             message = self.limit.message("\0", value)
             if message is not None:
                 raise self._error(_esc(message).replace("\0", me), naming)
+
+    def type_message(self, value: Any) -> str | None:
+        """What is wrong with the type of a typed value (a message template naming this parameter as
+        `{name}`), None if it is of its kind: a whole-number parameter takes only whole numbers (2.5, "x"
+        and True are refused, as the command line refuses them), a number a number, a name text, a switch
+        a bool."""
+        me = "{" + self.name + "}"
+        if self.kind is bool:
+            ok = isinstance(value, bool)
+        elif self.kind is str:
+            ok = isinstance(value, str)
+        elif self.kind is int:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        elif self.kind is float:
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        else:
+            return None
+        if ok:
+            return None
+        shown = number_text(value) if isinstance(value, (bool, float)) else raw_text(value)
+        if self.kind in (int, float):
+            limit = self.limit or Limit(-math.inf, math.inf, integer=self.kind is int)
+            kind = "a whole number" if self.kind is int else "a number"
+            where = f" {limit.where}" if math.isfinite(limit.lo) or math.isfinite(limit.hi) else ""
+            return f"{me} must be {kind}{_esc(where)}, got {_esc(shown)}"
+        return f"{me} must be {'true or false' if self.kind is bool else 'text'}, got {_esc(shown)}"
 
     def help_text(self, default: Any = None) -> str:
         """The help with its choices or range and its default, as --help and the docs show it."""
@@ -342,6 +375,8 @@ class Param:
             text += ": " + (", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else items[0])
         if self.limit is not None and self.reader is None:
             text += f", {self.limit.where}"
+        for line in self.extra.get("left_out", lambda: ())():  # choices that exist but failed to load
+            text += f"; {line.rstrip('.')}"
         shown = default if default is not None else self.default_shown
         return f"{text} [default: {shown}]." if shown != "" else text + "."
 

@@ -8,6 +8,7 @@ before any work so that a bad value costs the person nothing but a one-line mess
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -94,6 +95,9 @@ class SamplerParams:
             if p.name not in core:
                 own[p.name] = p.default
         for name, value in values.items():
+            param = table.get(name)
+            if param is not None and param.kind is int:
+                value = _whole(value)
             if name in core:
                 object.__setattr__(self, name, value)
             elif name in own or (name in table and table[name].target.value == "sampler"):
@@ -180,6 +184,7 @@ class SamplerParams:
             raise about("block_size", "{block_size} {0} does not divide {max_new_tokens} {1}", self.block,
                         self.max_new_tokens, naming=naming)
         method.check(self, naming)
+        method.check_exact(self, naming)
         return self
 
     def to_dict(self) -> dict:
@@ -198,6 +203,18 @@ class SamplerParams:
         values.update(self.own)
         values.update(changes)
         return type(self)(**values)
+
+
+def _whole(value: Any) -> Any:
+    """A whole-number parameter's value as an int where it is one (3.0 from a JSON body, numpy's int64);
+    anything else as it came, for `validate` to refuse by the parameter's name."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return value
 
 
 def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = None, *, paper: bool = False,

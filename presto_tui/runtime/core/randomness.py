@@ -36,6 +36,8 @@ def _draw(seed: int, key: tuple[int, ...]) -> DecisionInputs:
 
 
 def decision_inputs(seed: int, block: int, decision: int) -> DecisionInputs:
+    """The random inputs of MH decision `decision` of block `block` in a session of seed `seed`: the same
+    whichever rule (sequential or PreSTO) asks, which is what makes every rule's chain the same."""
     return _draw(seed, (_DECISION, block, decision))
 
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
 import re
 import threading
+import traceback
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 from presto_tui.runtime.core.method import EventType, Method, MethodKind
@@ -36,8 +39,10 @@ NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
 _lock = threading.RLock()
 _table: dict[str, Method] | None = None
-_problems: list[str] = []
+_problems: list[Problem] = []
 _added: list[Method] = []  # registered at run time (register)
+_origins: dict[str, str] = {}  # a plugin method's name -> its package and version
+_absent: dict[str, Absent] = {}  # methods traces read here name but that are not installed (stand_in)
 _reserved: set[str] = set()  # the core's parameter names (spec.py reserves them)
 generation = 0  # changes whenever the table does: what caches of it compare
 
@@ -53,7 +58,16 @@ def names(kind: MethodKind | None = None) -> tuple[str, ...]:
 
 
 def find(name: object) -> Method | None:
-    """The method called `name` (or one of its aliases); None if there is none."""
+    """The method called `name` (or one of its aliases), or the stand-in of one a trace read here names
+    but that is not installed (`stand_in`); None if there is none."""
+    m = installed(name)
+    if m is None and isinstance(name, str):
+        return _absent.get(name)
+    return m
+
+
+def installed(name: object) -> Method | None:
+    """The method called `name` (or one of its aliases) that is installed here: what may run."""
     table = _loaded()
     if not isinstance(name, str):
         return None
@@ -63,11 +77,52 @@ def find(name: object) -> Method | None:
     return next((m for m in table.values() if name in m.aliases), None)
 
 
+class Absent(Method):
+    """A method a trace names that is not installed here: a stand-in with no parameters, events or view
+    of its own, so that the trace's generic records (its transitions and round trees, or its samples and
+    choice, and its answer) read, summarise and replay as any method's.  It cannot run."""
+
+    paper = ""
+
+    def __init__(self, name: str, kind: MethodKind) -> None:
+        self.name = name  # type: ignore[misc]
+        self.display = name  # type: ignore[misc]
+        self.help = "not installed here (read from a trace)"  # type: ignore[misc]
+        self.kind = kind  # type: ignore[misc]
+
+    def install_hint(self) -> str:
+        """What to do to read its own records: its load problem, or which package to install."""
+        why = missing(self.name)
+        return why if why is not None else (f"install the package that registers {self.name!r} in the entry-point "
+                                            f"group {GROUP} to read them")
+
+    def driver(self, engine: object, params: object, prompt_ids: object, **kwargs: object) -> object:
+        raise ParamError(f"method {self.name!r} is not installed here: {self.install_hint()}", "sampler")
+
+
+def recorded(name: object) -> bool:
+    """Whether `name` is a method not installed here that a trace read here names (its `stand_in`)."""
+    return isinstance(name, str) and name in _absent and installed(name) is None
+
+
+def stand_in(name: str, kind: MethodKind = MethodKind.CHAIN) -> Method:
+    """The method called `name`, or where none is installed the stand-in a trace reader reads its sessions
+    with (an `Absent`, found by `find` from then on but never listed or run); `kind` sets a stand-in's."""
+    m = installed(name)
+    if m is not None:
+        return m
+    with _lock:
+        absent = _absent.setdefault(name, Absent(name, kind))
+        absent.kind = kind  # type: ignore[misc]
+        return absent
+
+
 def method(name: object, flag: str = "--sampler") -> Method:
     """The method called `name`; ParamError (one line, with the choices) if there is none."""
     m = find(name)
     if m is None:
-        raise ParamError(unknown_choice(flag, name, names()), "sampler")
+        why = missing(name)
+        raise ParamError(f"{flag}: {why}" if why else unknown_choice(flag, name, names()), "sampler")
     return m
 
 
@@ -86,10 +141,59 @@ def event_type_of(ev: object) -> EventType | None:
     return next((e for m in methods() for e in m.events if type(ev) is e.cls), None)
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A plugin method that was left out: which entry point of which package, and why (the exception and
+    the file and line it points at: a syntax error's line, the frame that raised, or the method's class
+    for a rule it breaks)."""
+
+    entry_point: str  # its name in the entry-point group (the method's name, as the package registers it)
+    value: str  # module:attribute
+    package: str | None  # the distribution that declares it, and its version
+    version: str | None
+    error: str  # "SyntaxError: invalid syntax"
+    where: str | None  # "path/to/module.py:12"
+    method: str | None = None  # the method's own name, where it was loaded before a rule refused it
+    traceback: str = field(default="", compare=False, repr=False)  # the whole of it (what --debug prints)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for n in (self.entry_point, self.method) if n))
+
+    @property
+    def origin(self) -> str:
+        return f"{self.package} {self.version}" if self.package else "an unknown package"
+
+    def __str__(self) -> str:
+        at = f" at {self.where}" if self.where else ""
+        return (f"plugin method {self.entry_point!r} of {self.origin} (entry point {self.value}) failed to load: "
+                f"{self.error}{at}")
+
+
 def problems() -> list[str]:
-    """One line per plugin that was left out, and why."""
+    """One line per plugin method that was left out, and why (`load_problems` gives them as records)."""
+    return [str(p) for p in load_problems()]
+
+
+def load_problems() -> tuple[Problem, ...]:
+    """Every plugin method that was left out, as a `Problem`."""
     _loaded()
-    return list(_problems)
+    return tuple(_problems)
+
+
+def missing(name: object) -> str | None:
+    """Why there is no method called `name`, where a plugin of that name failed to load (its `Problem`'s
+    line); None where no plugin tried to be it."""
+    _loaded()
+    return next((str(p) for p in _problems if name in p.names), None)
+
+
+def origin(m: Method) -> str:
+    """Where a method comes from: 'built-in', 'presto-tui-imh 0.1.0' (the package that registers it), or
+    'registered in this process'."""
+    if type(m).__module__.startswith(BUILTIN + "."):
+        return "built-in"
+    return _origins.get(m.name, "registered in this process")
 
 
 def register(m: Method) -> Method:
@@ -110,6 +214,8 @@ def reload() -> None:
         _table = None
         _added.clear()
         _problems.clear()
+        _origins.clear()
+        _absent.clear()
         _bump()
 
 
@@ -135,14 +241,42 @@ def _loaded() -> dict[str, Method]:
         for m in sorted(_builtin(), key=lambda m: (m.order, m.name)):  # a built-in that fails is a bug: it raises
             _admit(found, m)
         for ep in sorted(_entry_points(), key=lambda e: e.name):
+            dist = getattr(ep, "dist", None)
+            package, version = (dist.name, dist.version) if dist is not None else (None, None)
+            loaded: Method | None = None
             try:
-                _admit(found, _instance(ep.load()))
+                loaded = _instance(ep.load())
+                _admit(found, loaded)
+                _origins[loaded.name] = f"{package} {version}" if package else "an unknown package"
             except Exception as e:  # a broken plugin costs its own methods, not presto-tui
-                _problems.append(f"plugin method {ep.name!r} ({ep.value}) left out: {type(e).__name__}: {e}")
+                _problems.append(Problem(ep.name, ep.value, package, version, _error_text(e),
+                                         _where(e, loaded), getattr(loaded, "name", None),
+                                         "".join(traceback.format_exception(e))))
         for m in _added:
             _admit(found, m)
         _set(found)
         return found
+
+
+def _error_text(e: BaseException) -> str:
+    text = e.msg if isinstance(e, SyntaxError) else str(e)
+    return " ".join(f"{type(e).__name__}: {text}".split())  # one line
+
+
+def _where(e: BaseException, loaded: Method | None) -> str | None:
+    """The file and line a load failure points at: a syntax error's own, the method's class where a rule
+    refused it (the check raised in this module), else the innermost frame outside the import machinery."""
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{e.filename}:{e.lineno}"
+    if loaded is not None:
+        try:
+            return f"{inspect.getsourcefile(type(loaded))}:{inspect.getsourcelines(type(loaded))[1]}"
+        except (OSError, TypeError):
+            return None
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not f.filename.startswith("<frozen") and f.filename != __file__
+              and "importlib" not in f.filename.replace("\\", "/").split("/")]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
 def _builtin() -> list[Method]:

@@ -146,7 +146,8 @@ _STREAM = frozenset({PrefetchRule.STREAM.value})
 CORE: tuple[Param, ...] = (
     # -- which method ------------------------------------------------------------------------
     Param("sampler", str, "powermh", "The method that draws the response", Group.METHOD, "sampler",
-          choices=lambda: tuple((m.name, m.help) for m in registry.methods()), metavar="NAME"),
+          choices=lambda: tuple((m.name, m.help) for m in registry.methods()), metavar="NAME",
+          extra={"missing": registry.missing, "left_out": registry.problems, "recorded": registry.recorded}),
     Param("prefetch", str, PrefetchRule.STREAM.value,
           "The prefetch rule (PreSTO's; none is the sequential sampler). With decision inputs bfs and predictive plan "
           "the same requests as each other; their allocations differ only with --inputs node", Group.METHOD,

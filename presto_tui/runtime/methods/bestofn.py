@@ -3,13 +3,14 @@ sum of log q_tau kept (its own sampling distribution, the paper's choice), or of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from presto_tui.runtime.core.method import Axis, Cost
+from presto_tui.runtime.core.method import Axis
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.spec import Group, Limit, Param
-from presto_tui.runtime.methods.samples import OneShotMethod, SamplesDriver, samples_cost
+from presto_tui.runtime.methods.samples import OneShotMethod, Selection, best_by
+from presto_tui.runtime.session.events import Sample
 
 BON_RANKS = ("logq", "logp")  # best-of-N keeps the highest sum of log q_tau (the paper's) or of log p0
 
@@ -30,17 +31,21 @@ class BestOfN(OneShotMethod):
               choices=BON_RANKS, symbol="", flag="--rank", field="rank", metavar="logq|logp"),
     )
 
+    count_param = "samples"
+
     def describe(self, p: Mapping[str, Any]) -> str:
         return f"best-of-{p.get('samples')}" + (", ranked by log p0" if p.get("bon_rank") == "logp" else "")
 
-    def driver(self, engine: Any, params: SamplerParams, prompt_ids: Any, **kwargs: Any) -> SamplesDriver:
-        return SamplesDriver(engine, params, prompt_ids, count=params.samples, rank=params.bon_rank, **kwargs)
+    def score_name(self, params: Mapping[str, Any]) -> str:
+        return "sum log p0" if params.get("bon_rank") == "logp" else "sum log q"
 
-    def width(self, params: SamplerParams) -> int:
-        return params.samples
-
-    def cost(self, params: SamplerParams) -> Cost:
-        return samples_cost(params, params.samples)
+    def select(self, samples: Sequence[Sample], params: SamplerParams, eos_id: int | None) -> Selection:
+        """The sample with the highest sum of log q_tau (the paper's choice) or of log p0 (`--rank logp`)."""
+        if len(samples) == 1:
+            return super().select(samples, params, eos_id)
+        by_p = params.bon_rank == "logp"
+        return best_by([s.logp if by_p else s.logq for s in samples],
+                       f"highest sum of log {'p0' if by_p else 'q_tau'} of {len(samples)}")
 
 
 METHOD = BestOfN()

@@ -10,13 +10,15 @@ and the app's tree view are the chain machinery's, the same for all of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from presto_tui.runtime.core.method import Axis, Cost, Method, MethodKind
 from presto_tui.runtime.core.names import PrefetchRule
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.core.spec import rule_words
+from presto_tui.runtime.core.randomness import decision_inputs
+from presto_tui.runtime.core.spec import Naming, ParamError, number_text, rule_words
 from presto_tui.runtime.session.driver import Driver
 from presto_tui.runtime.session.loop import COST_POLICY_LIVE
 from presto_tui.runtime.session.population import Population
@@ -35,6 +37,25 @@ class ChainMethod(Method):
 
     def describe(self, p: Mapping[str, Any]) -> str:
         return f"{super().describe(p)}, {rule_words(p)}"
+
+    def check_exact(self, params: SamplerParams, naming: Naming) -> None:
+        """Refuse a family that proposes at a temperature its states' log q is not known at.  A state holds
+        log q at the run's proposal temperature (`--tau`; its block's extension is drawn at it) and at each of
+        its family's `score_taus` (every request reports those too, from the same logits).  A proposal drawn
+        at another temperature would be scored against the state's log q_tau: an MH ratio of the wrong
+        proposal density, silently inexact (only the kit's invariance check sees it)."""
+        family = self.family(params)
+        if family is None:
+            return
+        known = (params.proposal_tau, *family.score_taus)
+        for d in range(4):  # a family's temperatures may depend on its inputs (MultiTryMH draws them)
+            for _, t in family.draws(decision_inputs(params.seed, 0, d)):
+                if not any(math.isclose(t, k, rel_tol=1e-12) for k in known):
+                    raise ParamError.about(
+                        "sampler", "{sampler} {0} is not exact as written: its family proposes at temperature {1} "
+                        "but a state's log q is q_tau's at {tau} {2}; propose at params.proposal_tau, or add {1} to "
+                        "its family's score_taus (PowerMHFamily then scores each state at the temperature it "
+                        "proposes at)", self.name, number_text(t), number_text(params.proposal_tau), naming=naming)
 
     def driver(self, engine: Any, params: SamplerParams, prompt_ids: Any, **kwargs: Any) -> Driver:
         cls = DRIVERS.get(params.prefetch, RoundDriver)

@@ -4,7 +4,7 @@ resamples the suffix from q_tau and accepts with eq. 6 (the paper's sec 3.1 and 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from presto_tui.runtime.core.cutlaw import CutLaw, UniformCut
@@ -37,7 +37,18 @@ class PowerMHFamily:
 
     def score(self, state: SeqState, cut: int, inp: DecisionInputs, proposals: Sequence[Proposal],
               selected: int) -> Score:
-        return score(state, cut, proposals[0], self.alpha, self.epsilon, self.law)
+        return score(at_temperature(state, self.tau, self.score_taus), cut, proposals[0], self.alpha, self.epsilon,
+                     self.law)
+
+
+def at_temperature(state: SeqState, tau: float, score_taus: Sequence[float]) -> SeqState:
+    """`state` with its log q at `tau`, where `tau` is one of the temperatures its requests reported log q
+    at (`score_taus`): a family that proposes at a temperature of its own (not the run's `--tau`, which a
+    state's `logq` holds) scores the state at the temperature it proposes at, so its MH ratio is that of
+    its own proposal density (the machinery parallel tempering's `retempered` uses).  Else unchanged."""
+    if state.logq_at and tau in score_taus:
+        return replace(state, logq=state.logq_at[list(score_taus).index(tau)])
+    return state
 
 
 class PowerMH(ChainMethod):

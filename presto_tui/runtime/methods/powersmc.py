@@ -168,8 +168,8 @@ class PowerSMCDriver(BatchDriver):
         parents = systematic(normalised(self.log_w), resample_uniform(p.seed, self.step)) if resample \
             else list(range(p.particles))
         call = self.call_event(self.step)
-        self._out.append(call)
-        self._out.append(SmcStep(self.step, t1, p.alpha if last else a1, tuple(grown), tuple(self.log_w), e, resample,
+        self.emit(call)
+        self.emit(SmcStep(self.step, t1, p.alpha if last else a1, tuple(grown), tuple(self.log_w), e, resample,
                                  tuple(parents), call.wall_s))
         if resample:  # forks: each copy continues its ancestor's prefix with a seed of its own
             self.tokens = [self.tokens[j] for j in parents]
@@ -187,10 +187,10 @@ class PowerSMCDriver(BatchDriver):
             return
         pick = draw(normalised(self.log_w), resample_uniform(p.seed, -1))
         loglik, confidence = response_scores(self.tokens[pick], *self.values[pick], self.engine.eos_id)
-        self._out.append(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
+        self.emit(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
                                 loglik, confidence))
         self.state = SeqState(self.prompt_ids, self.tokens[pick])
-        self._end("done")
+        self.end("done")
 
     def _complete(self, a: float) -> None:
         """Every particle is complete: the target jumps from p0^a to p0^alpha (nothing if a = alpha)."""

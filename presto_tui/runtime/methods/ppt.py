@@ -239,7 +239,7 @@ class PptDriver(Population):
             self._since[i][0] += 1
             self._since[i][1] += ev.accepted
             if i == self.lead:  # the alpha replica's chain: the session's draws (diagnostics, the answer's numbers)
-                self._out.append(ev)
+                self.emit(ev)
 
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
         p, s = self.params, self.crossed + 1
@@ -266,7 +266,7 @@ class PptDriver(Population):
 
     def _record(self, barrier: Barrier, step: int, pairs: tuple[int, ...], probs: tuple[float, ...],
                 swapped: tuple[bool, ...], states: list[SeqState], final: bool) -> None:
-        self._out.append(PtStep(step, barrier[0], barrier[1], self.exponents, pairs, probs, swapped,
+        self.emit(PtStep(step, barrier[0], barrier[1], self.exponents, pairs, probs, swapped,
                                 tuple(self.holders), tuple(math.fsum(x.logp) for x in states),
                                 tuple(x.tokens for x in states), tuple(n for n, _ in self._since),
                                 tuple(a for _, a in self._since), final, self.clock()))
@@ -279,7 +279,7 @@ class PptDriver(Population):
         answer = states[self.lead]
         loglik, confidence = response_scores(answer.tokens, answer.logp, answer.entropy, self.engine.eos_id)
         R = len(states)
-        self._out.append(Choice(self.lead, f"the alpha replica's state (replica {R} of {R})",
+        self.emit(Choice(self.lead, f"the alpha replica's state (replica {R} of {R})",
                                 tuple(math.fsum(x.logp) for x in states), loglik, confidence))
         self.state = answer
 

@@ -121,7 +121,7 @@ class ResampleMoveDriver(Population):
             return
         o, self._open = self._open, None
         start = o.pop("start")
-        self._out.append(RmStep(**o, wall_s=self.clock() - start, accepted=tuple(self._accepted),
+        self.emit(RmStep(**o, wall_s=self.clock() - start, accepted=tuple(self._accepted),
                                 states=tuple(x.tokens[:o["t"]] for x in states)))
         self._accepted = [0] * len(states)
 
@@ -131,7 +131,7 @@ class ResampleMoveDriver(Population):
         pick = draw(normalised(self.log_w), resample_uniform(p.seed, -1))
         answer = states[pick]
         loglik, confidence = response_scores(answer.tokens, answer.logp, answer.entropy, self.engine.eos_id)
-        self._out.append(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
+        self.emit(Choice(pick, f"drawn by the final weights of {p.particles} particles", tuple(self.log_w),
                                 loglik, confidence))
         self.state = answer
 

@@ -201,7 +201,7 @@ class SpsDriver(SessionDriver):
             return None
         props: list[Proposal] = self._pending  # type: ignore[assignment]
         tokens = sum(len(p.tokens) for p in props)
-        self._out.append(ModelCall(self.step, self._phase, "propose", len(props), tokens,
+        self.emit(ModelCall(self.step, self._phase, "propose", len(props), tokens,
                                    self.clock() - self._call_t0))
         self._pending, self._requests = [], []
         return props
@@ -277,7 +277,7 @@ class SpsDriver(SessionDriver):
         u = pick_uniform(p.seed, self.step)
         j = sps.pick(est.probs, u)
         chunk = self.candidates[j]
-        self._out.append(SpsStep(self.step, self.t, tuple(c.tokens for c in self.candidates), tuple(log_p0),
+        self.emit(SpsStep(self.step, self.t, tuple(c.tokens for c in self.candidates), tuple(log_p0),
                                  tuple(log_w), est.log_zeta, est.plain, est.jackknife, est.probs, j, u,
                                  len(self.pool), self.reused, self.clock() - self._step_t0))
         done = self.ends(chunk.tokens)
@@ -298,9 +298,9 @@ class SpsDriver(SessionDriver):
         s = self.state
         # eqs. 21-22 of the response a person gets: up to and excluding EOS, as for every method
         loglik, confidence = response_scores(s.tokens, s.logp, s.entropy, self.engine.eos_id)
-        self._out.append(Choice(0, f"the path of {count(self.step + 1, 'step')}, each chunk drawn from its estimate",
+        self.emit(Choice(0, f"the path of {count(self.step + 1, 'step')}, each chunk drawn from its estimate",
                                 (), loglik, confidence))
-        self._end("done")
+        self.end("done")
 
 
 class SpsInfo(OneShotInfo):

@@ -78,8 +78,9 @@ class SessionDriver:
 
     Subclasses say what the session does: `begin` (after its start event), `on_delivered`
     (a proposal finished), `advance_session` (after every engine step), and optionally
-    `on_submitted`, `on_aborted`, `progress_event`.  `state` holds the session's current
-    tokens (what a cancel ends with).
+    `on_submitted`, `on_aborted`, `progress_event`.  They act through `submit_request` (ask the
+    engine for a proposal), `emit` (record an event) and `end` (finish with a response); `state`
+    holds the session's current tokens (what a cancel ends with), `clock()` the session's time.
     """
 
     def __init__(self, engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], *, prompt: str = "",
@@ -110,7 +111,7 @@ class SessionDriver:
     # -- the loop's side --------------------------------------------------------------------
     def start(self) -> list[Event]:
         e = self.engine
-        self._out.append(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
+        self.emit(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
                                       self.prompt, self.prompt_ids, time.time(), dict(e.info),
                                       self.chain_index, self.chains, self.group))
         check_context(e, len(self.prompt_ids), self.params)
@@ -147,7 +148,7 @@ class SessionDriver:
         """The steps made since the last `EngineSteps` event, as one (before a round or an end)."""
         if self._steps:
             start, end, live = zip(*self._steps)
-            self._out.append(EngineSteps(start, end, live))
+            self.emit(EngineSteps(start, end, live))
             self._steps = []
 
     def advance(self) -> list[Event]:
@@ -169,24 +170,36 @@ class SessionDriver:
     def cancel(self) -> list[Event]:
         """End the session as cancelled at the last finished step; the loop aborts its requests."""
         if not self.done:
-            self._end("cancelled")
+            self.end("cancelled")
         return self.flush()
 
     def fail(self, exc: BaseException) -> list[Event]:
         if not self.done:
             self.done = True
             kind, message = describe(exc)
-            self._out.append(SessionError(message, kind))
+            self.emit(SessionError(message, kind))
         return self.flush()
 
-    def _end(self, reason: str, tokens: Sequence[int] | None = None) -> None:
+    # -- what a session may do (its public hooks) ----------------------------------------------
+    def emit(self, event: Event) -> None:
+        """Record `event` (one of the session's own, or a `Sample`, `Choice`, `ModelCall`): the loop
+        collects it after the current hook returns."""
+        self._out.append(event)
+
+    def submit_request(self, request: Request, position: int = 0) -> None:
+        """Ask the engine for `request`; its proposal comes back to `on_delivered` with a `RoundTag`
+        whose `position` is this one."""
+        self._submit.append((RoundTag(position), request))
+
+    def end(self, reason: str = "done", tokens: Sequence[int] | None = None) -> None:
+        """End the session: `done` (or `cancelled`) with `tokens` as its response (default: `state`'s)."""
         self.done = True
         self.steps_event()
         est = self.cost.estimate() if self.cost is not None else None
         if est is not None:
-            self._out.append(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
+            self.emit(EngineCost(est.a, est.b, est.steps, est.best_n, est.best_rate))
         toks = tuple(self.state.tokens if tokens is None else tokens)
-        self._out.append(SessionEnd(reason, toks, display_text(self.engine, toks)))
+        self.emit(SessionEnd(reason, toks, display_text(self.engine, toks)))
 
     # -- what a session does ------------------------------------------------------------------
     def begin(self) -> None:
@@ -260,11 +273,11 @@ class Driver(SessionDriver):
         """The block's extension is here (submitted at `start`, arrived at `arrived`, default now):
         record it and begin the block."""
         now = self.clock()
-        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall, start,
+        self.emit(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), wall, start,
                                    now if arrived is None else arrived))
         L = self.state.T
         self.state = self.state.extended(proposal)
-        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens, now))
+        self.emit(BlockStart(self.block, L, self.state.T, proposal.tokens, now))
         self.begin_block(self.state)
 
     def advance_session(self) -> None:
@@ -291,7 +304,7 @@ class Driver(SessionDriver):
         if self.block < self.params.n_blocks:
             self._extend()
         else:
-            self._end("done")
+            self.end("done")
 
     def begin_block(self, state: SeqState) -> None:
         raise NotImplementedError

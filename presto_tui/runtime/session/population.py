@@ -86,7 +86,7 @@ class Population(SessionDriver):
         raise NotImplementedError
 
     def member_event(self, i: int, ev: Event) -> None:
-        """An event of member i (folded into its tally already); forward it with `self._out.append`."""
+        """An event of member i (folded into its tally already); forward it with `self.emit`."""
 
     # -- helpers for the methods ------------------------------------------------------------------
     def member(self, params: SamplerParams, *, state: SeqState | None = None,
@@ -144,7 +144,7 @@ class Population(SessionDriver):
             if all(m.done for m in self.members):
                 self._call()
                 self.finish([m.state for m in self.members])
-                self._end("done")
+                self.end("done")
                 return
             if self.barrier is None or not all(m.held or m.done for m in self.members):
                 self.state = self.members[self.lead].state
@@ -166,7 +166,7 @@ class Population(SessionDriver):
         t0, tokens0, requests0 = self._phase
         now, tokens = self.clock(), self.tokens_decoded
         block = self.barrier[0] if self.barrier is not None else self.params.n_blocks - 1
-        self._out.append(ModelCall(block, self.crossed, "propose",
+        self.emit(ModelCall(block, self.crossed, "propose",
                                    self._requests - requests0, tokens - tokens0, now - t0, t0, now))
         self._phase = (now, tokens, self._requests)
 

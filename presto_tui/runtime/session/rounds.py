@@ -54,14 +54,14 @@ class RoundDriver(Driver):
         chain, tree = self.kernel.finish(pending, proposals)  # type: ignore[arg-type]
         finish_s = time.perf_counter() - t0
         self.pending = None
-        self._out.append(ModelCall(self.block, chain.round - 1, "propose", len(proposals),
+        self.emit(ModelCall(self.block, chain.round - 1, "propose", len(proposals),
                                    sum(len(p.tokens) for p in proposals if p is not None), wall, self._batch_t0,
                                    self.clock()))
         self.steps_event()
-        self._out.append(RoundDone(self.block, chain.round - 1, pending.chain.k, chain.k, self.params.steps, tree,
+        self.emit(RoundDone(self.block, chain.round - 1, pending.chain.k, chain.k, self.params.steps, tree,
                                    wall, {"plan": self._plan_s, "finish": finish_s}, self.clock()))
         for i, (step, after) in enumerate(zip(tree.steps, tree.states_after_steps())):
-            self._out.append(transition(self.block, pending.chain.k + i, step.accepted, after, self._block_start,
+            self.emit(transition(self.block, pending.chain.k + i, step.accepted, after, self._block_start,
                                         self.params.alpha, self.engine.eos_id))
         self.chain, self.state = chain, chain.state
         if chain.k < self.params.steps:

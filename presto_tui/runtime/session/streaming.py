@@ -103,10 +103,10 @@ class StreamDriver(Driver):
         now = self.clock()
         proposal = g.proposals[0]
         assert proposal is not None
-        self._out.append(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), now - began, issued, now))
+        self.emit(ModelCall(self.block, -1, purpose, 1, len(proposal.tokens), now - began, issued, now))
         L = self.state.T
         self.state = self.blk.extended(proposal)
-        self._out.append(BlockStart(self.block, L, self.state.T, proposal.tokens, began))
+        self.emit(BlockStart(self.block, L, self.state.T, proposal.tokens, began))
         self._epoch_t0 = now  # the block's epochs from here: the extension's time is its call's
 
     def _schedule(self) -> None:
@@ -158,7 +158,7 @@ class StreamDriver(Driver):
         blk = self.blk
         live = blk.book.live if blk is not None else 0
         purpose = "extend" if blk is not None and g.want.d >= blk.decisions.K else "propose"
-        self._out.append(RequestEvent(kind, self.block, g.id, g.want.d, g.want.cut, g.size, tokens, self.clock(),
+        self.emit(RequestEvent(kind, self.block, g.id, g.want.d, g.want.cut, g.size, tokens, self.clock(),
                                       live, purpose, waited or {}))
 
     def advance_block(self) -> None:
@@ -169,9 +169,9 @@ class StreamDriver(Driver):
         walked = blk.walk()
         self._sched_s += time.perf_counter() - t0
         for w in walked:
-            self._out.append(DecisionWalked(self.block, w.k, w.cut, w.group.id, w.accepted, w.score.accept_prob,
+            self.emit(DecisionWalked(self.block, w.k, w.cut, w.group.id, w.accepted, w.score.accept_prob,
                                             w.score.eps_class, self.clock()))
-            self._out.append(transition(self.block, w.k, w.accepted, w.after, blk.decisions.start,
+            self.emit(transition(self.block, w.k, w.accepted, w.after, blk.decisions.start,
                                         self.params.alpha, self.engine.eos_id))
         while blk.recorder.closed:
             self._record_epoch(blk.recorder.closed.pop(0))
@@ -227,7 +227,7 @@ class StreamDriver(Driver):
         issued, arrived = self._ext_times.get(ext.id, (now, now)) if ext is not None else (now, now)
         self._ext_times.clear()
         if self.block >= self.params.n_blocks:
-            self._end("done")
+            self.end("done")
         elif ext is not None and ext.finished:
             self.extended(ext.proposals[0], "extend-ahead", 0.0, issued, arrived)  # type: ignore[arg-type]
         elif keep is not None and ext is not None and self.overlaps:  # still decoding: begin with it in flight
@@ -247,7 +247,7 @@ class StreamDriver(Driver):
         tree_s = time.perf_counter() - t0
         now = self.clock()
         self.steps_event()
-        self._out.append(RoundDone(self.block, self._epochs, epoch.k0, epoch.k0 + len(epoch.walked),
+        self.emit(RoundDone(self.block, self._epochs, epoch.k0, epoch.k0 + len(epoch.walked),
                                    self.params.steps, tree, now - self._epoch_t0,
                                    {"schedule": self._sched_s, "tree": tree_s}, now))
         self._epochs += 1

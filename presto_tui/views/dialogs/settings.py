@@ -18,6 +18,7 @@ from presto_tui.api.params import (
     applies,
     budget_text,
     find_method,
+    label,
     methods,
     sampler_table,
 )
@@ -156,10 +157,14 @@ class SettingsScreen(Dialog[tuple[SamplerParams, str | None, int] | None]):
             for p in self.fields:
                 if not shown(p, sampler, rule):
                     continue  # out of view: it keeps its value
-                values.update(p.read(self.query_one(f"#f-{p.name}", Input).value))  # the one validation path
+                # the one validation path, its messages naming each field by its label
+                values.update(p.read(self.query_one(f"#f-{p.name}", Input).value, label))
             if not is_chain(sampler):
                 values["prefetch"] = PrefetchRule.NONE.value  # a one-shot method has no prefetch rule
-            params = self.params.with_(**values).validate()
+            try:
+                params = self.params.with_(**values).validate(label)
+            except ParamError as e:  # (a public Params checks itself when built, naming its fields)
+                raise e.named(label) from None
             raw = self.query_one("#f-chains", Input).value.strip()
             try:
                 chains = int(raw)

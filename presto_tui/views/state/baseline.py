@@ -149,16 +149,24 @@ class SamplesRun(MethodRun):
 
     @property
     def score_name(self) -> str:
-        return "sum log p0" if self.rank == "logp" and self.many else "sum log q"
+        """The label of the score its method selects by (the method's `score_name`: best-of-N's sum log q or
+        sum log p0, a plugin's own)."""
+        m = find_method(self.params.get("sampler"))
+        name = getattr(m, "score_name", None)
+        return name(self.params) if callable(name) else "sum log q"
 
     @property
     def many(self) -> bool:
-        """Whether its method draws `samples` of them (best-of-N) rather than one (low temperature)."""
-        m = find_method(self.params.get("sampler"))
-        return m is not None and "samples" in m.own
+        """Whether its method draws several samples (its `count_param` says how many) rather than one."""
+        return self.count_param is not None
+
+    @property
+    def count_param(self) -> str | None:
+        return getattr(find_method(self.params.get("sampler")), "count_param", None)
 
     def progress(self) -> str:
-        wanted = self.params.get("samples", "?") if self.many else 1
+        param = self.count_param
+        wanted = self.params.get(param, "?") if param is not None else 1
         return f"{len(self.samples)}/{wanted} samples"
 
     def legend(self) -> list[str]:
