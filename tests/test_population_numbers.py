@@ -71,6 +71,36 @@ def test_a_resample_move_session_counts_every_particles_moves():
     assert d["member_accepted"] == [sum(e.accepted[i] for e in rm) for i in range(P)]
 
 
+@pytest.mark.parametrize("rule", ["none", "stream"])
+def test_a_populations_throughput_counts_every_members_transitions(rule):
+    """requests_realized, tr/call, ms/tr and tr/s charged all R replicas' calls and time to the alpha
+    replica's transitions (`stats --json` said 43 requests issued, 6 realized, at 0 waste): they count every
+    member's transitions, as the calls and time are all of theirs."""
+    params = SamplerParams(sampler="ppt", prefetch=rule, budget=4, max_new_tokens=8, block_size=4, steps=6, seed=2,
+                           pt_replicas=3, pt_swap_every=1)
+    s = summarize(events_of(params))
+    d = s.to_dict()
+    members = sum(d["member_transitions"])
+    assert d["requests_realized"] == members == 3 * s.transitions
+    assert d["transitions_per_s"] == pytest.approx(members / s.wall_s)
+    assert d["wall_per_transition_s"] == pytest.approx(s.wall_s / members)
+    if rule == "none":
+        assert d["transitions_per_call"] == pytest.approx(members / s.calls)
+
+
+def test_bench_gives_a_population_its_rates_as_an_mh_row():
+    """bench decided a row had MH transitions by `requests_realized > 0`; it asks whether the sessions are an
+    MH chain's or a population's, so a one-shot row keeps '-' whatever it realized."""
+    from presto_tui.cli.bench import aggregate
+
+    ppt = summarize(events_of(SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, block_size=4,
+                                            steps=4, seed=2, pt_replicas=3)))
+    smc = summarize(events_of(SamplerParams(sampler="powersmc", max_new_tokens=8, particles=3, seed=2)))
+    row = aggregate([ppt], None)
+    assert row["mh"] and row["requests_realized"] == sum(ppt.to_dict()["member_transitions"])
+    assert not aggregate([smc], None)["mh"]
+
+
 def test_run_chains_of_tempering_report_transitions_and_blame_the_right_k(tmp_path):
     """`run --sampler ppt --chains 3 -K 12` warned "K=0 was too short" and its chains table said `-`: the
     table gives each chain's (its alpha replica's) transitions, the warning K=12."""
