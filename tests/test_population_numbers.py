@@ -275,10 +275,35 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
     assert sessions.loc[0, "barrier"] == pytest.approx((1 - mine["mean_accept_prob"]).sum())
     # per level: the draws of one level of the prompt's chains
     lv = t.chains(1, level=2)
-    assert lv.posterior["log_target"].shape == (2, min(len(steps) for steps in pt))
+    # (the end's record repeats the last barrier's states here: every transition is followed by a barrier)
+    assert lv.posterior["log_target"].shape == (2, min(sum(any(e.transitions) for e in steps) for steps in pt))
     assert float(lv.posterior["log_p0"][0, 0]) == pt[0][0].log_p0[1]
     with pytest.raises(presto_tui.InputError, match="level must be"):
         t.chains(1, level=5)
+
+
+def test_chains_of_a_level_keep_to_one_block_and_honour_burn_in_and_thin(tmp_path):
+    """`chains(p, level=r)` took every block's records (prefixes of different lengths in one chain), repeated
+    the last barrier's states as the end's record, and ignored block, burn_in and thin."""
+    path = tmp_path / "t.jsonl"
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", "ppt", "--chains", "2", "-K", "4", "-n", "8", "-B",
+                                  "4", "--pt-swap-every", "1", "--prefetch", "none", "--trace", str(path)],
+                        env={"PRESTO_TUI_BACKEND": "synthetic"})
+    assert res.exit_code == 0, res.output
+    t = presto_tui.read_trace(path)
+    steps = [e for e in t.session(1).events if isinstance(e, PtStep)]
+
+    def expected(block):  # level 2's log p0 after each barrier of the block, none repeated by the end's record
+        return [e.log_p0[1] for e in steps if e.block == block - 1 and any(e.transitions)]
+
+    for block in (1, 2):
+        got = t.chains(1, level=2, block=block).posterior["log_p0"].values[0].tolist()
+        assert got == expected(block) and len(got) == 4  # K = 4 barriers, one a transition
+    sel = t.chains(1, level=2, block=2, burn_in=1, thin=2)
+    assert sel.posterior["log_p0"].values[0].tolist() == expected(2)[1::2]
+    assert sel.warmup_posterior["log_p0"].values[0].tolist() == expected(2)[:1]
+    with pytest.raises(presto_tui.InputError, match="no tempering records in block 3"):
+        t.chains(1, level=2, block=3)
 
 
 def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trace):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -374,13 +375,14 @@ class TraceData:
         plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats`
         printed with the same selection.  It is the trace's `--draws PATH.nc` export at that prompt
         and block.  A tempering session's draws are its alpha replica's transitions; `level` (from 1, the
-        lowest exponent first) gives one level's states instead (`level_chains`)."""
-        if level is not None:
-            return self.level_chains(prompt, level)
-        need("arviz_base", "diagnostics")
+        lowest exponent first) gives one level's states instead (`level_chains`, with the same block,
+        burn_in and thin)."""
         for name, value, lo in (("burn_in", burn_in, 0), ("thin", thin, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
+        if level is not None:
+            return self.level_chains(prompt, level, block=block, burn_in=burn_in, thin=thin)
+        need("arviz_base", "diagnostics")
         selection = Selection(burn_in, thin)
         groups = grouped(ChainDraws.of(sess.events) for sess in self._sessions)
         if not 1 <= prompt <= len(groups):
@@ -395,32 +397,58 @@ class TraceData:
         tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
         return tree
 
-
-    def level_chains(self, prompt: int, level: int) -> Any:
+    def level_chains(self, prompt: int, level: int, *, block: int = 1, burn_in: int = 0, thin: int = 1) -> Any:
         """Tempering: the states one level (from 1, the lowest exponent first) held after each barrier's
-        swaps (and at the end), over the prompt's chains, as an ArviZ DataTree: `posterior` holds
-        `log_target` (the level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to
-        the shortest; `sample_stats` the `replica` whose state it was (from 1: the level that state started
-        at), a draw every `--pt-swap-every` transitions.  (The alpha level's every transition: `chains`.)"""
+        swaps in `block` (from 1: within a block the prefix is fixed, so the draws are one stationary
+        chain's), over the prompt's chains, as an ArviZ DataTree: `posterior` holds `log_target` (the
+        level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to the shortest;
+        `sample_stats` the `replica` whose state it was (from 1: the level that state started at).  A draw
+        every `--pt-swap-every` transitions (and the end's record where transitions followed the last
+        barrier; not where it repeats that barrier's states).  `burn_in` drops the draws within the block's
+        first `burn_in` transitions (into `warmup_posterior`), `thin` keeps every `thin`-th draw after them.
+        (The alpha level's every transition: `chains`.)"""
         az = need("arviz_base", "diagnostics")
         np = need("numpy")
+        for name, value, lo in (("block", block, 1), ("burn_in", burn_in, 0), ("thin", thin, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
         groups = self.chain_groups()
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
-        per_chain = []
+        kept, early = [], []
         for number in groups[prompt - 1]:
             steps = [ev for ev in self._sessions[number - 1].events if isinstance(ev, PtStep)]
             R = len(steps[0].exponents) if steps else 0
             if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= max(1, R):
                 raise InputError(f"level must be a whole number in 1..{max(1, R)} (the ladder's levels, the lowest "
                                  f"exponent first), got {level!r}")
-            per_chain.append([(ev.exponents[level - 1] * ev.log_p0[level - 1], ev.log_p0[level - 1],
-                               ev.holders[level - 1] + 1) for ev in steps])
-        k = min(len(c) for c in per_chain)
+            # the block's records; the end's record only where it holds transitions no barrier recorded
+            mine = [ev for ev in steps if ev.block == block - 1 and not (ev.final and not any(ev.transitions))]
+            draws = [(ev.exponents[level - 1] * ev.log_p0[level - 1], ev.log_p0[level - 1], ev.holders[level - 1] + 1)
+                     for ev in mine]
+            warm = sum(ev.k <= burn_in for ev in mine)  # (a record after transition k: k of the block done)
+            early.append(draws[:warm])
+            kept.append(draws[warm::thin])
+        k, w = min(len(c) for c in kept), min(len(c) for c in early)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {prompt} has no tempering records in every chain (a session "
-                             "of another method, or one cut short before its first barrier, has none)")
-        cols = [np.array([[c[d][j] for d in range(k)] for c in per_chain]) for j in range(3)]
-        coords = {"chain": list(range(1, len(per_chain) + 1)), "draw": list(range(1, k + 1))}
-        return az.from_dict({"posterior": {"log_target": cols[0], "log_p0": cols[1]},
-                             "sample_stats": {"replica": cols[2].astype(int)}}, coords=coords)
+            raise InputError(f"{self.path}: chain group {prompt} has no tempering records in block {block} in every "
+                             f"chain after burn-in {burn_in} (a session of another method, or one cut short before "
+                             "its first barrier, has none)")
+
+        def arrays(per_chain: list, n: int) -> list:
+            return [np.array([[c[d][j] for d in range(n)] for c in per_chain]).reshape(len(per_chain), n)
+                    for j in range(3)]
+
+        cols = arrays(kept, k)
+        data: dict[str, Any] = {"posterior": {"log_target": cols[0], "log_p0": cols[1]},
+                                "sample_stats": {"replica": cols[2].astype(int)}}
+        if w:
+            wc = arrays(early, w)
+            data["warmup_posterior"] = {"log_target": wc[0], "log_p0": wc[1]}
+        with warnings.catch_warnings():  # (a short warm-up has fewer draws than chains: its dims are still right)
+            warnings.simplefilter("ignore", UserWarning)
+            tree = az.from_dict(data, coords={"chain": list(range(1, len(kept) + 1))}, save_warmup=bool(w))
+        for name, node in list(tree.children.items()):  # draws from 1 in each group, as `chains` gives them
+            if "draw" in node.dims:
+                tree[name] = node.to_dataset().assign_coords(draw=np.arange(1, node.sizes["draw"] + 1))
+        return tree
