@@ -146,6 +146,25 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     assert one.barrier is None and one.suggested_replicas is None and "never proposed" in one.rows()[-1][1]
 
 
+def test_lambda_and_the_suggested_r_are_lower_bounds_where_a_pair_never_swaps():
+    """A pair that accepts nothing has rejection rate 1 whatever its barrier: Lambda saturated at R - 1 and
+    `stats` said "about 4 replicas suit it; 4 ran" of a broken ladder.  They are shown as lower bounds."""
+    lad = LadderNumbers()
+    for s in range(1, 7):  # pair 2-1 (index 0) never swaps, pair 3-2 swaps often
+        lad.update(_step(s, (s % 2,), (0.001 if s % 2 == 0 else 0.8,), (s % 2 == 1,), (0, 1, 2)))
+    assert lad.saturated_pairs() == [0] and lad.barrier_is_lower_bound
+    words = dict(lad.rows())["barrier Lambda (Syed et al.)"]
+    assert words.startswith(f">= {lad.barrier:.2f}") and f"at least {lad.suggested_replicas} replicas" in words
+    assert "2-1 rarely swaps" in words and "between alpha 1 and 2" in words and "about" not in words
+    d = lad.to_dict()["ladder"]
+    assert d["barrier_is_lower_bound"] is True and d["saturated_pairs"] == ["2-1"]
+    healthy = LadderNumbers()
+    for s in range(1, 5):
+        healthy.update(_step(s, (s % 2,), (0.4,), (True,), (0, 1, 2)))
+    assert not healthy.barrier_is_lower_bound and healthy.to_dict()["ladder"]["saturated_pairs"] == []
+    assert dict(healthy.rows())["barrier Lambda (Syed et al.)"].startswith("1.20: about 3 replicas")
+
+
 def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path):
     path = tmp_path / "t.jsonl"
     env = {"PRESTO_TUI_BACKEND": "synthetic", "COLUMNS": "200"}

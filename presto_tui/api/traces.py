@@ -62,7 +62,7 @@ NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "i
 SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
                  "chain": "int64", "chains": "int64", "ended": "bool", "population_transitions": "Int64",
                  "population_acceptance_rate": "float64", "log_z": "float64", "barrier": "float64",
-                 "suggested_replicas": "Int64"}
+                 "suggested_replicas": "Int64", "barrier_is_lower_bound": "boolean"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -182,7 +182,8 @@ class TraceData:
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
             ladder = d.get("ladder") or {}
-            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"))
+            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"),
+                       barrier_is_lower_bound=ladder.get("barrier_is_lower_bound"))
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)

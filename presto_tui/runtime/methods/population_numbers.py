@@ -11,7 +11,10 @@ The ladder (levels from the lowest exponent, from 0; pairs named by their lower 
   estimate each pair's rejection rate r_i by the mean of 1 - A);
 - the global communication barrier Lambda = sum of the pairs' rejection rates (their Lambda estimate on the
   ladder run), and the number of replicas it suggests: about 2 Lambda (their analysis, as Pigeons.jl, the
-  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum);
+  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum).
+  Each rejection rate is at most 1, so Lambda saturates at R - 1 on a ladder with a pair that (almost)
+  never swaps (mean A < SATURATED_A): there both are lower bounds (`barrier_is_lower_bound`,
+  `saturated_pairs`), and the estimate holds only on a ladder whose pairs all swap;
 - the index process: after each record, which level each state (named by the level it started at)
   is at, and the round trips (a state that went from the hottest level to the coldest and back).
 
@@ -36,6 +39,10 @@ from collections.abc import Sequence
 from typing import Any
 
 SUGGEST_PER_BARRIER = 2.0  # replicas per unit of Lambda (Syed et al. 2022; Pigeons.jl's "roughly 2 Lambda")
+# A pair whose mean swap probability is below this barely communicates: its rejection rate (at most 1) no
+# longer measures its local barrier (Syed et al.'s r_i ~ lambda_i holds for small gaps only; a pair that
+# never swaps can hide any barrier), so Lambda and the R it suggests are lower bounds there.
+SATURATED_A = 0.05
 
 
 def log_mean_exp(xs: Sequence[float]) -> float:
@@ -121,9 +128,20 @@ class LadderNumbers:
 
     @property
     def suggested_replicas(self) -> int | None:
-        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda."""
+        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda.  A lower
+        bound where a pair saturates (`barrier_is_lower_bound`)."""
         lam = self.barrier
         return None if lam is None else max(2, math.ceil(SUGGEST_PER_BARRIER * lam))
+
+    def saturated_pairs(self) -> list[int]:
+        """The pairs (from the lowest) whose mean swap probability is below SATURATED_A: their barrier is not
+        measured (a rejection rate near its bound 1)."""
+        return [i for i, m in enumerate(self.mean_accept()) if m is not None and m < SATURATED_A]
+
+    @property
+    def barrier_is_lower_bound(self) -> bool:
+        """Whether Lambda (and the R it suggests) only bounds the barrier from below: a pair barely swaps."""
+        return bool(self.saturated_pairs())
 
     def alpha_level_share(self) -> list[float]:
         """Per state (by its start level): the share of the records at which it held the alpha level."""
@@ -143,6 +161,8 @@ class LadderNumbers:
                  for i, (n, a, s, m) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
                                                        self.mean_accept()))]
         return {"ladder": {"pairs": pairs[::-1], "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
+                           "barrier_is_lower_bound": self.barrier_is_lower_bound,
+                           "saturated_pairs": [f"{i + 2}-{i + 1}" for i in reversed(self.saturated_pairs())],
                            "round_trips": self.round_trips, "barriers": self.barriers,
                            "alpha_level_share": self.alpha_level_share()}}
 
@@ -159,11 +179,23 @@ class LadderNumbers:
         if share:  # the index process, summed up: how long each state held the alpha level
             out.append(("alpha level held (share of records)", "  ".join(
                 f"r{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
-        lam = self.barrier
-        out.append(("barrier Lambda (Syed et al.)", "- (a pair never proposed)" if lam is None else
-                    f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; "
-                    f"{len(self.exponents)} ran)"))
+        out.append(("barrier Lambda (Syed et al.)", self._barrier_words()))
         return out
+
+    def _barrier_words(self) -> str:
+        lam, R = self.barrier, len(self.exponents)
+        if lam is None:
+            return "- (a pair never proposed)"
+        stuck = self.saturated_pairs()
+        if not stuck:
+            return f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; {R} ran)"
+        e = self.exponents
+        where = ", ".join(f"{i + 2}-{i + 1}" for i in reversed(stuck))
+        between = "; ".join(f"alpha {e[i]:.3g} and {e[i + 1]:.3g}" for i in reversed(stuck))
+        return (f">= {lam:.2f}: at least {self.suggested_replicas} replicas (2 Lambda; {R} ran); pair"
+                f"{'s' if len(stuck) > 1 else ''} {where} rarely swap{'' if len(stuck) > 1 else 's'} (mean A < "
+                f"{SATURATED_A:g}), so {'their' if len(stuck) > 1 else 'its'} barrier is not measured: add replicas "
+                f"between {between}")
 
 
 class SmcNumbers:
