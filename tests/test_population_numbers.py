@@ -136,14 +136,45 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
     assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
     d = lad.to_dict()["ladder"]
-    assert [p["pair"] for p in d["pairs"]] == [[3, 2], [2, 1]]  # top-down, as the app's grid shows them
-    assert d["pairs"][0]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][1]["proposed"] == 2
+    assert [p["pair"] for p in d["pairs"]] == [[2, 1], [3, 2]]  # from the lowest, as every list of the JSON
+    assert d["pairs"][1]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][0]["proposed"] == 2
     labels = [label for label, _ in lad.rows()]
     assert labels[:2] == ["swap 3-2 (alpha 4/2)", "swap 2-1 (alpha 2/1)"]
     # a pair never proposed: no Lambda (it would leave that pair's rejections out)
     one = LadderNumbers()
     one.update(_step(1, (0,), (0.5,), (True,), (1, 0, 2)))
-    assert one.barrier is None and one.suggested_replicas is None and "never proposed" in one.rows()[-1][1]
+    assert one.barrier is None and one.suggested_replicas is None
+    assert "never proposed" in dict(one.rows())["barrier Lambda (Syed et al.)"]
+
+
+def test_the_ladder_is_folded_once_and_afresh_for_every_ladder_its_records_hold():
+    """PptInfo and LadderNumbers both folded the ladder (round trips and pairs twice in the JSON), and the fold
+    started again only when R changed: an adaptive ladder's warm-up ladders (same R, other exponents) would
+    be pooled with the frozen one.  One fold, keyed by the exponents; the levels' MH transitions count all."""
+    from presto_tui.runtime.methods.ppt import PptInfo
+
+    def step(s, exps, probs, final=False):
+        return PtStep(s, 0, s, exps, (0, 1)[: len(probs)], probs, (False,) * len(probs), (0, 1, 2),
+                      (-3.0, -2.0, -1.0), ((),) * 3, (1, 1, 1), (1, 0, 1), final, 0.0)
+
+    info = PptInfo()
+    warm, frozen = (1.0, 1.5, 4.0), (1.0, 2.0, 4.0)
+    for s in (1, 2):
+        info.update(step(s, warm, (0.01, 0.02)))
+    for s in (3, 4, 5):
+        info.update(step(s, frozen, (0.5, 0.3)))
+    info.update(step(6, frozen, (), final=True))
+    lad = info.ladder
+    assert lad.exponents == frozen and lad.proposed == [3, 3] and lad.barriers == 3
+    assert lad.mean_accept() == pytest.approx([0.5, 0.3])  # the warm-up's 0.01, 0.02 left out
+    assert lad.earlier_ladders == 1 and lad.earlier_barriers == 2
+    assert lad.transitions == [6, 6, 6]  # every ladder's transitions: the members' work
+    assert info.proposed is lad.proposed and info.round_trips == lad.round_trips  # read off the one fold
+    d = info.to_dict()
+    assert "swaps" not in d and "round_trips" not in d["ladder"] and "round_trips" in d
+    assert d["ladder"]["earlier_ladders"] == 1 and "earlier ladders (left out)" in dict(info.rows())
+    # the alpha level's share counts the barriers, not the end's record that repeats the last one
+    assert len(lad.index) == 4 and lad.alpha_level_share() == [0.0, 0.0, 1.0]
 
 
 def test_lambda_and_the_suggested_r_are_lower_bounds_where_a_pair_never_swaps():
@@ -281,7 +312,7 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
     reps = t.replicas
     assert len(reps) == 4 * sum(len(steps) for steps in pt)
     # the index process: at every record each replica holds exactly one level
-    assert (reps.groupby(["session", "barrier"])["replica"].nunique() == 4).all()
+    assert (reps.groupby(["session", "barrier"])["state"].nunique() == 4).all()
     s = t.summaries()[0]
     assert reps[reps.session == 1].groupby("level")["transitions"].sum().tolist() == s.to_dict()["member_transitions"]
     ladder = t.ladder

@@ -73,7 +73,7 @@ SWAP_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block":
               "log_p0_lower": "float64", "log_p0_upper": "float64", "accept_prob": "float64", "accepted": "bool",
               "clock": "float64"}
 REPLICA_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block": "int64", "transition": "int64",
-                 "final": "bool", "level": "int64", "exponent": "float64", "replica": "int64", "log_p0": "float64",
+                 "final": "bool", "level": "int64", "exponent": "float64", "state": "int64", "log_p0": "float64",
                  "log_target": "float64", "transitions": "int64", "accepted": "int64", "clock": "float64"}
 LADDER_TYPES = {"session": "int64", "chain": "int64", "pair": "object", "lower": "int64", "upper": "int64",
                 "alpha_lower": "float64", "alpha_upper": "float64", "proposed": "int64", "accepted": "int64",
@@ -277,9 +277,10 @@ class TraceData:
 
     @cached_property
     def replicas(self):
-        """Tempering: one row per level at every barrier (and the end's record, `final`): its exponent, the
-        replica whose state it holds (`replica`: the level that state started at, from 1; a replica's levels
-        over the barriers are its index process), log p0 and the log-target (exponent x log p0) of that state,
+        """Tempering: one row per level (replica: the same fixed exponent, from 1, the lowest first; see
+        docs/numbering.md) at every barrier (and the end's record, `final`): its exponent, the state it holds
+        (`state`: named by the replica it started at, from 1; a state's levels over the barriers are its
+        index process), log p0 and the log-target (exponent x log p0) of that state,
         and the level's MH transitions and accepted since the record before."""
         pd = need("pandas")
         rows = []
@@ -290,7 +291,7 @@ class TraceData:
                 for lv, (a, h, lp) in enumerate(zip(ev.exponents, ev.holders, ev.log_p0)):
                     rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
                                  "transition": ev.k, "final": ev.final, "level": lv + 1, "exponent": a,
-                                 "replica": h + 1, "log_p0": lp, "log_target": a * lp,
+                                 "state": h + 1, "log_p0": lp, "log_target": a * lp,
                                  "transitions": ev.transitions[lv], "accepted": ev.accepted[lv], "clock": ev.clock})
         return pd.DataFrame(rows, columns=list(REPLICA_TYPES)).astype(REPLICA_TYPES)
 
@@ -305,7 +306,7 @@ class TraceData:
             lad = ladder_of(s.info)
             if lad is None or len(lad.exponents) < 2:
                 continue
-            for p in lad.to_dict()["ladder"]["pairs"]:
+            for p in reversed(lad.to_dict()["ladder"]["pairs"]):  # (top-down, as `stats` prints them)
                 rows.append({"session": i, "chain": sess.start.chain + 1, "pair": f"{p['pair'][0]}-{p['pair'][1]}",
                              "lower": p["pair"][1], "upper": p["pair"][0], "alpha_lower": p["exponents"][1],
                              "alpha_upper": p["exponents"][0], "proposed": p["proposed"], "accepted": p["accepted"],
@@ -403,7 +404,7 @@ class TraceData:
         swaps in `block` (from 1: within a block the prefix is fixed, so the draws are one stationary
         chain's), over the prompt's chains, as an ArviZ DataTree: `posterior` holds `log_target` (the
         level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to the shortest;
-        `sample_stats` the `replica` whose state it was (from 1: the level that state started at).  A draw
+        `sample_stats` the `state` it held (from 1: named by the replica it started at).  A draw
         every `--pt-swap-every` transitions (and the end's record where transitions followed the last
         barrier; not where it repeats that barrier's states).  `burn_in` drops the draws within the block's
         first `burn_in` transitions (into `warmup_posterior`), `thin` keeps every `thin`-th draw after them.
@@ -442,7 +443,7 @@ class TraceData:
 
         cols = arrays(kept, k)
         data: dict[str, Any] = {"posterior": {"log_target": cols[0], "log_p0": cols[1]},
-                                "sample_stats": {"replica": cols[2].astype(int)}}
+                                "sample_stats": {"state": cols[2].astype(int)}}
         if w:
             wc = arrays(early, w)
             data["warmup_posterior"] = {"log_target": wc[0], "log_p0": wc[1]}

@@ -18,6 +18,11 @@ The ladder (levels from the lowest exponent, from 0; pairs named by their lower 
 - the index process: after each record, which level each state (named by the level it started at)
   is at, and the round trips (a state that went from the hottest level to the coldest and back).
 
+The pairs' numbers, the index process and the round trips are those of one ladder: the fold starts again
+whenever the records' exponents change (an adaptive ladder's warm-up ladders are counted apart, in
+`earlier_ladders` and `earlier_barriers`, not pooled with the frozen one); the levels' MH transitions
+count every ladder's (they are the members' work).
+
 The SMC history, per block: the ESS of the weights before resampling (and its share of the particles),
 whether it resampled, the parents' number of distinct particles (the unique ancestors that survived it)
 and the number of distinct first-block particles the population still descends from (its lineages: the
@@ -63,24 +68,31 @@ class LadderNumbers:
     object with a `pt_step` record's fields folds (`update`)."""
 
     def __init__(self) -> None:
-        self.exponents: tuple[float, ...] = ()
+        self.exponents: tuple[float, ...] = ()  # the ladder folded: its numbers are this ladder's alone
         self.proposed: list[int] = []  # per pair
         self.accepted: list[int] = []
         self.sum_a: list[float] = []  # per pair: the sum of the swap probabilities A proposed
-        self.transitions: list[int] = []  # per level: MH transitions
+        self.transitions: list[int] = []  # per level: MH transitions (every ladder's: the members' work)
         self.moves_accepted: list[int] = []
         self.index: list[tuple[int, ...]] = []  # per record: each state's level (by the level it started at)
+        self._at_barrier: list[bool] = []  # per record: a barrier's (not the end's, which repeats the last)
         self.round_trips = 0
         self.barriers = 0
         self._phase: list[int] = []  # per state: 1 once at the hottest level, 2 once at the coldest after that
+        self.earlier_ladders = 0  # ladders folded before this one (an adaptive ladder's warm-up), ...
+        self.earlier_barriers = 0  # ... and their barriers, left out of the pairs' numbers
 
     def update(self, ev: Any) -> None:
         R = len(ev.exponents)
-        if len(self.exponents) != R:
+        if tuple(ev.exponents) != self.exponents:  # a new ladder (R, or the exponents at one R): start again
+            if self.exponents:
+                self.earlier_ladders += 1
+                self.earlier_barriers += self.barriers
+            if len(self.exponents) != R:  # (the levels' MH transitions carry over a change of exponents)
+                self.transitions, self.moves_accepted = [0] * R, [0] * R
             self.exponents = tuple(ev.exponents)
             self.proposed, self.accepted, self.sum_a = [0] * max(0, R - 1), [0] * max(0, R - 1), [0.0] * max(0, R - 1)
-            self.transitions, self.moves_accepted = [0] * R, [0] * R
-            self.index, self.round_trips, self.barriers = [], 0, 0
+            self.index, self._at_barrier, self.round_trips, self.barriers = [], [], 0, 0
             self._phase = [1 if h == 0 else 0 for h in range(R)]
         self.barriers += not ev.final
         for i, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
@@ -96,6 +108,7 @@ class LadderNumbers:
             if 0 <= h < R:
                 level[h] = lv
         self.index.append(tuple(level))
+        self._at_barrier.append(not ev.final)
         if R > 1:  # a round trip (Syed et al.): a state goes from the hottest level to the coldest and back
             hot, cold = ev.holders[0], ev.holders[R - 1]
             if 0 <= cold < R and self._phase[cold] == 1:
@@ -144,14 +157,18 @@ class LadderNumbers:
         return bool(self.saturated_pairs())
 
     def alpha_level_share(self) -> list[float]:
-        """Per state (by its start level): the share of the records at which it held the alpha level."""
-        if not self.index:
-            return []
+        """Per state (by the replica it started at, from the lowest): the share of the barriers after which it
+        held the alpha level (the end's record, a repeat of the last barrier's, left out)."""
         top = len(self.exponents) - 1
-        return [sum(levels[j] == top for levels in self.index) / len(self.index) for j in range(len(self.exponents))]
+        held = [levels for levels, b in zip(self.index, self._at_barrier) if b]
+        if not held:
+            return []
+        return [sum(levels[j] == top for levels in held) / len(held) for j in range(len(self.exponents))]
 
     def to_dict(self) -> dict[str, Any]:
-        """The --json fields: `pairs` top-down (the alpha pair first, as the app's grid shows them)."""
+        """The --json `ladder`: like every list of the JSON, `pairs` and `alpha_share_by_state` run from the
+        lowest exponent up (index order; each pair carries its label, '2-1' first); `run` and `stats` print
+        them top-down.  (The round trips and barriers are the method's own fields beside it.)"""
         if len(self.exponents) < 2:
             return {}
         e = self.exponents
@@ -160,11 +177,11 @@ class LadderNumbers:
                   "rejection_rate": None if m is None else 1.0 - m}
                  for i, (n, a, s, m) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
                                                        self.mean_accept()))]
-        return {"ladder": {"pairs": pairs[::-1], "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
+        return {"ladder": {"pairs": pairs, "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
                            "barrier_is_lower_bound": self.barrier_is_lower_bound,
-                           "saturated_pairs": [f"{i + 2}-{i + 1}" for i in reversed(self.saturated_pairs())],
-                           "round_trips": self.round_trips, "barriers": self.barriers,
-                           "alpha_level_share": self.alpha_level_share()}}
+                           "saturated_pairs": [f"{i + 2}-{i + 1}" for i in self.saturated_pairs()],
+                           "alpha_share_by_state": self.alpha_level_share(),
+                           "earlier_ladders": self.earlier_ladders, "earlier_barriers": self.earlier_barriers}}
 
     def rows(self) -> list[tuple[str, str]]:
         """What `run` and `stats` print: each pair top-down with its mean A, then Lambda and what it implies."""
@@ -177,9 +194,12 @@ class LadderNumbers:
             out.append((f"swap {self.label(i)}", f"{mean}, accepted {self.accepted[i]}/{self.proposed[i]}"))
         share = self.alpha_level_share()
         if share:  # the index process, summed up: how long each state held the alpha level
-            out.append(("alpha level held (share of records)", "  ".join(
-                f"r{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
+            out.append(("alpha replica held by (share of barriers)", "  ".join(
+                f"state s{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
         out.append(("barrier Lambda (Syed et al.)", self._barrier_words()))
+        out.append(("round trips", str(self.round_trips)))
+        if self.earlier_ladders:  # an adaptive ladder's warm-up: its ladders are not pooled with this one
+            out.append(("earlier ladders (left out)", f"{self.earlier_ladders}, {self.earlier_barriers} barriers"))
         return out
 
     def _barrier_words(self) -> str:
