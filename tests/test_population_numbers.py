@@ -265,6 +265,30 @@ def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
     assert smc.to_dict()["resampled_history"] == [True, False, True]
 
 
+def test_each_block_gives_its_own_evidence_increment_and_their_running_sum():
+    """`log_mean_weight` is cumulative since the last resampling: summed over blocks it counted a block's
+    factor again in every block after it (-60.06 against log Z -44.53).  `log_z_increment` is the block's own
+    factor log sum_i W_(b-1)^i w_b^i, `log_z_running` their sum: log Z of the block's intermediate target."""
+    smc = SmcNumbers()
+
+    class Ev:
+        def __init__(self, step, log_w, resampled):
+            self.step, self.t, self.log_weights, self.ess = step, step + 1, log_w, 1.0
+            self.resampled, self.parents = resampled, (0, 1)
+
+    w1, w2, w3 = (0.0, math.log(3)), (math.log(2), math.log(4)), (0.0, 0.0)  # w2: w1 times (2, 4/3)
+    smc.step(Ev(0, w1, False))
+    smc.step(Ev(1, w2, True))
+    smc.step(Ev(2, w3, False))
+    smc.final(w3)
+    inc = [b["log_z_increment"] for b in smc.blocks]
+    # block 2's own factor: sum_i W_1^i (w_2^i / w_1^i) = 1/4 * 2 + 3/4 * 4/3 = 1.5
+    assert inc == pytest.approx([math.log(2), math.log(1.5), 0.0])
+    assert sum(b["log_mean_weight"] for b in smc.blocks) != pytest.approx(smc.log_z)  # (cumulative: no sum)
+    running = [b["log_z_running"] for b in smc.blocks]
+    assert running == pytest.approx(np.cumsum(inc)) and running[-1] == pytest.approx(smc.log_z)
+
+
 def test_run_json_and_stats_give_log_z_ess_and_genealogy(tmp_path):
     env = {"PRESTO_TUI_BACKEND": "synthetic", "COLUMNS": "200"}
     for i, (sampler, extra) in enumerate((("powersmc", ["--particles", "6"]),
@@ -364,8 +388,9 @@ def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trac
     assert parts["ancestor"].tolist() == [j + 1 for e in rm for j in e.parents]
     assert parts["moves_accepted"].tolist() == [a for e in rm for a in e.accepted]
     assert (parts["moves_proposed"] == 2).all()
-    assert parts.groupby("block")["weight"].sum().tolist() == pytest.approx([1.0] * len(rm))
     blocks = t.smc_blocks
+    # (resample-move's final weights are its last block's, or all 1 after a resampling: the running sum is log Z)
+    assert blocks["log_z_running"].iloc[-1] == pytest.approx(t.sessions.loc[2, "log_z"])
     assert blocks["resampled"].tolist() == [e.resampled for e in rm] and any(e.resampled for e in rm)
     assert blocks["unique_ancestors"].tolist() == [len(set(e.parents)) if e.resampled else 4 for e in rm]
     assert math.isfinite(t.sessions.loc[2, "log_z"]) and t.sessions.loc[2, "transitions"] == 4 * 2 * len(rm)

@@ -39,7 +39,7 @@ from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.logs.stats import repeated_sessions, sessions_once
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
-from presto_tui.runtime.methods.population_numbers import SmcNumbers, ladder_of
+from presto_tui.runtime.methods.population_numbers import ladder_of, smc_of
 from presto_tui.runtime.methods.powersmc import SmcStep
 from presto_tui.runtime.methods.ppt import PtStep
 from presto_tui.runtime.methods.resample_move import RmStep
@@ -83,7 +83,8 @@ PARTICLE_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "
                   "ancestor": "int64", "moves_proposed": "Int64", "moves_accepted": "Int64"}
 SMC_BLOCK_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "int64", "ess": "float64",
                    "ess_share": "float64", "resampled": "bool", "unique_ancestors": "int64", "lineages": "int64",
-                   "log_mean_weight": "float64", "moves_accepted": "Int64"}
+                   "log_mean_weight": "float64", "log_z_increment": "float64", "log_z_running": "float64",
+                   "moves_accepted": "Int64"}
 
 
 def need(module: str, extra: str = "data") -> Any:
@@ -341,15 +342,17 @@ class TraceData:
     def smc_blocks(self):
         """PowerSMC and resample-move: one row per block: its ESS (and its share of the particles), whether it
         resampled, the distinct particles the resampling kept (`unique_ancestors`), the distinct first-block
-        particles the population still descends from (`lineages`), log of the mean weight, resample-move's
-        moves accepted (the sessions frame holds each session's log Z)."""
+        particles the population still descends from (`lineages`), log of the mean weight since the last
+        resampling (`log_mean_weight`: cumulative, not the block's own factor), the block's incremental
+        evidence (`log_z_increment`) and their running sum (`log_z_running`: log Z of the block's
+        intermediate target), resample-move's moves accepted (the sessions frame holds each session's log Z,
+        the final weights' factor included)."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            smc = SmcNumbers()
-            for ev in sess.events:
-                if isinstance(ev, SmcStep):
-                    smc.step(ev)
+        for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
+            smc = smc_of(s.info)  # (the session's own fold, as `run` and `stats` read it)
+            if smc is None:
+                continue
             rows += [{"session": i, "chain": sess.start.chain + 1, "moves_accepted": None, **b} for b in smc.blocks]
         return pd.DataFrame(rows, columns=list(SMC_BLOCK_TYPES)).astype(SMC_BLOCK_TYPES)
 

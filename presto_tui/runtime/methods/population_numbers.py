@@ -30,11 +30,15 @@ genealogy's width; 1 means every particle shares one ancestor).  And the evidenc
 
     log Z = sum over the blocks that resampled of log mean_i w_i  +  log mean_i w_i (the final weights)
 
-with w_i each particle's weight since the last resampling: the standard SMC estimate of the normalizing
-constant Z = sum_x p0(x)^alpha of the final target (Del Moral 2004; unbiased for Z, not for log Z, with
-adaptive resampling too), here over responses of n tokens (EOS-stopped ones too for PowerSMC).  A
-resample-move session started from given states (the law-test kit) weighs no first extension: its
-log Z is not Z's.
+with w_i each particle's weight since the last resampling (a block's `log_mean_weight` is therefore
+cumulative since the last resampling: its own factor, `log_z_increment`, is its log mean w less the
+block before's where that block did not resample, and `log_z_running`, their running sum, is the
+evidence of the block's intermediate target; PowerSMC's completion to p0^alpha after a step that
+resampled and left every copy dead is in the final weights alone, in no block's row): the standard SMC
+estimate of the normalizing constant Z = sum_x p0(x)^alpha of the final target (Del Moral 2004; unbiased
+for Z, not for log Z, with adaptive resampling too), here over responses of n tokens (EOS-stopped ones
+too for PowerSMC).  A resample-move session started from given states (the law-test kit) weighs no first
+extension: its log Z is not Z's.
 """
 
 from __future__ import annotations
@@ -227,18 +231,26 @@ class SmcNumbers:
         self._log_z_resampled = 0.0  # sum of log mean w over the blocks that resampled
         self._roots: list[int] = []  # per particle: the first block's particle it descends from
         self.final_log_w: tuple[float, ...] | None = None
+        self._since: float | None = None  # log mean w at the block before, None after a resampling (or none)
+        self._running = 0.0
 
     def step(self, ev: Any) -> None:
         P = len(ev.log_weights)
         if len(self._roots) != P:
             self._roots = list(range(P))
         lme = log_mean_exp(ev.log_weights)
+        # the block's incremental evidence log sum_i W_{b-1}^i w_b^i: the weights accumulate since the last
+        # resampling, so it is this block's log mean w less the block before's (all of it after a resampling)
+        inc = lme if self._since is None else lme - self._since
+        self._running += inc
+        self._since = None if ev.resampled else lme
         if ev.resampled:
             self._log_z_resampled += lme
             self._roots = [self._roots[j] for j in ev.parents]
         row = {"block": ev.step + 1, "t": ev.t, "ess": ev.ess, "ess_share": ev.ess / P if P else None,
                "resampled": ev.resampled, "unique_ancestors": len(set(ev.parents)) if ev.resampled else P,
-               "lineages": len(set(self._roots)), "log_mean_weight": lme}
+               "lineages": len(set(self._roots)), "log_mean_weight": lme, "log_z_increment": inc,
+               "log_z_running": self._running}
         moved = getattr(ev, "accepted", None)
         if moved is not None:
             row["moves_accepted"] = sum(moved)
