@@ -101,6 +101,33 @@ def test_bench_gives_a_population_its_rates_as_an_mh_row():
     assert not aggregate([smc], None)["mh"]
 
 
+def test_resample_moves_counts_are_each_particles_own_not_k_a_block():
+    """resample-move's member transitions were inferred as K per particle per block (and the test checked the
+    same formula): the record counts each particle's transitions, the summary reads them, and they are what the
+    sampler's own members made (their `Transition`s, folded by the population)."""
+    engine = small_backend(vocab=7, sharpness=1.2)
+    params = SamplerParams(sampler="resample-move", prefetch="none", particles=3, max_new_tokens=9, block_size=3,
+                           steps=2, seed=4)
+    driver = make_driver(engine, params, list(PROMPT))
+    s = SessionSummary()
+    for _, ev in run_chains(engine, [driver]):
+        s.update(ev)
+    d = s.to_dict()
+    assert d["member_transitions"] == [t.transitions for t in driver.tallies]
+    assert d["member_accepted"] == [t.accepted for t in driver.tallies]
+    assert s.transitions == sum(t.transitions for t in driver.tallies) and not s.info.inferred
+    # a record's own counts win over K (a particle that moved less is counted as it moved) ...
+    info = s.info.__class__()
+    info.steps = 5
+    base = dict(step=0, t=3, exponent=4.0, tokens=((1,), (2,)), log_weights=(0.0, 0.0), ess=2.0, resampled=False,
+                parents=(0, 1), wall_s=0.0, accepted=(1, 0), states=((1,), (2,)))
+    info.update(RmStep(**base, transitions=(2, 1)))
+    assert info.member_moves() == [(2, 1), (1, 0)] and info.session_moves() == (3, 1) and not info.inferred
+    # ... and a trace written before they were recorded falls back to K each, and says so
+    info.update(RmStep(**base))
+    assert info.member_moves() == [(7, 2), (6, 0)] and any("K" in n for n in info.notes())
+
+
 def test_run_chains_of_tempering_report_transitions_and_blame_the_right_k(tmp_path):
     """`run --sampler ppt --chains 3 -K 12` warned "K=0 was too short" and its chains table said `-`: the
     table gives each chain's (its alpha replica's) transitions, the warning K=12."""

@@ -323,18 +323,21 @@ class TraceData:
         pd = need("pandas")
         rows = []
         for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
-            K = int(s.params.get("steps") or 0)
+            K = int(s.params.get("steps") or 0)  # (a trace written before the records counted the moves: K each)
             for ev in sess.events:
                 if not isinstance(ev, SmcStep):
                     continue
-                moved = isinstance(ev, RmStep)
+                P = len(ev.log_weights)
+                proposed: tuple[int | None, ...] = (
+                    (ev.transitions if ev.transitions is not None else (K,) * P) if isinstance(ev, RmStep)
+                    else (None,) * P)
                 finite = math.isfinite(max(ev.log_weights)) and not any(math.isnan(w) for w in ev.log_weights)
                 weights = normalised(list(ev.log_weights)) if finite else [math.nan] * len(ev.log_weights)
                 for j, (w, par) in enumerate(zip(ev.log_weights, ev.parents)):
                     rows.append({"session": i, "chain": sess.start.chain + 1, "block": ev.step + 1, "t": ev.t,
                                  "particle": j + 1, "log_weight": w, "weight": weights[j],
                                  "ess": ev.ess, "resampled": ev.resampled, "ancestor": par + 1,
-                                 "moves_proposed": K if moved else None,
+                                 "moves_proposed": proposed[j],
                                  "moves_accepted": ev.accepted[j] if isinstance(ev, RmStep) else None})
         return pd.DataFrame(rows, columns=list(PARTICLE_TYPES)).astype(PARTICLE_TYPES)
 
