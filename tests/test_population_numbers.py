@@ -243,12 +243,12 @@ def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path
 SEEDS = 300
 
 
-def _log_zs(params, engine):
+def _log_zs(params, engine, seeds=SEEDS):
     sums: dict[int, SessionSummary] = {}
-    drivers = (make_driver(engine, params.with_(seed=s), [1]) for s in range(SEEDS))
+    drivers = (make_driver(engine, params.with_(seed=s), [1]) for s in range(seeds))
     for i, ev in run_chains(engine, drivers, concurrency=64):
         sums.setdefault(i, SessionSummary()).update(ev)
-    return [sums[i] for i in range(SEEDS)]
+    return [sums[i] for i in range(seeds)]
 
 
 @pytest.mark.slow  # (300 sessions a case, as the law tests' sessions: about 12 s in all)
@@ -272,6 +272,37 @@ def test_the_log_z_estimate_is_unbiased_for_z_on_the_enumerable_model(sampler, P
     final_only = np.exp(np.array([log_mean_exp(s.info.smc.final_log_w) for s in sums]) - log_z)
     assert abs(final_only.mean() - 1.0) > 10 * se
     assert np.mean(np.log(ratio)) < 0  # (log Z-hat itself is biased low: Jensen)
+
+
+def _z_with_eos(engine, prompt, n, alpha):
+    """Z = sum over responses of p0^alpha, a response ending at its EOS or after n tokens (PowerSMC's)."""
+    lm = engine.lm
+
+    def z(ctx, left):
+        if left == 0:
+            return 1.0
+        logp = lm.log_probs(ctx, 1.0)[0]
+        return math.fsum(math.exp(alpha * logp[t]) * (1.0 if t == lm.eos_id else z([*ctx, t], left - 1))
+                         for t in range(lm.vocab_size))
+
+    return z(list(prompt), n)
+
+
+@pytest.mark.slow  # (400 sessions)
+def test_the_log_z_estimate_is_unbiased_with_eos_and_powersmcs_ramp():
+    """PowerSMC with EOS (absorbed particles) and a ramp over the whole response (the completion to p0^alpha
+    at the end, `_complete`): the enumerable model had neither, so neither was tested."""
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
+
+    engine = SyntheticEngine(SyntheticLM(vocab_size=3, order=2, seed=1, sharpness=1.0, eos_id=0))
+    n, alpha = 4, 4.0
+    params = SamplerParams(sampler="powersmc", prefetch="none", alpha=alpha, max_new_tokens=n, particles=3,
+                           tau=0.5, smc_block=1, smc_ramp=n)
+    sums = _log_zs(params, engine, seeds=400)
+    ratio = np.exp(np.array([s.info.smc.log_z for s in sums]) - math.log(_z_with_eos(engine, [1], n, alpha)))
+    mean, se = ratio.mean(), ratio.std(ddof=1) / math.sqrt(len(sums))
+    assert sum(s.info.resamplings for s in sums) > 50 and any(len(s.tokens) < n for s in sums)  # (EOS ended some)
+    assert abs(mean - 1.0) < 4 * se and se < 0.1, (mean, se)
 
 
 def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
