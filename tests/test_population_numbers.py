@@ -321,6 +321,8 @@ def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
     assert [b["lineages"] for b in smc.blocks] == [2, 2, 1]  # every particle descends from particle 4 at last
     assert smc.log_z == pytest.approx(math.log(2) + math.log(2) + math.log(6 / 4))
     assert smc.to_dict()["resampled_history"] == [True, False, True]
+    assert math.isnan(log_mean_exp([0.0, math.nan]))  # (a NaN weight was dropped and counted as weight 0)
+    assert log_mean_exp([0.0, math.log(3)]) == pytest.approx(math.log(2)) and log_mean_exp([]) == -math.inf
 
 
 def test_each_block_gives_its_own_evidence_increment_and_their_running_sum():
@@ -357,7 +359,8 @@ def test_run_json_and_stats_give_log_z_ess_and_genealogy(tmp_path):
         d = json.loads(res.stdout.strip().splitlines()[-1])
         d = d.get("sessions", [d])[0] if "sessions" in d else d
         assert math.isfinite(d["log_z"]) and len(d["ess_history"]) == d["smc_steps"] == len(d["lineages"])
-        assert d["lineages"] == sorted(d["lineages"], reverse=True)
+        blocks = presto_tui.read_trace(tmp_path / f"{i}.jsonl").smc_blocks  # (the same numbers, every surface)
+        assert d["lineages"] == blocks["lineages"].tolist() and d["ess_history"] == blocks["ess"].tolist()
     out = runner.invoke(cli_app, ["stats", str(tmp_path / "0.jsonl"), str(tmp_path / "1.jsonl")], env=env).stdout
     assert "log Z (evidence of p0^alpha)" in out and "unique ancestors / lineages" in out
 

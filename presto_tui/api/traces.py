@@ -316,10 +316,12 @@ class TraceData:
 
     @cached_property
     def particles(self):
-        """PowerSMC and resample-move: one row per particle of every block (from 1): its log weight since the
-        last resampling and its normalised weight, the block's ESS and whether it resampled, the particle it
-        continues from (`ancestor`, from 1; itself where it did not resample), and resample-move's moves of
-        the particle after the resampling (K proposed, how many accepted; missing for PowerSMC)."""
+        """PowerSMC and resample-move: one row per particle slot of every block (from 1).  A row holds two
+        particles, as the record does: slot j before the block's resampling (its log weight since the last
+        resampling, its normalised weight, PowerSMC's tokens) and slot j after it (`ancestor`: the slot, from 1,
+        it was copied from, itself where the block did not resample; resample-move's moves made from there,
+        `moves_proposed` and `moves_accepted`, missing for PowerSMC); the block's ESS and whether it
+        resampled."""
         pd = need("pandas")
         rows = []
         for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):

@@ -55,10 +55,13 @@ SATURATED_A = 0.05
 
 
 def log_mean_exp(xs: Sequence[float]) -> float:
-    """log of the mean of exp(x) over `xs`, without overflow (-inf for none or all -inf)."""
-    finite = [x for x in xs if not math.isnan(x)]
-    if not finite:
+    """log of the mean of exp(x) over `xs`, without overflow (-inf for none or all -inf; NaN where a weight is
+    NaN: a weight that is not a number makes no evidence, it is not weight 0)."""
+    if not xs:
         return -math.inf
+    if any(math.isnan(x) for x in xs):
+        return math.nan
+    finite = list(xs)
     m = max(finite)
     if m == -math.inf:
         return -math.inf
