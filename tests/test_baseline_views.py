@@ -473,7 +473,7 @@ def test_stats_gives_baselines_their_own_numbers_and_pools_them_on_their_own_par
     assert smc["resamplings"] == sum(r["resamplings"] for r in rows if r["group"] == smc["group"])
     # the tables: the chain's rows among the sessions, the baselines' in their own table
     out = runner.invoke(cli_app, ["stats", str(path)], env={"COLUMNS": "200"}).stdout
-    chain_part, baseline_part = out.split("one-shot sessions and populations (no single chain's transitions)")
+    chain_part, baseline_part = out.split("one-shot sessions and populations (tr, acc: a population's transitions")
     assert "best-of" not in chain_part and "PowerMH" in chain_part
     header = next(ln for ln in baseline_part.splitlines() if "prompt" in ln)
     for col in ("time s", "tokens", "drawn", "resampl.", "ESS", "ll/tok", "conf"):

@@ -176,7 +176,9 @@ def test_round_trips_count_states_that_went_from_the_hottest_replica_to_the_cold
     step((2, 0, 1), (1,), (True,))
     step((0, 2, 1), (0,), (True,))  # state 0 back at the hottest: one round trip
     assert info.round_trips == 1
-    assert info.to_dict()["swaps"][0] == {"pair": [1, 2], "proposed": 3, "accepted": 3, "rate": 1.0}
+    first = info.to_dict()["ladder"]["pairs"][0]  # pair 2-1
+    assert first["label"].startswith("2-1")
+    assert (first["proposed"], first["accepted"], first["accepted_share"]) == (3, 3, 1.0)
     assert info.drawn() == "R=3 A 3-2 .50 2-1 .50, 1 trips"  # each pair's mean swap probability, top-down
 
 
@@ -185,8 +187,8 @@ def test_ppt_reports_its_replicas_swaps_and_round_trips_in_run_json_and_says_whe
                            pt_swap_every=1, pt_replicas=3)
     _, events = events_of(params)
     d = summarize(events).to_dict()
-    assert d["replicas"] == 3 and len(d["swaps"]) == 2 and d["swap_barriers"] == 20
-    assert sum(s["proposed"] for s in d["swaps"]) == 20 and "round_trips" in d
+    assert d["replicas"] == 3 and len(d["ladder"]["pairs"]) == 2 and d["swap_barriers"] == 20
+    assert sum(s["proposed"] for s in d["ladder"]["pairs"]) == 20 and "round_trips" in d
     choice = next(e for e in events if isinstance(e, Choice))
     assert choice.index == 2 and "alpha replica" in choice.rule
     never = summarize(events_of(params.with_(pt_swap_every=100))[1])

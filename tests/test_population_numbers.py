@@ -71,6 +71,63 @@ def test_a_resample_move_session_counts_every_particles_moves():
     assert d["member_accepted"] == [sum(e.accepted[i] for e in rm) for i in range(P)]
 
 
+@pytest.mark.parametrize("rule", ["none", "stream"])
+def test_a_populations_throughput_counts_every_members_transitions(rule):
+    """requests_realized, tr/call, ms/tr and tr/s charged all R replicas' calls and time to the alpha
+    replica's transitions (`stats --json` said 43 requests issued, 6 realized, at 0 waste): they count every
+    member's transitions, as the calls and time are all of theirs."""
+    params = SamplerParams(sampler="ppt", prefetch=rule, budget=4, max_new_tokens=8, block_size=4, steps=6, seed=2,
+                           pt_replicas=3, pt_swap_every=1)
+    s = summarize(events_of(params))
+    d = s.to_dict()
+    members = sum(d["member_transitions"])
+    assert d["requests_realized"] == members == 3 * s.transitions
+    assert d["transitions_per_s"] == pytest.approx(members / s.wall_s)
+    assert d["wall_per_transition_s"] == pytest.approx(s.wall_s / members)
+    if rule == "none":
+        assert d["transitions_per_call"] == pytest.approx(members / s.calls)
+
+
+def test_bench_gives_a_population_its_rates_as_an_mh_row():
+    """bench decided a row had MH transitions by `requests_realized > 0`; it asks whether the sessions are an
+    MH chain's or a population's, so a one-shot row keeps '-' whatever it realized."""
+    from presto_tui.cli.bench import aggregate
+
+    ppt = summarize(events_of(SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, block_size=4,
+                                            steps=4, seed=2, pt_replicas=3)))
+    smc = summarize(events_of(SamplerParams(sampler="powersmc", max_new_tokens=8, particles=3, seed=2)))
+    row = aggregate([ppt], None)
+    assert row["mh"] and row["requests_realized"] == sum(ppt.to_dict()["member_transitions"])
+    assert not aggregate([smc], None)["mh"]
+
+
+def test_resample_moves_counts_are_each_particles_own_not_k_a_block():
+    """resample-move's member transitions were inferred as K per particle per block (and the test checked the
+    same formula): the record counts each particle's transitions, the summary reads them, and they are what the
+    sampler's own members made (their `Transition`s, folded by the population)."""
+    engine = small_backend(vocab=7, sharpness=1.2)
+    params = SamplerParams(sampler="resample-move", prefetch="none", particles=3, max_new_tokens=9, block_size=3,
+                           steps=2, seed=4)
+    driver = make_driver(engine, params, list(PROMPT))
+    s = SessionSummary()
+    for _, ev in run_chains(engine, [driver]):
+        s.update(ev)
+    d = s.to_dict()
+    assert d["member_transitions"] == [t.transitions for t in driver.tallies]
+    assert d["member_accepted"] == [t.accepted for t in driver.tallies]
+    assert s.transitions == sum(t.transitions for t in driver.tallies) and not s.info.inferred
+    # a record's own counts win over K (a particle that moved less is counted as it moved) ...
+    info = s.info.__class__()
+    info.steps = 5
+    base = dict(step=0, t=3, exponent=4.0, tokens=((1,), (2,)), log_weights=(0.0, 0.0), ess=2.0, resampled=False,
+                parents=(0, 1), wall_s=0.0, accepted=(1, 0), states=((1,), (2,)))
+    info.update(RmStep(**base, transitions=(2, 1)))
+    assert info.member_moves() == [(2, 1), (1, 0)] and info.session_moves() == (3, 1) and not info.inferred
+    # ... and a trace written before they were recorded falls back to K each, and says so
+    info.update(RmStep(**base))
+    assert info.member_moves() == [(7, 2), (6, 0)] and any("K" in n for n in info.notes())
+
+
 def test_run_chains_of_tempering_report_transitions_and_blame_the_right_k(tmp_path):
     """`run --sampler ppt --chains 3 -K 12` warned "K=0 was too short" and its chains table said `-`: the
     table gives each chain's (its alpha replica's) transitions, the warning K=12."""
@@ -106,14 +163,64 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
     assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
     d = lad.to_dict()["ladder"]
-    assert [p["pair"] for p in d["pairs"]] == [[3, 2], [2, 1]]  # top-down, as the app's grid shows them
-    assert d["pairs"][0]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][1]["proposed"] == 2
+    assert [p["pair"] for p in d["pairs"]] == [[2, 1], [3, 2]]  # from the lowest, as every list of the JSON
+    assert d["pairs"][1]["mean_accept_prob"] == pytest.approx(0.25) and d["pairs"][0]["proposed"] == 2
     labels = [label for label, _ in lad.rows()]
     assert labels[:2] == ["swap 3-2 (alpha 4/2)", "swap 2-1 (alpha 2/1)"]
     # a pair never proposed: no Lambda (it would leave that pair's rejections out)
     one = LadderNumbers()
     one.update(_step(1, (0,), (0.5,), (True,), (1, 0, 2)))
-    assert one.barrier is None and one.suggested_replicas is None and "never proposed" in one.rows()[-1][1]
+    assert one.barrier is None and one.suggested_replicas is None
+    assert "never proposed" in dict(one.rows())["barrier Lambda (Syed et al.)"]
+
+
+def test_the_ladder_is_folded_once_and_afresh_for_every_ladder_its_records_hold():
+    """PptInfo and LadderNumbers both folded the ladder (round trips and pairs twice in the JSON), and the fold
+    started again only when R changed: an adaptive ladder's warm-up ladders (same R, other exponents) would
+    be pooled with the frozen one.  One fold, keyed by the exponents; the levels' MH transitions count all."""
+    from presto_tui.runtime.methods.ppt import PptInfo
+
+    def step(s, exps, probs, final=False):
+        return PtStep(s, 0, s, exps, (0, 1)[: len(probs)], probs, (False,) * len(probs), (0, 1, 2),
+                      (-3.0, -2.0, -1.0), ((),) * 3, (1, 1, 1), (1, 0, 1), final, 0.0)
+
+    info = PptInfo()
+    warm, frozen = (1.0, 1.5, 4.0), (1.0, 2.0, 4.0)
+    for s in (1, 2):
+        info.update(step(s, warm, (0.01, 0.02)))
+    for s in (3, 4, 5):
+        info.update(step(s, frozen, (0.5, 0.3)))
+    info.update(step(6, frozen, (), final=True))
+    lad = info.ladder
+    assert lad.exponents == frozen and lad.proposed == [3, 3] and lad.barriers == 3
+    assert lad.mean_accept() == pytest.approx([0.5, 0.3])  # the warm-up's 0.01, 0.02 left out
+    assert lad.earlier_ladders == 1 and lad.earlier_barriers == 2
+    assert lad.transitions == [6, 6, 6]  # every ladder's transitions: the members' work
+    assert info.proposed is lad.proposed and info.round_trips == lad.round_trips  # read off the one fold
+    d = info.to_dict()
+    assert "swaps" not in d and "round_trips" not in d["ladder"] and "round_trips" in d
+    assert d["ladder"]["earlier_ladders"] == 1 and "earlier ladders (left out)" in dict(info.rows())
+    # the alpha level's share counts the barriers, not the end's record that repeats the last one
+    assert len(lad.index) == 4 and lad.alpha_level_share() == [0.0, 0.0, 1.0]
+
+
+def test_lambda_and_the_suggested_r_are_lower_bounds_where_a_pair_never_swaps():
+    """A pair that accepts nothing has rejection rate 1 whatever its barrier: Lambda saturated at R - 1 and
+    `stats` said "about 4 replicas suit it; 4 ran" of a broken ladder.  They are shown as lower bounds."""
+    lad = LadderNumbers()
+    for s in range(1, 7):  # pair 2-1 (index 0) never swaps, pair 3-2 swaps often
+        lad.update(_step(s, (s % 2,), (0.001 if s % 2 == 0 else 0.8,), (s % 2 == 1,), (0, 1, 2)))
+    assert lad.saturated_pairs() == [0] and lad.barrier_is_lower_bound
+    words = dict(lad.rows())["barrier Lambda (Syed et al.)"]
+    assert words.startswith(f">= {lad.barrier:.2f}") and f"at least {lad.suggested_replicas} replicas" in words
+    assert "2-1 rarely swaps" in words and "between alpha 1 and 2" in words and "about" not in words
+    d = lad.to_dict()["ladder"]
+    assert d["barrier_is_lower_bound"] is True and d["saturated_pairs"] == ["2-1"]
+    healthy = LadderNumbers()
+    for s in range(1, 5):
+        healthy.update(_step(s, (s % 2,), (0.4,), (True,), (0, 1, 2)))
+    assert not healthy.barrier_is_lower_bound and healthy.to_dict()["ladder"]["saturated_pairs"] == []
+    assert dict(healthy.rows())["barrier Lambda (Syed et al.)"].startswith("1.20: about 3 replicas")
 
 
 def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path):
@@ -136,12 +243,12 @@ def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path
 SEEDS = 300
 
 
-def _log_zs(params, engine):
+def _log_zs(params, engine, seeds=SEEDS):
     sums: dict[int, SessionSummary] = {}
-    drivers = (make_driver(engine, params.with_(seed=s), [1]) for s in range(SEEDS))
+    drivers = (make_driver(engine, params.with_(seed=s), [1]) for s in range(seeds))
     for i, ev in run_chains(engine, drivers, concurrency=64):
         sums.setdefault(i, SessionSummary()).update(ev)
-    return [sums[i] for i in range(SEEDS)]
+    return [sums[i] for i in range(seeds)]
 
 
 @pytest.mark.slow  # (300 sessions a case, as the law tests' sessions: about 12 s in all)
@@ -167,6 +274,37 @@ def test_the_log_z_estimate_is_unbiased_for_z_on_the_enumerable_model(sampler, P
     assert np.mean(np.log(ratio)) < 0  # (log Z-hat itself is biased low: Jensen)
 
 
+def _z_with_eos(engine, prompt, n, alpha):
+    """Z = sum over responses of p0^alpha, a response ending at its EOS or after n tokens (PowerSMC's)."""
+    lm = engine.lm
+
+    def z(ctx, left):
+        if left == 0:
+            return 1.0
+        logp = lm.log_probs(ctx, 1.0)[0]
+        return math.fsum(math.exp(alpha * logp[t]) * (1.0 if t == lm.eos_id else z([*ctx, t], left - 1))
+                         for t in range(lm.vocab_size))
+
+    return z(list(prompt), n)
+
+
+@pytest.mark.slow  # (400 sessions)
+def test_the_log_z_estimate_is_unbiased_with_eos_and_powersmcs_ramp():
+    """PowerSMC with EOS (absorbed particles) and a ramp over the whole response (the completion to p0^alpha
+    at the end, `_complete`): the enumerable model had neither, so neither was tested."""
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine, SyntheticLM
+
+    engine = SyntheticEngine(SyntheticLM(vocab_size=3, order=2, seed=1, sharpness=1.0, eos_id=0))
+    n, alpha = 4, 4.0
+    params = SamplerParams(sampler="powersmc", prefetch="none", alpha=alpha, max_new_tokens=n, particles=3,
+                           tau=0.5, smc_block=1, smc_ramp=n)
+    sums = _log_zs(params, engine, seeds=400)
+    ratio = np.exp(np.array([s.info.smc.log_z for s in sums]) - math.log(_z_with_eos(engine, [1], n, alpha)))
+    mean, se = ratio.mean(), ratio.std(ddof=1) / math.sqrt(len(sums))
+    assert sum(s.info.resamplings for s in sums) > 50 and any(len(s.tokens) < n for s in sums)  # (EOS ended some)
+    assert abs(mean - 1.0) < 4 * se and se < 0.1, (mean, se)
+
+
 def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
     smc = SmcNumbers()
 
@@ -183,6 +321,32 @@ def test_the_smc_history_gives_ess_resampling_and_genealogy_per_block():
     assert [b["lineages"] for b in smc.blocks] == [2, 2, 1]  # every particle descends from particle 4 at last
     assert smc.log_z == pytest.approx(math.log(2) + math.log(2) + math.log(6 / 4))
     assert smc.to_dict()["resampled_history"] == [True, False, True]
+    assert math.isnan(log_mean_exp([0.0, math.nan]))  # (a NaN weight was dropped and counted as weight 0)
+    assert log_mean_exp([0.0, math.log(3)]) == pytest.approx(math.log(2)) and log_mean_exp([]) == -math.inf
+
+
+def test_each_block_gives_its_own_evidence_increment_and_their_running_sum():
+    """`log_mean_weight` is cumulative since the last resampling: summed over blocks it counted a block's
+    factor again in every block after it (-60.06 against log Z -44.53).  `log_z_increment` is the block's own
+    factor log sum_i W_(b-1)^i w_b^i, `log_z_running` their sum: log Z of the block's intermediate target."""
+    smc = SmcNumbers()
+
+    class Ev:
+        def __init__(self, step, log_w, resampled):
+            self.step, self.t, self.log_weights, self.ess = step, step + 1, log_w, 1.0
+            self.resampled, self.parents = resampled, (0, 1)
+
+    w1, w2, w3 = (0.0, math.log(3)), (math.log(2), math.log(4)), (0.0, 0.0)  # w2: w1 times (2, 4/3)
+    smc.step(Ev(0, w1, False))
+    smc.step(Ev(1, w2, True))
+    smc.step(Ev(2, w3, False))
+    smc.final(w3)
+    inc = [b["log_z_increment"] for b in smc.blocks]
+    # block 2's own factor: sum_i W_1^i (w_2^i / w_1^i) = 1/4 * 2 + 3/4 * 4/3 = 1.5
+    assert inc == pytest.approx([math.log(2), math.log(1.5), 0.0])
+    assert sum(b["log_mean_weight"] for b in smc.blocks) != pytest.approx(smc.log_z)  # (cumulative: no sum)
+    running = [b["log_z_running"] for b in smc.blocks]
+    assert running == pytest.approx(np.cumsum(inc)) and running[-1] == pytest.approx(smc.log_z)
 
 
 def test_run_json_and_stats_give_log_z_ess_and_genealogy(tmp_path):
@@ -195,7 +359,8 @@ def test_run_json_and_stats_give_log_z_ess_and_genealogy(tmp_path):
         d = json.loads(res.stdout.strip().splitlines()[-1])
         d = d.get("sessions", [d])[0] if "sessions" in d else d
         assert math.isfinite(d["log_z"]) and len(d["ess_history"]) == d["smc_steps"] == len(d["lineages"])
-        assert d["lineages"] == sorted(d["lineages"], reverse=True)
+        blocks = presto_tui.read_trace(tmp_path / f"{i}.jsonl").smc_blocks  # (the same numbers, every surface)
+        assert d["lineages"] == blocks["lineages"].tolist() and d["ess_history"] == blocks["ess"].tolist()
     out = runner.invoke(cli_app, ["stats", str(tmp_path / "0.jsonl"), str(tmp_path / "1.jsonl")], env=env).stdout
     assert "log Z (evidence of p0^alpha)" in out and "unique ancestors / lineages" in out
 
@@ -232,7 +397,7 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
     reps = t.replicas
     assert len(reps) == 4 * sum(len(steps) for steps in pt)
     # the index process: at every record each replica holds exactly one level
-    assert (reps.groupby(["session", "barrier"])["replica"].nunique() == 4).all()
+    assert (reps.groupby(["session", "barrier"])["state"].nunique() == 4).all()
     s = t.summaries()[0]
     assert reps[reps.session == 1].groupby("level")["transitions"].sum().tolist() == s.to_dict()["member_transitions"]
     ladder = t.ladder
@@ -245,10 +410,35 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
     assert sessions.loc[0, "barrier"] == pytest.approx((1 - mine["mean_accept_prob"]).sum())
     # per level: the draws of one level of the prompt's chains
     lv = t.chains(1, level=2)
-    assert lv.posterior["log_target"].shape == (2, min(len(steps) for steps in pt))
+    # (the end's record repeats the last barrier's states here: every transition is followed by a barrier)
+    assert lv.posterior["log_target"].shape == (2, min(sum(any(e.transitions) for e in steps) for steps in pt))
     assert float(lv.posterior["log_p0"][0, 0]) == pt[0][0].log_p0[1]
     with pytest.raises(presto_tui.InputError, match="level must be"):
         t.chains(1, level=5)
+
+
+def test_chains_of_a_level_keep_to_one_block_and_honour_burn_in_and_thin(tmp_path):
+    """`chains(p, level=r)` took every block's records (prefixes of different lengths in one chain), repeated
+    the last barrier's states as the end's record, and ignored block, burn_in and thin."""
+    path = tmp_path / "t.jsonl"
+    res = runner.invoke(cli_app, ["run", "the cat", "--sampler", "ppt", "--chains", "2", "-K", "4", "-n", "8", "-B",
+                                  "4", "--pt-swap-every", "1", "--prefetch", "none", "--trace", str(path)],
+                        env={"PRESTO_TUI_BACKEND": "synthetic"})
+    assert res.exit_code == 0, res.output
+    t = presto_tui.read_trace(path)
+    steps = [e for e in t.session(1).events if isinstance(e, PtStep)]
+
+    def expected(block):  # level 2's log p0 after each barrier of the block, none repeated by the end's record
+        return [e.log_p0[1] for e in steps if e.block == block - 1 and any(e.transitions)]
+
+    for block in (1, 2):
+        got = t.chains(1, level=2, block=block).posterior["log_p0"].values[0].tolist()
+        assert got == expected(block) and len(got) == 4  # K = 4 barriers, one a transition
+    sel = t.chains(1, level=2, block=2, burn_in=1, thin=2)
+    assert sel.posterior["log_p0"].values[0].tolist() == expected(2)[1::2]
+    assert sel.warmup_posterior["log_p0"].values[0].tolist() == expected(2)[:1]
+    with pytest.raises(presto_tui.InputError, match="no tempering records in block 3"):
+        t.chains(1, level=2, block=3)
 
 
 def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trace):
@@ -259,8 +449,9 @@ def test_read_trace_gives_particles_and_smc_blocks_as_dataframes(population_trac
     assert parts["ancestor"].tolist() == [j + 1 for e in rm for j in e.parents]
     assert parts["moves_accepted"].tolist() == [a for e in rm for a in e.accepted]
     assert (parts["moves_proposed"] == 2).all()
-    assert parts.groupby("block")["weight"].sum().tolist() == pytest.approx([1.0] * len(rm))
     blocks = t.smc_blocks
+    # (resample-move's final weights are its last block's, or all 1 after a resampling: the running sum is log Z)
+    assert blocks["log_z_running"].iloc[-1] == pytest.approx(t.sessions.loc[2, "log_z"])
     assert blocks["resampled"].tolist() == [e.resampled for e in rm] and any(e.resampled for e in rm)
     assert blocks["unique_ancestors"].tolist() == [len(set(e.parents)) if e.resampled else 4 for e in rm]
     assert math.isfinite(t.sessions.loc[2, "log_z"]) and t.sessions.loc[2, "transitions"] == 4 * 2 * len(rm)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,7 +39,7 @@ from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.logs.stats import repeated_sessions, sessions_once
 from presto_tui.runtime.core.spec import SAMPLER_PARAMS
-from presto_tui.runtime.methods.population_numbers import SmcNumbers, ladder_of
+from presto_tui.runtime.methods.population_numbers import ladder_of, smc_of
 from presto_tui.runtime.methods.powersmc import SmcStep
 from presto_tui.runtime.methods.ppt import PtStep
 from presto_tui.runtime.methods.resample_move import RmStep
@@ -61,7 +62,7 @@ NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "i
 SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
                  "chain": "int64", "chains": "int64", "ended": "bool", "population_transitions": "Int64",
                  "population_acceptance_rate": "float64", "log_z": "float64", "barrier": "float64",
-                 "suggested_replicas": "Int64"}
+                 "suggested_replicas": "Int64", "barrier_is_lower_bound": "boolean"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -72,7 +73,7 @@ SWAP_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block":
               "log_p0_lower": "float64", "log_p0_upper": "float64", "accept_prob": "float64", "accepted": "bool",
               "clock": "float64"}
 REPLICA_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "block": "int64", "transition": "int64",
-                 "final": "bool", "level": "int64", "exponent": "float64", "replica": "int64", "log_p0": "float64",
+                 "final": "bool", "level": "int64", "exponent": "float64", "state": "int64", "log_p0": "float64",
                  "log_target": "float64", "transitions": "int64", "accepted": "int64", "clock": "float64"}
 LADDER_TYPES = {"session": "int64", "chain": "int64", "pair": "object", "lower": "int64", "upper": "int64",
                 "alpha_lower": "float64", "alpha_upper": "float64", "proposed": "int64", "accepted": "int64",
@@ -82,7 +83,8 @@ PARTICLE_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "
                   "ancestor": "int64", "moves_proposed": "Int64", "moves_accepted": "Int64"}
 SMC_BLOCK_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "int64", "ess": "float64",
                    "ess_share": "float64", "resampled": "bool", "unique_ancestors": "int64", "lineages": "int64",
-                   "log_mean_weight": "float64", "moves_accepted": "Int64"}
+                   "log_mean_weight": "float64", "log_z_increment": "float64", "log_z_running": "float64",
+                   "moves_accepted": "Int64"}
 
 
 def need(module: str, extra: str = "data") -> Any:
@@ -181,7 +183,8 @@ class TraceData:
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
             ladder = d.get("ladder") or {}
-            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"))
+            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"),
+                       barrier_is_lower_bound=ladder.get("barrier_is_lower_bound"))
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
@@ -275,9 +278,10 @@ class TraceData:
 
     @cached_property
     def replicas(self):
-        """Tempering: one row per level at every barrier (and the end's record, `final`): its exponent, the
-        replica whose state it holds (`replica`: the level that state started at, from 1; a replica's levels
-        over the barriers are its index process), log p0 and the log-target (exponent x log p0) of that state,
+        """Tempering: one row per level (replica: the same fixed exponent, from 1, the lowest first; see
+        docs/numbering.md) at every barrier (and the end's record, `final`): its exponent, the state it holds
+        (`state`: named by the replica it started at, from 1; a state's levels over the barriers are its
+        index process), log p0 and the log-target (exponent x log p0) of that state,
         and the level's MH transitions and accepted since the record before."""
         pd = need("pandas")
         rows = []
@@ -288,7 +292,7 @@ class TraceData:
                 for lv, (a, h, lp) in enumerate(zip(ev.exponents, ev.holders, ev.log_p0)):
                     rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
                                  "transition": ev.k, "final": ev.final, "level": lv + 1, "exponent": a,
-                                 "replica": h + 1, "log_p0": lp, "log_target": a * lp,
+                                 "state": h + 1, "log_p0": lp, "log_target": a * lp,
                                  "transitions": ev.transitions[lv], "accepted": ev.accepted[lv], "clock": ev.clock})
         return pd.DataFrame(rows, columns=list(REPLICA_TYPES)).astype(REPLICA_TYPES)
 
@@ -303,7 +307,7 @@ class TraceData:
             lad = ladder_of(s.info)
             if lad is None or len(lad.exponents) < 2:
                 continue
-            for p in lad.to_dict()["ladder"]["pairs"]:
+            for p in reversed(lad.to_dict()["ladder"]["pairs"]):  # (top-down, as `stats` prints them)
                 rows.append({"session": i, "chain": sess.start.chain + 1, "pair": f"{p['pair'][0]}-{p['pair'][1]}",
                              "lower": p["pair"][1], "upper": p["pair"][0], "alpha_lower": p["exponents"][1],
                              "alpha_upper": p["exponents"][0], "proposed": p["proposed"], "accepted": p["accepted"],
@@ -312,25 +316,30 @@ class TraceData:
 
     @cached_property
     def particles(self):
-        """PowerSMC and resample-move: one row per particle of every block (from 1): its log weight since the
-        last resampling and its normalised weight, the block's ESS and whether it resampled, the particle it
-        continues from (`ancestor`, from 1; itself where it did not resample), and resample-move's moves of
-        the particle after the resampling (K proposed, how many accepted; missing for PowerSMC)."""
+        """PowerSMC and resample-move: one row per particle slot of every block (from 1).  A row holds two
+        particles, as the record does: slot j before the block's resampling (its log weight since the last
+        resampling, its normalised weight, PowerSMC's tokens) and slot j after it (`ancestor`: the slot, from 1,
+        it was copied from, itself where the block did not resample; resample-move's moves made from there,
+        `moves_proposed` and `moves_accepted`, missing for PowerSMC); the block's ESS and whether it
+        resampled."""
         pd = need("pandas")
         rows = []
         for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
-            K = int(s.params.get("steps") or 0)
+            K = int(s.params.get("steps") or 0)  # (a trace written before the records counted the moves: K each)
             for ev in sess.events:
                 if not isinstance(ev, SmcStep):
                     continue
-                moved = isinstance(ev, RmStep)
+                P = len(ev.log_weights)
+                proposed: tuple[int | None, ...] = (
+                    (ev.transitions if ev.transitions is not None else (K,) * P) if isinstance(ev, RmStep)
+                    else (None,) * P)
                 finite = math.isfinite(max(ev.log_weights)) and not any(math.isnan(w) for w in ev.log_weights)
                 weights = normalised(list(ev.log_weights)) if finite else [math.nan] * len(ev.log_weights)
                 for j, (w, par) in enumerate(zip(ev.log_weights, ev.parents)):
                     rows.append({"session": i, "chain": sess.start.chain + 1, "block": ev.step + 1, "t": ev.t,
                                  "particle": j + 1, "log_weight": w, "weight": weights[j],
                                  "ess": ev.ess, "resampled": ev.resampled, "ancestor": par + 1,
-                                 "moves_proposed": K if moved else None,
+                                 "moves_proposed": proposed[j],
                                  "moves_accepted": ev.accepted[j] if isinstance(ev, RmStep) else None})
         return pd.DataFrame(rows, columns=list(PARTICLE_TYPES)).astype(PARTICLE_TYPES)
 
@@ -338,15 +347,17 @@ class TraceData:
     def smc_blocks(self):
         """PowerSMC and resample-move: one row per block: its ESS (and its share of the particles), whether it
         resampled, the distinct particles the resampling kept (`unique_ancestors`), the distinct first-block
-        particles the population still descends from (`lineages`), log of the mean weight, resample-move's
-        moves accepted (the sessions frame holds each session's log Z)."""
+        particles the population still descends from (`lineages`), log of the mean weight since the last
+        resampling (`log_mean_weight`: cumulative, not the block's own factor), the block's incremental
+        evidence (`log_z_increment`) and their running sum (`log_z_running`: log Z of the block's
+        intermediate target), resample-move's moves accepted (the sessions frame holds each session's log Z,
+        the final weights' factor included)."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            smc = SmcNumbers()
-            for ev in sess.events:
-                if isinstance(ev, SmcStep):
-                    smc.step(ev)
+        for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
+            smc = smc_of(s.info)  # (the session's own fold, as `run` and `stats` read it)
+            if smc is None:
+                continue
             rows += [{"session": i, "chain": sess.start.chain + 1, "moves_accepted": None, **b} for b in smc.blocks]
         return pd.DataFrame(rows, columns=list(SMC_BLOCK_TYPES)).astype(SMC_BLOCK_TYPES)
 
@@ -374,13 +385,14 @@ class TraceData:
         plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats`
         printed with the same selection.  It is the trace's `--draws PATH.nc` export at that prompt
         and block.  A tempering session's draws are its alpha replica's transitions; `level` (from 1, the
-        lowest exponent first) gives one level's states instead (`level_chains`)."""
-        if level is not None:
-            return self.level_chains(prompt, level)
-        need("arviz_base", "diagnostics")
+        lowest exponent first) gives one level's states instead (`level_chains`, with the same block,
+        burn_in and thin)."""
         for name, value, lo in (("burn_in", burn_in, 0), ("thin", thin, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
+        if level is not None:
+            return self.level_chains(prompt, level, block=block, burn_in=burn_in, thin=thin)
+        need("arviz_base", "diagnostics")
         selection = Selection(burn_in, thin)
         groups = grouped(ChainDraws.of(sess.events) for sess in self._sessions)
         if not 1 <= prompt <= len(groups):
@@ -400,32 +412,58 @@ class TraceData:
         tree.attrs["groups"] = groups[prompt - 1][0].group  # the file's names every prompt's: this one's
         return tree
 
-
-    def level_chains(self, prompt: int, level: int) -> Any:
+    def level_chains(self, prompt: int, level: int, *, block: int = 1, burn_in: int = 0, thin: int = 1) -> Any:
         """Tempering: the states one level (from 1, the lowest exponent first) held after each barrier's
-        swaps (and at the end), over the prompt's chains, as an ArviZ DataTree: `posterior` holds
-        `log_target` (the level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to
-        the shortest; `sample_stats` the `replica` whose state it was (from 1: the level that state started
-        at), a draw every `--pt-swap-every` transitions.  (The alpha level's every transition: `chains`.)"""
+        swaps in `block` (from 1: within a block the prefix is fixed, so the draws are one stationary
+        chain's), over the prompt's chains, as an ArviZ DataTree: `posterior` holds `log_target` (the
+        level's exponent x log p0) and `log_p0` with dims (chain, draw), every chain cut to the shortest;
+        `sample_stats` the `state` it held (from 1: named by the replica it started at).  A draw
+        every `--pt-swap-every` transitions (and the end's record where transitions followed the last
+        barrier; not where it repeats that barrier's states).  `burn_in` drops the draws within the block's
+        first `burn_in` transitions (into `warmup_posterior`), `thin` keeps every `thin`-th draw after them.
+        (The alpha level's every transition: `chains`.)"""
         az = need("arviz_base", "diagnostics")
         np = need("numpy")
+        for name, value, lo in (("block", block, 1), ("burn_in", burn_in, 0), ("thin", thin, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
         groups = self.chain_groups()
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
-        per_chain = []
+        kept, early = [], []
         for number in groups[prompt - 1]:
             steps = [ev for ev in self._sessions[number - 1].events if isinstance(ev, PtStep)]
             R = len(steps[0].exponents) if steps else 0
             if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= max(1, R):
                 raise InputError(f"level must be a whole number in 1..{max(1, R)} (the ladder's levels, the lowest "
                                  f"exponent first), got {level!r}")
-            per_chain.append([(ev.exponents[level - 1] * ev.log_p0[level - 1], ev.log_p0[level - 1],
-                               ev.holders[level - 1] + 1) for ev in steps])
-        k = min(len(c) for c in per_chain)
+            # the block's records; the end's record only where it holds transitions no barrier recorded
+            mine = [ev for ev in steps if ev.block == block - 1 and not (ev.final and not any(ev.transitions))]
+            draws = [(ev.exponents[level - 1] * ev.log_p0[level - 1], ev.log_p0[level - 1], ev.holders[level - 1] + 1)
+                     for ev in mine]
+            warm = sum(ev.k <= burn_in for ev in mine)  # (a record after transition k: k of the block done)
+            early.append(draws[:warm])
+            kept.append(draws[warm::thin])
+        k, w = min(len(c) for c in kept), min(len(c) for c in early)
         if k == 0:
-            raise InputError(f"{self.path}: chain group {prompt} has no tempering records in every chain (a session "
-                             "of another method, or one cut short before its first barrier, has none)")
-        cols = [np.array([[c[d][j] for d in range(k)] for c in per_chain]) for j in range(3)]
-        coords = {"chain": list(range(1, len(per_chain) + 1)), "draw": list(range(1, k + 1))}
-        return az.from_dict({"posterior": {"log_target": cols[0], "log_p0": cols[1]},
-                             "sample_stats": {"replica": cols[2].astype(int)}}, coords=coords)
+            raise InputError(f"{self.path}: chain group {prompt} has no tempering records in block {block} in every "
+                             f"chain after burn-in {burn_in} (a session of another method, or one cut short before "
+                             "its first barrier, has none)")
+
+        def arrays(per_chain: list, n: int) -> list:
+            return [np.array([[c[d][j] for d in range(n)] for c in per_chain]).reshape(len(per_chain), n)
+                    for j in range(3)]
+
+        cols = arrays(kept, k)
+        data: dict[str, Any] = {"posterior": {"log_target": cols[0], "log_p0": cols[1]},
+                                "sample_stats": {"state": cols[2].astype(int)}}
+        if w:
+            wc = arrays(early, w)
+            data["warmup_posterior"] = {"log_target": wc[0], "log_p0": wc[1]}
+        with warnings.catch_warnings():  # (a short warm-up has fewer draws than chains: its dims are still right)
+            warnings.simplefilter("ignore", UserWarning)
+            tree = az.from_dict(data, coords={"chain": list(range(1, len(kept) + 1))}, save_warmup=bool(w))
+        for name, node in list(tree.children.items()):  # draws from 1 in each group, as `chains` gives them
+            if "draw" in node.dims:
+                tree[name] = node.to_dataset().assign_coords(draw=np.arange(1, node.sizes["draw"] + 1))
+        return tree

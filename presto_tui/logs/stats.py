@@ -358,8 +358,8 @@ def render(console: Console, rows: list[dict], groups: list[dict]) -> None:
         _render_pooled(console, "pooled (comparable sessions)", [g for g in groups if not g["one_shot"]], names,
                        UNSHOWN, GROUP_COLUMNS, _group_cells)
     if one_shot:
-        console.print(_table(console, "one-shot sessions and populations (no single chain's transitions)", caption,
-                             "prompt", ONE_SHOT_SESSION_COLUMNS, _labels(one_shot, names),
+        console.print(_table(console, "one-shot sessions and populations (tr, acc: a population's transitions)",
+                             caption, "prompt", ONE_SHOT_SESSION_COLUMNS, _labels(one_shot, names),
                              [_one_shot_session_cells(r) for r in one_shot]))
         _render_pooled(console, "pooled one-shot sessions (comparable sessions; per session: means)",
                        [g for g in groups if g["one_shot"]], names, ONE_SHOT_UNSHOWN, ONE_SHOT_GROUP_COLUMNS,

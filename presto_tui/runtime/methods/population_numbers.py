@@ -11,9 +11,17 @@ The ladder (levels from the lowest exponent, from 0; pairs named by their lower 
   estimate each pair's rejection rate r_i by the mean of 1 - A);
 - the global communication barrier Lambda = sum of the pairs' rejection rates (their Lambda estimate on the
   ladder run), and the number of replicas it suggests: about 2 Lambda (their analysis, as Pigeons.jl, the
-  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum);
+  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum).
+  Each rejection rate is at most 1, so Lambda saturates at R - 1 on a ladder with a pair that (almost)
+  never swaps (mean A < SATURATED_A): there both are lower bounds (`barrier_is_lower_bound`,
+  `saturated_pairs`), and the estimate holds only on a ladder whose pairs all swap;
 - the index process: after each record, which level each state (named by the level it started at)
   is at, and the round trips (a state that went from the hottest level to the coldest and back).
+
+The pairs' numbers, the index process and the round trips are those of one ladder: the fold starts again
+whenever the records' exponents change (an adaptive ladder's warm-up ladders are counted apart, in
+`earlier_ladders` and `earlier_barriers`, not pooled with the frozen one); the levels' MH transitions
+count every ladder's (they are the members' work).
 
 The SMC history, per block: the ESS of the weights before resampling (and its share of the particles),
 whether it resampled, the parents' number of distinct particles (the unique ancestors that survived it)
@@ -22,11 +30,15 @@ genealogy's width; 1 means every particle shares one ancestor).  And the evidenc
 
     log Z = sum over the blocks that resampled of log mean_i w_i  +  log mean_i w_i (the final weights)
 
-with w_i each particle's weight since the last resampling: the standard SMC estimate of the normalizing
-constant Z = sum_x p0(x)^alpha of the final target (Del Moral 2004; unbiased for Z, not for log Z, with
-adaptive resampling too), here over responses of n tokens (EOS-stopped ones too for PowerSMC).  A
-resample-move session started from given states (the law-test kit) weighs no first extension: its
-log Z is not Z's.
+with w_i each particle's weight since the last resampling (a block's `log_mean_weight` is therefore
+cumulative since the last resampling: its own factor, `log_z_increment`, is its log mean w less the
+block before's where that block did not resample, and `log_z_running`, their running sum, is the
+evidence of the block's intermediate target; PowerSMC's completion to p0^alpha after a step that
+resampled and left every copy dead is in the final weights alone, in no block's row): the standard SMC
+estimate of the normalizing constant Z = sum_x p0(x)^alpha of the final target (Del Moral 2004; unbiased
+for Z, not for log Z, with adaptive resampling too), here over responses of n tokens (EOS-stopped ones
+too for PowerSMC).  A resample-move session started from given states (the law-test kit) weighs no first
+extension: its log Z is not Z's.
 """
 
 from __future__ import annotations
@@ -36,13 +48,20 @@ from collections.abc import Sequence
 from typing import Any
 
 SUGGEST_PER_BARRIER = 2.0  # replicas per unit of Lambda (Syed et al. 2022; Pigeons.jl's "roughly 2 Lambda")
+# A pair whose mean swap probability is below this barely communicates: its rejection rate (at most 1) no
+# longer measures its local barrier (Syed et al.'s r_i ~ lambda_i holds for small gaps only; a pair that
+# never swaps can hide any barrier), so Lambda and the R it suggests are lower bounds there.
+SATURATED_A = 0.05
 
 
 def log_mean_exp(xs: Sequence[float]) -> float:
-    """log of the mean of exp(x) over `xs`, without overflow (-inf for none or all -inf)."""
-    finite = [x for x in xs if not math.isnan(x)]
-    if not finite:
+    """log of the mean of exp(x) over `xs`, without overflow (-inf for none or all -inf; NaN where a weight is
+    NaN: a weight that is not a number makes no evidence, it is not weight 0)."""
+    if not xs:
         return -math.inf
+    if any(math.isnan(x) for x in xs):
+        return math.nan
+    finite = list(xs)
     m = max(finite)
     if m == -math.inf:
         return -math.inf
@@ -56,24 +75,31 @@ class LadderNumbers:
     object with a `pt_step` record's fields folds (`update`)."""
 
     def __init__(self) -> None:
-        self.exponents: tuple[float, ...] = ()
+        self.exponents: tuple[float, ...] = ()  # the ladder folded: its numbers are this ladder's alone
         self.proposed: list[int] = []  # per pair
         self.accepted: list[int] = []
         self.sum_a: list[float] = []  # per pair: the sum of the swap probabilities A proposed
-        self.transitions: list[int] = []  # per level: MH transitions
+        self.transitions: list[int] = []  # per level: MH transitions (every ladder's: the members' work)
         self.moves_accepted: list[int] = []
         self.index: list[tuple[int, ...]] = []  # per record: each state's level (by the level it started at)
+        self._at_barrier: list[bool] = []  # per record: a barrier's (not the end's, which repeats the last)
         self.round_trips = 0
         self.barriers = 0
         self._phase: list[int] = []  # per state: 1 once at the hottest level, 2 once at the coldest after that
+        self.earlier_ladders = 0  # ladders folded before this one (an adaptive ladder's warm-up), ...
+        self.earlier_barriers = 0  # ... and their barriers, left out of the pairs' numbers
 
     def update(self, ev: Any) -> None:
         R = len(ev.exponents)
-        if len(self.exponents) != R:
+        if tuple(ev.exponents) != self.exponents:  # a new ladder (R, or the exponents at one R): start again
+            if self.exponents:
+                self.earlier_ladders += 1
+                self.earlier_barriers += self.barriers
+            if len(self.exponents) != R:  # (the levels' MH transitions carry over a change of exponents)
+                self.transitions, self.moves_accepted = [0] * R, [0] * R
             self.exponents = tuple(ev.exponents)
             self.proposed, self.accepted, self.sum_a = [0] * max(0, R - 1), [0] * max(0, R - 1), [0.0] * max(0, R - 1)
-            self.transitions, self.moves_accepted = [0] * R, [0] * R
-            self.index, self.round_trips, self.barriers = [], 0, 0
+            self.index, self._at_barrier, self.round_trips, self.barriers = [], [], 0, 0
             self._phase = [1 if h == 0 else 0 for h in range(R)]
         self.barriers += not ev.final
         for i, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
@@ -89,6 +115,7 @@ class LadderNumbers:
             if 0 <= h < R:
                 level[h] = lv
         self.index.append(tuple(level))
+        self._at_barrier.append(not ev.final)
         if R > 1:  # a round trip (Syed et al.): a state goes from the hottest level to the coldest and back
             hot, cold = ev.holders[0], ev.holders[R - 1]
             if 0 <= cold < R and self._phase[cold] == 1:
@@ -121,19 +148,34 @@ class LadderNumbers:
 
     @property
     def suggested_replicas(self) -> int | None:
-        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda."""
+        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda.  A lower
+        bound where a pair saturates (`barrier_is_lower_bound`)."""
         lam = self.barrier
         return None if lam is None else max(2, math.ceil(SUGGEST_PER_BARRIER * lam))
 
+    def saturated_pairs(self) -> list[int]:
+        """The pairs (from the lowest) whose mean swap probability is below SATURATED_A: their barrier is not
+        measured (a rejection rate near its bound 1)."""
+        return [i for i, m in enumerate(self.mean_accept()) if m is not None and m < SATURATED_A]
+
+    @property
+    def barrier_is_lower_bound(self) -> bool:
+        """Whether Lambda (and the R it suggests) only bounds the barrier from below: a pair barely swaps."""
+        return bool(self.saturated_pairs())
+
     def alpha_level_share(self) -> list[float]:
-        """Per state (by its start level): the share of the records at which it held the alpha level."""
-        if not self.index:
-            return []
+        """Per state (by the replica it started at, from the lowest): the share of the barriers after which it
+        held the alpha level (the end's record, a repeat of the last barrier's, left out)."""
         top = len(self.exponents) - 1
-        return [sum(levels[j] == top for levels in self.index) / len(self.index) for j in range(len(self.exponents))]
+        held = [levels for levels, b in zip(self.index, self._at_barrier) if b]
+        if not held:
+            return []
+        return [sum(levels[j] == top for levels in held) / len(held) for j in range(len(self.exponents))]
 
     def to_dict(self) -> dict[str, Any]:
-        """The --json fields: `pairs` top-down (the alpha pair first, as the app's grid shows them)."""
+        """The --json `ladder`: like every list of the JSON, `pairs` and `alpha_share_by_state` run from the
+        lowest exponent up (index order; each pair carries its label, '2-1' first); `run` and `stats` print
+        them top-down.  (The round trips and barriers are the method's own fields beside it.)"""
         if len(self.exponents) < 2:
             return {}
         e = self.exponents
@@ -142,9 +184,11 @@ class LadderNumbers:
                   "rejection_rate": None if m is None else 1.0 - m}
                  for i, (n, a, s, m) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
                                                        self.mean_accept()))]
-        return {"ladder": {"pairs": pairs[::-1], "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
-                           "round_trips": self.round_trips, "barriers": self.barriers,
-                           "alpha_level_share": self.alpha_level_share()}}
+        return {"ladder": {"pairs": pairs, "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
+                           "barrier_is_lower_bound": self.barrier_is_lower_bound,
+                           "saturated_pairs": [f"{i + 2}-{i + 1}" for i in self.saturated_pairs()],
+                           "alpha_share_by_state": self.alpha_level_share(),
+                           "earlier_ladders": self.earlier_ladders, "earlier_barriers": self.earlier_barriers}}
 
     def rows(self) -> list[tuple[str, str]]:
         """What `run` and `stats` print: each pair top-down with its mean A, then Lambda and what it implies."""
@@ -157,13 +201,28 @@ class LadderNumbers:
             out.append((f"swap {self.label(i)}", f"{mean}, accepted {self.accepted[i]}/{self.proposed[i]}"))
         share = self.alpha_level_share()
         if share:  # the index process, summed up: how long each state held the alpha level
-            out.append(("alpha level held (share of records)", "  ".join(
-                f"r{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
-        lam = self.barrier
-        out.append(("barrier Lambda (Syed et al.)", "- (a pair never proposed)" if lam is None else
-                    f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; "
-                    f"{len(self.exponents)} ran)"))
+            out.append(("alpha replica held by (share of barriers)", "  ".join(
+                f"state s{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
+        out.append(("barrier Lambda (Syed et al.)", self._barrier_words()))
+        out.append(("round trips", str(self.round_trips)))
+        if self.earlier_ladders:  # an adaptive ladder's warm-up: its ladders are not pooled with this one
+            out.append(("earlier ladders (left out)", f"{self.earlier_ladders}, {self.earlier_barriers} barriers"))
         return out
+
+    def _barrier_words(self) -> str:
+        lam, R = self.barrier, len(self.exponents)
+        if lam is None:
+            return "- (a pair never proposed)"
+        stuck = self.saturated_pairs()
+        if not stuck:
+            return f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; {R} ran)"
+        e = self.exponents
+        where = ", ".join(f"{i + 2}-{i + 1}" for i in reversed(stuck))
+        between = "; ".join(f"alpha {e[i]:.3g} and {e[i + 1]:.3g}" for i in reversed(stuck))
+        return (f">= {lam:.2f}: at least {self.suggested_replicas} replicas (2 Lambda; {R} ran); pair"
+                f"{'s' if len(stuck) > 1 else ''} {where} rarely swap{'' if len(stuck) > 1 else 's'} (mean A < "
+                f"{SATURATED_A:g}), so {'their' if len(stuck) > 1 else 'its'} barrier is not measured: add replicas "
+                f"between {between}")
 
 
 class SmcNumbers:
@@ -175,18 +234,26 @@ class SmcNumbers:
         self._log_z_resampled = 0.0  # sum of log mean w over the blocks that resampled
         self._roots: list[int] = []  # per particle: the first block's particle it descends from
         self.final_log_w: tuple[float, ...] | None = None
+        self._since: float | None = None  # log mean w at the block before, None after a resampling (or none)
+        self._running = 0.0
 
     def step(self, ev: Any) -> None:
         P = len(ev.log_weights)
         if len(self._roots) != P:
             self._roots = list(range(P))
         lme = log_mean_exp(ev.log_weights)
+        # the block's incremental evidence log sum_i W_{b-1}^i w_b^i: the weights accumulate since the last
+        # resampling, so it is this block's log mean w less the block before's (all of it after a resampling)
+        inc = lme if self._since is None else lme - self._since
+        self._running += inc
+        self._since = None if ev.resampled else lme
         if ev.resampled:
             self._log_z_resampled += lme
             self._roots = [self._roots[j] for j in ev.parents]
         row = {"block": ev.step + 1, "t": ev.t, "ess": ev.ess, "ess_share": ev.ess / P if P else None,
                "resampled": ev.resampled, "unique_ancestors": len(set(ev.parents)) if ev.resampled else P,
-               "lineages": len(set(self._roots)), "log_mean_weight": lme}
+               "lineages": len(set(self._roots)), "log_mean_weight": lme, "log_z_increment": inc,
+               "log_z_running": self._running}
         moved = getattr(ev, "accepted", None)
         if moved is not None:
             row["moves_accepted"] = sum(moved)

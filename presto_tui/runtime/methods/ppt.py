@@ -287,59 +287,55 @@ class PptDriver(Population):
 # -- its numbers ----------------------------------------------------------------------------------
 
 class PptInfo(OneShotInfo):
-    """Swaps proposed and accepted per pair of neighbouring replicas, round trips, MH acceptance per replica."""
+    """Swaps proposed and accepted per pair of neighbouring replicas, round trips, MH acceptance per replica:
+    read off the one fold of the ladder's records (`population_numbers.LadderNumbers`)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.exponents: tuple[float, ...] = ()
-        self.proposed: list[int] = []
-        self.swaps: list[int] = []
-        self.transitions: list[int] = []
-        self.accepted: list[int] = []
-        self.round_trips = 0
-        self.barriers = 0
-        # per state (by its start level): 1 once at the hottest level, 2 once at the coldest after that
-        self._phase: list[int] = []
-        self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process
+        self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process, round trips
 
     def update(self, ev: object) -> None:
         super().update(ev)
-        if not isinstance(ev, PtStep):
-            return
-        self.ladder.update(ev)
-        R = len(ev.exponents)
-        if len(self.exponents) != R:
-            self.exponents = ev.exponents
-            self.proposed, self.swaps = [0] * max(0, R - 1), [0] * max(0, R - 1)
-            self.transitions, self.accepted = [0] * R, [0] * R
-            self._phase = [1 if h == 0 else 0 for h in range(R)]
-        self.barriers += not ev.final
-        for i, ok in zip(ev.pairs, ev.swapped):
-            if 0 <= i < R - 1:
-                self.proposed[i] += 1
-                self.swaps[i] += ok
-        for r in range(min(R, len(ev.transitions), len(ev.accepted))):
-            self.transitions[r] += ev.transitions[r]
-            self.accepted[r] += ev.accepted[r]
-        if R > 1:  # a round trip (Syed et al.): a state goes from the hottest level to the coldest and back
-            hot, cold = ev.holders[0], ev.holders[R - 1]
-            if 0 <= cold < R and self._phase[cold] == 1:
-                self._phase[cold] = 2
-            if 0 <= hot < R:
-                self.round_trips += self._phase[hot] == 2
-                self._phase[hot] = 1
+        if isinstance(ev, PtStep):
+            self.ladder.update(ev)
+
+    # (the fold's numbers under the names the app and the JSON read; per pair and per replica from the lowest)
+    @property
+    def exponents(self) -> tuple[float, ...]:
+        return self.ladder.exponents
+
+    @property
+    def proposed(self) -> list[int]:
+        return self.ladder.proposed
+
+    @property
+    def swaps(self) -> list[int]:
+        return self.ladder.accepted
+
+    @property
+    def transitions(self) -> list[int]:
+        return self.ladder.transitions
+
+    @property
+    def accepted(self) -> list[int]:
+        return self.ladder.moves_accepted
+
+    @property
+    def round_trips(self) -> int:
+        return self.ladder.round_trips
+
+    @property
+    def barriers(self) -> int:
+        return self.ladder.barriers
 
     def rates(self) -> list[float | None]:
-        return [s / n if n else None for s, n in zip(self.swaps, self.proposed)]
+        return self.ladder.accepted_share()
 
     def to_dict(self) -> dict[str, Any]:
         if not self.exponents:
             return super().to_dict()
         return {**super().to_dict(), "replicas": len(self.exponents), "exponents": list(self.exponents),
-                "swap_barriers": self.barriers,
-                "swaps": [{"pair": [i + 1, i + 2], "proposed": n, "accepted": a, "rate": r}
-                          for i, (n, a, r) in enumerate(zip(self.proposed, self.swaps, self.rates()))],
-                "round_trips": self.round_trips,
+                "swap_barriers": self.barriers, "round_trips": self.round_trips,  # (each pair's: `ladder.pairs`)
                 "replica_acceptance": [a / n if n else None for n, a in zip(self.transitions, self.accepted)],
                 **self.ladder.to_dict()}
 
@@ -353,7 +349,7 @@ class PptInfo(OneShotInfo):
         moves = "  ".join(f"r{r + 1} {n}" + ("" if not n else f" ({a / n:.2f})")
                           for r, (n, a) in reversed(list(enumerate(zip(self.transitions, self.accepted)))))
         return [("replicas (exponents)", f"{len(self.exponents)} ({', '.join(f'{a:.3g}' for a in self.exponents)})"),
-                *self.ladder.rows(), *([("round trips", str(self.round_trips))] if self.proposed else []),
+                *self.ladder.rows(),
                 ("MH transitions per replica (acceptance)", f"{moves}; {sum(self.transitions)} in all"),
                 *super().rows()]
 

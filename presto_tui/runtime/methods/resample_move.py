@@ -52,10 +52,14 @@ class RmStep(SmcStep):
 
     accepted: tuple[int, ...]  # per particle: of its K transitions, how many accepted
     states: tuple[tuple[int, ...], ...]  # per particle: its generated tokens after its moves
+    # per particle: the MH transitions it made (its own `Transition`s; None in a trace written before they
+    # were recorded, whose readers take K each)
+    transitions: tuple[int, ...] | None = None
 
 
 def _encode(ev: RmStep) -> dict:
-    return {**SMC_STEP.encode(ev), "accepted": list(ev.accepted), "states": [list(t) for t in ev.states]}
+    return {**SMC_STEP.encode(ev), "accepted": list(ev.accepted), "states": [list(t) for t in ev.states],
+            **({"transitions": list(ev.transitions)} if ev.transitions is not None else {})}
 
 
 def _decode(d: dict) -> RmStep:
@@ -65,7 +69,13 @@ def _decode(d: dict) -> RmStep:
     states = tuple(read_tokens(t, "states") for t in read_list(get(d, "states"), "states"))
     check(len(accepted) == P and len(states) == P, "states", "should hold one entry per particle, as accepted and "
           "tokens do")
-    return RmStep(**{f: getattr(smc, f) for f in smc.__dataclass_fields__}, accepted=accepted, states=states)
+    moves = None
+    if "transitions" in d:  # (written since the moves were counted per particle)
+        moves = tuple(read_int(n, "transitions", 0) for n in read_list(get(d, "transitions"), "transitions"))
+        check(len(moves) == P, "transitions", "should hold one entry per particle, as accepted does")
+        check(all(a <= n for a, n in zip(accepted, moves)), "accepted", "should be at most each particle's transitions")
+    return RmStep(**{f: getattr(smc, f) for f in smc.__dataclass_fields__}, accepted=accepted, states=states,
+                  transitions=moves)
 
 
 RM_STEP = EventType("rm_step", RmStep, _encode, _decode,
@@ -85,6 +95,7 @@ class ResampleMoveDriver(Population):
         self.log_w = [0.0] * P
         self._open: dict[str, Any] | None = None  # the block's record until its moves are done
         self._accepted = [0] * P
+        self._moves = [0] * P  # per particle: its transitions in the open block
         return [self.member(member_params(self.params, i), state=self.start_state(i)) for i in range(P)]
 
     def barriers(self) -> list[Barrier]:
@@ -93,6 +104,7 @@ class ResampleMoveDriver(Population):
     def member_event(self, i: int, ev: Event) -> None:
         if isinstance(ev, Transition):
             self._accepted[i] += ev.accepted
+            self._moves[i] += 1
 
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
         """A block's extensions are in: reweight, perhaps resample (the moves follow)."""
@@ -122,8 +134,8 @@ class ResampleMoveDriver(Population):
         o, self._open = self._open, None
         start = o.pop("start")
         self.emit(RmStep(**o, wall_s=self.clock() - start, accepted=tuple(self._accepted),
-                                states=tuple(x.tokens[:o["t"]] for x in states)))
-        self._accepted = [0] * len(states)
+                         states=tuple(x.tokens[:o["t"]] for x in states), transitions=tuple(self._moves)))
+        self._accepted, self._moves = [0] * len(states), [0] * len(states)
 
     def finish(self, states: list[SeqState]) -> None:
         self._close(states)
@@ -138,7 +150,7 @@ class ResampleMoveDriver(Population):
 
 class ResampleMoveInfo(PowerSMCInfo):
     """PowerSMC's numbers (blocks, resamplings, the last ESS, log Z, genealogy) and the moves: each particle's
-    K PowerMH transitions a block (per particle slot), and how many accepted."""
+    PowerMH transitions a block (per particle slot, as the record counted them), and how many accepted."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -147,6 +159,7 @@ class ResampleMoveInfo(PowerSMCInfo):
         self.steps = 0  # K, from the session's parameters
         self.member_transitions: list[int] = []
         self.member_accepted: list[int] = []
+        self.inferred = False  # a record without its particles' transitions: K each taken
 
     def update(self, ev: object) -> None:
         super().update(ev)
@@ -156,11 +169,14 @@ class ResampleMoveInfo(PowerSMCInfo):
             P = len(ev.accepted)
             if len(self.member_transitions) != P:
                 self.member_transitions, self.member_accepted = [0] * P, [0] * P
-            for i, a in enumerate(ev.accepted):  # every particle makes K moves a block (the record is their end)
-                self.member_transitions[i] += self.steps
+            # each particle's transitions as the record counted them; a trace written before it did: K a block
+            moves = ev.transitions if ev.transitions is not None else (self.steps,) * P
+            self.inferred |= ev.transitions is None
+            for i, (n, a) in enumerate(zip(moves, ev.accepted)):
+                self.member_transitions[i] += n
                 self.member_accepted[i] += a
             self.moved += sum(ev.accepted)
-            self.moves += self.steps * P
+            self.moves += sum(moves)
 
     def member_moves(self) -> list[tuple[int, int]]:
         return list(zip(self.member_transitions, self.member_accepted))
@@ -179,11 +195,15 @@ class ResampleMoveInfo(PowerSMCInfo):
                                   ("moves per particle (accepted/proposed)", per)] if self.smc_steps else [])
 
     def notes(self) -> list[str]:
+        out = []
         if self.smc_steps and not self.resamplings:
-            return ["it never resampled: the effective sample size stayed at or above --rm-ess of the particles "
-                    "after every block, so its answer is one of independent PowerMH chains drawn by importance "
-                    "weight (a higher --rm-ess resamples sooner)"]
-        return []
+            out.append("it never resampled: the effective sample size stayed at or above --rm-ess of the particles "
+                       "after every block, so its answer is one of independent PowerMH chains drawn by importance "
+                       "weight (a higher --rm-ess resamples sooner)")
+        if self.inferred:
+            out.append("its trace predates per-particle move counts: each particle is taken to have made K "
+                       "transitions a block")
+        return out
 
 
 class ResampleMove(PopulationMethod):

@@ -7,7 +7,9 @@ a number means the same thing everywhere.
   streaming rule makes none, so its `to_dict` says null for calls and the
   numbers per call (the text output's "-"); the call that extends the state by
   a block is the same for every sampler and is counted apart (`extend_calls`).
-- transitions_per_call = transitions / calls; time_per_call_s = mean proposal
+- transitions_per_call = transitions / calls (a population's: every member's,
+  `work_transitions`, as for transitions_per_s, wall_per_transition_s and
+  requests_realized); time_per_call_s = mean proposal
   call time; call_time_s = their sum (the numerator/denominator of eq. 20).
 - wall_s: the session's time, counted from its start, its blocks' extensions
   included: the engine clock at the end of its last round or epoch (`elapsed_s`;
@@ -323,8 +325,17 @@ class SessionSummary:
         return self.params.get("prefetch") == PrefetchRule.STREAM and not self.one_shot
 
     @property
+    def work_transitions(self) -> int:
+        """The MH transitions the session's calls and time paid for: a population's every member's
+        (`population_transitions`: tempering's R replicas share its calls), else its own `transitions`.  The
+        throughput numbers (`requests_realized`, per call, per second) count these, so that a tempering
+        session's time is not charged to its alpha replica's transitions alone."""
+        moves = self.member_moves if self.population else []
+        return sum(n for n, _ in moves) if moves else self.transitions
+
+    @property
     def transitions_per_call(self) -> float:
-        return self.transitions / self.calls if self.calls else 0.0
+        return self.work_transitions / self.calls if self.calls else 0.0
 
     @property
     def time_per_call_s(self) -> float:
@@ -332,11 +343,11 @@ class SessionSummary:
 
     @property
     def transitions_per_s(self) -> float:
-        return self.transitions / self.wall_s if self.wall_s else 0.0
+        return self.work_transitions / self.wall_s if self.wall_s else 0.0
 
     @property
     def wall_per_transition_s(self) -> float:
-        return self.wall_s / self.transitions if self.transitions else 0.0
+        return self.wall_s / self.work_transitions if self.work_transitions else 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -429,7 +440,7 @@ class SessionSummary:
             "eps_counts": dict(self.eps_counts),
             "scored_eps_counts": dict(self.scored_counts),
             "requests_issued": self.requests_issued,
-            "requests_realized": self.transitions,
+            "requests_realized": self.work_transitions,
             "requests_aborted": self.requests_aborted,
             "tokens_generated": self.tokens_generated,
             "engine_steps": self.engine_steps,

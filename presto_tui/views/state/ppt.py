@@ -91,10 +91,10 @@ class PptRun(MethodRun):
         info = m.info.to_dict()  # (its method's numbers: swaps per pair, round trips)
         t.append(f"\nreplicas {self.replicas} (alpha {', '.join(f'{a:.3g}' for a in self.exponents)})  "
                  f"barriers {self.barriers()}  round trips {info.get('round_trips', 0)}")
-        pairs = info.get("swaps") or []
+        pairs = (info.get("ladder") or {}).get("pairs") or []  # (from the lowest)
         if pairs:
             t.append("\nswaps accepted: " + "  ".join(  # the alpha replica's pair first, as the grid's rows go
-                f"{p['pair'][1]}-{p['pair'][0]} {p['accepted']}/{p['proposed']}" for p in reversed(pairs)))
+                f"{p['pair'][0]}-{p['pair'][1]} {p['accepted']}/{p['proposed']}" for p in reversed(pairs)))
         return t
 
     def answer_title(self) -> str:
