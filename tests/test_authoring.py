@@ -361,6 +361,34 @@ def test_methods_help_and_the_frontier_help_list_every_method_and_take_a_ladder(
     assert specs[0].params.pt_ladder == "1,2,4" and specs[2].params.tail_length == 3
 
 
+def test_settings_written_before_the_rule_are_answered_with_the_order_that_reads(tailmh):
+    """`tailmh:l=2+bfs:4` is what an author writes first; the error shows the spelling that works."""
+    from presto_tui.api.params import parse_methods
+    from presto_tui.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        parse_methods("tailmh:l=2+bfs:4", SamplerParams())
+    assert "its :SYMBOL=VALUE settings come last (tailmh+bfs:4:l=2)" in str(e.value)
+    assert parse_methods("tailmh+bfs:4:l=2", SamplerParams())[0].params.tail_length == 2
+    with pytest.raises(InputError) as e:  # nothing to reorder: no hint
+        parse_methods("tailmh+bfs:x", SamplerParams())
+    assert "come last" not in str(e.value)
+
+
+def test_every_class_an_author_imports_says_what_it_is():
+    """help() and the API reference render these docstrings: a protocol without its own shows typing's
+    "Base class for protocol classes", which tells an author nothing about `reverse_term` or a cut's range."""
+    import inspect
+
+    import presto_tui.plugin as plugin
+
+    bare = [name for name in plugin.__all__ if inspect.isclass(getattr(plugin, name))
+            and not (getattr(plugin, name).__dict__.get("__doc__") or "").strip()]
+    assert not bare, bare
+    for field in ("logq", "logp", "loglik", "confidence"):
+        assert f"`{field}`" in (plugin.Sample.__doc__ or ""), field
+
+
 def test_the_commands_page_names_every_built_in_method():
     text = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
     sampler_row = next(line for line in text.splitlines() if line.startswith("| `--sampler` |"))

@@ -76,6 +76,15 @@ def test_text_output_shows_summary():
     assert "time per transition" in res.stdout and "transitions per call" not in res.stdout
 
 
+@pytest.mark.parametrize("inputs", ["node", "decision"])
+def test_the_setting_line_names_the_inputs_once(inputs):
+    """The method's words already say 'node inputs' for a node-input rule; the line said it twice."""
+    res = invoke("run", "the cat", "-K", "2", "-n", "8", "--prefetch", "bfs", "--inputs", inputs)
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("PowerMH, PreSTO bfs"))
+    assert line.count(f"{inputs} inputs") == 1, line
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--alpha", "0"], "--alpha must lie in (0, 1000], got 0"),
     (["--budget", "0"], "--budget must lie in [1, 4096], got 0"),

@@ -285,7 +285,9 @@ def setting(params) -> str:
 
     words = describe(params)
     if params.method.chain:
-        return f"{words}, {params.inputs} inputs, K={params.steps}" + (
+        inputs = f"{params.inputs} inputs"  # a node-input rule's words already say it
+        inputs = "" if inputs in words else f", {inputs}"
+        return f"{words}{inputs}, K={params.steps}" + (
             f", B={params.block}" if params.block != params.max_new_tokens else "")
     return f"{words}, tau={params.proposal_tau:g}"
 

@@ -18,9 +18,20 @@ from presto_tui.runtime.core.types import SeqState
 
 
 class CutLaw(Protocol):
+    """Where a transition cuts: `cut(u, state)` maps the decision's cut uniform u in [0, 1) and the
+    state (T generated tokens) to a cut c in 0..T-1 (tokens[:c] are kept, tokens[c:] proposed anew),
+    and `log_prob(cut, state)` is log lambda(c; state), the law `cut` draws from (the PIT check
+    holds `cut` to it).
+
+    `state_dependent`: False when the law reads only `state.T` and the prompt (the streaming rule
+    then draws cuts on a stand-in state of zeros, and the MH ratio has no reverse-move term, so
+    `log_prob` is never scored); True when it reads the tokens, log-probabilities or entropies
+    (PreSTO checks each prefetched cut against the node's own law, and the ratio gains
+    log lambda(c; y) - log lambda(c; x)).  `reverse_term`: always True for a correct chain (the
+    law tests set it False to show that they catch the term's absence).
+    """
+
     state_dependent: bool
-    # The MH ratio gains the reverse-move term (mh.score).  Always True for a correct
-    # chain; the law tests set it False to show that they catch the term's absence.
     reverse_term: bool
 
     def cut(self, u: float, state: SeqState) -> int: ...

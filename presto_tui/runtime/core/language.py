@@ -87,6 +87,14 @@ def unknown_method(flag: str, name: str) -> str:
     return f"{flag}: " + unknown_choice("method", name, registry.names(), also=aliases)
 
 
+def _reordered(label: str) -> str:
+    """A hint where the spec only puts its settings too early (`tailmh:l=2+bfs:4`): they come last."""
+    sets = re.findall(r":[^:=+\s]+=[^:+\s]*", label)
+    rest = re.sub(r":[^:=+\s]+=[^:+\s]*", "", label)
+    fixed = rest + "".join(sets)
+    return f"its :SYMBOL=VALUE settings come last ({fixed}); " if sets and _SPEC.match(fixed) else ""
+
+
 def parse_method(spec: str, base: SamplerParams, flag: str = "--methods", *, budget_given: bool = True) -> MethodSpec:
     """The method `spec` names, on top of `base` (the command's own sampler flags).  `budget_given`:
     whether `base.budget` is the command's -N; where it is not, a PreSTO rule without `:N` runs its own
@@ -95,7 +103,7 @@ def parse_method(spec: str, base: SamplerParams, flag: str = "--methods", *, bud
     label = spec.strip().lower()
     m = _SPEC.match(label)
     if m is None:
-        raise InputError(f"{flag}: cannot read {spec.strip()!r}; a method is {grammar()}")
+        raise InputError(f"{flag}: cannot read {spec.strip()!r}; {_reordered(label)}a method is {grammar()}")
     method = registry.installed(m["sampler"])
     if method is None:
         raise InputError(unknown_method(flag, m["sampler"]))

@@ -23,6 +23,11 @@ Draw = tuple[int, float]  # (suffix-sampling seed, temperature) of one request
 
 
 class SamplerFamily(Protocol):
+    """An MH chain method's decision rule: what requests a decision makes (`draws`, from its
+    `DecisionInputs` alone), which proposal is the move (`select`) and its MH score (`score`), with
+    the cut law it cuts by (`law`).  `PowerMHFamily` with a `CutLaw` of its own covers most methods;
+    it proposes at `params.proposal_tau` or at one of its `score_taus` (docs/extending.md)."""
+
     @property
     def name(self) -> str: ...
 

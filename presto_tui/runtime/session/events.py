@@ -99,7 +99,15 @@ class Transition:
 
 @dataclass(frozen=True)
 class Sample:
-    """A one-shot method's finished sample (low temperature: the one; best-of-N: one of N), stopped at EOS."""
+    """A one-shot method's finished sample (low temperature: the one; best-of-N: one of N), stopped at EOS.
+
+    `index`: its place among the session's samples; `tokens`: its tokens, EOS included where it
+    stopped there (`cut_at_eos` gives the response); `logq`: the sum of log q_tau over its tokens
+    (the distribution it was drawn from); `logp`: the sum of log p0 (its log-likelihood);
+    `loglik`: log p0 per token of its response before EOS (the paper's eq. 21; NaN for an empty
+    response); `confidence`: minus the mean entropy of p0 over that response (eq. 22); `clock`:
+    the engine time since the session started, when it finished.
+    """
 
     index: int
     tokens: tuple[int, ...]
