@@ -166,7 +166,7 @@ def test_a_method_describes_params_its_info_prints_what_it_holds_and_signatures_
     info = result.chains[0].summary.info
     shown = repr(info)
     assert shown.startswith("PptInfo(") and " object at 0x" not in shown
-    assert "round_trips=" in shown and "swaps=" in shown
+    assert "round_trips=" in shown and "ladder=" in shown
     for fn in (presto_tui.sample, presto_tui.stream, presto_tui.Session):
         doc = pydoc.render_doc(fn, renderer=pydoc.plaintext)
         assert "SamplerParams" not in doc and "Params | dict | None" in doc
