@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import hashlib
 import sys
 import time
@@ -114,9 +115,13 @@ class ServeConfig:
 
         return params_from(self.defaults, paper=bool(self.defaults.get("paper_settings")))
 
+    @functools.cached_property
+    def tenants_named(self) -> int:
+        """How many tenants the keys name (one without keys): counted once, a request asks every time."""
+        return max(1, len({t.name for t in self.tenants.values()} | ({DEFAULT} if self.api_key else set())))
+
     def tenant_count(self) -> int:
-        """How many tenants the keys name (one without keys)."""
-        return max(1, len({t.name for t in self.keys().values()}))
+        return self.tenants_named
 
     def keys(self) -> dict[bytes, Tenant]:
         """Every key's tenant, by the key's SHA-256 (a lookup by digest takes no time that depends on
