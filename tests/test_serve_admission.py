@@ -199,3 +199,22 @@ def test_two_authorization_headers_are_refused_and_a_late_keyless_body_counts_40
     assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers[0][:100]
     assert m['presto_http_requests_total{code="408",route="completions"}'] == 3
     assert 'presto_http_requests_total{code="401",route="completions"}' not in m
+
+
+# -- memory given back ---------------------------------------------------------------------------------------
+
+def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):
+    """glibc keeps what a request freed for reuse: RSS stayed at a 1 MB prompt's peak after it ended."""
+    import presto_tui.serve.hub as hub
+
+    trims: list[int] = []
+    monkeypatch.setattr(hub, "_TRIM", trims.append)
+    with served() as (url, _, _):
+        small = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 4, "steps": 2},
+                           timeout=60)
+        after_small = list(trims)
+        large = httpx.post(url + "/v1/completions", json={"prompt": "a b " * 50_000, "sampler": "bestofn",
+                                                          "samples": 16, "max_tokens": 4}, timeout=60)
+        wait_for(lambda: trims == [0], "the memory handed back")
+    assert small.status_code == large.status_code == 200
+    assert after_small == []
