@@ -14,7 +14,9 @@ Every route answers 401 without a key when the server has keys (each names a
 tenant: tenants.py; the connection then closes), and a body over the size limit
 gets 413, before any handler runs (`Guard`); a request asking for more steps or
 tokens than the server's caps, or whose chains may cost more engine requests or
-tokens than its caps (`within_caps`), gets 400 before anything runs.  Every error
+tokens than its caps, keep more engine requests live at once, hold more memory or
+take more of the engine's chain slots (`within_caps`), gets 400 before anything runs
+(its checks in a thread, off the event loop).  Every error
 is OpenAI's error object with one line: a bad value the line `presto-tui run`
 prints for it (400), a full queue or a tenant's full account 429 with
 Retry-After, a request past its timeout 504; never a traceback.  A client that

@@ -23,10 +23,13 @@ a last `dropped` event saying why, its backlog released at once (as is a
 listener to a request whose events are let go before it has sent them).
 
 Admission is counted in chains: up to `max_chains` run on the engine at once
-and up to `max_queue` more wait for a slot; a request that would go beyond is
-refused with 429 and a Retry-After from the recent chains' durations.  It is
-counted in tokens too: what a tenant's running and queued requests may cost
-(app.within_caps) stays within `max_tenant_tokens` (429 above).  At most
+and up to `max_queue` more wait for a slot, for each tenant (all tenants together:
+that times the tenants); a request that would go beyond is refused with 429 and a
+Retry-After from the recent chains' durations.  It is counted in tokens, live
+engine requests and memory too: what a tenant's running and queued requests may
+cost, keep live and hold (app.within_caps) stays within `max_tenant_tokens`,
+`max_tenant_live` and `max_tenant_memory` (429 above).  Which waiting chain gets a
+free slot is the host's (tenants in turn: host.EngineHost._next_waiting).  At most
 `max_listeners` event streams are open at once (429 above), so that listeners
 never take every connection a server holds.
 
