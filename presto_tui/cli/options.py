@@ -55,6 +55,8 @@ CLI_LIMITS: dict[str, Limit] = {
     "max_request_tokens": Limit(1, 1 << 62, integer=True),
     "max_engine_requests": Limit(1, 1 << 62, integer=True),
     "max_tenant_tokens": Limit(1, 1 << 62, integer=True),
+    "max_live_requests": Limit(1, 1 << 30, integer=True),
+    "max_request_memory": Limit(1 << 20, 1 << 50, integer=True),
 }
 
 

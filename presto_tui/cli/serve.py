@@ -17,7 +17,14 @@ from presto_tui.cli.root import command
 from presto_tui.errors import InputError
 from presto_tui.logs.writer import open_trace
 from presto_tui.safetext import visible
-from presto_tui.serve.limits import MAX_ENGINE_REQUESTS, MAX_EVENT_STREAMS, MAX_REQUEST_TOKENS, MAX_TENANT_TOKENS
+from presto_tui.serve.limits import (
+    MAX_ENGINE_REQUESTS,
+    MAX_EVENT_STREAMS,
+    MAX_LIVE_REQUESTS,
+    MAX_REQUEST_MEMORY,
+    MAX_REQUEST_TOKENS,
+    MAX_TENANT_TOKENS,
+)
 
 SERVER = "Server"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -94,6 +101,16 @@ def serve(
         "--max-tenant-tokens", rich_help_panel=SERVER,
         help="Most tokens one tenant's running and queued requests may decode together, bounded so; a request "
         f"beyond gets 429, {o.CLI_LIMITS['max_tenant_tokens'].where}.")] = MAX_TENANT_TOKENS,
+    max_live_requests: Annotated[int, typer.Option(
+        "--max-live-requests", rich_help_panel=SERVER,
+        help="Most engine requests a request's chains keep live at once (samples, particles, SPS's candidates x "
+        "rollouts, a chain's budget) times its chains; above, 400. A tenant's requests together: twice it "
+        f"(429 beyond), {o.CLI_LIMITS['max_live_requests'].where}.")] = MAX_LIVE_REQUESTS,
+    max_request_memory: Annotated[int, typer.Option(
+        "--max-request-memory", rich_help_panel=SERVER,
+        help="Most bytes a request's live engine requests may hold, as bounded before it runs (live requests x "
+        "(prompt + new tokens)); above, 400. A tenant's requests together: the same (429 beyond), "
+        f"{o.CLI_LIMITS['max_request_memory'].where}.")] = MAX_REQUEST_MEMORY,
     paper_settings: o.PaperSettings = False, classifier: o.Classifier = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-W", rich_help_panel=o.SCALE, show_default=False,
@@ -143,7 +160,7 @@ def serve(
     params = o.sampler_params(flags)
     for name in ("port", "max_queue", "request_timeout", "max_body_bytes", "max_steps", "max_tokens",
                  "read_timeout", "max_connections", "max_event_streams", "max_request_tokens", "max_engine_requests",
-                 "max_tenant_tokens"):
+                 "max_tenant_tokens", "max_live_requests", "max_request_memory"):
         o.CLI_LIMITS[name].check("--" + name.replace("_", "-"), flags[name])
     if max_chains is not None:
         o.CLI_LIMITS["max_chains"].check("--max-chains", max_chains)
@@ -196,7 +213,8 @@ def serve(
                              max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout,
                              max_connections=max_connections, max_event_streams=max_event_streams,
                              max_request_tokens=max_request_tokens, max_engine_requests=max_engine_requests,
-                             max_tenant_tokens=max_tenant_tokens)
+                             max_tenant_tokens=max_tenant_tokens, max_live_requests=max_live_requests,
+                             max_request_memory=max_request_memory)
         server = Server(engine, config, trace=writer, classifier=clf, debug=o.DEBUG["on"], pool=pool)
         app = create_app(server)
         bound = sock.getsockname()

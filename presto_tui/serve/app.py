@@ -14,7 +14,9 @@ Every route answers 401 without a key when the server has keys (each names a
 tenant: tenants.py; the connection then closes), and a body over the size limit
 gets 413, before any handler runs (`Guard`); a request asking for more steps or
 tokens than the server's caps, or whose chains may cost more engine requests or
-tokens than its caps (`within_caps`), gets 400 before anything runs.  Every error
+tokens than its caps, keep more engine requests live at once, hold more memory or
+take more of the engine's chain slots (`within_caps`), gets 400 before anything runs
+(its checks in a thread, off the event loop).  Every error
 is OpenAI's error object with one line: a bad value the line `presto-tui run`
 prints for it (400), a full queue or a tenant's full account 429 with
 Retry-After, a request past its timeout 504; never a traceback.  A client that
@@ -26,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import hashlib
+import sys
 import time
 import traceback
 import warnings
@@ -46,15 +50,25 @@ from presto_tui.api.params import CertaintyClassifier, Cost, SamplerParams
 from presto_tui.errors import InputError, describe
 from presto_tui.safetext import visible
 from presto_tui.serve import metrics
-from presto_tui.serve.host import EngineHost
+from presto_tui.serve.host import EngineHost, tenant_reserve
 from presto_tui.serve.hub import KEEP_BYTES, LISTENER_BYTES, Busy, Hub, RequestRun, sse
-from presto_tui.serve.limits import MAX_ENGINE_REQUESTS, MAX_EVENT_STREAMS, MAX_REQUEST_TOKENS, MAX_TENANT_TOKENS
-from presto_tui.serve.net import body_late_line
+from presto_tui.serve.limits import (
+    MAX_ENGINE_REQUESTS,
+    MAX_EVENT_STREAMS,
+    MAX_LIVE_REQUESTS,
+    MAX_REQUEST_MEMORY,
+    MAX_REQUEST_TOKENS,
+    MAX_TENANT_TOKENS,
+    TENANT_LIVE_FACTOR,
+)
+from presto_tui.serve.net import BODY_LATE, body_late_line
 from presto_tui.serve.protocol import (
     CHAT,
     COMPLETION,
+    FieldError,
     chunk,
     error_object,
+    field_naming,
     parse,
     request_schema,
     response,
@@ -66,6 +80,8 @@ ROUTES = {"/v1/models": "models", "/v1/completions": "completions", "/v1/chat/co
           "/v1/presto/events": "events", "/health": "health", "/metrics": "metrics"}
 PROGRESS_EVERY_S = 1.0  # a streamed answer's keep-alive comment (transitions so far)
 KEEPALIVE_S = 15.0  # an idle event stream's comment line
+SWITCH_INTERVAL_S = 0.001
+CANCEL_WAIT_S = 2.0  # a cancel's answer waits at most this long for the engine thread to end the chains
 STOPPING = "the server stopped before the answer was ready; its chains were cancelled"
 
 
@@ -89,6 +105,9 @@ class ServeConfig:
     max_request_tokens: int = MAX_REQUEST_TOKENS
     max_engine_requests: int = MAX_ENGINE_REQUESTS
     max_tenant_tokens: int = MAX_TENANT_TOKENS  # ... and a tenant's live requests' together (429 above)
+    # what its chains hold at once: engine requests live, and the bytes they hold (a tenant's together: 429 above)
+    max_live_requests: int = MAX_LIVE_REQUESTS
+    max_request_memory: int = MAX_REQUEST_MEMORY
     max_event_streams: int = MAX_EVENT_STREAMS  # event streams open at once (429 above), within --max-connections
     read_timeout: float = 10.0  # headers, body, and a stalled reader: net.py
     max_connections: int = 512
@@ -97,6 +116,14 @@ class ServeConfig:
         from presto_tui.api.params import params_from
 
         return params_from(self.defaults, paper=bool(self.defaults.get("paper_settings")))
+
+    @functools.cached_property
+    def tenants_named(self) -> int:
+        """How many tenants the keys name (one without keys): counted once, a request asks every time."""
+        return max(1, len({t.name for t in self.tenants.values()} | ({DEFAULT} if self.api_key else set())))
+
+    def tenant_count(self) -> int:
+        return self.tenants_named
 
     def keys(self) -> dict[bytes, Tenant]:
         """Every key's tenant, by the key's SHA-256 (a lookup by digest takes no time that depends on
@@ -164,17 +191,25 @@ class Guard:
         headers = dict(scope["headers"])
         limit = self.config.max_body
         try:
+            if sum(name == b"authorization" for name, _ in scope["headers"]) > 1:  # which one would count?
+                if await self._drained(scope, receive, limit, status):
+                    await error_response(400, "the request has more than one Authorization header; send one",
+                                         code="duplicate_authorization",
+                                         headers={"Connection": "close"})(scope, receive, counted)
+                return
             tenant = _tenant(headers.get(b"authorization"), self.keys)
             if tenant is None:  # its body read (at most the limit, within --read-timeout), then closed: a
                 # connection without a key holds no slot past its answer
-                await _drain(receive, limit)
+                if not await self._drained(scope, receive, limit, status):
+                    return
                 await error_response(401, "missing or wrong API key: send the header Authorization: Bearer <key>",
                                      "authentication_error", "invalid_api_key",
                                      {"WWW-Authenticate": "Bearer", "Connection": "close"})(scope, receive, counted)
                 return
             length = headers.get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > limit):
-                await _drain(receive, 64 * max(limit, 1 << 20))
+                if not await self._drained(scope, receive, 64 * max(limit, 1 << 20), status):
+                    return
                 await error_response(413, f"the request body is over the server's limit of {limit} bytes "
                                      "(--max-body-bytes)", code="body_too_large")(scope, receive, counted)
                 return
@@ -184,21 +219,33 @@ class Guard:
             self.counts[(route, status["code"])] += 1
 
 
-async def _drain(receive, most: int) -> None:
+    @staticmethod
+    async def _drained(scope, receive, most: int, status: dict) -> bool:
+        """`_drain`; False if the connection ended meanwhile: the client got net.py's 408 for a body
+        that came too late (counted so), or went away (499), and nothing more is sent."""
+        if await _drain(receive, most):
+            return True
+        status["code"] = 408 if scope.get(BODY_LATE) else 499
+        return False
+
+
+async def _drain(receive, most: int) -> bool:
     """Read (and drop) what the client is still sending, up to `most` bytes, so that it reads the
-    answer (401, 413) instead of a connection reset in the middle of its upload.  A body that does
-    not come in time ends the connection (net.py: 408)."""
+    answer (401, 413) instead of a connection reset in the middle of its upload; False if the
+    connection ended first.  A body that does not come in time ends the connection (net.py: 408)."""
     seen = 0
     while seen <= most:
         message = await receive()
         if message["type"] != "http.request":
-            return
+            return False
         seen += len(message.get("body", b""))
         if not message.get("more_body"):
-            return
+            return True
+    return True
 
 
-async def read_json(request: Request, limit: int, timeout: float | None = None) -> Any:
+async def read_json(request: Request, limit: int, timeout: float | None = None) -> tuple[Any, int]:
+    """The body's JSON value, and its size in bytes."""
     data = bytearray()
     try:
         async with asyncio.timeout(timeout):  # a client that trickles its body holds a connection and a task
@@ -211,7 +258,7 @@ async def read_json(request: Request, limit: int, timeout: float | None = None) 
         raise HttpError(408, body_late_line(timeout or 0), code="request_timeout",
                         headers={"Connection": "close"}) from None
     try:
-        return orjson.loads(bytes(data))
+        return orjson.loads(bytes(data)), len(data)
     except orjson.JSONDecodeError as e:
         raise HttpError(400, f"the request body is not valid JSON ({e})") from None
 
@@ -291,15 +338,20 @@ class Server:
                 loop.call_soon_threadsafe(hub.take, batch)
 
         c = self.config
+        # the engine thread's Python work (its chains' bookkeeping) and the event loop share the GIL: handing it
+        # over every millisecond rather than every 5 keeps /health and the other tenants' answers prompt
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         if self.pool is not None:
             self.host = self.pool.bind(deliver, self.trace)
         else:
             self.host = EngineHost(self.engine, max_chains=c.max_chains, deliver=deliver, trace=self.trace,
-                                   classifier=self.classifier)
+                                   classifier=self.classifier, shared=c.tenant_count() > 1)
         workers = len(self.pool.workers) if self.pool is not None else 1
         hub = self.hub = Hub(self.host, max_chains=c.max_chains, max_queue=c.max_queue, keep=c.keep,
                              keep_bytes=c.keep_bytes, listener_bytes=c.listener_bytes, workers=workers,
-                             max_tenant_tokens=c.max_tenant_tokens, max_listeners=c.max_event_streams)
+                             max_tenant_tokens=c.max_tenant_tokens, max_listeners=c.max_event_streams,
+                             tenants=c.tenant_count(), max_tenant_live=TENANT_LIVE_FACTOR * c.max_live_requests,
+                             max_tenant_memory=c.max_request_memory)
         self.host.start()
 
     def stop(self) -> None:
@@ -409,12 +461,16 @@ def create_app(server: Server) -> FastAPI:
         if server.stopping:
             raise HttpError(503, STOPPING, "server_error", "server_stopping")
         try:
-            body = await read_json(request, config.max_body, config.read_timeout)
+            body, _ = await read_json(request, config.max_body, config.read_timeout)
         except ClientDisconnect:  # gone in the middle of its upload: nobody to answer, and no bug
             return Response(status_code=499)
-        try:
+
+        def check() -> tuple[Any, Spend]:
             ask = parse(body, kind, config.defaults)
-            cost = within_caps(ask, config)
+            return ask, within_caps(ask, config)
+
+        try:  # (off the event loop: a long body's checks, and a large population's cost, take a while)
+            ask, spend = await asyncio.to_thread(check)
         except InputError as e:
             raise HttpError(400, e.line, param=getattr(e, "field", None)) from None
         if ask.model is not None and ask.model != server.model_id:
@@ -424,7 +480,8 @@ def create_app(server: Server) -> FastAPI:
         if host is None or not host.alive:  # (a bug stopped it, or every worker died: /health says so too)
             raise HttpError(503, host.stopped_line if host is not None else STOPPING, "server_error")
         try:
-            run = hub().reserve(ask, tenant_of(request), cost.tokens)
+            run = hub().reserve(ask, tenant_of(request), spend.tokens, live=spend.live, memory=spend.memory,
+                                slots=spend.slots)
         except InputError as e:
             raise HttpError(400, e.line) from None
         except Busy as e:
@@ -550,9 +607,17 @@ def create_app(server: Server) -> FastAPI:
         run = hub().find(rid, of if of is not None else tenant.name)
         if run is None:  # (another tenant's request is not there, as far as this key can tell)
             raise HttpError(404, f"no request {shown_id(rid)} on this server", code="not_found")
-        open_chains = [c.index for c in run.chains if c.end is None]
+        open_chains = [c for c in run.chains if c.end is None]
         hub().cancel(run)
-        return {"id": rid, "cancelled": open_chains}
+        # the answer says what the cancel stopped: it waits (a bounded while) for the engine thread to end the
+        # chains, so that a chain that finished meanwhile is not reported cancelled
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(TimeoutError):
+            await until(run, lambda: all(c.end is not None for c in open_chains), loop.time() + CANCEL_WAIT_S)
+        return {"id": rid,
+                "cancelled": [c.index for c in open_chains if c.end is not None and c.status == "cancelled"],
+                "finished": [c.index for c in run.chains if c.end is not None and c.status != "cancelled"],
+                "running": [c.index for c in open_chains if c.end is None]}
 
     return app
 
@@ -569,17 +634,71 @@ def tenant_of(request: Request) -> Tenant:
     return request.scope.get(TENANT, ANYONE)
 
 
-def within_caps(ask, config: ServeConfig) -> Cost:
+@dataclass(frozen=True)
+class Spend:
+    """What one request may take of the server, bounded before anything runs (`within_caps`): the engine
+    requests and tokens its chains may issue in all (`cost`), the engine requests they keep live at once, and
+    the bytes those hold."""
+
+    cost: Cost
+    live: int
+    memory: int
+    slots: int = 1  # engine slots each of its chains takes: a population's members (tempering's replicas)
+
+    @property
+    def tokens(self) -> int:
+        return self.cost.tokens
+
+
+# What a live engine request holds, per token: a prompt token once in its context (a list of ids, 8 bytes a
+# slot, twice for the engine's copy), a new token its id and its three numbers (log p0, log q, entropy: a
+# Python float and a list slot each) in the request and again in the proposal it ends as, and the chain's
+# state.  Measured on the synthetic engine (about 150 bytes a new token); the margin covers the driver's
+# bookkeeping.
+BYTES_PER_PROMPT_TOKEN = 16
+BYTES_PER_NEW_TOKEN = 256
+PROMPT_OVERHEAD_TOKENS = 64  # a chat template's own tokens, about
+
+
+def prompt_tokens_bound(prompt) -> int:
+    """At most how many tokens a prompt encodes to, before it is tokenized: its token ids, or a byte of its
+    text (and of its earlier turns) per token, as a byte-level tokenizer's every token holds at least one."""
+    if prompt.ids is not None:
+        return len(prompt.ids)
+    text = len(prompt.text.encode()) + sum(len(u.encode()) + len(a.encode()) for u, a in prompt.history)
+    return text + PROMPT_OVERHEAD_TOKENS * (1 + len(prompt.history))
+
+
+def memory_bound(ask, live_each: int) -> int:
+    """The bytes a request's live engine requests hold at most: each chain's `live_each` requests (and its
+    own state) hold its prompt and up to max_tokens new tokens."""
+    new = ask.params.max_new_tokens * BYTES_PER_NEW_TOKEN
+    return sum((live_each + 1) * (prompt_tokens_bound(p) * BYTES_PER_PROMPT_TOKEN + new) * ask.n
+               for p in ask.prompts)
+
+
+def within_caps(ask, config: ServeConfig) -> Spend:
     """What one request may ask for: its steps and new tokens bound what it records and holds; the
     engine requests and tokens its chains may cost (its method's `cost` times its chains:
-    rollouts x candidates x draws, particles, samples, a rule's budget) bound the engine's work and
-    memory.  Its cost, for the tenant's account."""
+    rollouts x candidates x draws, particles, samples, a rule's budget) bound the engine's work; the
+    requests they keep live at once (its method's `width` times its chains) and the memory those hold
+    (`memory_bound`: its prompt and new tokens in every one) bound the engine's batch and the server's
+    memory.  What it may spend, for its tenant's account."""
     p = ask.params
     for value, cap, name, flag in ((p.steps, config.max_steps, "steps", "--max-steps"),
                                    (p.max_new_tokens, config.max_tokens, "max_tokens", "--max-tokens")):
         if value > cap:
             raise InputError(f"{name} {value} is over this server's limit of {cap} (presto-tui serve {flag})")
-    cost = p.method.cost(p) * ask.chains
+    method = p.method
+    members = method.members(p) if method.population else None
+    slots = len(members) if members is not None else 1
+    most = config.max_chains - (tenant_reserve(config.max_chains) if config.tenant_count() > 1 else 0)
+    if slots > most:  # each member is an MH chain on the engine, as a chain of --max-chains is
+        raise FieldError(f"this request runs {slots} chains on the engine at once ({sampler_of(p)}'s members), over "
+                         f"the {most} one request may run (presto-tui serve --max-chains {config.max_chains}"
+                         f"{', less the share left to other tenants' if most < config.max_chains else ''}); ask "
+                         "for fewer", _axis_field(p))
+    cost = method.cost(p) * ask.chains
     chains = f"{ask.chains} chains" if ask.chains > 1 else "one chain"
     for value, cap, what, flag in ((cost.tokens, config.max_request_tokens, "tokens", "--max-request-tokens"),
                                    (cost.tokens, config.max_tenant_tokens, "tokens", "--max-tenant-tokens"),
@@ -589,7 +708,44 @@ def within_caps(ask, config: ServeConfig) -> Cost:
             raise InputError(f"this request may cost up to {value} {what} ({chains} of its sampler's parameters), "
                              f"over this server's limit of {cap} (presto-tui serve {flag}); ask for fewer steps, "
                              "tokens, chains or a smaller sampler")
-    return cost
+    each = max(1, sum(m.method.width(m) for m in members) if members is not None else method.width(p))
+    live = each * ask.chains
+    sampler, field = sampler_of(p), _axis_field(p)
+    if live > config.max_live_requests:
+        raise FieldError(f"this request keeps up to {live} engine requests live at once ({chains} of {sampler}), "
+                         f"over this server's limit of {config.max_live_requests} (presto-tui serve "
+                         f"--max-live-requests); ask for fewer chains or a smaller {field}", field)
+    memory = memory_bound(ask, each)
+    if memory > config.max_request_memory:
+        raise FieldError(f"this request's live engine requests may hold up to {_mib(memory)} ({live} of them, each "
+                         f"with its prompt of up to {max(map(prompt_tokens_bound, ask.prompts))} tokens and "
+                         f"max_tokens {p.max_new_tokens} new ones), over this server's limit of "
+                         f"{_mib(config.max_request_memory)} (presto-tui serve --max-request-memory); send a shorter "
+                         f"prompt, or ask for fewer tokens, chains or a smaller {field}",
+                         "prompt" if 2 * _prompt_share(ask, each) > memory else field)
+    return Spend(cost, live, memory, slots)
+
+
+def sampler_of(p) -> str:
+    return p.method.describe(p.to_dict())
+
+
+def _axis_field(p) -> str:
+    """The field of a request's method that sizes it most (SPS's rollouts, best-of-N's samples, tempering's
+    replicas), where a message says what to lower."""
+    method = p.method
+    for name in (*(m for m in ("pt_replicas", "particles") if m in method.own),
+                 *((method.axis.param,) if method.axis is not None and method.axis.param in method.own else ())):
+        return field_naming(name)
+    return "n"
+
+
+def _prompt_share(ask, live_each: int) -> int:
+    return sum((live_each + 1) * prompt_tokens_bound(p) * BYTES_PER_PROMPT_TOKEN * ask.n for p in ask.prompts)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
 
 
 def _timeout_line(config: ServeConfig) -> str:

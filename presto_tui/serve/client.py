@@ -37,6 +37,7 @@ from presto_tui.api.sessions import EngineReady, Notice, ParamsChanged, VocabUpd
 from presto_tui.errors import EngineError, InputError, describe
 from presto_tui.logs.schema import SchemaError
 from presto_tui.safetext import visible
+from presto_tui.serve.protocol import methods_read
 from presto_tui.serve.wire import DROPPED, VOCAB, decode_event, decode_vocab
 
 Emit = Callable[[object], None]
@@ -79,8 +80,9 @@ def body_for(prompt: str, history: Sequence[tuple[str, str]], params: SamplerPar
 def request_fields(params: SamplerParams) -> dict[str, Any]:
     """Every sampler parameter as its request field (the specification's names), as typed on the
     command line: the budget as -N writes it (auto, a cap, fill:N)."""
+    ours = methods_read(params)  # (another method's field is refused)
     out = {p.request_field: getattr(params, p.name) for p in SAMPLER_PARAMS
-           if p.request_field and getattr(params, p.name) is not None}
+           if p.request_field and getattr(params, p.name) is not None and (p.samplers is None or p.samplers & ours)}
     out["budget"] = budget_text(params.to_dict())
     return out
 

@@ -79,6 +79,8 @@ class Chain:
     chain: int = 0
     chains: int = 1
     group: str = ""
+    tenant: str = ""  # whose: the engine's slots are shared between tenants in turn
+    slots: int = 1  # the slots it takes: a population's members (tempering's replicas) are chains on the engine
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,15 @@ class EngineHost:
     stopped_line = "the engine thread has stopped; restart presto-tui serve"
 
     def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace: TraceWriter | None = None,
-                 classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
+                 classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None,
+                 shared: bool = False):
         self.engine = engine
         self.loop = Sessions(engine, classifier)  # each chain built as `presto-tui run` builds it
         self.max_chains = max_chains
+        # several tenants (`shared`): one tenant's chains take at most max_chains - reserve slots, so that
+        # another's find one free at once, and a free slot goes to the waiting tenant that runs fewest
+        self.tenant_slots = max_chains - tenant_reserve(max_chains) if shared else max_chains
+        self._running: dict[str, tuple[str, int]] = {}  # running chain -> its tenant, the slots it takes
         self._deliver = deliver
         self._warn = warn or (lambda line: print(line, file=sys.stderr))
         self.trace = ServerTrace(trace, self._warn)
@@ -267,9 +274,39 @@ class EngineHost:
         if size and (bad := [i for i in ids if i >= size]):
             raise InputError(f"token id {bad[0]} is not in the model's vocabulary (ids below {size})")
 
+    def _slots(self, chain: Chain) -> int:
+        return max(1, min(chain.slots, self.tenant_slots))  # (admission refuses more: it would never start)
+
+    def _next_waiting(self) -> str | None:
+        """The chain to start: the first waiting one of the tenant that takes fewest slots (tenants in
+        turn), if it fits in the free slots and its tenant's share (None: none does)."""
+        running: collections.Counter[str] = collections.Counter()
+        for k in self.loop.active:
+            tenant, slots = self._running.get(str(k), ("", 1))
+            running[tenant] += slots
+        free = self.max_chains - sum(running.values())
+        best: tuple[int, str] | None = None
+        seen: set[str] = set()
+        for key, (chain, _, _) in self._waiting.items():
+            t = chain.tenant
+            if t in seen:
+                continue
+            seen.add(t)
+            if best is None or running[t] < best[0]:
+                best = (running[t], key)
+        if best is None:
+            return None
+        chain = self._waiting[best[1]][0]
+        slots = self._slots(chain)
+        return best[1] if slots <= free and running[chain.tenant] + slots <= self.tenant_slots else None
+
     def _fill(self, out: list) -> None:
         while self._waiting and len(self.loop.active) < self.max_chains:
-            key, (chain, ids, text) = self._waiting.popitem(last=False)
+            key = self._next_waiting()
+            if key is None:
+                break
+            chain, ids, text = self._waiting.pop(key)
+            self._running[key] = (chain.tenant, self._slots(chain))
             try:
                 out.extend(self.loop.start(key, chain.params, ids, prompt=text, chain=chain.chain, chains=chain.chains,
                                            group=chain.group))
@@ -306,6 +343,7 @@ class EngineHost:
             self.trace.record(key, ev)
             if isinstance(ev, (SessionEnd, SessionError, Refused, Withdrawn)):
                 self._watched.discard(key)
+                self._running.pop(key, None)
             batch.append((key, ev, None if own else wired(cast(Event, ev))))
         if moved:
             self.transitions += moved
@@ -319,6 +357,11 @@ class EngineHost:
     @property
     def trace_error(self) -> str:
         return self.trace.error
+
+
+def tenant_reserve(max_chains: int) -> int:
+    """Slots one tenant leaves to the others on a server of several tenants: a quarter (none of one)."""
+    return max_chains // 4 if max_chains > 1 else 0
 
 
 def _tokenizer_size(engine: Engine) -> int | None:

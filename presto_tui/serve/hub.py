@@ -23,10 +23,13 @@ a last `dropped` event saying why, its backlog released at once (as is a
 listener to a request whose events are let go before it has sent them).
 
 Admission is counted in chains: up to `max_chains` run on the engine at once
-and up to `max_queue` more wait for a slot; a request that would go beyond is
-refused with 429 and a Retry-After from the recent chains' durations.  It is
-counted in tokens too: what a tenant's running and queued requests may cost
-(app.within_caps) stays within `max_tenant_tokens` (429 above).  At most
+and up to `max_queue` more wait for a slot, for each tenant (all tenants together:
+that times the tenants); a request that would go beyond is refused with 429 and a
+Retry-After from the recent chains' durations.  It is counted in tokens, live
+engine requests and memory too: what a tenant's running and queued requests may
+cost, keep live and hold (app.within_caps) stays within `max_tenant_tokens`,
+`max_tenant_live` and `max_tenant_memory` (429 above).  Which waiting chain gets a
+free slot is the host's (tenants in turn: host.EngineHost._next_waiting).  At most
 `max_listeners` event streams are open at once (429 above), so that listeners
 never take every connection a server holds.
 
@@ -39,10 +42,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import ctypes
 import itertools
 import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -67,6 +73,27 @@ LISTENER_BYTES = 4 << 20  # what one event stream may hold unsent before it is d
 KEEP_BYTES = 64 << 20  # recorded events of finished requests kept for late listeners, at most
 USED_IDS = 1 << 16  # client request ids remembered, to refuse one used again
 SEND_AT_ONCE = 1 << 16  # an event stream sends what it holds in pieces of about this size
+
+
+TRIM_AFTER_BYTES = 32 << 20  # a request that may have held this much gives the freed memory back as it ends
+
+
+def _malloc_trim() -> Callable[[int], object] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim  # glibc's
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back_memory() -> None:
+    """Hand the memory a large request freed back to the system (glibc keeps freed blocks in its heap for
+    reuse, so RSS stays at a request's peak otherwise), off the event loop."""
+    if _TRIM is not None:
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
 
 
 class Busy(Exception):
@@ -112,7 +139,9 @@ class RequestRun:
     def __init__(self, rid: str, tenant: Tenant, ask: Ask, chains: list[ChainRun]):
         self.id, self.tenant, self.ask, self.chains = rid, tenant, ask, chains
         self.created = int(time.time())
-        self.tokens = 0  # what its chains may cost, on its tenant's account while it runs
+        self.tokens = 0  # what its chains may cost, on its tenant's account while it runs ...
+        self.live = 0  # ... the engine requests they may keep live at once
+        self.memory = 0  # ... and the bytes those may hold
         self.lines: list[Line] = []  # recorded events, for listeners that come late
         self.kept_bytes = 0
         self.listeners: set[Listener] = set()
@@ -261,7 +290,8 @@ class Listener:
 class Hub:
     def __init__(self, host, *, max_chains: int, max_queue: int, keep: int = 16, keep_bytes: int = KEEP_BYTES,
                  listener_bytes: int = LISTENER_BYTES, workers: int = 1, max_tenant_tokens: int | None = None,
-                 max_listeners: int | None = None):
+                 max_listeners: int | None = None, tenants: int = 1, max_tenant_live: int | None = None,
+                 max_tenant_memory: int | None = None):
         self.host = host  # an EngineHost, or the pool of Ray workers (pool.py): add, cancel, pieces
         # max_chains on each worker's engine at once (one engine: one worker), max_queue more waiting
         self.max_chains, self.max_queue, self.workers = max_chains * workers, max_queue, workers
@@ -278,6 +308,14 @@ class Hub:
         self.in_flight = 0  # chains reserved and not yet ended
         self.max_tenant_tokens, self.max_listeners = max_tenant_tokens, max_listeners
         self.tenant_tokens: collections.Counter[str] = collections.Counter()  # live requests' costs, by tenant
+        # ... the engine requests they keep live at once and the bytes those hold, by tenant
+        self.max_tenant_live, self.max_tenant_memory = max_tenant_live, max_tenant_memory
+        self.tenant_live: collections.Counter[str] = collections.Counter()
+        self.tenant_memory: collections.Counter[str] = collections.Counter()
+        # chains reserved and not yet ended, by tenant: each tenant may hold `capacity` of them, and all
+        # together `capacity` times the tenants (a tenant's full queue never refuses another's request)
+        self.tenant_chains: collections.Counter[str] = collections.Counter()
+        self.tenants = max(1, tenants)
         self._watched: set[str] = set()  # chains the host builds transient events for (someone listens)
         self.chain_ends: collections.Counter[str] = collections.Counter()
         self.listeners_dropped = 0
@@ -317,9 +355,11 @@ class Hub:
     def find(self, rid: str, tenant: str) -> RequestRun | None:
         return self.runs.get((tenant, rid))
 
-    def reserve(self, ask: Ask, tenant: Tenant = ANYONE, tokens: int = 0) -> RequestRun:
+    def reserve(self, ask: Ask, tenant: Tenant = ANYONE, tokens: int = 0, *, live: int = 0,
+                memory: int = 0, slots: int = 1) -> RequestRun:
         """Admit a request's chains (InputError if it can never fit or reuses an id, Busy if not now).
-        `tokens`: what its chains may cost (app.within_caps), counted against its tenant's live total."""
+        `tokens`, `live`, `memory`: what its chains may cost, keep live at once and hold (app.within_caps),
+        counted against its tenant's live totals."""
         if ask.chains > self.capacity:
             running = f"--max-chains {self.max_chains // self.workers}" + (
                 f" x {self.workers} workers" if self.workers > 1 else "")
@@ -328,14 +368,24 @@ class Hub:
         rid = ask.request_id
         if rid is not None and (hash((tenant.name, rid)) in self._used or (tenant.name, rid) in self.runs):
             raise InputError(f"request_id {rid!r} was used before; a request id is never reused")
-        if self.in_flight + ask.chains > self.capacity:
-            raise Busy(f"the server is busy ({self.in_flight} chains running or queued, at most {self.capacity}); "
-                       "try again later", self.retry_after())
-        cap, held = self.max_tenant_tokens, self.tenant_tokens[tenant.name]
-        if cap is not None and tokens and held + tokens > cap:
-            raise Busy(f"this tenant's requests running or queued may cost up to {held} tokens, and this one up to "
-                       f"{tokens}; together they would be over this server's limit of {cap} "
-                       "(presto-tui serve --max-tenant-tokens); try again later", self.retry_after())
+        mine = self.tenant_chains[tenant.name]
+        if mine + ask.chains > self.capacity:
+            raise Busy(f"the server is busy ({mine} chains of this tenant running or queued, at most "
+                       f"{self.capacity}); try again later", self.retry_after())
+        if self.in_flight + ask.chains > self.capacity * self.tenants:
+            raise Busy(f"the server is busy ({self.in_flight} chains running or queued, at most "
+                       f"{self.capacity * self.tenants}); try again later", self.retry_after())
+        for cap, held, asked, what, flag in (
+                (self.max_tenant_tokens, self.tenant_tokens[tenant.name], tokens, "may cost up to {} tokens",
+                 "--max-tenant-tokens"),
+                (self.max_tenant_live, self.tenant_live[tenant.name], live, "may keep up to {} engine requests live",
+                 "--max-live-requests, twice it"),
+                (self.max_tenant_memory, self.tenant_memory[tenant.name], memory, "may hold up to {} bytes",
+                 "--max-request-memory")):
+            if cap is not None and asked and held + asked > cap:
+                raise Busy(f"this tenant's requests running or queued {what.format(held)}, and this one "
+                           f"{what.format(asked).removeprefix('may ')}; together they would be over this server's "
+                           f"limit of {cap} (presto-tui serve {flag}); try again later", self.retry_after())
         if rid is None:
             rid = f"cmpl-{secrets.token_hex(16)}"
         self._remember(hash((tenant.name, rid)))  # (a server-made one too: a client may not take it up)
@@ -343,14 +393,18 @@ class Hub:
         n = ask.n
         chains = [ChainRun(i, f"r{serial}/{i}") for i in range(ask.chains)]
         run = RequestRun(rid, tenant, ask, chains)
-        run.tokens = tokens
+        run.tokens, run.live, run.memory = tokens, live, memory
         self.tenant_tokens[tenant.name] += tokens
+        self.tenant_live[tenant.name] += live
+        self.tenant_memory[tenant.name] += memory
         self.runs[run.book_key] = run
         self.in_flight += len(chains)
+        self.tenant_chains[tenant.name] += len(chains)
         for c in chains:
             self._chains[c.key] = (run, c)
             prompt = ask.prompts[c.index // n]
-            self.host.add(Chain(c.key, prompt, ask.params, c.index % n, n, f"{rid}/{c.index // n}" if n > 1 else ""))
+            self.host.add(Chain(c.key, prompt, ask.params, c.index % n, n, f"{rid}/{c.index // n}" if n > 1 else "",
+                                tenant.name, slots))
         if self._listeners:  # (a listener to every request of its tenant hears these from the start)
             self._watch()
         return run
@@ -383,10 +437,12 @@ class Hub:
     def _release(self, run: RequestRun) -> None:
         """A finished request's cost leaves its tenant's account."""
         name = run.tenant.name
-        self.tenant_tokens[name] -= run.tokens
-        run.tokens = 0
-        if self.tenant_tokens[name] <= 0:
-            del self.tenant_tokens[name]
+        for book, spent in ((self.tenant_tokens, run.tokens), (self.tenant_live, run.live),
+                            (self.tenant_memory, run.memory)):
+            book[name] -= spent
+            if book[name] <= 0:
+                del book[name]
+        run.tokens = run.live = run.memory = 0
 
     def _forget(self, key: tuple[str, str]) -> None:
         run = self.runs.pop(key, None)
@@ -468,10 +524,15 @@ class Hub:
         c.end = end
         self._watched.discard(c.key)  # (the host forgets it as the chain ends)
         self.in_flight -= 1
+        self.tenant_chains[run.tenant.name] -= 1
+        if self.tenant_chains[run.tenant.name] <= 0:
+            del self.tenant_chains[run.tenant.name]
         self.chain_ends[c.status] += 1
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
         if run.finished and self.runs.get(run.book_key) is run:
+            if run.memory >= TRIM_AFTER_BYTES:
+                give_back_memory()
             self._release(run)
             self._finished.append(run.book_key)
             self.finished_bytes += run.kept_bytes

@@ -10,4 +10,12 @@ from __future__ import annotations
 MAX_REQUEST_TOKENS = 1 << 34
 MAX_ENGINE_REQUESTS = 1 << 22
 MAX_TENANT_TOKENS = 1 << 36  # a tenant's running and queued requests together: four requests at the cap
+# what its chains may hold at once: engine requests live together (its method's `width` times its chains: SPS's
+# K x M rollouts, best-of-N's samples, a population's members' budgets), and the memory they and their prompt take
+# (`app.memory_bound`): at these defaults no request accepted takes the server past about 1 GB
+MAX_LIVE_REQUESTS = 1024
+MAX_REQUEST_MEMORY = 512 << 20
+# a tenant's running and queued requests together hold at most twice one request's live requests, and one
+# request's memory: a tenant within its caps leaves the engine's time and memory to the others
+TENANT_LIVE_FACTOR = 2
 MAX_EVENT_STREAMS = 128  # a quarter of --max-connections' default: listeners never take every slot

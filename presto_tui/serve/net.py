@@ -42,6 +42,9 @@ GRACE_S = 3  # on Ctrl-C, after every chain has ended (Server.drain), answers ge
 STALL_BYTES = 4096  # a client must take at least this much of what the server writes in --read-timeout
 
 
+BODY_LATE = "presto.body_late"  # the scope's mark of a request answered 408 here, its body late
+
+
 def _raw_error(status: str, message: str, extra: str = "", code: str | None = None) -> bytes:
     import orjson
 
@@ -165,6 +168,7 @@ def guarded_protocol(read_timeout: float | None, max_connections: int | None):
             if cycle is not None and not cycle.response_complete:
                 if not cycle.response_started:
                     self.transport.write(body_late)
+                    cycle.scope[BODY_LATE] = True  # type: ignore[literal-required]  # (what the app counts it as)
                 cycle.disconnected = True
                 cycle.message_event.set()
             self.transport.close()

@@ -155,6 +155,7 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
         params = params_from(values, paper=paper, naming=field_naming)
     except ParamError as e:
         raise FieldError(str(e.named(field_naming)), field_naming(e.param) if e.param else None) from None
+    _own_fields_only(body, params)
     if kind == COMPLETION:
         prompts = _prompts(body.get("prompt"))
     else:
@@ -173,6 +174,34 @@ def parse(body: Any, kind: str, defaults: dict[str, Any]) -> Ask:
         raise InputError("model should be a string (see GET /v1/models)")
     return Ask(kind, prompts, params, n, stream, include_usage, _stops(body.get("stop")), request_id, model,
                tuple(name for name in IGNORED if body.get(name) is not None))
+
+
+# body field -> the methods that read its parameter (a method's own parameters: PowerSMC's particles)
+METHOD_FIELDS = {f: p.samplers for p in SAMPLER_PARAMS if p.request_field and p.samplers is not None
+                 for f in (p.request_field, *p.aliases)}
+
+
+def methods_read(params: SamplerParams) -> set[str]:
+    """The methods whose own parameters a session with `params` reads: its own, and a population's
+    members' (tempering's replica chain)."""
+    method = params.method
+    ours = {method.name}
+    if method.population:
+        ours |= {m.sampler for m in method.members(params)}
+    return ours
+
+
+def _own_fields_only(body: dict, params: SamplerParams) -> None:
+    """Another method's own field (particles on powermh) is refused as an unknown field is: silently
+    ignored, it would let a client believe it had set something.  A population's members' methods
+    (tempering's replica chain) count as its own."""
+    method, ours = params.method, methods_read(params)
+    for name in body:
+        samplers = METHOD_FIELDS.get(name)
+        if samplers is not None and body[name] is not None and not samplers & ours:
+            owners = " or ".join(sorted(samplers))
+            raise FieldError(f"unknown field {name!r} for sampler {method.name} (a field of {owners}; see presto-tui "
+                             "serve --help)", name)
 
 
 def json_kind(value: Any) -> str:

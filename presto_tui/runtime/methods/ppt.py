@@ -73,6 +73,8 @@ from presto_tui.runtime.session.metrics import response_scores
 from presto_tui.runtime.session.population import Barrier, Population
 
 SCHEMES = ("deo", "random")
+REPLICAS = Limit(1, 64, integer=True)  # pt_replicas' range: a ladder holds as many exponents at most
+LADDER_CHARS = 32  # an exponent's text, at most (what a float prints as, and room)
 REFUSED_NOTE = 5  # a pair that refused this many swaps and accepted none gets a note (fewer say little)
 
 
@@ -97,6 +99,11 @@ def read_ladder(name: str, text: str) -> dict[str, Any]:
     value = text.strip()
     if not value:
         return {"pt_ladder": None}
+    most = int(REPLICAS.hi)
+    if value.count(",") >= most or len(value) > most * LADDER_CHARS:  # (counted before anything is parsed)
+        raise ParamError(f"{name} takes at most {most} exponents (the most replicas a ladder has) of at most "
+                         f"{LADDER_CHARS} characters each; got {value.count(',') + 1} in {len(value)} characters",
+                         "pt_ladder")
     try:
         exps = [float(x) for x in value.split(",")]
     except ValueError:
@@ -396,7 +403,7 @@ class ParallelPowerTempering(PopulationMethod):
     params = (
         Param("pt_replicas", int, 4, "PPT: replicas R (the ladder's exponents, geometric from --pt-alpha-min to "
               "alpha; --pt-ladder gives them instead)", Group.OWN, "replicas R (PPT)",
-              limit=Limit(1, 64, integer=True), symbol="R"),
+              limit=REPLICAS, symbol="R"),
         Param("pt_alpha_min", float, 1.0, "PPT: the lowest exponent of the geometric ladder (1: p0 itself)",
               Group.OWN, "lowest exponent (PPT)", limit=Limit(0, 1000, lo_open=True), symbol="amin"),
         Param("pt_ladder", str, None, "PPT: the exponents as a comma list, ascending, the last alpha (instead of "

@@ -381,7 +381,8 @@ class ScalablePowerSampling(OneShotMethod):
         return SpsDriver(engine, params, prompt_ids, **kwargs)
 
     def width(self, params: SamplerParams) -> int:
-        return params.sps_top_k * params.sps_rollouts
+        """A step's draws (L at once), then its candidates' rollouts (K M at once)."""
+        return max(draws_of(params), params.sps_top_k * params.sps_rollouts)
 
     def cost(self, params: SamplerParams) -> Cost:
         """ceil(n / B) steps; at step s, with r = n - s B tokens left, L draws (each decodes r tokens, or

@@ -1,0 +1,220 @@
+"""What a request within the server's caps may take from the others (issue 47).
+
+Its admission bounds what the server will spend: the engine requests it keeps live at once and the
+memory they hold (its prompt in every one), each list it carries (a tempering ladder) in length; the
+engine's chain slots are shared between tenants in turn, and a tenant's full queue refuses nobody
+else; a cancel ends the request's engine work and says what it stopped; another method's fields are
+refused as unknown ones are; two Authorization headers are refused; a late keyless body counts 408.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from helpers import GatedEngine, served, wait_for
+
+from presto_tui.api.params import ParamError, params_from
+from presto_tui.errors import InputError
+from presto_tui.runtime.engines.synthetic import SyntheticEngine
+from presto_tui.serve.app import ServeConfig, within_caps
+from presto_tui.serve.host import Chain, EngineHost
+from presto_tui.serve.protocol import COMPLETION, Prompt, parse
+from presto_tui.serve.tenants import Tenant
+
+pytestmark = pytest.mark.usefixtures("in_tmp")
+
+SPS_AT_CAPS = {"prompt": "a b", "sampler": "sps", "sps_top_k": 256, "sps_draws": 4096, "sps_rollouts": 4096,
+               "max_tokens": 4, "sps_chunk": 2, "tau": 100}
+
+
+def admit(body: dict, **config):
+    return within_caps(parse(body, COMPLETION, {}), ServeConfig(**config))
+
+
+# -- 1, 4, 5: what a request keeps live and holds ----------------------------------------------------
+
+def test_sps_at_the_caps_is_refused_for_the_engine_requests_it_keeps_live():
+    """2.1M engine requests, under the request and token caps, a million of them live at once: one line
+    names the cap and the field to lower."""
+    with pytest.raises(InputError) as e:
+        admit(SPS_AT_CAPS)
+    assert "1048576 engine requests live at once" in e.value.line and "--max-live-requests" in e.value.line
+    assert e.value.field == "sps_rollouts"  # type: ignore[attr-defined]
+    assert admit({**SPS_AT_CAPS, "sps_top_k": 8, "sps_draws": 256, "sps_rollouts": 128}).live == 1024
+
+
+def test_sps_width_counts_its_draws_as_well_as_its_rollouts():
+    p = params_from({"sampler": "sps", "sps_top_k": 1, "sps_draws": 4096, "sps_rollouts": 2})
+    assert p.method.width(p) == 4096
+
+
+def test_the_prompt_in_every_live_request_is_in_the_memory_bound():
+    """A 1 MB prompt with best-of-N at 128 samples was costed at its tokens only (and took 726 MB)."""
+    prompt = "a b " * 250_000
+    with pytest.raises(InputError) as e:
+        admit({"prompt": prompt, "sampler": "bestofn", "samples": 128, "max_tokens": 16})
+    assert "--max-request-memory" in e.value.line and e.value.field == "prompt"  # type: ignore[attr-defined]
+    assert admit({"prompt": prompt, "sampler": "bestofn", "samples": 16, "max_tokens": 16}).memory < 512 << 20
+
+
+def test_tempering_and_resample_move_at_their_largest_are_refused_before_they_grow():
+    """63 replicas are 63 chains on the engine (each took 0.15 s of the engine thread to start): they take
+    as many slots, and a request that would need more than a tenant's share is refused."""
+    with pytest.raises(InputError, match="runs 63 chains on the engine at once") as e:
+        admit({"prompt": "a b", "sampler": "ppt", "pt_replicas": 63, "max_tokens": 4096, "steps": 1024},
+              max_chains=8)
+    assert e.value.field == "pt_replicas"  # type: ignore[attr-defined]
+    assert admit({"prompt": "a b", "sampler": "ppt", "pt_replicas": 8}, max_chains=8).slots == 8
+    with pytest.raises(InputError, match="--max-request-memory"):
+        admit({"prompt": "a b", "sampler": "ppt", "pt_replicas": 63, "max_tokens": 4096, "steps": 1024,
+               "budget": "fill:16"}, max_chains=64)
+    with pytest.raises(InputError, match="runs 4096 chains on the engine at once"):
+        admit({"prompt": "a b", "sampler": "resample-move", "particles": 4096, "block_size": 1024, "max_tokens": 1024},
+              max_chains=8)
+
+
+# -- 3: a tempering ladder -----------------------------------------------------------------------------
+
+def test_a_ladder_holds_at_most_as_many_exponents_as_replicas_may_be():
+    ladder = lambda n: ",".join(f"{1 + 3 * i / n:.6f}" for i in range(n - 1)) + ",4"
+    assert len(params_from({"sampler": "ppt", "pt_ladder": ladder(64)}).method.members(
+        params_from({"sampler": "ppt", "pt_ladder": ladder(64)}))) == 64
+    for n in (65, 10_001):
+        with pytest.raises(ParamError, match="at most 64 exponents"):
+            params_from({"sampler": "ppt", "pt_ladder": ladder(n)})
+    with pytest.raises(ParamError, match="at most 64 exponents"):  # (long exponents: the text is bounded too)
+        params_from({"sampler": "ppt", "pt_ladder": "1." + "0" * 3000 + ",4"})
+
+
+# -- 6: fair shares ----------------------------------------------------------------------------------------
+
+def test_a_tenant_with_many_chains_leaves_a_slot_to_another():
+    """One tenant's 8 chains on 4 slots took every slot; now it takes 3 and the other's chain starts at once,
+    before any of the first tenant's ends."""
+    engine = GatedEngine(shut=True)
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def deliver(batch, _pieces) -> None:
+        with lock:
+            seen.extend((key, type(ev).__name__) for key, ev, _ in batch)
+
+    host = EngineHost(engine, max_chains=4, deliver=deliver, shared=True)
+    host.start()
+    try:
+        params = params_from({"max_new_tokens": 8, "steps": 2})
+        for i in range(8):
+            host.add(Chain(f"a/{i}", Prompt("the cat"), params, i, 8, "", "alice"))
+        wait_for(lambda: host.chains_live == 3 and host.chains_waiting == 5, "alice's three chains")
+        host.add(Chain("b/0", Prompt("the cat"), params, tenant="bob"))
+        wait_for(lambda: ("b/0", "SessionStart") in seen, "bob's chain started")
+        assert not any(kind in ("SessionEnd", "SessionError") for _, kind in seen)
+    finally:
+        engine.open()
+        host.stop(timeout=30)
+
+
+def test_a_tenants_full_queue_refuses_only_that_tenant():
+    """With n 8 on --max-chains 2 + --max-queue 6 another tenant got 429 (server busy) for the whole run."""
+    engine = GatedEngine(shut=True)
+    tenants = {"key-a": Tenant("alice"), "key-b": Tenant("bob")}
+    with served(engine, tenants=tenants, max_chains=2, max_queue=6) as (url, server, _):
+        threading.Thread(target=lambda: httpx.post(url + "/v1/completions", timeout=60, json={
+            "prompt": "the cat", "n": 8, "max_tokens": 8, "steps": 2}, headers={"Authorization": "Bearer key-a"}),
+            daemon=True).start()
+        wait_for(lambda: server.hub.in_flight == 8, "alice's chains admitted")
+        again = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 8, "steps": 2},
+                           headers={"Authorization": "Bearer key-a"})
+        got: dict = {}
+        bob = threading.Thread(target=lambda: got.update(r=httpx.post(
+            url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 8, "steps": 2}, timeout=60,
+            headers={"Authorization": "Bearer key-b"})))
+        bob.start()
+        wait_for(lambda: server.hub.in_flight == 9, "bob's chain admitted")
+        engine.open()
+        bob.join(60)
+    assert again.status_code == 429
+    assert got["r"].status_code == 200
+
+
+# -- 2: a cancel ------------------------------------------------------------------------------------------
+
+def test_a_cancel_ends_an_sps_requests_engine_work_and_says_what_it_stopped():
+    body = {**SPS_AT_CAPS, "sps_top_k": 8, "sps_draws": 256, "sps_rollouts": 128, "max_tokens": 64,
+            "request_id": "sps-1"}
+    with served() as (url, server, _):
+        t = threading.Thread(target=lambda: httpx.post(url + "/v1/completions", json=body, timeout=120), daemon=True)
+        t.start()
+        wait_for(lambda: server.host.engine_live > 256, "SPS's rollouts live")
+        answer = httpx.post(url + "/v1/presto/requests/sps-1/cancel", timeout=30).json()
+        live_after = server.engine.live  # (the answer came once the chain had ended: its requests are gone)
+        t.join(60)
+        done = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 4, "steps": 2,
+                                                         "request_id": "small-1"}, timeout=60)
+        late = httpx.post(url + "/v1/presto/requests/small-1/cancel", timeout=30).json()
+    assert answer == {"id": "sps-1", "cancelled": [0], "finished": [], "running": []}
+    assert live_after == 0
+    assert done.status_code == 200
+    assert late == {"id": "small-1", "cancelled": [], "finished": [0], "running": []}  # it had ended: not cancelled
+
+
+# -- 11: smaller -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"particles": 4}, "particles"), ({"tries": 4}, "tries"), ({"sampler": "lowtemp", "pt_replicas": 4}, "pt_replicas"),
+    ({"sampler": "ppt", "tries": 3}, "tries")])
+def test_another_methods_field_is_refused_as_an_unknown_field_is(body, field):
+    with pytest.raises(InputError) as e:
+        parse({"prompt": "a b", **body}, COMPLETION, {})
+    assert e.value.line.startswith(f"unknown field {field!r} for sampler")
+    assert e.value.field == field  # type: ignore[attr-defined]
+
+
+def test_a_methods_own_and_its_members_fields_are_taken():
+    assert parse({"prompt": "a b", "sampler": "multitry", "tries": 3}, COMPLETION, {}).params.tries == 3
+    assert parse({"prompt": "a b", "sampler": "ppt", "pt_family": "multitry", "tries": 3}, COMPLETION,
+                 {}).params.tries == 3
+
+
+def test_two_authorization_headers_are_refused_and_a_late_keyless_body_counts_408():
+    from test_serve import metrics
+    from test_serve_shared import address, read_all
+
+    with served(SyntheticEngine(), api_key="k", read_timeout=0.5) as (url, _, _):
+        two = httpx.get(url + "/health", headers=[("Authorization", "Bearer k"), ("Authorization", "Bearer x")])
+        two_rev = httpx.get(url + "/health", headers=[("Authorization", "Bearer x"), ("Authorization", "Bearer k")])
+        socks = []
+        for _ in range(3):
+            s = socket.create_connection(address(url))
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            socks.append(s)
+        answers = [read_all(s, 3) for s in socks]
+        time.sleep(0.2)
+        m = metrics(url, Authorization="Bearer k")
+    assert two.status_code == two_rev.status_code == 400 and "more than one Authorization" in two.text
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers[0][:100]
+    assert m['presto_http_requests_total{code="408",route="completions"}'] == 3
+    assert 'presto_http_requests_total{code="401",route="completions"}' not in m
+
+
+# -- memory given back ---------------------------------------------------------------------------------------
+
+def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):
+    """glibc keeps what a request freed for reuse: RSS stayed at a 1 MB prompt's peak after it ended."""
+    import presto_tui.serve.hub as hub
+
+    trims: list[int] = []
+    monkeypatch.setattr(hub, "_TRIM", trims.append)
+    with served() as (url, _, _):
+        small = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 4, "steps": 2},
+                           timeout=60)
+        after_small = list(trims)
+        large = httpx.post(url + "/v1/completions", json={"prompt": "a b " * 50_000, "sampler": "bestofn",
+                                                          "samples": 16, "max_tokens": 4}, timeout=60)
+        wait_for(lambda: trims == [0], "the memory handed back")
+    assert small.status_code == large.status_code == 200
+    assert after_small == []
