@@ -53,6 +53,7 @@ Config = tuple[str, str, str | None]
 
 
 SEQUENTIAL = PrefetchRule.NONE.value
+THROUGHPUT, DATA_PARALLEL = "throughput", "data parallel"  # the progress line's names of the last two tables
 
 
 def is_chain(sampler: str) -> bool:
@@ -209,7 +210,7 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
                                      classifier=classifier, trace=trace, cost=cost):
                 sums[i - 1].update(ev)  # (sessions numbered from 1)
                 if isinstance(ev, SessionEnd):
-                    progress.advance()
+                    progress.advance(THROUGHPUT)
             wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
             paths = [cp for s in sums if (cp := s.critical_path) is not None]
             row: dict[str, Any] = {
@@ -259,7 +260,7 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
             t1 = time.perf_counter()
             for _, ev in cluster.run(prompts, params, classifier):
                 if isinstance(ev, SessionEnd):
-                    progress.advance()
+                    progress.advance(DATA_PARALLEL)
             wall = time.perf_counter() - t1
         rows.append({"workers": w, "start_s": started, "wall_s": wall, "prompts_per_min": 60 * len(prompts) / wall})
     for r in rows:
@@ -326,7 +327,12 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     dp: dict | None = None
     tp_params = row_params(base, *tp_cfgs[1]) if len(tp_cfgs) > 1 else row_params(base, *tp_cfgs[0])
     try:
-        with SessionProgress(total, "bench", err) as progress:
+        per = {label(*c): len(prompts) * seeds * chains for c in cfgs}
+        if concurrency_levels:
+            per[THROUGHPUT] = tp_chains * len(concurrency_levels) * len(tp_cfgs)
+        if workers:
+            per[DATA_PARALLEL] = len(prompts) * len({1, workers})
+        with SessionProgress(total, "bench", err, per=per) as progress:
             for p_i, prompt in enumerate(prompts):
                 ids = backend.encode_prompt(prompt)
                 for seed in range(seeds):
@@ -346,7 +352,7 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         elif finals != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
                         for _ in group:
-                            progress.advance()
+                            progress.advance(label(*cfg))
             if concurrency_levels:
                 tp_rows = throughput(backend, base, tp_cfgs, prompts, list(concurrency_levels), classifier, trace,
                                      progress)

@@ -1,0 +1,178 @@
+"""`eval --resume`: a run killed with SIGKILL at a chosen point (mid-session, between methods, halfway
+through writing the run log), then resumed, ends with the results of one uninterrupted run; nothing
+that finished runs again; other settings are refused in one line; a torn last line is dropped.
+
+The kill comes from the run itself (`PRESTO_TUI_CRASH_AT`, resume.py): no sleeps, no races."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from helpers import error_line
+from typer.testing import CliRunner
+
+from presto_tui.cli import app
+from presto_tui.eval.resume import CRASH_ENV, RunLog, log_path_of
+from presto_tui.logs.reader import read_trace
+from presto_tui.runtime.session.events import SessionEnd
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("in_tmp")
+TASKS = [("the cat", "cat|dog"), ("a dog ran", "sat"), ("the tree", "mat|tree"), ("it was warm", "the")]
+ARGS = ["--methods", "powermh,bon:2", "-n", "8", "-K", "4", "--figures", "none"]
+TIMING = {"time_s", "time_per_prompt_s", "session_id", "figures"}  # what two runs of one evaluation differ by
+
+
+def task_file() -> Path:
+    p = Path("tasks.jsonl")
+    p.write_text("".join(json.dumps({"prompt": q, "answer": a, "grader": "regex"}) + "\n" for q, a in TASKS))
+    return p
+
+
+def untimed(x):
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if k not in TIMING}
+    if isinstance(x, list):
+        return [untimed(v) for v in x]
+    return x
+
+
+def uninterrupted(*extra: str) -> dict:
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, *extra, "-o", "whole.json", "--trace", "whole.jsonl",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def killed(point: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", CRASH_ENV: point}
+    proc = subprocess.run([sys.executable, "-m", "presto_tui", "eval", str(task_file()), *ARGS, *extra,
+                           "-o", "cut.json", "--trace", "cut.jsonl", "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == -9, proc.stderr  # SIGKILL: no handler ran, nothing was tidied up
+    return proc
+
+
+def records(path: Path) -> list[dict]:
+    raw = path.read_bytes()
+    return [orjson.loads(ln) for ln in raw[:raw.rfind(b"\n") + 1].splitlines()[1:]]
+
+
+@pytest.mark.parametrize(("point", "extra", "shape"), [
+    ("event:40", [], "mid-session"),  # item 2's powermh session is cut between its rounds
+    ("record:3", [], "between methods"),  # item 2's powermh is on disk, its bon:2 not begun
+    ("torn:6", [], "while writing"),  # half of the 6th session's line is on disk
+    ("event:60", ["--chains", "2", "--vote"], "mid-session"),  # a pair's chains cut together
+    ("record:3", ["--chains", "2", "--vote"], "between chains"),  # chain 0 of a pair on disk, chain 1 not
+])
+def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, shape):
+    whole = uninterrupted(*extra)
+    killed(point, *extra)
+    log = log_path_of(Path("cut.json"))
+    assert log == Path("cut.runs.jsonl") and not Path("cut.json").exists()
+    before = records(log)
+    cut = read_trace("cut.jsonl")
+    torn = not log.read_bytes().endswith(b"\n")
+    assert torn == (shape == "while writing")
+    if shape == "mid-session":  # the kill came inside a session: its trace has no end
+        assert any(not s.ended for s in cut.sessions)
+    total = len(TASKS) * 2 * (2 if extra else 1)
+    assert 0 < len(before) < total
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, *extra, "--resume", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert untimed(out) == untimed(whole)
+    assert json.loads(Path("cut.json").read_text()) == out  # the results go where the first run's would have
+    # only what the log did not hold ran again, on the seeds the first run gave it
+    trace = read_trace("cut.jsonl")
+    assert not trace.warnings  # the sessions the kill cut short end `cancelled`; appended lines read cleanly
+    new = trace.sessions[len(cut.sessions):]
+    assert len(new) == total - len(before)
+    key = lambda start: (start["prompt"], start["params"]["sampler"], start["params"]["seed"])  # (a method's item)
+    finished = {key(r["events"][0]) for r in before}  # (a record's events start with its session_start)
+    assert len(finished) == len(before)
+    assert not finished & {key({"prompt": s.start.prompt, "params": s.start.params}) for s in new}
+    assert all(isinstance(s.events[-1], SessionEnd) for s in trace.sessions)
+    # the log holds every session once, the torn line gone
+    after = records(log)
+    assert len(after) == total and log.read_bytes().endswith(b"\n")
+    assert len({(r["item"], r["method"], r["chain"]) for r in after}) == total
+
+
+def test_other_settings_are_refused_in_one_line_naming_the_difference():
+    killed("record:2")
+    log = Path("cut.runs.jsonl")
+    kept = log.read_bytes()
+    for args, difference in [(["-K", "8"], "method powermh's --steps: 4 then, 8 now"),
+                             (["--methods", "powermh,bon:3"], "--methods: powermh,bon:2 then, powermh,bon:3 now"),
+                             (["--chains", "2"], "--chains: 1 then, 2 now"),
+                             (["--limit", "3"], "the number of items: 4 then, 3 now")]:
+        res = runner.invoke(app, ["eval", str(task_file()), *ARGS, *args, "--resume", str(log)])
+        assert res.exit_code == 2
+        assert error_line(res) == (f"--resume {log}: the settings differ from the first run's ({difference}); give "
+                                   "the first run's settings, or start a new run")
+    assert log.read_bytes() == kept  # refused: nothing written
+    # a new run with the first run's results path would overwrite hours of work: refused too
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "-o", "cut.json", "--trace", "other.jsonl"])
+    assert res.exit_code == 2 and error_line(res) == (f"{log}: a run log exists there already (a run with these "
+                                                      f"results): continue it with --resume {log}, or remove it")
+
+
+def test_a_torn_last_line_is_dropped_and_the_next_record_appends_cleanly(tmp_path):
+    path = tmp_path / "r.runs.jsonl"
+    settings = {"methods": [{"label": "a", "params": {"steps": 4}}]}
+    log = RunLog.create(path, "eval", settings, trace=None, output=tmp_path / "r.json")
+    log.write({"item": "1", "n": 1})
+    log.write({"item": "2", "n": 2})
+    log.close()
+    with open(path, "ab") as f:
+        f.write(b'{"item": "3", "ev')  # the kill came halfway through a line
+    log, done = RunLog.resume(path, "eval", settings)
+    assert [r["item"] for r in done] == ["1", "2"]
+    log.write({"item": "3", "n": 3})
+    log.close()
+    assert [orjson.loads(ln)["item"] for ln in path.read_bytes().splitlines()[1:]] == ["1", "2", "3"]
+    # a damaged line that is not the last is not a kill's: refused, naming it
+    path.write_bytes(path.read_bytes().replace(b'{"item":"2"', b'{"item":2x'))
+    with pytest.raises(Exception, match=r"r\.runs\.jsonl:3: damaged line in the run log"):
+        RunLog.resume(path, "eval", settings)
+
+
+def test_resume_refuses_what_is_not_a_run_log(tmp_path):
+    other = tmp_path / "x.jsonl"
+    other.write_text('{"type": "header"}\n')
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", str(other)])
+    assert res.exit_code == 2 and "not a presto-tui run log" in error_line(res)
+    res = runner.invoke(app, ["eval", str(task_file()), "--resume", str(other), "--frontier", "lowtemp"])
+    assert error_line(res) == "--resume continues an evaluation of --methods; --frontier runs anew"
+
+
+def test_a_finished_run_resumed_runs_nothing_and_reports_the_same():
+    whole = uninterrupted()
+    n = len(read_trace("whole.jsonl").sessions)
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "whole.json", "--json"])  # the JSON's name
+    assert res.exit_code == 0, res.output
+    assert untimed(json.loads(res.stdout)) == untimed(whole)
+    assert json.loads(res.stdout)["items"] == whole["items"]  # the very sessions, ids and times included
+    assert len(read_trace("whole.jsonl").sessions) == n
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_run_killed_on_one_engine_resumes_over_ray_workers():
+    """--workers: only the items each method misses go to the workers; the answers are one engine's."""
+    pytest.importorskip("ray")
+    whole = uninterrupted()
+    killed("record:3")
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runs.jsonl", "--workers", "2",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert untimed(out["items"]) == untimed(whole["items"])
+    assert len(read_trace("cut.jsonl").sessions) == len(TASKS) * 2
