@@ -7,7 +7,9 @@ The kill comes from the run itself (`PRESTO_TUI_CRASH_AT`, resume.py): no sleeps
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +52,16 @@ def uninterrupted(*extra: str) -> dict:
     return json.loads(res.stdout)
 
 
+_WHOLE: dict[tuple[str, ...], dict] = {}
+
+
+def whole_run(*extra: str) -> dict:
+    """One uninterrupted run's results for these flags (made once: every kill point compares with it)."""
+    if extra not in _WHOLE:
+        _WHOLE[extra] = uninterrupted(*extra)
+    return _WHOLE[extra]
+
+
 def killed(point: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", CRASH_ENV: point}
     proc = subprocess.run([sys.executable, "-m", "presto_tui", "eval", str(task_file()), *ARGS, *extra,
@@ -68,11 +80,12 @@ def records(path: Path) -> list[dict]:
     ("event:40", [], "mid-session"),  # item 2's powermh session is cut between its rounds
     ("record:3", [], "between methods"),  # item 2's powermh is on disk, its bon:2 not begun
     ("torn:6", [], "while writing"),  # half of the 6th session's line is on disk
+    ("event:21", [], "while grading"),  # the first session's end is in the trace, its record not yet written
     ("event:60", ["--chains", "2", "--vote"], "mid-session"),  # a pair's chains cut together
     ("record:3", ["--chains", "2", "--vote"], "between chains"),  # chain 0 of a pair on disk, chain 1 not
 ])
 def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, shape):
-    whole = uninterrupted(*extra)
+    whole = whole_run(*extra)
     killed(point, *extra)
     log = log_path_of(Path("cut.json"))
     assert log == Path("cut.runs.jsonl") and not Path("cut.json").exists()
@@ -83,7 +96,7 @@ def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, s
     if shape == "mid-session":  # the kill came inside a session: its trace has no end
         assert any(not s.ended for s in cut.sessions)
     total = len(TASKS) * 2 * (2 if extra else 1)
-    assert 0 < len(before) < total
+    assert len(before) < total
     res = runner.invoke(app, ["eval", str(task_file()), *ARGS, *extra, "--resume", str(log), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -93,11 +106,11 @@ def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, s
     trace = read_trace("cut.jsonl")
     assert not trace.warnings  # the sessions the kill cut short end `cancelled`; appended lines read cleanly
     new = trace.sessions[len(cut.sessions):]
-    assert len(new) == total - len(before)
-    key = lambda start: (start["prompt"], start["params"]["sampler"], start["params"]["seed"])  # (a method's item)
-    finished = {key(r["events"][0]) for r in before}  # (a record's events start with its session_start)
-    assert len(finished) == len(before)
-    assert not finished & {key({"prompt": s.start.prompt, "params": s.start.params}) for s in new}
+    key = lambda s: (s.start.prompt, s.start.params["sampler"], s.start.params["seed"], s.start.chain)
+    finished = {key(s) for s in cut.sessions if isinstance(s.events[-1], SessionEnd) and s.events[-1].reason == "done"}
+    assert len(finished) == len(before) + (shape in ("while grading", "while writing"))  # (ended, not in the log)
+    assert len(new) == total - len(finished)
+    assert not finished & {key(s) for s in new}
     assert all(isinstance(s.events[-1], SessionEnd) for s in trace.sessions)
     # the log holds every session once, the torn line gone
     after = records(log)
@@ -168,7 +181,7 @@ def test_a_finished_run_resumed_runs_nothing_and_reports_the_same():
 def test_a_run_killed_on_one_engine_resumes_over_ray_workers():
     """--workers: only the items each method misses go to the workers; the answers are one engine's."""
     pytest.importorskip("ray")
-    whole = uninterrupted()
+    whole = whole_run()
     killed("record:3")
     res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runs.jsonl", "--workers", "2",
                               "--json"])
@@ -176,3 +189,81 @@ def test_a_run_killed_on_one_engine_resumes_over_ray_workers():
     out = json.loads(res.stdout)
     assert untimed(out["items"]) == untimed(whole["items"])
     assert len(read_trace("cut.jsonl").sessions) == len(TASKS) * 2
+
+
+# -- bench ----------------------------------------------------------------------------------------
+
+BENCH = ["bench", "--limit", "2", "-n", "8", "-K", "4", "--budgets", "4", "--rules", "spine,stream", "--throughput",
+         "1,2", "--chains", "2", "--json"]
+# timings: the host's clock, and the engine's (a row's chains cut apart by the kill ran apart, not side by side)
+TIMED = re.compile(r"_s$|^speedup|^limit|^critical_path$|^mean_live|^prompts_per_min$|^x_seq$|^x_c1$|^engine_probe$")
+
+
+def close(a, b) -> bool:
+    """Equal, timings aside (and floats up to rounding: the virtual clock's sums)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a if not TIMED.search(k))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+@pytest.mark.parametrize("point", ["record:3", "torn:9", "record:10"])  # chains of a row; a throughput row
+def test_bench_killed_then_resumed_gives_the_uninterrupted_tables(point):
+    whole = runner.invoke(app, [*BENCH, "-o", "whole.json", "--trace", "whole.jsonl"])
+    assert whole.exit_code == 0, whole.output
+    env = {**os.environ, "PRESTO_TUI_BACKEND": "synthetic", CRASH_ENV: point}
+    proc = subprocess.run([sys.executable, "-m", "presto_tui", *BENCH, "-o", "cut.json", "--trace", "cut.jsonl"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == -9, proc.stderr
+    before = records(Path("cut.runs.jsonl"))
+    sessions = len(read_trace("cut.jsonl").sessions)
+    res = runner.invoke(app, [*BENCH, "--resume", "cut.json"])
+    assert res.exit_code == 0, res.output
+    assert close(json.loads(res.stdout), json.loads(whole.stdout))
+    # the recorded sessions and throughput rows did not run again
+    ran = len(read_trace("cut.jsonl").sessions) - sessions
+    recorded = sum(1 if r["kind"] == "session" else 2 for r in before)  # (a throughput row here: 2 prompts)
+    assert ran == 2 * 3 * 2 + 2 * 2 * 2 - recorded
+
+
+# -- progress -------------------------------------------------------------------------------------
+
+def test_progress_says_the_sessions_done_per_method_and_the_time_left_at_the_runs_own_pace(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from presto_tui import console
+
+    now = [100.0]
+    monkeypatch.setattr(console.time, "perf_counter", lambda: now[0])
+    out = io.StringIO()
+    # a resumed run: 4 sessions of "a" finished before, so not in the pace
+    p = console.SessionProgress(10, "eval", Console(file=out), per={"a": 5, "b": 5}, done={"a": 4})
+    assert p.eta_s() is None  # no pace before this run's first session
+    now[0] = 130.0
+    p.advance("a")
+    now[0] = 160.0
+    p.advance("b")
+    assert out.getvalue().splitlines() == ["eval: 5/10 sessions, 30 s, about 2 min left | a 5/5, b 0/5",
+                                           "eval: 6/10 sessions, 60 s, about 2 min left | a 5/5, b 1/5"]
+    assert p.eta_s() == 120.0  # 30 s a session, 4 to go
+    assert [console.duration(s) for s in (42, 125, 4000, 30 * 3600 + 120)] == ["42 s", "2 min", "67 min", "30 h 02 min"]
+
+
+def test_eval_progress_in_json_mode_goes_to_stderr_per_method_and_resumes_its_count():
+    killed("record:3")
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runs.jsonl", "--json"])
+    assert res.exit_code == 0
+    json.loads(res.stdout)  # stdout: the JSON alone
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("eval: ")]
+    pattern = re.compile(r"eval: (\d+)/8 sessions, (\d+)/(\d+) right so far, \d+ s, about \d+ s left "
+                         r"\| powermh (\d)/4, bon:2 (\d)/4")
+    matches = [pattern.fullmatch(ln) for ln in lines]
+    assert all(matches), lines
+    assert [int(m.group(1)) for m in matches if m] == list(range(4, 9))  # from the 3 the log held
+    assert [(int(m.group(4)), int(m.group(5))) for m in matches if m][-1] == (4, 4)
+    assert [int(m.group(3)) for m in matches if m] == list(range(4, 9))  # graded: the log's grades count too

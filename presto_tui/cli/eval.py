@@ -242,21 +242,11 @@ def eval_(
 
 def _resumed(given: Path, settings: dict, flags: dict, output: Path | None):
     """The run log of the run --resume continues, its finished sessions, and its trace and results paths."""
-    from presto_tui.eval.resume import RunLog, given_log
+    from presto_tui.eval.resume import reopen
     from presto_tui.eval.runner import Resumed
 
-    log, records = RunLog.resume(given_log(given), "eval", settings)
-    first = log.header.get("trace")
-    path = Path(first) if first else None
-    if flags.get("no_trace") and path is not None or flags.get("trace") is not None and flags["trace"] != path:
-        log.close()
-        raise InputError(f"--resume: the run appends to the first run's trace ({first or 'none: --no-trace'}); "
-                         "leave out --trace and --no-trace")
-    if path is not None and not path.is_file():
-        log.close()
-        raise InputError(f"--resume: the first run's trace {visible(str(path), keep_newlines=False)} is gone; the "
-                         "resumed run appends to it")
-    out_path = output_path(output or Path(str(log.header.get("output"))), "results", overwrite=True)
+    log, records, path, out_path = reopen(given, "eval", settings, trace=flags.get("trace"),
+                                          no_trace=bool(flags.get("no_trace")), output=output)
     return log, Resumed(records, log.shown), path, out_path
 
 
@@ -269,10 +259,11 @@ def _evaluate(flags, name, engine_opts, concurrency, path, base, items, method_l
     labels = [m.label for m in method_list]
 
     def trace_of(engine):
-        if path is None:
-            return None
-        return append_trace(path, "eval", engine, base) if resumed is not None else open_trace(path, "eval", engine,
-                                                                                                  base)
+        if path is None or resumed is None:
+            return open_trace(path, "eval", engine, base)
+        writer, earlier = append_trace(path, "eval", engine, base)
+        resumed.trace = earlier.sessions  # what ended there and not in the run log is recovered, not run again
+        return writer
 
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:

@@ -275,12 +275,38 @@ def eval_settings(*, source: str, items, methods, base, chains: int, vote: bool,
                   selection: dict | None) -> dict:
     """What decides an evaluation's answers, as the run log keeps it (--concurrency and --workers, which
     only decide how fast it goes, may change on --resume)."""
-    import dataclasses
-
-    engine = {k: v for k, v in dataclasses.asdict(engine_opts).items() if k not in HOW_NOT_WHAT}
+    engine = engine_settings(engine_opts)
     return {"tasks": {"source": source, "count": len(items),
                       "items": items_digest((it.id, it.prompt, it.answer, it.grader) for it in items)},
             "methods": [{"label": m.label, "params": m.params.to_dict()} for m in methods],
             "shared_params": base.to_dict(), "chains": chains, "vote": vote,
             "graders": {"default": grader, "code_timeout": code_timeout, "code_memory": code_memory},
             "classifier": classifier, "backend": backend, "engine": engine, "selection": selection}
+
+
+def reopen(given: Path, command: str, settings: dict, *, trace: Path | None, no_trace: bool,
+           output: Path | None) -> tuple[RunLog, list[dict], Path | None, Path]:
+    """What `--resume` continues: the run log, its finished sessions' records, and the first run's trace
+    (appended to) and results path (unless --output names another); one line where they do not fit."""
+    from presto_tui.files import output_path
+
+    log, records = RunLog.resume(given_log(given), command, settings)
+    first = log.header.get("trace")
+    path = Path(first) if first else None
+    problem = None
+    if no_trace and path is not None or trace is not None and trace != path:
+        problem = (f"--resume: the run appends to the first run's trace ({visible(first or 'none: --no-trace')}); "
+                   "leave out --trace and --no-trace")
+    elif path is not None and not path.is_file():
+        problem = f"--resume: the first run's trace {visible(str(path))} is gone; the resumed run appends to it"
+    if problem is not None:
+        log.close()
+        raise InputError(problem)
+    return log, records, path, output_path(output or Path(str(log.header.get("output"))), "results", overwrite=True)
+
+
+def engine_settings(engine_opts) -> dict:
+    """The engine options that decide what a model answers (`HOW_NOT_WHAT` left out)."""
+    import dataclasses
+
+    return {k: v for k, v in dataclasses.asdict(engine_opts).items() if k not in HOW_NOT_WHAT}

@@ -143,10 +143,12 @@ class _Consumer:
             o.chains = group
             self.ev.outcomes[(o.item, o.method)] = o
 
-    def restore(self, records: list[dict], shown: str) -> set[tuple[int, int, int]]:
-        """The sessions a run log holds, back as outcomes (not run again); their keys."""
+    def restore(self, resumed: Resumed) -> set[tuple[int, int, int]]:
+        """The sessions a run log holds, back as outcomes (not run again), and those the trace shows ended
+        that the kill kept from the log; their keys."""
         from presto_tui.eval.resume import restore
 
+        records, shown = resumed.records, resumed.shown
         items = {it.id: i for i, it in enumerate(self.ev.items)}
         methods = {m.label: j for j, m in enumerate(self.ev.methods)}
         done: set[tuple[int, int, int]] = set()
@@ -166,12 +168,40 @@ class _Consumer:
                                                               grade.get("detail", "")))
             self._join(o)
             done.add((i, j, c))
+        if resumed.trace:
+            self._recover(resumed.trace, done)
         if self.vote:
             for (i, j), group in self.groups.items():
                 first = self.ev.outcomes.get((i, j))
                 if first is not None and len(group) == self.chains:
                     self._vote(first, self.ev.items[i])
         return done
+
+    def _recover(self, sessions: list, done: set[tuple[int, int, int]]) -> None:
+        """Sessions the trace shows ended done whose record the kill kept from the log (it came while they
+        were graded): graded and recorded now rather than run again (their KV peak is not in the trace)."""
+        import orjson
+
+        from presto_tui.api.sessions import chain_params
+
+        key = lambda prompt, params: (prompt, orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
+        where = {key(it.prompt, chain_params(item_params(m, it), c).to_dict()): (i, j, c)
+                 for i, it in enumerate(self.ev.items) for j, m in enumerate(self.ev.methods)
+                 for c in range(self.chains)}
+        for s in sessions:
+            end = s.events[-1]
+            k = where.get(key(s.start.prompt, s.start.params))
+            if k is None or k in done or not isinstance(end, SessionEnd) or end.reason != "done":
+                continue
+            i, j, c = k
+            o = Outcome(i, j, session_id=s.start.session_id, chain=c, summary=s.summary())
+            item = self.ev.items[i]
+            o.grade = self._grade(self.graders[item.grader], end.text, item)
+            if self.log is not None:
+                self.events[k] = list(s.events)
+                self._record(k, o)
+            self._join(o)
+            done.add(k)
 
     def _record(self, key: Key, o: Outcome) -> None:
         """A session that ended done, graded: on disk before the run goes on."""
@@ -257,6 +287,7 @@ class Resumed:
 
     records: list[dict]
     shown: str = "run log"
+    trace: list = field(default_factory=list)  # the first run's trace's sessions (reader.SessionTrace)
 
 
 def run_local(engine, items: list[Item], methods: list[MethodSpec], *, concurrency: int = 1, classifier=None,
@@ -270,7 +301,7 @@ def run_local(engine, items: list[Item], methods: list[MethodSpec], *, concurren
 
     ev = Evaluation(items, methods)
     consumer = _Consumer(ev, trace, _graders(items, limits), on_end, engine.kv_peak, chains, vote, log)
-    done = consumer.restore(resumed.records, resumed.shown) if resumed is not None else set()
+    done = consumer.restore(resumed) if resumed is not None else set()
 
     jobs, keys = [], []
     for i, item in enumerate(items):
@@ -311,7 +342,7 @@ def run_cluster(cluster, items: list[Item], methods: list[MethodSpec], *, classi
 
     ev = Evaluation(items, methods)
     consumer = _Consumer(ev, trace, _graders(items, limits), on_end, None, log=log)
-    done = consumer.restore(resumed.records, resumed.shown) if resumed is not None else set()
+    done = consumer.restore(resumed) if resumed is not None else set()
     try:
         for j, m in enumerate(methods):
             todo = [i for i in range(len(items)) if (i, j, 0) not in done]  # the cluster numbers these from 0

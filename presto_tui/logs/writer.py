@@ -165,9 +165,9 @@ def _whole_lines(f) -> int:
     return 0
 
 
-def append_trace(path: Path, command: str, engine, params) -> TraceWriter:
+def append_trace(path: Path, command: str, engine, params):
     """A resumed run's trace: the first run's, its sessions cut short by the kill ended `cancelled` at
-    their last finished round (as Ctrl-C ends them), the new sessions after them."""
+    their last finished round (as Ctrl-C ends them), the new sessions after them; (writer, what it held)."""
     from presto_tui.logs.reader import read_trace
 
     trace = read_trace(path)  # (a half-written last line is dropped: the writer cuts it off)
@@ -177,7 +177,7 @@ def append_trace(path: Path, command: str, engine, params) -> TraceWriter:
         if not s.ended:
             tokens = s.summary().tokens
             writer.write(SessionEnd("cancelled", tokens, trace.text(tokens)), s.start.session_id)
-    return writer
+    return writer, trace
 
 
 def recorded(events: Iterable[tuple[K, Event]], trace: TraceWriter | None) -> Iterator[tuple[K, Event]]:
