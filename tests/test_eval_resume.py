@@ -267,3 +267,14 @@ def test_eval_progress_in_json_mode_goes_to_stderr_per_method_and_resumes_its_co
     assert [int(m.group(1)) for m in matches if m] == list(range(4, 9))  # from the 3 the log held
     assert [(int(m.group(4)), int(m.group(5))) for m in matches if m][-1] == (4, 4)
     assert [int(m.group(3)) for m in matches if m] == list(range(4, 9))  # graded: the log's grades count too
+
+
+def test_the_frontier_says_its_progress_per_method_on_stderr():
+    res = runner.invoke(app, ["eval", "--backend", "synthetic", "--frontier", "lowtemp; powermh@2,4", "--limit", "2",
+                              "-n", "8", "--figures", "none", "--no-trace", "-o", "f.json", "--json"])
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)
+    last = [ln for ln in res.stderr.splitlines() if ln.startswith("eval: ")][-1]
+    # (the points of a method count as the method: powermh at K = 2 and 4)
+    assert re.fullmatch(r"eval: 6/6 sessions, \d/6 right so far, \d+ s, about 0 s left \| lowtemp 2/2, powermh 4/4",
+                        last), last

@@ -737,7 +737,7 @@ def bench(
                   classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
                   throughput_rules=throughput_rules, workers=workers or (1 if ray_address else 0),
                   cluster_of=cluster_of, chains=per_prompt, selection=kept, log=log, records=records)
-    except (KeyboardInterrupt, Exception):
+    except KeyboardInterrupt:  # (an engine failure stays the one line it is: --resume continues it too)
         print(f"presto-tui: continue this run with --resume {log.shown}", file=o.term())
         raise
     finally:
