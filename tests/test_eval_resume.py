@@ -88,7 +88,7 @@ def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, s
     whole = whole_run(*extra)
     killed(point, *extra)
     log = log_path_of(Path("cut.json"))
-    assert log == Path("cut.runs.jsonl") and not Path("cut.json").exists()
+    assert log == Path("cut.runlog") and not Path("cut.json").exists()
     before = records(log)
     cut = read_trace("cut.jsonl")
     torn = not log.read_bytes().endswith(b"\n")
@@ -120,7 +120,7 @@ def test_a_run_killed_then_resumed_ends_as_one_uninterrupted_run(point, extra, s
 
 def test_other_settings_are_refused_in_one_line_naming_the_difference():
     killed("record:2")
-    log = Path("cut.runs.jsonl")
+    log = Path("cut.runlog")
     kept = log.read_bytes()
     for args, difference in [(["-K", "8"], "method powermh's --steps: 4 then, 8 now"),
                              (["--methods", "powermh,bon:3"], "--methods: powermh,bon:2 then, powermh,bon:3 now"),
@@ -138,7 +138,7 @@ def test_other_settings_are_refused_in_one_line_naming_the_difference():
 
 
 def test_a_torn_last_line_is_dropped_and_the_next_record_appends_cleanly(tmp_path):
-    path = tmp_path / "r.runs.jsonl"
+    path = tmp_path / "r.runlog"
     settings = {"methods": [{"label": "a", "params": {"steps": 4}}]}
     log = RunLog.create(path, "eval", settings, trace=None, output=tmp_path / "r.json")
     log.write({"item": "1", "n": 1})
@@ -153,7 +153,7 @@ def test_a_torn_last_line_is_dropped_and_the_next_record_appends_cleanly(tmp_pat
     assert [orjson.loads(ln)["item"] for ln in path.read_bytes().splitlines()[1:]] == ["1", "2", "3"]
     # a damaged line that is not the last is not a kill's: refused, naming it
     path.write_bytes(path.read_bytes().replace(b'{"item":"2"', b'{"item":2x'))
-    with pytest.raises(Exception, match=r"r\.runs\.jsonl:3: damaged line in the run log"):
+    with pytest.raises(Exception, match=r"r\.runlog:3: damaged line in the run log"):
         RunLog.resume(path, "eval", settings)
 
 
@@ -183,7 +183,7 @@ def test_a_run_killed_on_one_engine_resumes_over_ray_workers():
     pytest.importorskip("ray")
     whole = whole_run()
     killed("record:3")
-    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runs.jsonl", "--workers", "2",
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runlog", "--workers", "2",
                               "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -220,7 +220,7 @@ def test_bench_killed_then_resumed_gives_the_uninterrupted_tables(point):
     proc = subprocess.run([sys.executable, "-m", "presto_tui", *BENCH, "-o", "cut.json", "--trace", "cut.jsonl"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == -9, proc.stderr
-    before = records(Path("cut.runs.jsonl"))
+    before = records(Path("cut.runlog"))
     sessions = len(read_trace("cut.jsonl").sessions)
     res = runner.invoke(app, [*BENCH, "--resume", "cut.json"])
     assert res.exit_code == 0, res.output
@@ -258,7 +258,7 @@ def test_progress_says_the_sessions_done_per_method_and_the_time_left_at_the_run
 
 def test_eval_progress_in_json_mode_goes_to_stderr_per_method_and_resumes_its_count():
     killed("record:3")
-    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runs.jsonl", "--json"])
+    res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "--resume", "cut.runlog", "--json"])
     assert res.exit_code == 0
     json.loads(res.stdout)  # stdout: the JSON alone
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("eval: ")]
@@ -300,9 +300,9 @@ def test_after_ctrl_c_resume_grades_the_answer_it_cut_and_runs_only_the_rest(mon
     monkeypatch.setattr(graders.RegexGrader, "grade", interrupted_third_time)
     res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "-C", "2", "-o", "cut.json", "--trace", "cut.jsonl"])
     assert res.exit_code == 130
-    assert "presto-tui: continue this run with --resume cut.runs.jsonl" in res.stderr
+    assert "presto-tui: continue this run with --resume cut.runlog" in res.stderr
     monkeypatch.setattr(graders.RegexGrader, "grade", grade)
-    assert len(records(Path("cut.runs.jsonl"))) == 2
+    assert len(records(Path("cut.runlog"))) == 2
     cut = read_trace("cut.jsonl")
     ended = sum(s.events[-1].reason == "done" for s in cut.sessions)
     res = runner.invoke(app, ["eval", str(task_file()), *ARGS, "-C", "2", "--resume", "cut.json", "--json"])

@@ -630,7 +630,7 @@ def bench(
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     resume: Annotated[Path | None, typer.Option(
         "--resume", metavar="RESULTS", rich_help_panel=o.OUTPUT, show_default=False,
-        help="Continue an interrupted run: RESULTS is its run log (<results>.runs.jsonl) or its results JSON. The "
+        help="Continue an interrupted run: RESULTS is its run log (<results>.runlog) or its results JSON. The "
         "sessions and throughput rows it holds are taken as they are, the others run, appended to the same trace; "
         "a run whose settings differ is refused, naming the difference. Timings then come from both runs.")] = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
@@ -730,7 +730,9 @@ def bench(
         if resume is not None and path is not None:
             from presto_tui.logs.writer import append_trace
 
-            writer, _ = append_trace(path, "bench", engine, base)
+            known = {str(r["events"][0].get("session_id")) for r in records  # (a session's events: its start first)
+                     if r.get("kind") == "session" and r.get("events")}
+            writer, _ = append_trace(path, "bench", engine, base, known)
         else:
             writer = open_trace(path, "bench", engine, base)
         run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,

@@ -81,7 +81,7 @@ def eval_(
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
     resume: Annotated[Path | None, typer.Option(
         "--resume", metavar="RESULTS", rich_help_panel=o.OUTPUT, show_default=False,
-        help="Continue an interrupted run: RESULTS is its run log (<results>.runs.jsonl, written as sessions "
+        help="Continue an interrupted run: RESULTS is its run log (<results>.runlog, written as sessions "
         "finish) or its results JSON. Only the sessions it does not hold run, on the same seeds, appended to "
         "the same trace; the results go where the first run's went (or to --output). Give the first run's "
         "settings: a run whose settings differ is refused, naming the difference.")] = None,
@@ -261,7 +261,7 @@ def _evaluate(flags, name, engine_opts, concurrency, path, base, items, method_l
     def trace_of(engine):
         if path is None or resumed is None:
             return open_trace(path, "eval", engine, base)
-        writer, earlier = append_trace(path, "eval", engine, base)
+        writer, earlier = append_trace(path, "eval", engine, base, {str(r.get("session_id")) for r in resumed.records})
         resumed.trace = earlier.sessions  # what ended there and not in the run log is recovered, not run again
         return writer
 

@@ -1,13 +1,16 @@
 """A long run that survives: the run log, written as sessions finish, and `--resume` from it.
 
-The run log (`<results>.runs.jsonl`, beside the results JSON) is append-only JSONL:
+The run log (`<results>.runlog`, beside the results JSON) is append-only JSONL:
 
 - line 1, the header: `{"type": "run_log", "command", "settings", "trace", "output"}`, the settings
   being everything that decides what a session answers (the items, the methods and their
   parameters, the seeds, --chains, --vote, the graders' limits, the model and its options);
-- then one line a finished session: its key (`item`, `method`, `seed`, `chain` for eval), its
-  grade and KV peak, and its events encoded as the trace encodes them, so that the session's
-  summary is rebuilt exactly by folding them again (`restore`), with no trace needed.
+- then one line a finished session: eval's holds its key (`item`, `method`, `seed`, `chain`), its
+  grade and KV peak, and its summary's fields (`summary_state`: every number the tables read, its
+  draws, not the rounds' trees, a few KB where its events are MB); bench's its key (`prompt`,
+  `seed`, `row`, `chain`) and its events, encoded as the trace encodes them, folded again
+  (`restore`: bench's tables read the critical path and the method's own numbers too), and a
+  throughput row as it was measured.  Neither needs the trace.
 
 Each line is written whole, flushed and fsynced before the run goes on, so that a run killed at
 any point (SIGKILL, an out-of-memory kill, a preempted node) leaves every finished session
@@ -36,7 +39,7 @@ from presto_tui.errors import InputError, OutputError
 from presto_tui.safetext import visible
 
 LOG_TYPE = "run_log"
-LOG_SUFFIX = ".runs.jsonl"
+LOG_SUFFIX = ".runlog"
 CRASH_ENV = "PRESTO_TUI_CRASH_AT"
 
 # -- the test hook ---------------------------------------------------------------------------------
@@ -131,9 +134,9 @@ def items_digest(rows: Iterable[Iterable[str]]) -> str:
 
 
 def log_path_of(results: Path) -> Path:
-    """The run log beside a results file (`res.json` -> `res.runs.jsonl`)."""
-    return results.with_suffix("").with_name(results.with_suffix("").name + LOG_SUFFIX) \
-        if results.suffix else results.with_name(results.name + LOG_SUFFIX)
+    """The run log beside a results file (`res.json` -> `res.runlog`: JSON lines, not named `.jsonl`, so
+    that `sessions/*.jsonl` stays the traces `stats` and `fit-classifier` read)."""
+    return results.with_suffix(LOG_SUFFIX)
 
 
 def given_log(path: Path) -> Path:
@@ -242,6 +245,45 @@ def _line(shown: str, n: int, raw: bytes) -> dict:
 
 
 # -- sessions ------------------------------------------------------------------------------------
+
+# a summary's fields kept in an eval record: all but the parts only the trace's views read (the critical
+# path's log, the method's own numbers, the engine's step cost), which cost most of a session's bytes
+NOT_KEPT = ("path", "timing", "info", "engine_cost", "_crit", "_live_at", "_events")
+OWN_FORM = ("tokens", "draws", "block_prefixes")  # kept in a form of their own
+
+
+def summary_state(s) -> dict:
+    """What a finished session's summary holds for eval's tables: its fields, its draws as the trace
+    encodes them (a few per MH transition), not its events (a round's whole tree each)."""
+    import dataclasses
+
+    from presto_tui.logs.schema import encode
+
+    d = {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in NOT_KEPT + OWN_FORM}
+    return {**d, "tokens": list(s.tokens), "draws": [encode(t) for t in s.draws],
+            "block_prefixes": [[b, list(p)] for b, p in s.block_prefixes.items()]}
+
+
+def summary_from(shown: str, n: int, d: dict) -> Any:
+    """The summary `summary_state` kept."""
+    import dataclasses
+
+    from presto_tui.api.events import SessionSummary, Transition
+    from presto_tui.logs.schema import SchemaError, decode
+
+    names = {f.name for f in dataclasses.fields(SessionSummary)} - set(NOT_KEPT + OWN_FORM)
+    try:
+        s = SessionSummary(**{k: v for k, v in d.items() if k in names})
+        s.tokens = tuple(d["tokens"])
+        draws = [decode(t) for t in d["draws"]]
+        if not all(isinstance(t, Transition) for t in draws):
+            raise TypeError("a draw that is not a transition")
+        s.draws = [t for t in draws if isinstance(t, Transition)]
+        s.block_prefixes = {int(b): tuple(p) for b, p in d["block_prefixes"]}
+    except (SchemaError, TypeError, KeyError, ValueError) as e:
+        raise InputError(f"{shown}:{n}: damaged session in the run log ({e})") from None
+    return s
+
 
 def encode_events(events: Iterable) -> list[dict]:
     from presto_tui.logs.schema import encode

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from presto_tui.api.events import TRANSIENT, Event, SessionEnd, SessionError, SessionStart, SessionSummary
+from presto_tui.api.events import Event, SessionEnd, SessionError, SessionStart, SessionSummary
 from presto_tui.api.params import MethodSpec
 from presto_tui.errors import InputError
 from presto_tui.eval.graders import Grade, Grader, grader
@@ -124,14 +124,11 @@ class _Consumer:
         self.chains, self.vote, self.log = chains, vote, log
         self.open: dict[Key, Outcome] = {}
         self.groups: dict[tuple[int, int], list[Outcome]] = {}  # (item, method) -> its chains, in chain order
-        self.events: dict[Key, list[Event]] = {}  # an open session's events, for its run-log record
 
     def start(self, key: Key, ev: SessionStart) -> None:
         i, j, *rest = key
         o = self.open[key] = Outcome(i, j, session_id=ev.session_id, chain=rest[0] if rest else 0)
         self._join(o)
-        if self.log is not None:
-            self.events[key] = []
 
     def _join(self, o: Outcome) -> None:
         """Chain 0's outcome is the pair's; every chain joins its list, in chain order (a resumed run's
@@ -146,7 +143,7 @@ class _Consumer:
     def restore(self, resumed: Resumed) -> set[tuple[int, int, int]]:
         """The sessions a run log holds, back as outcomes (not run again), and those the trace shows ended
         that the kill kept from the log; their keys."""
-        from presto_tui.eval.resume import restore
+        from presto_tui.eval.resume import summary_from
 
         records, shown = resumed.records, resumed.shown
         items = {it.id: i for i, it in enumerate(self.ev.items)}
@@ -163,7 +160,7 @@ class _Consumer:
                 continue  # (never written twice; a copy changes nothing)
             grade = r.get("grade")
             o = Outcome(i, j, session_id=str(r.get("session_id", "")), chain=c, kv_peak=r.get("kv_peak"),
-                        summary=restore(shown, n, r.get("events") or []),
+                        summary=summary_from(shown, n, r.get("summary") or {}),
                         grade=None if grade is None else Grade(bool(grade["correct"]), grade.get("extracted"),
                                                               grade.get("detail", "")))
             self._join(o)
@@ -198,14 +195,14 @@ class _Consumer:
             item = self.ev.items[i]
             o.grade = self._grade(self.graders[item.grader], end.text, item)
             if self.log is not None:
-                self.events[k] = list(s.events)
-                self._record(k, o)
+                self._record(o)
             self._join(o)
             done.add(k)
 
-    def _record(self, key: Key, o: Outcome) -> None:
-        """A session that ended done, graded: on disk before the run goes on."""
-        from presto_tui.eval.resume import encode_events
+    def _record(self, o: Outcome) -> None:
+        """A session that ended done, graded: on disk before the run goes on (its summary's fields, enough
+        for every table; the trace holds its events)."""
+        from presto_tui.eval.resume import summary_state
 
         assert self.log is not None
         g = o.grade
@@ -214,7 +211,7 @@ class _Consumer:
                         "chain": o.chain, "session_id": o.session_id, "kv_peak": o.kv_peak,
                         "grade": None if g is None else {"correct": g.correct, "extracted": g.extracted,
                                                          "detail": g.detail},
-                        "events": encode_events(self.events.pop(key, []))})
+                        "summary": summary_state(o.summary)})
 
     def event(self, key: Key, ev: Event) -> None:
         if self.kv_peak is not None:  # the window since the last event, for every session open in it
@@ -231,16 +228,13 @@ class _Consumer:
         if o is None:
             return
         o.summary.update(ev)
-        if key in self.events and not isinstance(ev, TRANSIENT):
-            self.events[key].append(ev)
         if isinstance(ev, (SessionEnd, SessionError)):
             del self.open[key]
             item = self.ev.items[o.item]
             if isinstance(ev, SessionEnd) and ev.reason == "done":
                 o.grade = self._grade(self.graders[item.grader], ev.text, item)
-                if self.log is not None:
-                    self._record(key, o)
-            self.events.pop(key, None)  # (an error or a cancel: it runs again on --resume)
+                if self.log is not None:  # (an error or a cancel is not recorded: it runs again on --resume)
+                    self._record(o)
             first = self.ev.outcomes.get((o.item, o.method))
             if self.vote and first is not None and len(first.chains) == self.chains \
                     and all(c.status != "running" for c in first.chains):
@@ -272,7 +266,6 @@ class _Consumer:
     def drop(self, key: tuple[int, int]) -> None:
         """A session whose worker died: it runs again from the start (a new session)."""
         self.open.pop(key, None)
-        self.events.pop(key, None)
         self.ev.outcomes.pop(key, None)
         self.groups.pop(key, None)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -165,12 +165,13 @@ def _whole_lines(f) -> int:
     return 0
 
 
-def append_trace(path: Path, command: str, engine, params):
+def append_trace(path: Path, command: str, engine, params, known: Collection[str] = ()):
     """A resumed run's trace: the first run's, its sessions cut short by the kill ended `cancelled` at
-    their last finished round (as Ctrl-C ends them), the new sessions after them; (writer, what it held)."""
+    their last finished round (as Ctrl-C ends them), the new sessions after them; (writer, the sessions
+    it held but `known`, those the run log holds, which are passed over unread)."""
     from presto_tui.logs.reader import read_trace
 
-    trace = read_trace(path)  # (a half-written last line is dropped: the writer cuts it off)
+    trace = read_trace(path, skip=known)  # (a half-written last line is dropped: the writer cuts it off)
     writer = TraceWriter(path, command=command, backend=engine.name, model=engine.model, params=params.to_dict(),
                          pieces=engine.token_pieces, engine=dict(engine.info), append=True)
     for s in trace.sessions:
