@@ -311,3 +311,21 @@ def test_after_ctrl_c_resume_grades_the_answer_it_cut_and_runs_only_the_rest(mon
     assert out["concurrency"] == 2 and untimed({**out, "concurrency": 1}) == untimed(whole)  # (whole: -C 1)
     assert len(read_trace("cut.jsonl").sessions) - len(cut.sessions) == len(TASKS) * 2 - ended
     assert ended == 3
+
+
+def test_the_trace_is_read_on_resume_passing_over_the_sessions_the_log_holds():
+    """read_trace(skip=ids) never decodes the named sessions' lines (here one is damaged, and not seen)."""
+    whole_run()
+    sessions = read_trace("whole.jsonl").sessions
+    kept = {s.start.session_id for s in sessions[:-1]}
+    lines = Path("whole.jsonl").read_bytes().splitlines(keepends=True)
+    second = sessions[1]
+    # a line of a skipped session (its second: numbered from 1), broken but for its session's id
+    lines[second.first_line] = lines[second.first_line].replace(b'"type":"', b'"type":x"', 1)
+    assert b'"sid":"' + second.start.session_id.encode() in lines[second.first_line]
+    Path("broken.jsonl").write_bytes(b"".join(lines))
+    with pytest.raises(Exception, match="damaged|cut short"):
+        read_trace("broken.jsonl")
+    left = read_trace("broken.jsonl", skip=kept)
+    assert [s.start.session_id for s in left.sessions] == [sessions[-1].start.session_id]
+    assert left.sessions[0].events == sessions[-1].events and not left.warnings
