@@ -315,7 +315,7 @@ def test_after_ctrl_c_resume_grades_the_answer_it_cut_and_runs_only_the_rest(mon
 
 def test_the_trace_is_read_on_resume_passing_over_the_sessions_the_log_holds():
     """read_trace(skip=ids) never decodes the named sessions' lines (here one is damaged, and not seen)."""
-    whole_run()
+    uninterrupted()
     sessions = read_trace("whole.jsonl").sessions
     kept = {s.start.session_id for s in sessions[:-1]}
     lines = Path("whole.jsonl").read_bytes().splitlines(keepends=True)

@@ -18,6 +18,11 @@ item's, `chain_seed`); each chain is graded, the outcome of the pair is chain 0'
 `vote` its grade is that of the answer most chains agree on (grouped by what the item's
 grader reads from each answer: self-consistency's majority vote), with the vote kept beside.
 
+With a run log (`resume.RunLog`), every session that ends done is written to it once graded, before
+the run goes on; a resumed run (`Resumed`) takes the sessions the log holds as they were (and those
+its trace shows ended while the kill kept them from the log), and runs only the others, on the same
+seeds: docs/eval/resume.md.
+
 Per session:
 - `time_s`: the engine time of its model calls (its rounds or streaming epochs, and its
   block extensions; a baseline's calls): the generation time per prompt of appendix E.8,
