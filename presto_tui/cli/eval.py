@@ -116,7 +116,9 @@ def eval_(
     test is needed; with --inputs node the test is what shows the law unchanged), and
     any pair given with --tost. Two figures (accuracy, and peak KV-pool use, against
     time per prompt: Figure 20's axes) print in the terminal and are saved beside the
-    results JSON; every session goes to the trace. Ctrl-C keeps what finished.
+    results JSON; every session goes to the trace. Ctrl-C keeps what finished, and every
+    finished session goes to a run log beside the results as it ends: --resume continues
+    a run that stopped, even one killed, running only what it lacks (docs/eval/resume.md).
 
     Graders: exact (the whole response, ignoring case, spacing and outer punctuation),
     number (the number given, however written), mc (the option letter), regex (the
@@ -137,6 +139,8 @@ def eval_(
         --tost powermh,bon:4
 
       presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
+
+      presto-tui eval tasks.jsonl -o run.json --resume run.runlog  # after a crash
 
       presto-tui eval --frontier "lowtemp; smc@2,4; powermh+stream@2,8"
 
