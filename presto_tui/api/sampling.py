@@ -211,8 +211,9 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
     """Every (session index, event) of the jobs' sessions on one engine loop, `concurrency` sessions
     at a time (default: enough to keep the engine's batch full, each job's chains together), in the
     order the loop emits them; sessions are numbered from 1, counting the jobs' chains in order (job
-    1's chain 1, 2, ..., then job 2's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
-    the events pass; Ctrl-C ends the open sessions `cancelled` in it).  `cancel`: polled before
+    1's chain 1, 2, ..., then job 2's; a job's `only` chains alone).  `trace`: a path, True for the
+    default one, or an open TraceWriter (written as the events pass; Ctrl-C ends the open sessions
+    `cancelled` in it).  `cancel`: polled before
     every engine step.  `transient`: also the events for a person watching (the batch in flight,
     the epoch so far), never written to a trace.  `cost`: the step costs the engine loop learns into
     (a benchmark reads what the run kept live from it)."""
