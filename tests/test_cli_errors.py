@@ -204,12 +204,16 @@ def test_bench_prints_a_progress_line_per_session_when_stderr_is_not_a_terminal(
     assert res.exit_code == 0, res.output
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("bench: ")]
     total = 2 * 3 + 2 * 2 * 2  # 2 prompts x (seq, spine, stream), then 2 prompts x (seq, stream) at each of 2 levels
-    pattern = re.compile(rf"bench: (\d+)/{total} sessions, (.+), \d+ s")
+    # ... the time so far, the time left at the run's pace, and the sessions done of each row
+    pattern = re.compile(rf"bench: (\d+)/{total} sessions, (.+?), \d+ s, about \d+ s left \| (.+)")
     matches = [pattern.fullmatch(ln) for ln in progress]
     assert all(matches) and [int(m.group(1)) for m in matches if m] == list(range(1, total + 1))
     assert [m.group(2) for m in matches if m][:3] == ["powermh seq, prompt 1/2", "powermh spine 4, prompt 1/2",
                                                      "powermh stream 4, prompt 1/2"]
     assert progress[-1].startswith(f"bench: {total}/{total} sessions, throughput powermh stream 4, 2 chain(s), ")
+    assert [m.group(3) for m in matches if m][0] == \
+        "powermh seq 1/2, powermh spine 4 0/2, powermh stream 4 0/2, throughput 0/8"
+    assert progress[-1].endswith("| powermh seq 2/2, powermh spine 4 2/2, powermh stream 4 2/2, throughput 8/8")
 
 
 def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):

@@ -232,7 +232,8 @@ def test_an_engine_failure_keeps_what_finished_and_ends_in_one_line(tmp_path, mo
     res = run_eval(tmp_path)
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 1 and lines[-1] == "presto-tui: error: RuntimeError: device lost"
-    assert lines[-2].startswith("presto-tui: results written to res.json")  # before the error, not lost
+    assert lines[-3].startswith("presto-tui: results written to res.json")  # before the error, not lost
+    assert lines[-2] == "presto-tui: continue this run with --resume res.runlog"
     out = json.loads(Path("res.json").read_text())
     assert out["failure"] == "RuntimeError: device lost"
     statuses = [r["status"] for it in out["items"] for r in it["results"].values()]

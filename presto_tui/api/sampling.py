@@ -191,12 +191,18 @@ def _open(trace: str | Path | bool | None, engine, params: SamplerParams, comman
 class Job:
     """One prompt's sessions for `stream_jobs`: `chains` chains (chain m on the seed `--chains` gives it)
     with these parameters; `ids`: its token ids where the caller has them (else the engine encodes
-    `prompt`).  Jobs of one run may differ in parameters (eval's methods, lm-eval's requests)."""
+    `prompt`).  Jobs of one run may differ in parameters (eval's methods, lm-eval's requests).  `only`:
+    just these chains (from 0), each on the seed it has among all `chains` (a resumed run's missing ones)."""
 
     prompt: str
     params: SamplerParams
     chains: int = 1
     ids: Sequence[int] | None = None
+    only: tuple[int, ...] | None = None
+
+    @property
+    def sessions(self) -> int:
+        return self.chains if self.only is None else len(self.only)
 
 
 def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = None,
@@ -206,21 +212,22 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
     """Every (session index, event) of the jobs' sessions on one engine loop, `concurrency` sessions
     at a time (default: enough to keep the engine's batch full, each job's chains together), in the
     order the loop emits them; sessions are numbered from 1, counting the jobs' chains in order (job
-    1's chain 1, 2, ..., then job 2's).  `trace`: a path, True for the default one, or an open TraceWriter (written as
-    the events pass; Ctrl-C ends the open sessions `cancelled` in it).  `cancel`: polled before
+    1's chain 1, 2, ..., then job 2's; a job's `only` chains alone).  `trace`: a path, True for the
+    default one, or an open TraceWriter (written as the events pass; Ctrl-C ends the open sessions
+    `cancelled` in it).  `cancel`: polled before
     every engine step.  `transient`: also the events for a person watching (the batch in flight,
     the epoch so far), never written to a trace.  `cost`: the step costs the engine loop learns into
     (a benchmark reads what the run kept live from it)."""
     if not jobs:
         raise InputError("no prompts given")
-    checked = [Job(j.prompt, as_params(j.params), j.chains, j.ids) for j in jobs]
+    checked = [Job(j.prompt, as_params(j.params), j.chains, j.ids, j.only) for j in jobs]
     for j in checked:
         CHAINS.check("chains", j.chains)
     if any(j.chains > 1 for j in checked):
         require()
     runtime = _runtime(engine)
-    sessions = sum(j.chains for j in checked)
-    widest = max(j.chains for j in checked)
+    sessions = sum(j.sessions for j in checked)
+    widest = max(j.sessions for j in checked)
     at_once = concurrency or min(sessions, max(widest, default_concurrency(sessions, checked[0].params)))
     CONCURRENCY.check("concurrency", at_once)
     writer = trace if hasattr(trace, "write") else _open(trace, runtime, checked[0].params, command)
@@ -229,7 +236,8 @@ def stream_jobs(engine: Any, jobs: Sequence[Job], *, concurrency: int | None = N
     def drivers():
         for j in checked:
             ids = list(j.ids) if j.ids is not None else runtime.encode_prompt(j.prompt)
-            yield from chain_drivers(runtime, j.params, ids, j.chains, prompt=j.prompt, classifier=classifier)
+            yield from chain_drivers(runtime, j.params, ids, j.chains, prompt=j.prompt, classifier=classifier,
+                                     only=j.only)
 
     with _lock(engine):
         try:

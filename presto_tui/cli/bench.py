@@ -53,6 +53,7 @@ Config = tuple[str, str, str | None]
 
 
 SEQUENTIAL = PrefetchRule.NONE.value
+THROUGHPUT, DATA_PARALLEL = "throughput", "data parallel"  # the progress line's names of the last two tables
 
 
 def is_chain(sampler: str) -> bool:
@@ -187,7 +188,7 @@ def _mean(xs: list[float | None]) -> float | None:
 
 def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts: list[str], levels: list[int],
                classifier: CertaintyClassifier | None, trace: TraceWriter | None,
-               progress: SessionProgress) -> list[dict]:
+               progress: SessionProgress, done: dict | None = None, record=None) -> list[dict]:
     """At each concurrency C of `levels`, every config of `cfgs` (the sequential sampler first) on the same
     prompts and seeds with C chains at once on the engine, one config after another (interleaved: drift on
     a shared machine hits each C's rows alike): prompts per minute and transitions per second in engine
@@ -196,13 +197,21 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
     sequential one did, and the critical path per prompt (its `width` and `budget` count the other
     chains' requests: every engine step is the engine's, whoever's requests it held).  With fewer prompts
     than the largest C, the prompts are taken again in turn with the next seeds, so that every level has
-    work for all its chains (`throughput_jobs`)."""
+    work for all its chains (`throughput_jobs`).  `done`: a resumed run's rows, by (C, label), taken as
+    they are; `record(line)`: each new row's run-log line."""
     rows: list[dict] = []
     jobs = throughput_jobs(prompts, levels)
     for c in levels:
         seq: dict[str, Any] | None = None
         for cfg in cfgs:
             params = row_params(base, *cfg)
+            if done and (c, label(*cfg)) in done:  # measured before the run was cut: as it was
+                kept: dict[str, Any] = dict(done[(c, label(*cfg))])
+                seq = seq or kept
+                kept["x_seq"] = _over(kept["prompts_per_min"], seq["prompts_per_min"])
+                kept["same_final_state_as_sequential"] = None if kept is seq else kept["tokens"] == seq["tokens"]
+                rows.append(kept)
+                continue
             progress.doing(f"throughput {label(*cfg)}, {c} chain(s)")
             sums = [SessionSummary() for _ in jobs]
             t0, e0 = time.perf_counter(), backend.clock()
@@ -211,7 +220,7 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
                                      classifier=classifier, trace=trace, cost=cost):
                 sums[i - 1].update(ev)  # (sessions numbered from 1)
                 if isinstance(ev, SessionEnd):
-                    progress.advance()
+                    progress.advance(THROUGHPUT)
             wall, engine_s = time.perf_counter() - t0, backend.clock() - e0
             paths = [cp for s in sums if (cp := s.critical_path) is not None]
             row: dict[str, Any] = {
@@ -220,11 +229,13 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
                    "prompts_per_min": 60 * len(jobs) / engine_s if engine_s else None,
                    "transitions_per_s": sum(s.transitions for s in sums) / engine_s if engine_s else None,
                    "mean_live_requests": cost.mean_live,
-                   "tokens": [s.tokens for s in sums],
+                   "tokens": [list(s.tokens) for s in sums],
                    "critical_path": {"time_s": statistics.mean(cp.time_s for cp in paths),
                                      "limit_s": statistics.mean(cp.limit_s for cp in paths),
                                      "parts": {k: statistics.mean(cp.parts[k] for cp in paths) for k in CAUSES}}
                    if paths else None}
+            if record is not None:
+                record({"kind": "throughput", "concurrency": c, "row": label(*cfg), "result": dict(row)})
             if seq is None:
                 seq = row
             row["x_seq"] = _over(row["prompts_per_min"], seq["prompts_per_min"])
@@ -261,7 +272,7 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
             t1 = time.perf_counter()
             for _, ev in cluster.run(prompts, params, classifier):
                 if isinstance(ev, SessionEnd):
-                    progress.advance()
+                    progress.advance(DATA_PARALLEL)
             wall = time.perf_counter() - t1
         rows.append({"workers": w, "start_s": started, "wall_s": wall, "prompts_per_min": 60 * len(prompts) / wall})
     for r in rows:
@@ -270,12 +281,21 @@ def data_parallel(cluster_of, workers: int, params: SamplerParams, prompts: list
 
 
 def run_prompt(backend: Engine, params: SamplerParams, prompt: str, ids: list[int], chains: int,
-               classifier: CertaintyClassifier | None, trace: TraceWriter | None) -> list[SessionSummary]:
-    """A prompt's `chains` chains, all at once on the engine (one chain: the single session)."""
-    summaries = [SessionSummary() for _ in range(chains)]
-    for i, ev in stream_jobs(backend, [Job(prompt, params, chains, ids)], concurrency=chains, classifier=classifier,
-                             trace=trace):
-        summaries[i - 1].update(ev)  # (sessions numbered from 1)
+               classifier: CertaintyClassifier | None, trace: TraceWriter | None,
+               only: tuple[int, ...] | None = None, on_end=None) -> dict[int, SessionSummary]:
+    """A prompt's `chains` chains (`only`: just these), all at once on the engine (one chain: the single
+    session), by chain; `on_end(chain, events)` as each ends (its run-log record)."""
+    which = list(only) if only is not None else list(range(chains))
+    summaries = {c: SessionSummary() for c in which}
+    events: dict[int, list] = {c: [] for c in which}
+    for i, ev in stream_jobs(backend, [Job(prompt, params, chains, ids, only)], concurrency=len(which),
+                             classifier=classifier, trace=trace):
+        c = which[i - 1]  # (sessions numbered from 1, over the chains run)
+        summaries[c].update(ev)
+        if on_end is not None:
+            events[c].append(ev)
+            if isinstance(ev, SessionEnd):
+                on_end(c, events.pop(c))
     return summaries
 
 
@@ -307,10 +327,26 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
               classifier: CertaintyClassifier | None = None, trace: TraceWriter | None = None,
               output: Path, json_out: bool = False, concurrency_levels: Sequence[int] = (),
               throughput_rules: Sequence[str] = (PrefetchRule.STREAM.value,), workers: int = 0, cluster_of=None,
-              chains: int = 1, selection=None) -> None:
+              chains: int = 1, selection=None, log=None, records: Sequence[dict] = ()) -> None:
+    """The benchmark's tables; `log`: the run log each finished session (and throughput row) goes to;
+    `records`: a resumed run's (those do not run again)."""
     from presto_tui.api.diagnostics import ALL, chains_report
+    from presto_tui.eval.resume import encode_events, restore
 
     selection = selection or ALL
+    shown = log.shown if log is not None else "run log"
+    done = {(r["prompt"], r["seed"], r["row"], r["chain"]): (n, r) for n, r in enumerate(records, start=2)
+            if r.get("kind") == "session"}
+    done_rows = {(r["concurrency"], r["row"]): r["result"] for r in records if r.get("kind") == "throughput"}
+    done_dp = next((r["result"] for r in records if r.get("kind") == "data_parallel"), None)
+
+    def record(r: dict) -> None:
+        if log is not None:
+            log.write(r)
+
+    def restored(*key) -> SessionSummary:  # a session of the run log, folded again from its events
+        n, r = done[key]
+        return restore(shown, n, r.get("events") or [])
 
     err = Console(file=o.term(), highlight=False)
     cfgs = configs(list(samplers), rules, budgets)
@@ -328,7 +364,15 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
     dp: dict | None = None
     tp_params = row_params(base, *tp_cfgs[1]) if len(tp_cfgs) > 1 else row_params(base, *tp_cfgs[0])
     try:
-        with SessionProgress(total, "bench", err) as progress:
+        per = {label(*c): len(prompts) * seeds * chains for c in cfgs}
+        finished = {lab: sum(1 for k in done if k[2] == lab) for lab in per}
+        if concurrency_levels:
+            per[THROUGHPUT] = tp_chains * len(concurrency_levels) * len(tp_cfgs)
+            finished[THROUGHPUT] = tp_chains * len(done_rows)
+        if workers:
+            per[DATA_PARALLEL] = len(prompts) * len({1, workers})
+            finished[DATA_PARALLEL] = per[DATA_PARALLEL] if done_dp is not None else 0
+        with SessionProgress(total, "bench", err, per=per, done=finished) as progress:
             for p_i, prompt in enumerate(prompts):
                 ids = backend.encode_prompt(prompt)
                 for seed in range(seeds):
@@ -338,7 +382,18 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                         params = row_params(base, sampler, rule, budget, seed)
                         progress.doing(f"{label(*cfg)}, prompt {p_i + 1}/{len(prompts)}"
                                        + (f", seed {seed + 1}/{seeds}" if seeds > 1 else ""))
-                        group = run_prompt(backend, params, prompt, ids, chains, classifier, trace)
+                        lab = label(*cfg)
+                        group_of = {c: restored(p_i, seed, lab, c) for c in range(chains)
+                                    if (p_i, seed, lab, c) in done}
+                        missing = tuple(c for c in range(chains) if c not in group_of)
+                        if missing:
+                            group_of.update(run_prompt(
+                                backend, params, prompt, ids, chains, classifier, trace,
+                                only=missing if len(missing) < chains else None,
+                                on_end=lambda c, evs, p_i=p_i, seed=seed, lab=lab: record(
+                                    {"kind": "session", "prompt": p_i, "seed": seed, "row": lab, "chain": c,
+                                     "events": encode_events(evs)})))
+                        group = [group_of[c] for c in range(chains)]
                         results[cfg] += group
                         if chains > 1:
                             reports[cfg].append(chains_report(group, selection))
@@ -347,13 +402,15 @@ def run_bench(backend: Engine, base: SamplerParams, prompts: list[str], *, rules
                             seq_tokens[sampler] = finals
                         elif finals != seq_tokens[sampler]:
                             same_as_seq[cfg] = False
-                        for _ in group:
-                            progress.advance()
+                        for _ in missing:
+                            progress.advance(lab)
             if concurrency_levels:
                 tp_rows = throughput(backend, base, tp_cfgs, prompts, list(concurrency_levels), classifier, trace,
-                                     progress)
+                                     progress, done_rows, record)
             if workers and cluster_of is not None:
-                dp = data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, progress)
+                dp = done_dp or data_parallel(cluster_of, workers, tp_params, prompts, 1, classifier, progress)
+                if done_dp is None:
+                    record({"kind": "data_parallel", "result": dp})
             probe = engine_probe(backend, backend.encode_prompt(prompts[0]), base.max_new_tokens)
     except KeyboardInterrupt:
         if trace is not None:  # like `run`: the trace ends at the last finished round
@@ -573,6 +630,11 @@ def bench(
         "--output", "-o", rich_help_panel=o.OUTPUT, show_default=False,
         help="Write the results JSON here [default: beside the trace, sessions/<time>-bench.json].")] = None,
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", metavar="RESULTS", rich_help_panel=o.OUTPUT, show_default=False,
+        help="Continue an interrupted run: RESULTS is its run log (<results>.runlog) or its results JSON. The "
+        "sessions and throughput rows it holds are taken as they are, the others run, appended to the same trace; "
+        "a run whose settings differ is refused, naming the difference. Timings then come from both runs.")] = None,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=o.OUTPUT,
                                            help="Print the results JSON on stdout instead of tables.")] = False,
 ) -> None:
@@ -636,9 +698,22 @@ def bench(
     prompts = o.read_prompts(None, prompts_file)[:limit]
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
-    path = o.trace_path(flags, "bench")
-    out_path = output_path(output or (path or default_trace_path("bench")).with_suffix(".json"),
-                                   "results", overwrite=output is not None)
+    from presto_tui.eval.resume import RunLog, engine_settings, items_digest, log_path_of, reopen
+
+    settings = {"prompts": {"count": len(prompts), "digest": items_digest([p] for p in prompts)},
+                "samplers": sampler_list, "rules": rule_list, "budgets": budget_list, "seeds": seeds,
+                "chains": per_prompt, "params": base.to_dict(), "throughput": levels,
+                "throughput_rules": throughput_rules, "workers": workers, "classifier": classifier and str(classifier),
+                "backend": name, "engine": engine_settings(engine_opts), "selection": kept.to_dict()}
+    records: list[dict] = []
+    if resume is not None:
+        log, records, path, out_path = reopen(resume, "bench", settings, trace=trace, no_trace=no_trace,
+                                              output=output)
+    else:
+        path = o.trace_path(flags, "bench")
+        out_path = output_path(output or (path or default_trace_path("bench")).with_suffix(".json"),
+                               "results", overwrite=output is not None)
+        log = RunLog.create(log_path_of(out_path), "bench", settings, trace=path, output=out_path)
     cluster_of = None
     if workers is not None or ray_address is not None:
         if workers is not None:
@@ -652,12 +727,25 @@ def bench(
         def cluster_of(w: int):
             return Cluster(w, name, engine_opts, address=ray_address, concurrency=1)
 
-    engine = o.start_engine(name, engine_opts)
-    writer = open_trace(path, "bench", engine, base)
-    run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
-              classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
-              throughput_rules=throughput_rules, workers=workers or (1 if ray_address else 0),
-              cluster_of=cluster_of, chains=per_prompt, selection=kept)
+    try:
+        engine = o.start_engine(name, engine_opts)
+        if resume is not None and path is not None:
+            from presto_tui.logs.writer import append_trace
+
+            known = {str(r["events"][0].get("session_id")) for r in records  # (a session's events: its start first)
+                     if r.get("kind") == "session" and r.get("events")}
+            writer, _ = append_trace(path, "bench", engine, base, known)
+        else:
+            writer = open_trace(path, "bench", engine, base)
+        run_bench(engine, base, prompts, rules=rule_list, budgets=budget_list, samplers=sampler_list, seeds=seeds,
+                  classifier=clf, trace=writer, output=out_path, json_out=json_out, concurrency_levels=levels,
+                  throughput_rules=throughput_rules, workers=workers or (1 if ray_address else 0),
+                  cluster_of=cluster_of, chains=per_prompt, selection=kept, log=log, records=records)
+    except KeyboardInterrupt:  # (an engine failure stays the one line it is: --resume continues it too)
+        print(f"presto-tui: continue this run with --resume {log.shown}", file=o.term())
+        raise
+    finally:
+        log.close()
 
 
 def _words(report: dict) -> str:

@@ -93,6 +93,12 @@ def eval_(
         help="Image format of the two figures saved beside the results (<results>-accuracy, <results>-kv).")
     ] = "png",
     trace: o.TracePath = None, no_trace: o.NoTrace = False,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", metavar="RESULTS", rich_help_panel=o.OUTPUT, show_default=False,
+        help="Continue an interrupted run: RESULTS is its run log (<results>.runlog, written as sessions "
+        "finish) or its results JSON. Only the sessions it does not hold run, on the same seeds, appended to "
+        "the same trace; the results go where the first run's went (or to --output). Give the first run's "
+        "settings: a run whose settings differ is refused, naming the difference.")] = None,
     json_out: Annotated[bool, typer.Option(
         "--json", rich_help_panel=o.OUTPUT, help="Print the results JSON on stdout instead of tables and plots.")
     ] = False,
@@ -125,7 +131,9 @@ def eval_(
     test is needed; with --inputs node the test is what shows the law unchanged), and
     any pair given with --tost. Two figures (accuracy, and peak KV-pool use, against
     time per prompt: Figure 20's axes) print in the terminal and are saved beside the
-    results JSON; every session goes to the trace. Ctrl-C keeps what finished.
+    results JSON; every session goes to the trace. Ctrl-C keeps what finished, and every
+    finished session goes to a run log beside the results as it ends: --resume continues
+    a run that stopped, even one killed, running only what it lacks (docs/eval/resume.md).
 
     Graders: exact (the whole response, ignoring case, spacing and outer punctuation),
     number (the number given, however written), mc (the option letter), regex (the
@@ -154,6 +162,8 @@ def eval_(
       presto-tui eval --methods powermh+stream --chains 5 --vote  # majority
 
       presto-tui eval --methods "powermh,ppt:r=4,rm+stream:p=16"  # populations
+
+      presto-tui eval tasks.jsonl -o run.json --resume run.runlog  # after a crash
 
       presto-tui eval --frontier "lowtemp; smc@2,4; powermh+stream@2,8"
 
@@ -207,9 +217,23 @@ def eval_(
                        layout=layout(preset, fields, prompt_template))[:limit]
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
-    path = o.trace_path(flags, "eval")
-    out_path = output_path(output or (path or default_trace_path("eval")).with_suffix(".json"),
-                                   "results", overwrite=output is not None)
+    if frontier is not None and resume is not None:
+        raise InputError("--resume continues an evaluation of --methods; --frontier runs anew")
+    if frontier is None:
+        from presto_tui.eval.resume import eval_settings
+
+        settings = eval_settings(source=tasks, items=items, methods=method_list, base=base, chains=per_pair,
+                                 vote=vote, grader=grader, code_timeout=code_timeout, code_memory=code_memory,
+                                 classifier=None if classifier is None else str(classifier), backend=name,
+                                 engine_opts=engine_opts,
+                                 selection=kept.to_dict() if per_pair > 1 else None)
+    if resume is not None:
+        log, resumed, path, out_path = _resumed(resume, settings, flags, output)
+    else:
+        path = o.trace_path(flags, "eval")
+        out_path = output_path(output or (path or default_trace_path("eval")).with_suffix(".json"),
+                               "results", overwrite=output is not None)
+        resumed = None
     limits = CodeLimits(timeout_s=code_timeout, memory_mib=code_memory)
     # what every method shares (each method's own parameters are in its row)
     builtin = tasks == BUILTIN or tasks.startswith(BUILTIN + ":")
@@ -226,6 +250,52 @@ def eval_(
                             clf=clf, name=name, engine_opts=engine_opts, path=path, out_path=out_path,
                             figures=figures, json_out=json_out, limits=limits, progress_cls=_progress, finish=_finish,
                             budget_given=o.budget_given(flags))
+    if resume is None:
+        from presto_tui.eval.resume import RunLog, log_path_of
+
+        log = RunLog.create(log_path_of(out_path), "eval", settings, trace=path, output=out_path)
+    try:
+        ev, writer = _evaluate(flags, name, engine_opts, concurrency, path, base, items, method_list, clf, limits,
+                               per_pair, vote, log, resumed, meta)
+    finally:
+        log.close()
+    kind = BackendName.of(meta["backend"])
+    meta.update(time_unit=kind.time_unit, virtual_clock=kind.virtual_clock)
+    _report(ev, pairs, meta, out_path, figures, json_out, writer)
+    if ev.failure is not None or ev.interrupted:
+        print(f"presto-tui: continue this run with --resume {visible(str(log.path), keep_newlines=False)}",
+              file=o.term())
+    if ev.failure is not None:  # reported in one line, after the results of what finished were written
+        raise ev.failure
+    if ev.interrupted:
+        raise KeyboardInterrupt
+
+
+def _resumed(given: Path, settings: dict, flags: dict, output: Path | None):
+    """The run log of the run --resume continues, its finished sessions, and its trace and results paths."""
+    from presto_tui.eval.resume import reopen
+    from presto_tui.eval.runner import Resumed
+
+    log, records, path, out_path = reopen(given, "eval", settings, trace=flags.get("trace"),
+                                          no_trace=bool(flags.get("no_trace")), output=output)
+    return log, Resumed(records, log.shown), path, out_path
+
+
+def _evaluate(flags, name, engine_opts, concurrency, path, base, items, method_list, clf, limits, per_pair, vote,
+              log, resumed, meta):
+    """Every session the run log does not hold, on the engine or the Ray workers; (evaluation, trace)."""
+    from presto_tui.logs.writer import append_trace
+
+    done = resumed.records if resumed is not None else None
+    labels = [m.label for m in method_list]
+
+    def trace_of(engine):
+        if path is None or resumed is None:
+            return open_trace(path, "eval", engine, base)
+        writer, earlier = append_trace(path, "eval", engine, base, {str(r.get("session_id")) for r in resumed.records})
+        resumed.trace = earlier.sessions  # what ended there and not in the run log is recovered, not run again
+        return writer
+
     cluster = o.start_cluster(flags, name, engine_opts, concurrency)
     if cluster is not None:
         from presto_tui.cli.run import _Remote
@@ -233,29 +303,23 @@ def eval_(
 
         with cluster:
             remote = _Remote(cluster)
-            writer = open_trace(path, "eval", remote, base)
-            with _progress(len(items) * len(method_list)) as progress:
+            writer = trace_of(remote)
+            with _progress(len(items) * len(method_list), methods=labels, done=done) as progress:
                 ev = _finish(writer, lambda: run_cluster(
                     cluster, items, method_list, classifier=clf, trace=writer, limits=limits,
-                    on_end=progress.ended, on_lost=progress.lost))
+                    on_end=progress.ended, on_lost=progress.lost, log=log, resumed=resumed))
             meta.update(backend=remote.name, model=remote.model, engine=remote.info)
     else:
         from presto_tui.eval.runner import run_local
 
         engine = o.start_engine(name, engine_opts)
-        writer = open_trace(path, "eval", engine, base)
-        with _progress(len(items) * len(method_list) * per_pair) as progress:
+        writer = trace_of(engine)
+        with _progress(len(items) * len(method_list) * per_pair, methods=labels, done=done) as progress:
             ev = _finish(writer, lambda: run_local(
                 engine, items, method_list, concurrency=concurrency, classifier=clf, trace=writer, limits=limits,
-                on_end=progress.ended, chains=per_pair, vote=vote))
+                on_end=progress.ended, chains=per_pair, vote=vote, log=log, resumed=resumed))
         meta.update(backend=engine.name, model=engine.model, engine=dict(engine.info))
-    kind = BackendName.of(meta["backend"])
-    meta.update(time_unit=kind.time_unit, virtual_clock=kind.virtual_clock)
-    _report(ev, pairs, meta, out_path, figures, json_out, writer)
-    if ev.failure is not None:  # reported in one line, after the results of what finished were written
-        raise ev.failure
-    if ev.interrupted:
-        raise KeyboardInterrupt
+    return ev, writer
 
 
 def _pairs(specs: list[str], labels: list[str]) -> list[tuple[str, str]]:
@@ -308,14 +372,25 @@ def _report(ev, named_pairs, meta, out_path: Path, figures: str, json_out: bool,
 
 
 class _progress:
-    """Sessions finished on stderr (a bar on a terminal, a line per session elsewhere), with the
-    accuracy so far."""
+    """Sessions finished on stderr (a bar on a terminal, a line per session elsewhere), per method, with
+    the accuracy so far and an ETA from the run's pace.  `methods`: the methods' labels, each running
+    `total / len(methods)` sessions; `done`: the run log's records of a resumed run (done already)."""
 
-    def __init__(self, total: int, every_s: float = 0.0, graded: bool = True):
+    def __init__(self, total: int, every_s: float = 0.0, graded: bool = True, methods: list[str] | None = None,
+                 done: list[dict] | None = None):
+        from collections import Counter
+
         from presto_tui.console import SessionProgress
 
-        self.bar = SessionProgress(total, "eval", every_s=every_s)
-        self.right = self.graded = 0
+        self.labels = methods or []
+        per: dict[str, int] = {}
+        for m in self.labels:  # (a label may repeat: the frontier's points of one method count as the method)
+            per[m] = per.get(m, 0) + total // len(self.labels)
+        done = done or []
+        self.bar = SessionProgress(total, "eval", every_s=every_s, per=per or None,
+                                   done=dict(Counter(str(r.get("method")) for r in done)))
+        grades = [r["grade"] for r in done if isinstance(r.get("grade"), dict)]
+        self.right, self.graded = sum(bool(g.get("correct")) for g in grades), len(grades)
         self.show_right = graded  # False: the answers' grades mean nothing here (the frontier's distance)
         self.t0 = time.perf_counter()
 
@@ -331,7 +406,7 @@ class _progress:
             self.graded += 1
             self.right += outcome.grade.correct
         self.bar.doing(f"{self.right}/{self.graded} right so far" if self.show_right else "")
-        self.bar.advance()
+        self.bar.advance(self.labels[outcome.method] if outcome.method < len(self.labels) else None)
 
     def lost(self, event) -> None:
         print(f"presto-tui: worker {event.worker} died ({visible(event.reason, keep_newlines=False)}); "

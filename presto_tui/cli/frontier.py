@@ -64,7 +64,8 @@ def run_frontier(*, spec: str, seeds: int | None, axis: str = "time", base, item
     runs = replicas(items, seeds)
     methods = [p.method for p in points]
     writer = open_trace(path, "eval", engine, base)
-    with progress_cls(len(runs) * len(methods), every_s=PROGRESS_EVERY_S, graded=laws is None) as progress:
+    with progress_cls(len(runs) * len(methods), every_s=PROGRESS_EVERY_S, graded=laws is None,
+                      methods=[p.group for p in points]) as progress:
         ev = finish(writer, lambda: run_local(engine, runs, methods, classifier=clf, trace=writer, limits=limits,
                                               on_end=progress.ended))
     kind = BackendName.of(engine.name)

@@ -10,6 +10,7 @@
   each method a `SamplerParams`;
 - `paired`: accuracy intervals and the paper's paired TOST (eq. 23), from statsmodels;
 - `runner`: every (item, method) session through the engine loop or Ray, graded as it ends;
+- `resume`: the run log a long run writes as sessions finish, and `--resume` from it;
 - `report` and `figures`: the tables and the two plots of appendix E.8;
 - `frontier` and `frontier_report`: `--frontier`, every method over a range of its budget,
   quality against time, the Pareto fronts and the speedup at equal quality.

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,9 +123,14 @@ ON_BAD_LINES = ("error", "warn", "skip")
 _SID = re.compile(rb'"sid":"([^"\\]{1,200})"')
 
 
-def read_trace(path: str | Path, on_bad_lines: str = "error") -> Trace:
+_START_ID = re.compile(rb'^\{"type":"session_start","session_id":"([^"\\]{1,200})"')
+
+
+def read_trace(path: str | Path, on_bad_lines: str = "error", *, skip: Collection[str] = ()) -> Trace:
     """Read and validate a whole trace; raise TraceError on the first bad line, or with `on_bad_lines`
-    warn or skip, skip each bad line and mark the session it broke (see the module docstring)."""
+    warn or skip, skip each bad line and mark the session it broke (see the module docstring).
+    `skip`: session ids whose lines are passed over unread (a resumed run knows them from its run log:
+    reading a trace of many GB costs minutes, finding a line's session a byte search)."""
     if on_bad_lines not in ON_BAD_LINES:
         raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}")
     path = readable_file(Path(path), "trace file", error=TraceError)
@@ -137,6 +142,8 @@ def read_trace(path: str | Path, on_bad_lines: str = "error") -> Trace:
                 if complete:
                     continue
                 break
+            if skip and complete and _skipped(raw, skip):
+                continue
             try:
                 r.line(n, raw, complete)
             except _Truncated:
@@ -150,6 +157,12 @@ def read_trace(path: str | Path, on_bad_lines: str = "error") -> Trace:
     if r.head is None:
         raise TraceError(f"{shown}:1: empty file, not a presto-tui trace")
     return r.trace(path)
+
+
+def _skipped(raw: bytes, skip: Collection[str]) -> bool:
+    """Whether a whole line is one of the sessions `skip` names (its start, or an event with its sid)."""
+    m = _START_ID.match(raw) if raw.startswith(b'{"type":"session_start"') else _SID.search(raw)
+    return m is not None and m.group(1).decode("utf-8", "replace") in skip
 
 
 class _Truncated(Exception):

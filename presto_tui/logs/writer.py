@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -54,12 +54,16 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | Path, *, command: str, backend: str, model: str, params: dict,
-                 pieces: Callable[[Sequence[int]], list[str]], engine: dict | None = None):
+                 pieces: Callable[[Sequence[int]], list[str]], engine: dict | None = None, append: bool = False):
         self.path = Path(path)
         make_folders(self.path.parent, "trace", error=OutputError)  # the one rule for every output (files.py)
         try:
-            # 'x': never overwrite (and so never corrupt) an existing trace
-            self._f = open(self.path, "xb")  # noqa: SIM115 - open for the writer's lifetime
+            # 'x': never overwrite (and so never corrupt) an existing trace; `append` (a resumed run): after
+            # its last whole line (a line cut off mid-write would break the first appended one)
+            self._f = open(self.path, "r+b" if append else "xb")  # noqa: SIM115 - open for the writer's lifetime
+            if append:
+                self._f.truncate(_whole_lines(self._f))
+                self._f.seek(0, os.SEEK_END)
         except FileExistsError:
             raise
         except OSError as e:
@@ -70,7 +74,8 @@ class TraceWriter:
         self._last: str | None = None
         self._broken = False
         self.gaps: list[str] = []  # events that could not be encoded
-        self._line(header(__version__, command, backend, model, params, engine, time.time()))
+        if not append:
+            self._line(header(__version__, command, backend, model, params, engine, time.time()))
 
     def _line(self, obj: dict) -> None:
         self._raw(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
@@ -143,6 +148,37 @@ class TraceWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _whole_lines(f) -> int:
+    """The length of a file's whole lines: up to its last newline."""
+    end = f.seek(0, os.SEEK_END)
+    pos, chunk = end, 1 << 16
+    while pos > 0:
+        start = max(0, pos - chunk)
+        f.seek(start)
+        data = f.read(pos - start)
+        nl = data.rfind(b"\n")
+        if nl >= 0:
+            return start + nl + 1
+        pos = start
+    return 0
+
+
+def append_trace(path: Path, command: str, engine, params, known: Collection[str] = ()):
+    """A resumed run's trace: the first run's, its sessions cut short by the kill ended `cancelled` at
+    their last finished round (as Ctrl-C ends them), the new sessions after them; (writer, the sessions
+    it held but `known`, those the run log holds, which are passed over unread)."""
+    from presto_tui.logs.reader import read_trace
+
+    trace = read_trace(path, skip=known)  # (a half-written last line is dropped: the writer cuts it off)
+    writer = TraceWriter(path, command=command, backend=engine.name, model=engine.model, params=params.to_dict(),
+                         pieces=engine.token_pieces, engine=dict(engine.info), append=True)
+    for s in trace.sessions:
+        if not s.ended:
+            tokens = s.summary().tokens
+            writer.write(SessionEnd("cancelled", tokens, trace.text(tokens)), s.start.session_id)
+    return writer, trace
 
 
 def recorded(events: Iterable[tuple[K, Event]], trace: TraceWriter | None) -> Iterator[tuple[K, Event]]:

@@ -13,7 +13,7 @@ prefixes, the prompt's cache).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
@@ -37,15 +37,20 @@ def new_group() -> str:
 
 def chain_drivers(engine: Engine, params: SamplerParams, prompt_ids: Sequence[int], chains: int, *,
                   prompt: str = "", classifier: CertaintyClassifier | None = None, group: str | None = None,
-                  states: Sequence[SeqState] | None = None) -> Iterator[SessionDriver]:
+                  states: Sequence[SeqState] | None = None,
+                  only: Collection[int] | None = None) -> Iterator[SessionDriver]:
     """The `chains` chains of one prompt, in chain order, each made as the loop takes it (a session's
     clock starts when its driver is made).  One chain is the plain single-chain run (chain 0 of 1, no
-    group).  `states`: start chain m's first block from states[m] (tests)."""
+    group).  `states`: start chain m's first block from states[m] (tests).  `only`: just these chains
+    (a resumed run's missing ones), each with the seed it has among all `chains`."""
     if chains == 1:
-        yield make_driver(engine, params, prompt_ids, prompt=prompt, classifier=classifier,
-                          state=states[0] if states else None)
+        if only is None or 0 in only:
+            yield make_driver(engine, params, prompt_ids, prompt=prompt, classifier=classifier,
+                              state=states[0] if states else None)
         return
     group = group or new_group()
     for m in range(chains):
+        if only is not None and m not in only:
+            continue
         yield make_driver(engine, chain_params(params, m), prompt_ids, prompt=prompt, classifier=classifier,
                           state=states[m] if states else None, chain=m, chains=chains, group=group)
