@@ -97,6 +97,27 @@ def test_vote_groups_equivalent_spellings_as_one_answer():
     assert key(r"\boxed{\frac{1}{2}}") != key(r"\boxed{\frac{1}{3}}") and key("no answer") is None
 
 
+@pytest.mark.parametrize(("reference", "spellings"), [
+    ("25", [r"\boxed{25}", r"\boxed{25\%}"]),  # keys 25 and 1/4: both graded right against 25
+    (r"\frac13", [r"\boxed{\frac13}", r"\boxed{0.3333333}"]),
+    ("(x+1)^2", [r"\boxed{(x+1)^2}", r"\boxed{x^2+2x+1}"]),
+])
+def test_vote_groups_as_the_grader_grades_so_one_right_answer_is_one_vote(reference, spellings):
+    """Spellings math-verify grades right against the same reference are one group, in either order, and
+    outvote a wrong answer given twice (grouped by a string key, each was one vote against two)."""
+    from presto_tui.runtime.session.answers import vote
+
+    g = grader("math")
+    assert all(g.grade(r, reference).correct for r in spellings)
+    wrong = [r"\boxed{7}", r"\boxed{7}"]
+    for chains in ([*spellings, *wrong, spellings[1]], [wrong[0], spellings[1], wrong[1], spellings[0], spellings[1]]):
+        result = vote(chains, g.grouper())
+        assert result.majority is not None and result.majority.count == 3, result.to_dict()
+        assert g.grade(chains[result.majority.chains[0] - 1], reference).correct
+    label = g.grouper()
+    assert label(spellings[0]) == label(spellings[1]) != label(r"\boxed{7}") and label("nothing to read") is None
+
+
 def test_math_grader_works_off_the_main_thread():
     """math-verify's timer is signal.alarm, which only the main thread may set: in a thread it runs without."""
     out = {}

@@ -160,7 +160,7 @@ class _Consumer:
 
         done = [c for c in first.chains if c.status == "done"]
         g = self.graders[item.grader]
-        result = vote([c.summary.text for c in done], lambda text: g.key(text, item.prompt))
+        result = vote([c.summary.text for c in done], g.grouper(item.prompt))
         first.vote = result.to_dict()
         if result.majority is not None:
             first.voted = self._grade(g, done[result.majority.chains[0] - 1].summary.text, item)  # (chains from 1)
