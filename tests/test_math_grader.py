@@ -37,6 +37,9 @@ CASES = [
     ("units", r"\$18.90", r"\boxed{18.9}", True),
     ("units", "25", r"\boxed{25\%}", True),
     ("units", "1000", r"\boxed{1{,}000}", True),
+    ("units", "1000", r"\boxed{1\,000}", True),
+    ("units", "1000", r"\boxed{1\ 000}", True),
+    ("units", r"60^\circ", r"\boxed{60°}", True),
     ("text", r"\text{Tuesday}", r"\boxed{Tuesday}", True),
     ("text", r"\text{Tuesday}", r"\boxed{\text{Monday}}", False),
     ("text", r"\text{(B)}", r"\boxed{B}", True),
@@ -50,7 +53,10 @@ CASES = [
     ("expression", "2x+3", r"\boxed{3+2x}", True),
     ("expression", "4", r"\boxed{2^2}", True),
     ("reading", "3", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed{4}", False),
+    ("reading", "4", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed {4}", True),
+    ("reading", "4", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed 4.", True),
     ("reading", "10", "The final answer is 10.", True),
+    ("reading", "3", r"\boxed{3!}", False),  # 3! is 6: no text answer, so no reading by its words
     ("reading", "3", "I cannot tell.", False),
     ("reading", "033", r"\boxed{33}", True),
 ]

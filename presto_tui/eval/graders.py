@@ -377,7 +377,9 @@ class MathGrader(Grader):
         except Exception:
             right = False
         # a text answer ('Evelyn', '\\text{(C)}'): math-verify reads letters as symbols; the words decide
-        right = right or normalise_text(_unwrap_text(shown)) == normalise_text(_unwrap_text(answer))
+        # (only for a text reference: '3!' is no spelling of 3)
+        words = normalise_text(_unwrap_text(shown)) == normalise_text(_unwrap_text(answer))
+        right = right or (words and _is_text(answer))
         return Grade(right, shown)
 
     def key(self, response: str, prompt: str = "") -> str | None:
@@ -416,18 +418,31 @@ class MathGrader(Grader):
             return False
 
 
+_BOX = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}$\\]+))")  # \\boxed{4}, \\boxed {4}, \\boxed 4
+
+
 def last_boxed(text: str) -> str | None:
-    """What the last \\boxed{...} (or \\fbox{...}) of `text` holds, its braces balanced; None without one."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
+    """What the last \\boxed{...} (or \\fbox{...}, \\boxed {...}) of `text` holds, its braces balanced, or the
+    word a braceless \\boxed 4 boxes; None without one."""
+    found = None
+    for found in _BOX.finditer(text):  # noqa: B007 (the last one)
+        pass
+    if found is None:
         return None
-    i = text.index("{", start) + 1
+    if found.group(1) is not None:
+        return found.group(1).rstrip(".,;:") or None
+    i = found.end()
     depth = 1
     for j in range(i, min(len(text), i + MAX_MATH_ANSWER)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
             return text[i:j].strip()
     return None
+
+
+def _is_text(answer: str) -> bool:
+    """A reference in words ('\\text{Evelyn}', 'Tuesday', '(C)'), which math-verify would read as a product."""
+    return "\\text" in answer or bool(_WORDS.fullmatch(_unwrap_text(answer)))
 
 
 _DIGIT_SPACE = re.compile(r"(?<=\d)(?:\\[,!: ;]|\\thinspace|\s)\s*(?=\d{3}(?!\d))")
