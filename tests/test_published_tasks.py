@@ -142,6 +142,9 @@ def test_fields_and_a_prompt_template_map_any_layout(tmp_path):
     ('{"prompt": "def f(): pass", "test": "def check(c): pass"}\n', "t.jsonl", "humaneval",
      't.jsonl:1: "entry_point" must name the function'),
     ("not,a\ntable\"\n", "t.parquet", None, "t.parquet: not a PARQUET table"),
+    ("problem,answer\n", "t.csv", "math", "t.csv: no rows"),
+    ('{"problem": "x", "answer": "???"}\n', "t.jsonl", "math",
+     "t.jsonl:1: answer '???' is not an expression math-verify"),
     ('{"problem": "x", "answer": "1", "unique_id": "a"}\n{"problem": "y", "answer": "2", "unique_id": "a"}\n',
      "t.jsonl", "math", "t.jsonl:2: id 'a' repeats line 1"),
 ])
@@ -173,6 +176,9 @@ def test_a_template_or_fields_naming_no_column_or_the_answer_are_refused_in_one_
         with pytest.raises(InputError) as e:
             load_tasks(str(p), layout=layout(preset, fields, template))
         assert message in e.value.line and "\n" not in e.value.line, e.value.line
+    q = tmp_path / "aime2025.jsonl"  # AIME 2025 as published: question, answer
+    q.write_text('{"question": "2+2?", "answer": "4"}\n')
+    assert load_tasks(str(q), layout=layout("math"))[0].prompt.startswith("2+2?\n\n")
     item, = load_tasks(str(p), layout=layout("math", None, "{prompt} Level {LEVEL}, as \\boxed{Answer}."))
     assert item.prompt == "1+1? Level 1, as \\boxed{Answer}."  # a column ignoring case; \boxed{...} LaTeX's
 
@@ -184,6 +190,8 @@ def test_layout_flags_refuse_bad_input():
                           ((None, None, "Solve it."), "--prompt-template names no field")):
         with pytest.raises(InputError, match=message):
             layout(*args)
+    with pytest.raises(InputError, match="--preset, --fields and --prompt-template read a task file"):
+        load_tasks("builtin:arith", layout=layout("math"))
     for spec in ("hf:justname", "hf:a/b/c/d:test", "hf:a/b/:test"):
         with pytest.raises(InputError, match=r"a hub dataset is hf:ORG/NAME\[/CONFIG\]\[:SPLIT\]"):
             load_tasks(spec)

@@ -22,7 +22,8 @@ exactly, else ignoring case (AIME 2024 spells them `Problem`, `Answer`).  The pr
 
 - `math` (also `math500`, `aime`): MATH-500 (`problem`, `solution`, `answer`, `subject`,
   `level`, `unique_id`), AIME (`id`, `problem`, `solution`, `answer`, `url`; AIME 2024:
-  `ID`, `Problem`, `Solution`, `Answer`): the prompt is `problem` and a request for a
+  `ID`, `Problem`, `Solution`, `Answer`; AIME 2025: `question`, `answer`): the prompt is
+  `problem` (else `question`) and a request for a
   `\\boxed{}` answer, graded by `math` (math-verify) against `answer`; the id from
   `unique_id`, else `id`;
 - `gsm8k`: GSM8K (`question`, `answer`, the answer's last line `#### 72`): the prompt is
@@ -122,7 +123,7 @@ class Layout:
 
 
 OWN = Layout("own", strict=True)
-_MATH = Layout("math", {"prompt": ("problem",), "answer": ("answer",), "id": ("unique_id", "id")}, "math",
+_MATH = Layout("math", {"prompt": ("problem", "question"), "answer": ("answer",), "id": ("unique_id", "id")}, "math",
                "{prompt}\n\n" + BOXED_REQUEST)
 PRESETS: dict[str, Layout] = {
     "math": _MATH, "math500": replace(_MATH, name="math500"), "aime": replace(_MATH, name="aime"),
@@ -235,6 +236,9 @@ def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
         if name and name not in BUILTIN_SETS:
             raise InputError(f"unknown built-in task set {name!r}; choose builtin, "
                              + ", ".join(f"builtin:{s}" for s in BUILTIN_SETS) + " or a task file")
+        if layout is not OWN:
+            raise InputError("--preset, --fields and --prompt-template read a task file; the built-in set has its "
+                             "own items")
         return builtin_tasks(name or None, seed)
     if spec.startswith(HUB) and not Path(spec).exists():
         return read_hub_dataset(spec, default_grader, layout)
@@ -355,7 +359,8 @@ def _items(rows, shown: str, where: str, default_grader: str | None, layout: Lay
         if len(items) > MAX_ITEMS:
             raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: more than {MAX_ITEMS} items")
     if not items:
-        raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")")
+        raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")" if not where
+                         else f"{shown}: no rows")
     return items
 
 
