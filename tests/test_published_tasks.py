@@ -183,6 +183,16 @@ def test_a_template_or_fields_naming_no_column_or_the_answer_are_refused_in_one_
     assert item.prompt == "1+1? Level 1, as \\boxed{Answer}."  # a column ignoring case; \boxed{...} LaTeX's
 
 
+def test_limit_reads_only_the_first_rows(tmp_path):
+    """--limit N: the rows after the N-th are not read (a bad row there, an answer there, is never parsed)."""
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"problem": "a", "answer": "1"}\n{"problem": "b", "answer": "2"}\nnot json\n')
+    assert [it.prompt[:1] for it in load_tasks(str(p), layout=layout("math"), limit=2)] == ["a", "b"]
+    with pytest.raises(InputError, match="m.jsonl:3: not valid JSON"):
+        load_tasks(str(p), layout=layout("math"), limit=3)
+    assert len(load_tasks("builtin:arith", limit=4)) == 4
+
+
 def test_layout_flags_refuse_bad_input():
     for args, message in ((("gsm9k",), "unknown --preset 'gsm9k'; choose one of math"),
                           ((None, "prompt"), "--fields takes FIELD=COLUMN pairs"),

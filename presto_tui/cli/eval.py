@@ -205,7 +205,7 @@ def eval_(
     method_list = parse_methods(methods, base)
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed,
-                       layout=layout(preset, fields, prompt_template))[:limit]
+                       layout=layout(preset, fields, prompt_template), limit=limit)
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     path = o.trace_path(flags, "eval")

@@ -228,7 +228,7 @@ def fill(template: str, row: Mapping, prompt: str, answer_columns: tuple[str, ..
 # -- reading ------------------------------------------------------------------------------------
 
 def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
-               layout: Layout = OWN) -> list[Item]:
+               layout: Layout = OWN, limit: int | None = None) -> list[Item]:
     """The items `spec` names: `builtin`, `builtin:arith`, `builtin:mc`, `hf:ORG/NAME[/CONFIG][:SPLIT]`, or a
     task file's path (JSONL, CSV or Parquet), read with `layout`."""
     if spec == BUILTIN or spec.startswith(BUILTIN + ":"):
@@ -239,26 +239,27 @@ def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
         if layout is not OWN:
             raise InputError("--preset, --fields and --prompt-template read a task file; the built-in set has its "
                              "own items")
-        return builtin_tasks(name or None, seed)
+        return builtin_tasks(name or None, seed)[:limit]
     if spec.startswith(HUB) and not Path(spec).exists():
-        return read_hub_dataset(spec, default_grader, layout)
-    return read_task_file(Path(spec), default_grader, layout)
+        return read_hub_dataset(spec, default_grader, layout, limit)
+    return read_task_file(Path(spec), default_grader, layout, limit)
 
 
 TABLES = (".csv", ".parquet", ".pq")
 
 
-def read_task_file(path: Path, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
+def read_task_file(path: Path, default_grader: str | None = None, layout: Layout = OWN,
+                   limit: int | None = None) -> list[Item]:
     readable_file(path, "task file", pipes=True)
     shown = visible(str(path), keep_newlines=False)
     if path.suffix.lower() in TABLES:
         rows = _table_rows(path, shown)
-        return _items(rows, shown, "row ", default_grader, layout)
+        return _items(rows, shown, "row ", default_grader, layout, limit)
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"{shown}: cannot read task file ({e.strerror})") from None
-    return _items(_jsonl_rows(raw), shown, "", default_grader, layout)
+    return _items(_jsonl_rows(raw), shown, "", default_grader, layout, limit)
 
 
 def _jsonl_rows(raw: bytes) -> Iterator[tuple[int, Mapping | ValueError]]:
@@ -311,7 +312,8 @@ def _plain(value):
     return value
 
 
-def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
+def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layout = OWN,
+                     limit: int | None = None) -> list[Item]:
     """`hf:ORG/NAME[/CONFIG][:SPLIT]` through `datasets`: from its cache, else downloaded where a network allows."""
     from presto_tui.api.engine import hub_dataset, is_hub_id
     from presto_tui.errors import EngineError
@@ -337,27 +339,32 @@ def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layou
         raise InputError(f"{shown}: not read from {folder} ({why})") from None
     if len(data) > MAX_ITEMS:
         raise InputError(f"{shown}: more than {MAX_ITEMS} items")
-    return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout)
+    return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout,
+                  limit)
 
 
-def _items(rows, shown: str, where: str, default_grader: str | None, layout: Layout) -> list[Item]:
+def _items(rows, shown: str, where: str, default_grader: str | None, layout: Layout,
+           limit: int | None = None) -> list[Item]:
+    """The items of `rows` up to `limit` (--limit: the rows after it are not read, their answers not parsed)."""
     items: list[Item] = []
     ids: dict[str, int] = {}
     for n, row in rows:
+        if limit is not None and len(items) >= limit:
+            break
+        at = f"{shown}:{' ' if where else ''}{where}{n}"  # file:LINE or file: row N
         try:
             if isinstance(row, ValueError):
                 raise row
             item = _item(row, n, default_grader, layout)
         except ValueError as e:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: {visible(str(e), keep_newlines=False)}") \
-                from None
+            raise InputError(f"{at}: {visible(str(e), keep_newlines=False)}") from None
         if item.id in ids:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: id {visible(item.id, keep_newlines=False)!r} "
-                             f"repeats {where or 'line '}{ids[item.id]}")
+            again = visible(item.id, keep_newlines=False)
+            raise InputError(f"{at}: id {again!r} repeats {where or 'line '}{ids[item.id]}")
         ids[item.id] = n
         items.append(item)
         if len(items) > MAX_ITEMS:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: more than {MAX_ITEMS} items")
+            raise InputError(f"{at}: more than {MAX_ITEMS} items")
     if not items:
         raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")" if not where
                          else f"{shown}: no rows")
