@@ -57,7 +57,9 @@ else
 fi
 status=0
 .venv/bin/presto-tui eval "$tasks" "${settings[@]}" "${where[@]}" || status=$?
-if [ "$status" -ne 0 ]; then
+if [ "$status" -gt 128 ]; then  # killed or interrupted (a signal): what finished is kept
     echo "bench_eval_gpu: eval stopped (exit $status); run the same command again to resume $results" >&2
+elif [ "$status" -ne 0 ]; then  # a usage or input error: running it again gives the same
+    echo "bench_eval_gpu: eval failed (exit $status); fix what it names above, then run again" >&2
 fi
 exit "$status"

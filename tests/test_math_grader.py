@@ -37,6 +37,9 @@ CASES = [
     ("units", r"\$18.90", r"\boxed{18.9}", True),
     ("units", "25", r"\boxed{25\%}", True),
     ("units", "1000", r"\boxed{1{,}000}", True),
+    ("units", "1000", r"\boxed{1\,000}", True),
+    ("units", "1000", r"\boxed{1\ 000}", True),
+    ("units", r"60^\circ", r"\boxed{60°}", True),
     ("text", r"\text{Tuesday}", r"\boxed{Tuesday}", True),
     ("text", r"\text{Tuesday}", r"\boxed{\text{Monday}}", False),
     ("text", r"\text{(B)}", r"\boxed{B}", True),
@@ -50,7 +53,10 @@ CASES = [
     ("expression", "2x+3", r"\boxed{3+2x}", True),
     ("expression", "4", r"\boxed{2^2}", True),
     ("reading", "3", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed{4}", False),
+    ("reading", "4", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed {4}", True),
+    ("reading", "4", "First \\boxed{3}.\n\nWait, that is wrong: \\boxed 4.", True),
     ("reading", "10", "The final answer is 10.", True),
+    ("reading", "3", r"\boxed{3!}", False),  # 3! is 6: no text answer, so no reading by its words
     ("reading", "3", "I cannot tell.", False),
     ("reading", "033", r"\boxed{33}", True),
 ]
@@ -95,6 +101,27 @@ def test_vote_groups_equivalent_spellings_as_one_answer():
     assert key(r"\boxed{\sqrt{12}}") == key(r"\boxed{2\sqrt{3}}")
     assert key(r"\boxed{\text{Tuesday}}") == key(r"\boxed{Tuesday}") == "tuesday"
     assert key(r"\boxed{\frac{1}{2}}") != key(r"\boxed{\frac{1}{3}}") and key("no answer") is None
+
+
+@pytest.mark.parametrize(("reference", "spellings"), [
+    ("25", [r"\boxed{25}", r"\boxed{25\%}"]),  # keys 25 and 1/4: both graded right against 25
+    (r"\frac13", [r"\boxed{\frac13}", r"\boxed{0.3333333}"]),
+    ("(x+1)^2", [r"\boxed{(x+1)^2}", r"\boxed{x^2+2x+1}"]),
+])
+def test_vote_groups_as_the_grader_grades_so_one_right_answer_is_one_vote(reference, spellings):
+    """Spellings math-verify grades right against the same reference are one group, in either order, and
+    outvote a wrong answer given twice (grouped by a string key, each was one vote against two)."""
+    from presto_tui.runtime.session.answers import vote
+
+    g = grader("math")
+    assert all(g.grade(r, reference).correct for r in spellings)
+    wrong = [r"\boxed{7}", r"\boxed{7}"]
+    for chains in ([*spellings, *wrong, spellings[1]], [wrong[0], spellings[1], wrong[1], spellings[0], spellings[1]]):
+        result = vote(chains, g.grouper())
+        assert result.majority is not None and result.majority.count == 3, result.to_dict()
+        assert g.grade(chains[result.majority.chains[0] - 1], reference).correct
+    label = g.grouper()
+    assert label(spellings[0]) == label(spellings[1]) != label(r"\boxed{7}") and label("nothing to read") is None
 
 
 def test_math_grader_works_off_the_main_thread():

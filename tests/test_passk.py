@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from presto_tui.cli import app
-from presto_tui.eval.passk import Sample, budgets, estimates, maj_at_k, majority_right, pass_at_k
+from presto_tui.eval.graders import grader
+from presto_tui.eval.passk import Sample, budgets, estimates, maj_at_k, pass_at_k
 
 runner = CliRunner()
 
@@ -51,31 +52,62 @@ def _ratio(n: int, c: int, k: int) -> float:
     return float(Fraction(comb(n - c, k), comb(n, k)))
 
 
-def test_maj_at_k_is_the_vote_of_every_k_subset_ties_to_the_first_seen():
-    a, b, none = Sample("1/2", True), Sample("3", False), Sample(None, False)
-    assert majority_right([b, a, a]) and not majority_right([b, a]) and majority_right([a, b])  # a tie: first seen
-    assert not majority_right([none, none]) and majority_right([none, a])
-    samples = [b, a, b, a, a]
-    # counted by hand: the 3-subsets where "1/2" wins
-    wins = [s for s in itertools.combinations(samples, 3) if s.count(a) >= 2]
-    assert maj_at_k(samples, 3) == pytest.approx(len(wins) / 10)
-    assert maj_at_k(samples, 5) == 1.0 and maj_at_k(samples, 1) == pytest.approx(3 / 5)
-    assert maj_at_k([a] * 40, 20) is None  # C(40, 20) subsets: not estimated
+def brute_maj(samples: list[Sample], k: int) -> Fraction:
+    """The vote of every k-subset, counted: the largest group of labels wins, a tie of t groups splits 1/t."""
+    total = Fraction(0)
+    subsets = list(itertools.combinations(samples, k))
+    for sub in subsets:
+        counts: dict[str, int] = {}
+        for s in sub:
+            if s.key is not None:
+                counts[s.key] = counts.get(s.key, 0) + 1
+        if counts:
+            top = max(counts.values())
+            tied = [key for key, c in counts.items() if c == top]
+            right = {s.key for s in samples if s.correct}
+            total += Fraction(sum(key in right for key in tied), len(tied))
+    return total / len(subsets)
+
+
+def test_maj_at_k_is_the_vote_of_every_k_subset_ties_split_evenly():
+    a, b, c, none = Sample("1/2", True), Sample("3", False), Sample("4", False), Sample(None, False)
+    assert maj_at_k([a, b], 2) == 0.5 == maj_at_k([b, a], 2)  # a tie of two: half right, in either order
+    assert maj_at_k([none, none], 2) == 0.0 and maj_at_k([none, a], 2) == 1.0
+    cases = [[b, a, b, a, a], [a, b, b, b], [a, b, c, none, a, c, b], [a, a, b, b, c, c, none, none], [none, a, b]]
+    for samples in cases:
+        for k in range(1, len(samples) + 1):
+            want = float(brute_maj(samples, k))
+            assert maj_at_k(samples, k) == pytest.approx(want, abs=1e-12), (samples, k)
+            # the chains' order does not count
+            for order in itertools.islice(itertools.permutations(samples), 0, None, 7):
+                assert maj_at_k(list(order), k) == pytest.approx(want, abs=1e-12)
+        assert maj_at_k(samples, 1) == pytest.approx(pass_at_k(len(samples), sum(s.correct for s in samples), 1))
+    # many chains: exact without enumerating C(64, 32) subsets
+    many = [Sample(str(i % 5), i % 5 == 0) for i in range(64)]
+    assert maj_at_k(many, 32) == pytest.approx(maj_at_k(many[::-1], 32)) and 0 < maj_at_k(many, 32) < 1
+    assert maj_at_k(many, 1) == pytest.approx(13 / 64)
     assert budgets(1) == [1] and budgets(4) == [1, 2, 4] and budgets(6) == [1, 2, 4, 6]
 
 
-def test_estimates_average_over_the_items_that_have_k_samples():
+def test_estimates_average_every_k_over_the_same_items():
+    """An item with fewer samples (a chain that failed) is left out of every column, so pass@k cannot fall
+    as k grows because the items changed."""
     per_item = [[Sample(str(int(r)), r) for r in right] for right in FIXED]
     est = estimates(per_item, [1, 4])
-    assert est["items"] == {"1": len(FIXED), "4": sum(len(r) >= 4 for r in FIXED)}
-    assert est["pass"]["1"] == pytest.approx(statistics.fmean(sum(r) / len(r) for r in FIXED))
-    assert est["pass"]["4"] == pytest.approx(statistics.fmean(float(brute_pass(r, 4)) for r in FIXED if len(r) >= 4))
+    full = [r for r in FIXED if len(r) >= 4]
+    assert est["items"] == {"1": len(full), "4": len(full)}
+    assert est["pass"]["1"] == pytest.approx(statistics.fmean(sum(r) / len(r) for r in full))
+    assert est["pass"]["4"] == pytest.approx(statistics.fmean(float(brute_pass(r, 4)) for r in full))
+    r, w = Sample("1", True), Sample("2", False)
+    est = estimates([[r, w, w, w], [r]], [1, 2, 4])
+    assert est["pass"] == {"1": 0.25, "2": 0.5, "4": 1.0} and est["items"] == {"1": 1, "2": 1, "4": 1}
 
 
 @pytest.mark.usefixtures("in_tmp")
 def test_eval_chains_report_pass_and_maj_at_k_from_every_chain(tmp_path):
-    """--chains 4 on the synthetic model: pass@k of each method from its items' chains (as the JSON lists
-    their grades) by the count over k-subsets; maj@4 is what --vote scores."""
+    """--chains 4 on the synthetic model: pass@k and maj@k of each method from its items' chains (as the JSON
+    lists their readings and grades) by the count over k-subsets; on an item without a tie, maj@4 is what
+    --vote scores."""
     prompts = ["the cat", "a dog ran", "the tree", "small red home", "it was warm", "then it slept"]
     tasks = tmp_path / "t.jsonl"
     pattern = "under|sat|quietly|the"  # some chains of an item match it, others not
@@ -90,13 +122,24 @@ def test_eval_chains_report_pass_and_maj_at_k_from_every_chain(tmp_path):
     voted = runner.invoke(app, [*common, "--vote", "-o", "vote.json"])
     assert voted.exit_code == 0, voted.output
     vote = json.loads(Path("vote.json").read_text())
+    regex = grader("regex")  # it groups by the response's text (what the pattern matches depends on the answer)
     for m, v in zip(out["methods"], vote["methods"]):
         grades = [[c["correct"] for c in item["results"][m["label"]]["chains"]] for item in out["items"]]
         assert set(m["pass_at_k"]) == {"1", "2", "4"}
         for k in (1, 2, 4):
             assert m["pass_at_k"][str(k)] == pytest.approx(statistics.fmean(float(brute_pass(g, k)) for g in grades))
-        assert m["pass_at_k"]["1"] == pytest.approx(m["chain_accuracy"])
-        assert m["maj_at_k"]["4"] == pytest.approx(v["correct"] / v["graded"])  # the vote of all 4 chains
+        chains = [[Sample(regex.key(c["text"]), c["correct"]) for c in item["results"][m["label"]]["chains"]]
+                  for item in out["items"]]
+        for k in (1, 2, 4):
+            assert m["maj_at_k"][str(k)] == pytest.approx(statistics.fmean(float(brute_maj(c, k)) for c in chains))
+        assert m["pass_at_k"]["1"] == pytest.approx(m["chain_accuracy"]) == pytest.approx(m["maj_at_k"]["1"])
+        untied = 0
+        for item, mine in zip(vote["items"], chains):
+            voted = item["results"][v["label"]]
+            if not voted["vote"]["tied"]:  # the vote of all 4 chains: maj@4 of this item
+                assert float(brute_maj(mine, 4)) == float(voted["correct"])
+                untied += 1
+        assert untied
     assert any(0 < m["pass_at_k"]["1"] < m["pass_at_k"]["4"] for m in out["methods"]), "no item mixes right and wrong"
 
 

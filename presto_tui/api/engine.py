@@ -26,13 +26,13 @@ from typing import Any
 from presto_tui.runtime.core.engine import Engine as RuntimeEngine
 from presto_tui.runtime.core.names import BackendName
 from presto_tui.runtime.core.spec import PARAMS, Naming, flag
-from presto_tui.runtime.engines.models import EMBEDDED, cache_dir, hub_cache, is_hub_id
+from presto_tui.runtime.engines.models import EMBEDDED, cache_dir, hub_cache, hub_dataset, is_hub_id
 from presto_tui.runtime.engines.registry import BACKENDS, EngineOptions, default_backend, start_engine
 from presto_tui.runtime.engines.synthetic import ResponseLaw
 
 __all__ = ["BACKENDS", "EMBEDDED", "Engine", "EngineOptions", "ResponseLaw", "RuntimeEngine", "cache_dir",
-           "default_backend", "engine_options", "exact_power_law", "hub_cache", "is_hub_id", "not_enumerable",
-           "start_engine"]
+           "default_backend", "engine_options", "exact_power_law", "hub_cache", "hub_dataset", "is_hub_id",
+           "not_enumerable", "start_engine"]
 
 
 def not_enumerable(engine: Any, n: int) -> str | None:

@@ -52,17 +52,19 @@ def eval_(
         "preset's, else exact].")] = None,
     preset: Annotated[str | None, typer.Option(
         "--preset", metavar="LAYOUT", show_default=False,
-        help="A published task file's layout, read as it is: math (MATH-500, AIME: problem, answer; graded by "
-        "math), gsm8k (question, answer with '#### N'; number) or humaneval (prompt, test, entry_point; "
-        "python).")] = None,
+        help="A published task file's layout, read as it is: math, also named math500 or aime (MATH-500, AIME: "
+        "problem, answer; graded by math), gsm8k (question, answer with '#### N'; math) or humaneval (prompt, "
+        "test, entry_point; python).")] = None,
     fields: Annotated[str | None, typer.Option(
         "--fields", metavar="FIELD=COLUMN,...", show_default=False,
         help="Which of the file's columns make an item's prompt, answer, id and grader (over --preset's), as "
-        "prompt=problem,answer=answer.")] = None,
+        "prompt=problem,answer=answer; grader=COLUMN names a column holding each row's grader (one grader for "
+        "every item: --grader).")] = None,
     prompt_template: Annotated[str | None, typer.Option(
         "--prompt-template", metavar="TEXT", show_default=False,
-        help="The prompt sent: each column's name in curly brackets stands for its value (prompt: the prompt "
-        "column); other brackets stay as written [default: the preset's, else the prompt as it is].")] = None,
+        help="The prompt sent, as '{prompt} Put the final answer in \\boxed{}.': {prompt} is the prompt "
+        "column, {COLUMN} any other column's value; a bracket after a LaTeX command stays as written [default: "
+        "the preset's, else the prompt as it is].")] = None,
     code_timeout: Annotated[float, typer.Option(
         "--code-timeout", metavar="S", help=f"python grader: seconds a response's code and its tests may run, "
         f"{CODE_TIMEOUT.where}.")] = 10.0,
@@ -214,7 +216,7 @@ def eval_(
     method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))
     pairs = _pairs(tost or [], [m.label for m in method_list])
     items = load_tasks(tasks, default_grader=grader, seed=task_seed,
-                       layout=layout(preset, fields, prompt_template))[:limit]
+                       layout=layout(preset, fields, prompt_template), limit=limit)
     clf = load_classifier(classifier)
     name, engine_opts = o.engine_options(flags)
     if frontier is not None and resume is not None:

@@ -454,19 +454,16 @@ def point_rows(ev, points: Sequence[Point], seeds: int, laws: Sequence | None, s
 
 def _samples(ev, done, seeds: int) -> dict:
     """pass@k and maj@k of a point, k = 1, 2, 4, ..., S: a prompt's S seeds are its samples."""
-    from presto_tui.eval.graders import grader
-    from presto_tui.eval.passk import Sample, budgets, estimates
+    from presto_tui.eval.passk import budgets, estimates
+    from presto_tui.eval.report import chain_samples
 
     graders: dict = {}
-    per_item: dict[int, list[Sample]] = {}
+    per_prompt: dict[int, list] = {}
     for o in sorted(done, key=lambda o: o.item):  # a prompt's copies in seed order
-        item = ev.items[o.item]
-        if item.grader not in graders:
-            graders[item.grader] = grader(item.grader)
-        g = graders[item.grader]
-        per_item.setdefault(o.item // seeds, []).append(
-            Sample(g.key(o.summary.text, item.prompt), o.grade is not None and o.grade.correct))
-    est = estimates(list(per_item.values()), budgets(seeds))
+        per_prompt.setdefault(o.item // seeds, []).append(o)
+    per_item = [chain_samples(ev, os[0], graders, [(o.summary.text, o.grade is not None and o.grade.correct)
+                                                   for o in os]) for os in per_prompt.values()]
+    est = estimates(per_item, budgets(seeds))
     top = str(seeds)
     return {"pass@k": est["pass"].get(top), "maj@k": est["maj"].get(top), "pass_at_k": est["pass"],
             "maj_at_k": est["maj"]}

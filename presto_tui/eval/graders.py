@@ -19,10 +19,12 @@ The `math` grader reads LaTeX answers as the math benchmarks grade them, with ma
 
 from __future__ import annotations
 
+import ast
 import functools
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
@@ -56,6 +58,11 @@ class Grader:
 
     def key(self, response: str, prompt: str = "") -> str | None:
         return self.extract(response, prompt)
+
+    def grouper(self, prompt: str = "") -> Callable[[str], str | None]:
+        """The label of each response's answer group, called on one item's responses in chain order (what
+        `--vote` and maj@k group by): here its key; a grader whose equality is no string's groups by it."""
+        return lambda response: self.key(response, prompt)
 
 
 def normalise_text(s: str) -> str:
@@ -209,14 +216,46 @@ def prompt_imports(prompt: str) -> str:
         except SyntaxError:  # prose that happens to start with 'from ... import'
             continue
         lines.append(m.group(0).strip())
-    return "\n".join(f"try:\n    {line}\nexcept ImportError:\n    pass" for line in dict.fromkeys(lines))
+    return "\n".join(_tried(line) for line in dict.fromkeys(lines))
+
+
+def _tried(line: str) -> str:
+    return f"try:\n    {line}\nexcept ImportError:\n    pass"
+
+
+_DEFINES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+            ast.AnnAssign)
+
+
+def prompt_code(prompt: str) -> str:
+    """What of the prompt runs before a response's code: the prompt's code whole where it only defines (a
+    HumanEval prompt: its imports, helper functions such as is_palindrome or encode_shift, the stub), as
+    HumanEval's own harness runs prompt + completion; its imports each tried.  A prompt that is not such code
+    (prose, a statement that does something): its import lines only."""
+    code = code_of(prompt)
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return prompt_imports(prompt)
+    body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    if not body or not all(isinstance(n, _DEFINES) for n in body) \
+            or not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in body):
+        return prompt_imports(prompt)
+    lines = code.splitlines()
+    parts = []
+    for n in body:  # a definition from its first decorator
+        first = min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
+        text = "\n".join(lines[first - 1:n.end_lineno])
+        parts.append(_tried(text.strip()) if isinstance(n, (ast.Import, ast.ImportFrom)) else text)
+    return "\n".join(parts)
 
 
 class PythonGrader(Grader):
     name = "python"
     help = ("the answer is Python test code (asserts or unittest tests) run against the response's code (its "
             "```python blocks, else all of it), the code in a sandbox where bubblewrap works; right iff every test "
-            "passes; the prompt's import lines run before the code (HumanEval's `from typing import List`); "
+            "passes; a prompt that is Python definitions (HumanEval's: imports, helpers, the stub) runs before the "
+            "code, else the prompt's import lines; "
             "HumanEval's tests end with check(ENTRY_POINT), the check(candidate) convention")
 
     def __init__(self, limits: CodeLimits | None = None):
@@ -236,8 +275,8 @@ class PythonGrader(Grader):
         code = self.extract(response, prompt)
         if code is None:
             return Grade(False, None, "no code")
-        imports = prompt_imports(prompt)
-        result = run_tests(f"{imports}\n\n{code}" if imports else code, answer, self.limits)
+        before = prompt_code(prompt)
+        result = run_tests(f"{before}\n\n{code}" if before else code, answer, self.limits)
         return Grade(result.passed, code, result.detail)
 
 
@@ -310,7 +349,7 @@ class MathGrader(Grader):
     def check(self, answer: str) -> None:
         if len(answer) > MAX_MATH_ANSWER:
             raise ValueError(f"answer is longer than {MAX_MATH_ANSWER} characters (grader math)")
-        if not self._gold(answer):
+        if len(self._gold(answer)) < 2:  # _read's rule: math-verify read nothing it could compare
             raise ValueError(f"answer {answer[:40]!r} is not an expression math-verify reads (grader math)")
 
     def _read(self, response: str) -> tuple[list, str | None]:
@@ -318,7 +357,7 @@ class MathGrader(Grader):
         math-verify reads a decimal as a fraction and shows it so)."""
         boxed = last_boxed(response)
         if boxed:  # the last box alone: math-verify would read every box of the response as one set
-            found = self._parse(f"\\boxed{{{boxed}}}")
+            found = self._parse(f"\\boxed{{{_tidy(boxed)}}}")
         else:  # no box: the final answer line ('The final answer is $10$'), else the last expression
             found = self._parse(response[-50 * MAX_MATH_ANSWER:])
         if len(found) < 2 or not isinstance(found[-1], str) or len(found[-1]) > MAX_MATH_ANSWER:
@@ -338,7 +377,9 @@ class MathGrader(Grader):
         except Exception:
             right = False
         # a text answer ('Evelyn', '\\text{(C)}'): math-verify reads letters as symbols; the words decide
-        right = right or normalise_text(_unwrap_text(shown)) == normalise_text(_unwrap_text(answer))
+        # (only for a text reference: '3!' is no spelling of 3)
+        words = normalise_text(_unwrap_text(shown)) == normalise_text(_unwrap_text(answer))
+        right = right or (words and _is_text(answer))
         return Grade(right, shown)
 
     def key(self, response: str, prompt: str = "") -> str | None:
@@ -349,19 +390,68 @@ class MathGrader(Grader):
             return None
         return canonical(found[0], shown)
 
+    def grouper(self, prompt: str = "") -> Callable[[str], str | None]:
+        """Group by what math-verify counts equal, as it grades (25 and 25\\%, \\frac13 and 0.3333333, (x+1)^2
+        and x^2+2x+1 are one answer, which no canonical string makes them): a response joins the first group
+        whose first member it verifies equal to, or whose key it shares; else it starts a group, labelled by its
+        key.  At most M^2/2 comparisons for M responses."""
+        groups: list[tuple[list, str]] = []  # (the first member's reading, the group's label)
+
+        def label(response: str) -> str | None:
+            found, shown = self._read(response)
+            if shown is None:
+                return None
+            key = canonical(found[0], shown)
+            for first, name in groups:
+                if name == key or self._equal(first, found):
+                    return name
+            name = key if all(key != n for _, n in groups) else f"{key} ({len(groups) + 1})"
+            groups.append((found, name))
+            return name
+
+        return label
+
+    def _equal(self, a: list, b: list) -> bool:
+        try:
+            return bool(self.mv.verify(a, b, timeout_seconds=_math_timeout()))
+        except Exception:
+            return False
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}$\\]+))")  # \\boxed{4}, \\boxed {4}, \\boxed 4
+
 
 def last_boxed(text: str) -> str | None:
-    """What the last \\boxed{...} (or \\fbox{...}) of `text` holds, its braces balanced; None without one."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
+    """What the last \\boxed{...} (or \\fbox{...}, \\boxed {...}) of `text` holds, its braces balanced, or the
+    word a braceless \\boxed 4 boxes; None without one."""
+    found = None
+    for found in _BOX.finditer(text):  # noqa: B007 (the last one)
+        pass
+    if found is None:
         return None
-    i = text.index("{", start) + 1
+    if found.group(1) is not None:
+        return found.group(1).rstrip(".,;:") or None
+    i = found.end()
     depth = 1
     for j in range(i, min(len(text), i + MAX_MATH_ANSWER)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
             return text[i:j].strip()
     return None
+
+
+def _is_text(answer: str) -> bool:
+    """A reference in words ('\\text{Evelyn}', 'Tuesday', '(C)'), which math-verify would read as a product."""
+    return "\\text" in answer or bool(_WORDS.fullmatch(_unwrap_text(answer)))
+
+
+_DIGIT_SPACE = re.compile(r"(?<=\d)(?:\\[,!: ;]|\\thinspace|\s)\s*(?=\d{3}(?!\d))")
+
+
+def _tidy(boxed: str) -> str:
+    """A box as math-verify reads it: a thin space between digit groups dropped (1\\,000 and 1\\ 000 are 1000;
+    it read 0), a degree sign as ^\\circ."""
+    return _DIGIT_SPACE.sub("", boxed).replace("°", "^\\circ")
 
 
 _WORDS = re.compile(r"[A-Za-z][A-Za-z\s.,'()-]*[A-Za-z.)]")

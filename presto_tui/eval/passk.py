@@ -7,29 +7,30 @@ samples that hold a right one.  It is computed as their product form, 1 - prod_{
 (1 - k/i), which never forms the binomials (C(200, 100) overflows a float).
 
 maj@k is the chance that the majority vote of k samples is right (self-consistency, as
-`--vote` grades): the samples grouped by what the grader reads (its `key`), the largest group
-wins, ties go to the group whose first sample comes first (`answers.vote`'s rule), and the
-group is right when its first sample's grade is.  From n >= k samples it is averaged over
-every k-subset (in the samples' order), exactly; where there are more than `MAX_SUBSETS`
-subsets it is not estimated (None), except k = n: the vote of them all.
+`--vote` grades): the samples grouped as the grader groups them (its `grouper`: math-verify's
+equality for the math grader), the largest group wins, a tie between t groups goes to each
+with chance 1/t (so maj@k does not depend on the samples' order, and maj@1 is pass@1), and a
+group counts as right by the share of its samples graded right (1 or 0 but where the grader
+grades equal answers differently).  From n >= k samples it is the exact mean over every
+k-subset, computed from the groups' sizes (a multivariate hypergeometric sum), without
+enumerating the subsets.  `--vote` picks one group on a tie (the one first seen), so maj@n
+equals its accuracy on the items without a tie.
 
-Both are averaged over the items that have at least k samples.
+Both are averaged over the items that have every sample (the largest k's), for every k alike.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-MAX_SUBSETS = 20_000  # k-subsets one item's maj@k is averaged over
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
 class Sample:
-    key: str | None  # what the grader reads, in its canonical form (None: no answer)
+    key: str | None  # the label of its answer's group, as the grader's `grouper` gives it (None: no answer)
     correct: bool
 
 
@@ -42,29 +43,46 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def majority_right(samples: Sequence[Sample]) -> bool:
-    """Whether the vote of `samples` is right: the largest group of equal keys, ties to the one first seen."""
-    first: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    for i, s in enumerate(samples):
-        if s.key is not None:
-            first.setdefault(s.key, i)
-            counts[s.key] = counts.get(s.key, 0) + 1
-    if not counts:
-        return False
-    winner = min(counts, key=lambda key: (-counts[key], first[key]))
-    return samples[first[winner]].correct
-
-
-def maj_at_k(samples: Sequence[Sample], k: int) -> float | None:
-    """The vote of k samples right, averaged over every k-subset of `samples` (None: too many subsets)."""
+def maj_at_k(samples: Sequence[Sample], k: int) -> float:
+    """The vote of k samples right, exactly averaged over every k-subset of `samples`, a tie between t
+    groups split 1/t."""
     n = len(samples)
     if not 1 <= k <= n:
         raise ValueError(f"maj@k needs 1 <= k <= n, got n={n}, k={k}")
-    if math.comb(n, k) > MAX_SUBSETS:
-        return None
-    subsets = itertools.combinations(samples, k)  # in the samples' order: ties go as the full vote's would
-    return statistics.fmean(float(majority_right(s)) for s in subsets)
+    size: dict[str, int] = {}
+    right: dict[str, int] = {}
+    for s in samples:
+        if s.key is not None:
+            size[s.key] = size.get(s.key, 0) + 1
+            right[s.key] = right.get(s.key, 0) + s.correct
+    blank = n - sum(size.values())  # samples with no answer: in a subset, they vote for nothing
+    total = Fraction(0)
+    for key, c in size.items():
+        if not right[key]:
+            continue
+        others = [size[o] for o in size if o != key]
+        wins = Fraction(0)
+        for m in range(1, min(c, k) + 1):  # the group has m of the k: every other group at most m
+            ties = _at_most(others, blank, m, k - m)
+            wins += math.comb(c, m) * sum(Fraction(w, 1 + t) for t, w in enumerate(ties))
+        total += wins * Fraction(right[key], c)
+    return float(total / math.comb(n, k))
+
+
+def _at_most(sizes: list[int], blank: int, m: int, rest: int) -> list[int]:
+    """[the ways to draw `rest` samples from groups of `sizes` (none more than m of one) and `blank`
+    unanswered ones, with t groups drawn exactly m times, for t = 0, 1, ...]."""
+    ways = [[math.comb(blank, s)] for s in range(rest + 1)]  # ways[s][t]: s drawn, t groups at m
+    for c in sizes:
+        new = [[0] * (len(ways[0]) + 1) for _ in range(rest + 1)]
+        for s, row in enumerate(ways):
+            for t, w in enumerate(row):
+                if not w:
+                    continue
+                for x in range(min(c, m, rest - s) + 1):
+                    new[s + x][t + (x == m)] += w * math.comb(c, x)
+        ways = new
+    return ways[rest]
 
 
 def budgets(m: int) -> list[int]:
@@ -74,15 +92,21 @@ def budgets(m: int) -> list[int]:
 
 
 def estimates(per_item: Sequence[Sequence[Sample]], ks: Sequence[int]) -> dict[str, dict[str, float | int | None]]:
-    """{"pass": {k: mean pass@k}, "maj": {k: mean maj@k}, "items": {k: items counted}} over the items with at
-    least k samples (k as a string: JSON's keys)."""
+    """{"pass": {k: mean pass@k}, "maj": {k: mean maj@k}, "items": {k: items counted}} (k as a string: JSON's
+    keys), every k over the same items: those with at least max(ks) samples (an item with fewer, a chain that
+    failed, is left out of every column, so the columns compare)."""
     out: dict[str, dict[str, float | int | None]] = {"pass": {}, "maj": {}, "items": {}}
+    have = [s for s in per_item if len(s) >= max(ks, default=1)]
     for k in ks:
-        have = [s for s in per_item if len(s) >= k]
         passes = [pass_at_k(len(s), sum(x.correct for x in s), k) for s in have]
         majs = [maj_at_k(s, k) for s in have]
         out["pass"][str(k)] = statistics.fmean(passes) if passes else None
-        out["maj"][str(k)] = statistics.fmean(m for m in majs if m is not None) \
-            if have and all(m is not None for m in majs) else None
+        out["maj"][str(k)] = statistics.fmean(majs) if majs else None
         out["items"][str(k)] = len(have)
     return out
+
+
+def samples(g, prompt: str, responses: Sequence[tuple[str, bool]]) -> list[Sample]:
+    """An item's (response, graded right) as samples, grouped by the item's grader `g` (in this order)."""
+    label = g.grouper(prompt)
+    return [Sample(label(text), correct) for text, correct in responses]

@@ -46,18 +46,19 @@ def _chains_diagnostics(o: Outcome, selection) -> list | None:
     return list(chains_report([c.summary for c in o.chains], selection).diagnostics)
 
 
-def chain_samples(ev: Evaluation, o: Outcome, graders: dict) -> list:
-    """The finished chains of a pair as pass@k's samples: what the item's grader reads, and its grade."""
-    from presto_tui.eval.passk import Sample
+def chain_samples(ev: Evaluation, o: Outcome, graders: dict, responses: list | None = None) -> list:
+    """The finished chains of a pair (or `responses`, (text, right) of o's item) as pass@k's samples: their
+    answers grouped by the item's grader, their grades."""
+    from presto_tui.eval.passk import samples
 
     item = ev.items[o.item]
     if item.grader not in graders:
         from presto_tui.eval.graders import grader
 
-        graders[item.grader] = grader(item.grader)  # its key only: reads, never runs a response's code
-    g = graders[item.grader]
-    return [Sample(g.key(c.summary.text, item.prompt), c.grade.correct) for c in o.chains
-            if c.status == "done" and c.grade is not None]
+        graders[item.grader] = grader(item.grader)  # it groups answers only: never runs a response's code
+    if responses is None:
+        responses = [(c.summary.text, c.grade.correct) for c in o.chains if c.status == "done" and c.grade is not None]
+    return samples(graders[item.grader], item.prompt, responses)
 
 
 def sample_estimates(ev: Evaluation, done: list[Outcome], graders: dict) -> dict:
@@ -69,7 +70,8 @@ def sample_estimates(ev: Evaluation, done: list[Outcome], graders: dict) -> dict
     if m < 2:
         return {}
     est = estimates(per_item, budgets(m))
-    return {"pass_at_k": est["pass"], "maj_at_k": est["maj"], "items_at_k": est["items"]}
+    return {"pass_at_k": est["pass"], "maj_at_k": est["maj"], "items_at_k": est["items"],
+            "items_left_out_of_k": len(per_item) - int(est["items"][str(m)] or 0)}
 
 
 def method_rows(ev: Evaluation, selection=None) -> list[dict]:
@@ -277,11 +279,16 @@ def render_samples(console: Console, res: dict) -> None:
     """--chains M: pass@k and maj@k per method, k = 1, 2, 4, ..., M."""
     rows = [r for r in res["methods"] if "pass_at_k" in r]
     ks = list(dict.fromkeys(k for r in rows for k in r["pass_at_k"]))
-    t = Table(title=f"pass@k and maj@k over {res.get('chains', max(map(int, ks)))} chains per item",
-              title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, caption_justify="left",
+    m = res.get("chains", max(map(int, ks)))
+    left = {r["label"]: r.get("items_left_out_of_k", 0) for r in rows if r.get("items_left_out_of_k")}
+    out = ("; left out, with a chain unfinished: " + ", ".join(f"{n} of {label}" for label, n in left.items())) \
+        if left else ""
+    t = Table(title=f"pass@k and maj@k over {m} chains per item", title_justify="left", box=box.SIMPLE_HEAD,
+              collapse_padding=True, caption_justify="left",
               caption="pass@k: at least one of k chains right (the unbiased estimator of Chen et al. 2021 from all "
-                      "the chains); maj@k: the majority of k chains' answers right (grouped by what the grader "
-                      "reads), averaged over every k of them; over the items with k finished chains")
+                      "the chains); maj@k: the majority of k chains' answers right (grouped as the grader groups "
+                      f"them, a tie of t answers counted 1/t), averaged over every k of them; every column over "
+                      f"the items whose {m} chains all finished{out}")
     t.add_column("method", no_wrap=True)
     for k in ks:
         t.add_column(f"pass@{k}", justify="right", no_wrap=True)

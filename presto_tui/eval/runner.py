@@ -261,7 +261,7 @@ class _Consumer:
 
         done = [c for c in first.chains if c.status == "done"]
         g = self.graders[item.grader]
-        result = vote([c.summary.text for c in done], lambda text: g.key(text, item.prompt))
+        result = vote([c.summary.text for c in done], g.grouper(item.prompt))
         first.vote = result.to_dict()
         if result.majority is not None:  # the majority's first chain's own grade (chains from 1)
             first.voted = done[result.majority.chains[0] - 1].grade

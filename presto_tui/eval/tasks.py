@@ -14,26 +14,31 @@ read by pandas (a row where JSONL has a line; errors say `file: row N:`), any ot
 `--preset` names the layout of a benchmark and `--fields prompt=COLUMN,answer=COLUMN,...`
 maps the file's columns to an item's (over a preset's); other columns are kept for the
 prompt template (`--prompt-template`: `{prompt}` is the mapped prompt, `{COLUMN}` any
-column of the row; other braces, as in `\\boxed{}`, stay as written).  Column names match
+column of the row; a brace after a LaTeX command, `^` or `_`, as in `\\boxed{}`, stays as
+written; a `{NAME}` that is no column, or names the answer's or a solution's column, is
+refused in one line, as is a `--fields` column the file lacks).  Column names match
 exactly, else ignoring case (AIME 2024 spells them `Problem`, `Answer`).  The presets
 (`PRESETS`), with each benchmark's own field names:
 
 - `math` (also `math500`, `aime`): MATH-500 (`problem`, `solution`, `answer`, `subject`,
   `level`, `unique_id`), AIME (`id`, `problem`, `solution`, `answer`, `url`; AIME 2024:
-  `ID`, `Problem`, `Solution`, `Answer`): the prompt is `problem` and a request for a
+  `ID`, `Problem`, `Solution`, `Answer`; AIME 2025: `question`, `answer`): the prompt is
+  `problem` (else `question`) and a request for a
   `\\boxed{}` answer, graded by `math` (math-verify) against `answer`; the id from
   `unique_id`, else `id`;
 - `gsm8k`: GSM8K (`question`, `answer`, the answer's last line `#### 72`): the prompt is
-  `question` and a request for a `\\boxed{}` number, graded by `number` against what
-  follows `####`;
+  `question` and a request for a `\\boxed{}` number, graded by `math` (what a box holds is
+  LaTeX: `3{,}600`, `\\frac{9}{2}`) against what follows `####`;
 - `humaneval`: HumanEval (`task_id`, `prompt`, `canonical_solution`, `test`,
   `entry_point`): the prompt asks for the function `prompt` begins, graded by `python`
   running `test` and then `check(ENTRY_POINT)` (the benchmark's `check(candidate)`
-  convention); the id from `task_id`.
+  convention) after the whole prompt (its helpers, as the benchmark's harness runs prompt +
+  completion); the id from `task_id`.
 
 `hf:ORG/NAME[/CONFIG][:SPLIT]` (split `test` by default) reads a dataset of the Hugging Face
-hub with `datasets`, from its cache, downloading it where a network allows; with
-`HF_HUB_OFFLINE=1`, or no network, one line names the dataset and why.  Nothing else is ever
+hub: its snapshot from the Hugging Face cache, else downloaded into it where a network allows
+(`hub_dataset`, models' rule and line), read by `datasets`; with `HF_HUB_OFFLINE=1`, or no
+network, one line names the dataset, the cache and why.  Nothing else is ever
 downloaded: a file stays the user's.
 
 The built-in set (`builtin`, or `builtin:arith`, `builtin:mc`) is generated from
@@ -49,7 +54,6 @@ methods apart when they differ by much, not a benchmark of knowledge or reasonin
 
 from __future__ import annotations
 
-import os
 import random
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -112,17 +116,19 @@ class Layout:
     template: str | None = None  # the prompt; None: the prompt column as it is
     answer_of: Callable[[Mapping, str], str] | None = None  # the reference from the answer column's text
     strict: bool = False  # the tool's own layout: an unknown column is a mistake
+    mapped: tuple[str, ...] = ()  # the item fields --fields named: their columns must be in the file
 
     def columns(self, key: str) -> tuple[str, ...]:
         return self.fields.get(key, (key,))
 
 
 OWN = Layout("own", strict=True)
-_MATH = Layout("math", {"prompt": ("problem",), "answer": ("answer",), "id": ("unique_id", "id")}, "math",
+_MATH = Layout("math", {"prompt": ("problem", "question"), "answer": ("answer",), "id": ("unique_id", "id")}, "math",
                "{prompt}\n\n" + BOXED_REQUEST)
 PRESETS: dict[str, Layout] = {
     "math": _MATH, "math500": replace(_MATH, name="math500"), "aime": replace(_MATH, name="aime"),
-    "gsm8k": Layout("gsm8k", {"prompt": ("question",), "answer": ("answer",), "id": ("id",)}, "number",
+    # asked for a \\boxed{} answer, so read by the math grader (3{,}600, \\frac{9}{2}); the reference is GSM8K's number
+    "gsm8k": Layout("gsm8k", {"prompt": ("question",), "answer": ("answer",), "id": ("id",)}, "math",
                     "{prompt}\n\n" + BOXED_REQUEST, _gsm8k_answer),
     "humaneval": Layout("humaneval", {"prompt": ("prompt",), "answer": ("test",), "id": ("task_id",)}, "python",
                         "Complete the following Python function. Give the whole function, with its imports, in "
@@ -138,6 +144,7 @@ def layout(preset: str | None = None, fields: str | None = None, template: str |
     if fields is None and template is None:
         return base
     mapping = dict(base.fields)
+    mapped = []
     for part in (fields or "").split(","):
         if not part.strip():
             continue
@@ -147,18 +154,17 @@ def layout(preset: str | None = None, fields: str | None = None, template: str |
         if key not in ITEM_FIELDS:
             raise InputError(f"--fields: unknown item field {key!r}; map {', '.join(ITEM_FIELDS)}")
         mapping[key] = (column,)
+        mapped.append(key)
     if template is not None and "{" not in template:
         raise InputError("--prompt-template names no field: write {prompt} (or {COLUMN}) where the prompt goes")
     return replace(base, name=base.name if preset else "fields", fields=mapping, strict=False,
-                   template=template if template is not None else base.template)
+                   mapped=tuple(mapped), template=template if template is not None else base.template)
 
 
 def _get(row: Mapping, column: str):
     """A row's column: by its exact name, else ignoring case."""
-    if column in row:
-        return row[column]
-    folded = column.casefold()
-    return next((v for k, v in row.items() if isinstance(k, str) and k.casefold() == folded), None)
+    name = _has(row, column)
+    return None if name is None else row[name]
 
 
 def _first(row: Mapping, columns: tuple[str, ...]):
@@ -177,17 +183,44 @@ def _named(row: Mapping, columns: tuple[str, ...]) -> tuple[str, object]:
     return columns[0], None
 
 
-_PLACE = re.compile(r"\{(\w+)\}")
+# {name} right after a LaTeX command, ^ or _ is LaTeX's group, never a placeholder: \boxed{Answer}, x^{2}
+# ({prompt} always is, and so is a {name} after a literal \n or \t, which no LaTeX answer format uses)
+_PLACE = re.compile(r"(\\(?![nt]\b)[A-Za-z]+\s*|[\^_])?\{(\w+)\}")
+_SOLUTIONS = ("solution", "canonical_solution")  # columns that hold the worked answer
 
 
-def fill(template: str, row: Mapping, prompt: str) -> str:
-    """`template` with {prompt} and {COLUMN} filled from the row; any other brace as written."""
+def _columns(row: Mapping) -> str:
+    return ", ".join(str(k) for k in row)
+
+
+def _has(row: Mapping, column: str) -> str | None:
+    """The column as the row spells it: by its exact name, else ignoring case (None: no such column)."""
+    if column in row:
+        return column
+    folded = column.casefold()
+    return next((k for k in row if isinstance(k, str) and k.casefold() == folded), None)
+
+
+def fill(template: str, row: Mapping, prompt: str, answer_columns: tuple[str, ...] = ()) -> str:
+    """`template` with {prompt} and {COLUMN} filled from the row; a brace after a LaTeX command as written.
+    ValueError (one line) for a placeholder that names no column, or the answer's (it would give the answer away)."""
+    secret = {c.casefold() for c in (*answer_columns, *_SOLUTIONS)}
+
     def sub(m: re.Match) -> str:
-        name = m.group(1)
+        name = m.group(2)
         if name == "prompt":
-            return prompt
-        value = _get(row, name)
-        return m.group(0) if value is None else str(value)
+            return (m.group(1) or "") + prompt
+        if m.group(1):
+            return m.group(0)
+        column = _has(row, name)
+        if column is None:
+            raise ValueError(f"--prompt-template: {{{name}}} is no column of the file (its columns: "
+                             f"{_columns(row)}); {{prompt}} is the prompt")
+        if column.casefold() in secret:
+            raise ValueError(f"--prompt-template names {{{name}}}, which holds the answer: the prompt would give "
+                             "it away")
+        value = row[column]
+        return "" if value is None else str(value)
 
     return _PLACE.sub(sub, template)
 
@@ -195,7 +228,7 @@ def fill(template: str, row: Mapping, prompt: str) -> str:
 # -- reading ------------------------------------------------------------------------------------
 
 def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
-               layout: Layout = OWN) -> list[Item]:
+               layout: Layout = OWN, limit: int | None = None) -> list[Item]:
     """The items `spec` names: `builtin`, `builtin:arith`, `builtin:mc`, `hf:ORG/NAME[/CONFIG][:SPLIT]`, or a
     task file's path (JSONL, CSV or Parquet), read with `layout`."""
     if spec == BUILTIN or spec.startswith(BUILTIN + ":"):
@@ -203,26 +236,30 @@ def load_tasks(spec: str, *, default_grader: str | None = None, seed: int = 0,
         if name and name not in BUILTIN_SETS:
             raise InputError(f"unknown built-in task set {name!r}; choose builtin, "
                              + ", ".join(f"builtin:{s}" for s in BUILTIN_SETS) + " or a task file")
-        return builtin_tasks(name or None, seed)
+        if layout is not OWN:
+            raise InputError("--preset, --fields and --prompt-template read a task file; the built-in set has its "
+                             "own items")
+        return builtin_tasks(name or None, seed)[:limit]
     if spec.startswith(HUB) and not Path(spec).exists():
-        return read_hub_dataset(spec, default_grader, layout)
-    return read_task_file(Path(spec), default_grader, layout)
+        return read_hub_dataset(spec, default_grader, layout, limit)
+    return read_task_file(Path(spec), default_grader, layout, limit)
 
 
 TABLES = (".csv", ".parquet", ".pq")
 
 
-def read_task_file(path: Path, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
+def read_task_file(path: Path, default_grader: str | None = None, layout: Layout = OWN,
+                   limit: int | None = None) -> list[Item]:
     readable_file(path, "task file", pipes=True)
     shown = visible(str(path), keep_newlines=False)
     if path.suffix.lower() in TABLES:
         rows = _table_rows(path, shown)
-        return _items(rows, shown, "row ", default_grader, layout)
+        return _items(rows, shown, "row ", default_grader, layout, limit)
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"{shown}: cannot read task file ({e.strerror})") from None
-    return _items(_jsonl_rows(raw), shown, "", default_grader, layout)
+    return _items(_jsonl_rows(raw), shown, "", default_grader, layout, limit)
 
 
 def _jsonl_rows(raw: bytes) -> Iterator[tuple[int, Mapping | ValueError]]:
@@ -275,9 +312,11 @@ def _plain(value):
     return value
 
 
-def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layout = OWN) -> list[Item]:
+def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layout = OWN,
+                     limit: int | None = None) -> list[Item]:
     """`hf:ORG/NAME[/CONFIG][:SPLIT]` through `datasets`: from its cache, else downloaded where a network allows."""
-    from presto_tui.api.engine import is_hub_id
+    from presto_tui.api.engine import hub_dataset, is_hub_id
+    from presto_tui.errors import EngineError
 
     name, _, split = spec.removeprefix(HUB).partition(":")
     parts = name.split("/")
@@ -285,42 +324,50 @@ def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layou
     shown = visible(spec, keep_newlines=False)
     if not is_hub_id(repo) or len(parts) > 3 or (config is not None and not config):
         raise InputError(f"{shown}: a hub dataset is hf:ORG/NAME[/CONFIG][:SPLIT], as hf:openai/gsm8k/main:test")
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         import datasets
     except ImportError:
         raise InputError(f"{shown}: reading a hub dataset needs datasets (pip install datasets)") from None
+    try:  # the snapshot in the hub cache, as models are found (datasets itself would retry for half a minute)
+        folder = hub_dataset(repo, shown)
+    except EngineError as e:
+        raise InputError(str(e)) from None
     try:
-        data = datasets.load_dataset(repo, config, split=split or "test")
-    except Exception as e:  # not cached offline, no network, no such dataset or split: one line says which
-        why = "HF_HUB_OFFLINE is set" if offline else \
-            f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
-        raise InputError(f"{shown}: not in the Hugging Face cache and not downloaded ({why})") from None
+        data = datasets.load_dataset(str(folder), config, split=split or "test")
+    except Exception as e:  # no such config or split, files datasets cannot read: one line says which
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+        raise InputError(f"{shown}: not read from {folder} ({why})") from None
     if len(data) > MAX_ITEMS:
         raise InputError(f"{shown}: more than {MAX_ITEMS} items")
-    return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout)
+    return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout,
+                  limit)
 
 
-def _items(rows, shown: str, where: str, default_grader: str | None, layout: Layout) -> list[Item]:
+def _items(rows, shown: str, where: str, default_grader: str | None, layout: Layout,
+           limit: int | None = None) -> list[Item]:
+    """The items of `rows` up to `limit` (--limit: the rows after it are not read, their answers not parsed)."""
     items: list[Item] = []
     ids: dict[str, int] = {}
     for n, row in rows:
+        if limit is not None and len(items) >= limit:
+            break
+        at = f"{shown}:{' ' if where else ''}{where}{n}"  # file:LINE or file: row N
         try:
             if isinstance(row, ValueError):
                 raise row
             item = _item(row, n, default_grader, layout)
         except ValueError as e:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: {visible(str(e), keep_newlines=False)}") \
-                from None
+            raise InputError(f"{at}: {visible(str(e), keep_newlines=False)}") from None
         if item.id in ids:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: id {visible(item.id, keep_newlines=False)!r} "
-                             f"repeats {where or 'line '}{ids[item.id]}")
+            again = visible(item.id, keep_newlines=False)
+            raise InputError(f"{at}: id {again!r} repeats {where or 'line '}{ids[item.id]}")
         ids[item.id] = n
         items.append(item)
         if len(items) > MAX_ITEMS:
-            raise InputError(f"{shown}:{' ' if where else ''}{where}{n}: more than {MAX_ITEMS} items")
+            raise InputError(f"{at}: more than {MAX_ITEMS} items")
     if not items:
-        raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")")
+        raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")" if not where
+                         else f"{shown}: no rows")
     return items
 
 
@@ -331,15 +378,22 @@ def _item(obj: Mapping, n: int, default_grader: str | None, layout: Layout = OWN
     if layout.strict:
         unknown = sorted(set(obj) - set(ITEM_FIELDS))
         if unknown:
-            hint = next((f"; a {preset} file? --preset {preset}" for preset, cols in _HINTS if unknown[0] in cols), "")
+            folded = {str(u).casefold() for u in unknown}  # AIME's Problem, Answer as well
+            hint = next((f"; a {preset} file? --preset {preset}" for preset, cols in _HINTS if folded & set(cols)), "")
             raise ValueError(f"unknown field {unknown[0]!r}; an item has prompt, answer, grader and id (map a file's "
                              f"own columns with --fields){hint}")
+    for key in layout.mapped:
+        column = layout.columns(key)[0]
+        if _has(obj, column) is None:
+            also = f"; to grade every item with one grader use --grader {column}" if key == "grader" else ""
+            raise ValueError(f"--fields {key}={column}: no column {column!r} (its columns: {_columns(obj)}){also}")
     name = _first(obj, layout.columns("grader")) or default_grader or layout.grader or DEFAULT_GRADER
     fields = {}
     for key in ("prompt", "answer"):
         column, value = _named(obj, layout.columns(key))
         if value is None:
-            raise ValueError(f"missing \"{column}\"")
+            why = "empty" if _has(obj, column) is not None else "missing"
+            raise ValueError(f"{why} \"{column}\" (its columns: {_columns(obj)})")
         if key == "answer" and isinstance(value, (int, float)) and not isinstance(value, bool) \
                 and (name in NUMERIC_ANSWERS or not layout.strict):
             value = str(value)  # a number graded as a number: 4, 0.5, 1e+30 (the grader reads it exactly)
@@ -356,7 +410,7 @@ def _item(obj: Mapping, n: int, default_grader: str | None, layout: Layout = OWN
     if layout.answer_of is not None:
         fields["answer"] = layout.answer_of(obj, fields["answer"])
     if layout.template is not None:
-        fields["prompt"] = fill(layout.template, obj, fields["prompt"])
+        fields["prompt"] = fill(layout.template, obj, fields["prompt"], layout.columns("answer"))
     grader(name).check(fields["answer"])
     ident = _first(obj, layout.columns("id"))
     ident = n if ident is None else ident

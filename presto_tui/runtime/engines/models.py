@@ -136,6 +136,29 @@ def hub_model(model: str) -> Path:
     return path
 
 
+def hub_dataset(repo: str, shown: str) -> Path:
+    """Hub dataset `repo`'s snapshot folder, by models' rule: from the cache (no network asked), else
+    downloaded into it where a network allows, short timeouts and no retries; else the one line."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        raise EngineError(_not_cached(shown, "huggingface_hub is not installed")) from None
+    try:
+        return Path(str(snapshot_download(repo, repo_type="dataset", cache_dir=str(hub_cache()),
+                                          local_files_only=True)))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        pass
+    if _offline():
+        raise EngineError(_not_cached(shown, "HF_HUB_OFFLINE is set"))
+    print(f"presto-tui: downloading {shown} into {hub_cache()}...", file=sys.stderr, flush=True)
+    try:
+        return Path(str(snapshot_download(repo, repo_type="dataset", cache_dir=str(hub_cache()), etag_timeout=5)))
+    except Exception as e:  # no network, no such dataset, a gated one: one line says which
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise EngineError(_not_cached(shown, f"{type(e).__name__}: {first}")) from None
+
+
 def resolve(model: str | None, *, quiet: bool = False) -> Path:
     """A local Hugging Face folder (config.json, safetensors, tokenizer) for `model`."""
     if model is None or model in EMBEDDED_ALIASES:
