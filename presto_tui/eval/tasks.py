@@ -174,12 +174,9 @@ def _first(row: Mapping, columns: tuple[str, ...]):
 def _named(row: Mapping, columns: tuple[str, ...]) -> tuple[str, object]:
     """(the column as the row spells it, its value) of the first of `columns` the row has; (columns[0], None)."""
     for c in columns:
-        if c in row and row[c] is not None:
-            return c, row[c]
-        folded = c.casefold()
-        for k, v in row.items():
-            if isinstance(k, str) and k.casefold() == folded and v is not None:
-                return k, v
+        name = _has(row, c)
+        if name is not None and row[name] is not None:
+            return name, row[name]
     return columns[0], None
 
 
