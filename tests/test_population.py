@@ -98,7 +98,7 @@ def test_every_swap_is_the_replica_exchange_rule_recomputed_from_the_model(schem
         for n, st in enumerate(steps, 1):
             assert st.exponents == exps and (st.block, st.k) == (0, 2 * n)
             if scheme == "deo":
-                assert list(st.pairs) == [i for i in range(3) if i % 2 == n % 2]
+                assert list(st.pairs) == [i for i in range(3) if i % 2 == (n - 1) % 2]  # pair 1-2 first
             else:
                 assert list(st.pairs) == [min(2, int(swap_uniform(seed, n, 0) * 3))]
             logp = [oracle.suffix_logprobs(b.lm, PROMPT, t, 1.0)[1] for t in st.tokens]
@@ -189,9 +189,24 @@ def test_ppt_reports_its_replicas_swaps_and_round_trips_in_run_json_and_says_whe
     assert sum(s["proposed"] for s in d["swaps"]) == 20 and "round_trips" in d
     choice = next(e for e in events if isinstance(e, Choice))
     assert choice.index == 2 and "alpha replica" in choice.rule
-    never = summarize(events_of(params.with_(pt_swap_every=100))[1])
-    assert never.info.to_dict()["swap_barriers"] == 0
-    assert any("no swap was proposed" in n for n in never.info.notes())
+    with pytest.raises(ParamError, match="no swap would ever be proposed"):
+        params.with_(pt_swap_every=21).validate()
+    info = PptInfo()  # a trace of a session that never met a barrier still says so
+    info.update(PtStep(1, 0, 20, (1.0, 4.0), (), (), (), (0, 1), (0.0, 0.0), ((), ()), (20, 20), (9, 9), True, 0.0))
+    assert any("no swap was proposed" in n for n in info.notes())
+
+
+@pytest.mark.parametrize("R,K,S", [(2, 2, 2), (2, 3, 2), (3, 2, 2), (4, 1, 1)])
+def test_the_even_odd_scheme_proposes_a_pair_at_its_first_barrier(R, K, S):
+    """Tempering is never a silent no-op: with one barrier in the whole response (two replicas, K = 2, swaps
+    every 2), the even/odd scheme proposes the pair 1-2 there (it used to start with the odd-indexed pairs,
+    none for two replicas), and over two barriers it proposes every pair of three."""
+    params = SamplerParams(sampler="ppt", prefetch="stream", budget=4, max_new_tokens=4, steps=K, seed=0,
+                           pt_swap_every=S, pt_replicas=R).validate()
+    steps = [s for s in pt_steps(events_of(params)[1]) if not s.final]
+    assert steps and list(steps[0].pairs) == list(range(0, R - 1, 2))
+    proposed = {i for s in steps for i in s.pairs}
+    assert proposed == set(range(R - 1)) or len(steps) == 1
 
 
 # -- resample-move -------------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ meet and neighbours propose to exchange states, levels i and i + 1 accepted with
 
 (p0 of the whole response so far), which leaves the product of the replicas' targets invariant, so the
 alpha replica's chain stays an exact MCMC chain for pi_alpha.  Which pairs propose (`--pt-scheme`):
-`deo`, the deterministic even/odd alternation (even pairs at even barriers, odd at odd: the
-non-reversible scheme of Syed, Bouchard-Côté, Deligiannidis and Doucet 2019), or `random`, one pair
-drawn uniformly per barrier.  The uniforms are keyed (`randomness.swap_uniform`: by the session seed,
+`deo`, the deterministic even/odd alternation (counting barriers and pairs from 1: the odd pairs 1-2,
+3-4, ... at odd barriers, the even pairs 2-3, 4-5, ... at even ones, so that the first barrier proposes
+the pair 1-2 and two replicas swap from the first barrier on: the non-reversible scheme of Syed,
+Bouchard-Côté, Deligiannidis and Doucet 2019), or `random`, one pair drawn uniformly per barrier.  The uniforms are keyed (`randomness.swap_uniform`: by the session seed,
 the barrier and the pair), the replicas' seeds too (`member_seed`: the alpha replica keeps the session
 seed, so R = 1 is the family's chain itself), so PreSTO reproduces the sequential tempered chain token
 for token, swaps included.
@@ -103,6 +104,12 @@ def read_ladder(name: str, text: str) -> dict[str, Any]:
     if not exps or not all(math.isfinite(a) and a > 0 for a in exps):
         raise ParamError(f"{name} takes exponents above 0 separated by commas, got {value[:60]!r}", "pt_ladder")
     return {"pt_ladder": ",".join(number_text(a) for a in exps)}
+
+
+def deo_pairs(step: int, R: int) -> list[int]:
+    """The lower levels (from 0) of the pairs the even/odd scheme proposes at barrier `step` (from 1): pair
+    1-2 (level 0) at the first barrier, so that no session with a barrier proposes nothing."""
+    return [i for i in range(R - 1) if i % 2 == (step - 1) % 2]
 
 
 def temperatures(params: SamplerParams, exponents: Sequence[float]) -> tuple[float, ...]:
@@ -243,8 +250,8 @@ class PptDriver(Population):
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
         p, s = self.params, self.crossed + 1
         R = len(states)
-        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs of s's parity
-            pairs = [i for i in range(R - 1) if i % 2 == s % 2]
+        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs (from 1) of the barrier's (from 1) parity
+            pairs = deo_pairs(s, R)
         else:
             pairs = [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
         out = list(states)
@@ -401,7 +408,8 @@ class ParallelPowerTempering(PopulationMethod):
               symbol="S"),
         Param("pt_scheme", str, SCHEMES[0], "PPT: which neighbours propose to swap at a barrier", Group.OWN,
               "swap scheme (PPT)", choices=lambda: (
-                  ("deo", "even pairs at even barriers, odd at odd: non-reversible, Syed et al. 2019"),
+                  ("deo", "pairs 1-2, 3-4, ... at odd barriers, 2-3, 4-5, ... at even ones: non-reversible, Syed et al. "
+                          "2019"),
                   ("random", "one pair drawn uniformly")), symbol=""),
         Param("pt_family", str, POWERMH.name, "PPT: the MH chain each replica runs", Group.OWN, "replica chain (PPT)",
               choices=_families, metavar="NAME", symbol=""),
@@ -435,6 +443,10 @@ class ParallelPowerTempering(PopulationMethod):
                                    "to alpha)", number_text(params.pt_alpha_min), number_text(params.alpha),
                                    naming=naming)
         exps = ladder(params)
+        if len(exps) > 1 and params.pt_swap_every > params.n_blocks * params.steps:
+            raise ParamError.about("pt_swap_every", "{pt_swap_every} {0} is more than the {1} transitions of the whole "
+                                   "response ({steps} per block): no swap would ever be proposed", params.pt_swap_every,
+                                   params.n_blocks * params.steps, naming=naming)
         limit = param_table()["tau"].limit
         for a, tau in zip(exps, temperatures(params, exps)):
             if limit is not None and not limit.contains(tau):
