@@ -163,3 +163,25 @@ async def test_replay_of_an_adaptive_ladder_shows_how_it_moved_and_where_it_froz
         assert f"replica 3 of 4, alpha {frozen.exponents[2]:.4g}, at the end" in text_of(app, "#inspector")
         await pilot.press(*["left"] * grid.col)
         assert f"replica 3 of 4, alpha {first.before[2]:.4g}, after barrier 1" in text_of(app, "#inspector")
+
+
+async def test_f1_lists_the_population_grids_keys_and_marks(tmp_path):
+    """F1 on a tempering session's grid teaches its keys and each mark the grid draws (the marks' words are
+    the grids' own legends: one owner)."""
+    from presto_tui.views.state.baseline import SmcRun
+    from presto_tui.views.state.ppt import PptRun
+
+    app = replay_app(population_trace(tmp_path))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await wait_until(pilot, lambda: app.screen.query_one(ReplicaGrid).display)
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: app.screen.query("#help-text"))
+        from rich.console import Console
+
+        console = Console(width=110, record=True)
+        console.print(app.screen.query_one("#help-text").content)  # (the help's rich Group)
+        shown = " ".join(console.export_text().split())
+    assert "Populations (tempering's replica grid" in shown
+    assert "tempering: the replica above or below" in shown and "tempering: the barrier before or after" in shown
+    for mark in (*PptRun().legend(), *SmcRun().legend()):
+        assert " ".join(mark.split()) in shown, mark
