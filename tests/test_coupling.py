@@ -367,6 +367,8 @@ POPULATIONS = {  # parallel tempering (every scheme, every family) and resample-
     "ppt-random-3": dict(sampler="ppt", pt_scheme="random", pt_swap_every=3, pt_replicas=3),
     "ppt-entropycut": dict(sampler="ppt", pt_family="entropycut", pt_swap_every=2, pt_alpha_min=2.0),
     "ppt-multitry": dict(sampler="ppt", pt_family="multitry", pt_swap_every=2, pt_replicas=2),
+    # the adaptive ladder: its exponents move at the warm-up's barriers (pt_ladder events), then stay
+    "ppt-auto": dict(sampler="ppt", pt_ladder="auto", pt_swap_every=1, pt_replicas=4),
     "rm": dict(sampler="resample-move", particles=4, rm_ess=0.9),
 }
 POPULATION_RULES = {  # the round rules, and the streaming rule under its policies
@@ -457,6 +459,10 @@ def test_the_population_coupling_is_not_vacuous():
             swaps += sum(sum(r["swapped"]) for r in records if isinstance(r, dict) and "swapped" in r)
             resamplings += sum(r["resampled"] for r in records if isinstance(r, dict) and "resampled" in r)
     assert swaps > 10 and resamplings > 0
+    for seed in SEEDS[:2]:  # the adaptive ladder moved, so its members' targets changed mid-chain
+        _, records = population_reference("ppt-auto", "multi-block", seed)
+        moves = [r for r in records if isinstance(r, dict) and "frozen" in r]
+        assert moves and moves[-1]["frozen"] and any(m["exponents"] != m["before"] for m in moves)
     replaced = []
     original = StreamBlock.replace
 

@@ -489,3 +489,95 @@ def test_one_chain_with_a_replicas_transitions_is_not_within_noise_of_pi_alpha()
     chain = testing.check_law(SamplerParams(prefetch="none", alpha=4.0, max_new_tokens=3, steps=4), sessions=1500,
                               assert_=False)
     assert not chain.within_noise
+
+
+# -- the adaptive ladder (--pt-ladder auto): exact after its freeze -------------------------------------
+
+AUTO_LADDER = dict(sampler="ppt", prefetch="none", alpha=4.0, max_new_tokens=3, steps=10, pt_swap_every=1,
+                   pt_ladder="auto", pt_replicas=4, pt_warmup=4)  # updates after barriers 2 and 4 (frozen), 6 after
+FROZEN_CHAINS = 800
+# the freeze's checks: levels from 1 to 8 on a sharper model, whose laws p0^a_r tell the exponents apart
+# (a leak that goes unseen at alpha 4 on the kit's default model is plain here)
+FROZEN = dict(AUTO_LADDER, alpha=8.0)
+FROZEN_SHARPNESS = 2.0
+
+
+def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
+    """Each level's final state's randomized PIT under p0^a_r, a_r its exponent at the end: chains whose
+    replicas are replaced, at the freeze (after the warm-up's last barrier), by exact draws of their own
+    pi_a_r for the frozen ladder, then run the transitions after it with their swaps.  `leak`: a variant whose
+    ladder goes on adapting after the warm-up, from the swaps after it (the freeze the harness sees stays the
+    warm-up's last barrier).  Per level, the PITs of all chains (uniform for an exact chain)."""
+    from presto_tui import testing
+    from presto_tui.runtime.methods import ppt
+    from presto_tui.runtime.session.loop import make_driver, run_chains
+
+    engine = testing.enumerable(sharpness=sharpness)
+    base = testing.exact_law(engine, PROMPT, params.max_new_tokens, 1.0)
+    logp0 = np.log(base.probs)
+    rng = np.random.default_rng(seed)
+    freeze = ppt.warmup(params) // params.pt_swap_every
+    original_cross, original_updates = ppt.PptDriver.cross, ppt.updates
+
+    def cross(self, barrier, states):
+        out = original_cross(self, barrier, states)
+        if self.crossed + 1 == freeze:  # the freeze: exact draws of the frozen ladder's levels
+            out = []
+            for r, a in enumerate(self.exponents):
+                law = np.exp(a * logp0 - (a * logp0).max())
+                i = int(rng.choice(len(law), p=law / law.sum()))
+                out.append(testing._state(engine, PROMPT, testing._response(base, i), self.taus[r],
+                                          self.families[r].score_taus))
+        return out
+
+    total = params.n_blocks * params.steps // params.pt_swap_every
+    pits: list[list[float]] = []
+    try:
+        ppt.PptDriver.cross = cross
+        if leak:
+            ppt.updates = lambda p: (*original_updates(p), *range(freeze + 1, total))
+        drivers = (make_driver(engine, params.with_(seed=seed + c), list(PROMPT)) for c in range(chains))
+        for _, ev in run_chains(engine, drivers, concurrency=64):
+            if isinstance(ev, ppt.PtStep) and ev.final:
+                for r, (a, toks) in enumerate(zip(ev.exponents, ev.tokens)):
+                    law = np.exp(a * logp0 - (a * logp0).max())
+                    pits.extend([] for _ in range(r + 1 - len(pits)))
+                    pits[r].append(testing._discrete_pit(law, base.index(tuple(toks)), rng.random()))
+    finally:
+        ppt.PptDriver.cross, ppt.updates = original_cross, original_updates
+    return pits
+
+
+@pytest.mark.slow
+def test_the_adaptive_ladder_after_its_freeze_keeps_every_levels_law_from_exact_starts():
+    """--pt-ladder auto: each replica, given an exact draw of its own pi_a_r for the frozen ladder at the
+    freeze, still follows it after the transitions and swaps that follow (the chain after the freeze is the
+    tempered chain of the frozen ladder): every level's PITs under its law are uniform."""
+    from scipy import stats
+
+    params = SamplerParams(**FROZEN).validate()
+    for r, u in enumerate(frozen_ladder_pits(params, FROZEN_CHAINS, sharpness=FROZEN_SHARPNESS)):
+        assert stats.kstest(u, "uniform").pvalue > 1e-3, f"level {r + 1} left its law after the freeze"
+
+
+@pytest.mark.slow
+def test_the_freeze_check_fails_a_ladder_whose_adaptation_leaks_past_the_warm_up():
+    """Not vacuous: a variant that goes on moving the exponents after the warm-up (from the swaps after it)
+    leaves the final states off the laws of the exponents it ends with, beyond what the check above lets
+    through."""
+    from scipy import stats
+
+    params = SamplerParams(**FROZEN).validate()
+    pits = frozen_ladder_pits(params, FROZEN_CHAINS, leak=True, sharpness=FROZEN_SHARPNESS)
+    pvalues = [stats.kstest(u, "uniform").pvalue for u in pits]
+    assert min(pvalues) < 1e-3
+
+
+@pytest.mark.slow
+def test_the_adaptive_ladders_answer_reaches_pi_alpha_from_the_prompt():
+    """From the prompt, through the warm-up's moving ladder and the frozen one after it, the alpha replica's
+    answer is within noise of pi_alpha (the law-test kit's `check_law`)."""
+    from presto_tui import testing
+
+    report = testing.check_law(SamplerParams(**AUTO_LADDER), sessions=800)
+    assert report.within_noise and report.foreign == 0

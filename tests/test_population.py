@@ -98,7 +98,7 @@ def test_every_swap_is_the_replica_exchange_rule_recomputed_from_the_model(schem
         for n, st in enumerate(steps, 1):
             assert st.exponents == exps and (st.block, st.k) == (0, 2 * n)
             if scheme == "deo":
-                assert list(st.pairs) == [i for i in range(3) if i % 2 == n % 2]
+                assert list(st.pairs) == [i for i in range(3) if i % 2 == (n - 1) % 2]  # pair 1-2 first
             else:
                 assert list(st.pairs) == [min(2, int(swap_uniform(seed, n, 0) * 3))]
             logp = [oracle.suffix_logprobs(b.lm, PROMPT, t, 1.0)[1] for t in st.tokens]
@@ -191,9 +191,24 @@ def test_ppt_reports_its_replicas_swaps_and_round_trips_in_run_json_and_says_whe
     assert sum(s["proposed"] for s in d["ladder"]["pairs"]) == 20 and "round_trips" in d
     choice = next(e for e in events if isinstance(e, Choice))
     assert choice.index == 2 and "alpha replica" in choice.rule
-    never = summarize(events_of(params.with_(pt_swap_every=100))[1])
-    assert never.info.to_dict()["swap_barriers"] == 0
-    assert any("no swap was proposed" in n for n in never.info.notes())
+    with pytest.raises(ParamError, match="no swap would ever be proposed"):
+        params.with_(pt_swap_every=21).validate()
+    info = PptInfo()  # a trace of a session that never met a barrier still says so
+    info.update(PtStep(1, 0, 20, (1.0, 4.0), (), (), (), (0, 1), (0.0, 0.0), ((), ()), (20, 20), (9, 9), True, 0.0))
+    assert any("no swap was proposed" in n for n in info.notes())
+
+
+@pytest.mark.parametrize("R,K,S", [(2, 2, 2), (2, 3, 2), (3, 2, 2), (4, 1, 1)])
+def test_the_even_odd_scheme_proposes_a_pair_at_its_first_barrier(R, K, S):
+    """Tempering is never a silent no-op: with one barrier in the whole response (two replicas, K = 2, swaps
+    every 2), the even/odd scheme proposes the pair 1-2 there (it used to start with the odd-indexed pairs,
+    none for two replicas), and over two barriers it proposes every pair of three."""
+    params = SamplerParams(sampler="ppt", prefetch="stream", budget=4, max_new_tokens=4, steps=K, seed=0,
+                           pt_swap_every=S, pt_replicas=R).validate()
+    steps = [s for s in pt_steps(events_of(params)[1]) if not s.final]
+    assert steps and list(steps[0].pairs) == list(range(0, R - 1, 2))
+    proposed = {i for s in steps for i in s.pairs}
+    assert proposed == set(range(R - 1)) or len(steps) == 1
 
 
 # -- resample-move -------------------------------------------------------------------------------------
@@ -311,3 +326,176 @@ def test_every_session_counts_its_engine_steps():
         s = summarize(run_session(engine, params, list(PROMPT)))
         assert s.engine_steps == engine.steps > 0 and s.to_dict()["engine_steps"] == s.engine_steps
 
+
+
+# -- conflicting tempering flags: refused, or the trace records what ran --------------------------------
+
+def test_what_the_flags_say_together_runs_and_the_trace_records_what_ran(in_tmp):
+    from typer.testing import CliRunner
+
+    from presto_tui.cli import app
+
+    base = ["run", "x", "--backend", "synthetic", "-n", "8", "-K", "2", "--json", "--no-trace", "--sampler", "ppt"]
+    for extra in (["--pt-replicas", "3", "--pt-ladder", "1,2,4"], ["--pt-family", "multitry", "--tries", "3"]):
+        res = CliRunner().invoke(app, [*base, *extra])
+        assert res.exit_code == 0, res.output
+    d = json.loads(CliRunner().invoke(app, [*base, "--pt-ladder", "1.5,4"]).stdout)
+    assert d["params"]["pt_replicas"] == 2 and d["params"]["pt_alpha_min"] == 1.5 and d["replicas"] == 2
+    # the library: a Params whose replica count a ladder overrides records the ladder's
+    p = SamplerParams(sampler="ppt", pt_replicas=5, pt_alpha_min=2.0, pt_ladder="1,2,4").validate()
+    assert p.to_dict()["pt_replicas"] == 3 and p.to_dict()["pt_alpha_min"] == 1.0
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--sampler", "ppt", "--pt-replicas", "5", "--pt-alpha-min", "2", "--pt-ladder", "1,2,4"],
+     "--pt-replicas 5 contradicts --pt-ladder 1,2,4 (3 replicas): the ladder sets them, drop --pt-replicas"),
+    (["--sampler", "ppt", "--pt-alpha-min", "2", "--pt-ladder", "1,2,4"],
+     "--pt-alpha-min 2 contradicts --pt-ladder 1,2,4 (its lowest exponent 1): the ladder sets it, drop "
+     "--pt-alpha-min"),
+    (["--sampler", "powermh", "--pt-replicas", "3"],
+     "--pt-replicas applies to --sampler ppt, not powermh: drop it, or choose that sampler"),
+    (["--particles", "4"],  # one rule for every method's own parameter
+     "--particles applies to --sampler powersmc or resample-move, not powermh: drop it, or choose that sampler"),
+    (["--sampler", "ppt", "--tries", "3"],  # a parameter of the replicas' family applies only with that family
+     "--tries applies to --sampler multitry, not ppt: drop it, or choose that sampler"),
+])
+def test_a_flag_that_cannot_apply_to_the_run_is_refused_in_one_line(no_engine, in_tmp, args, line):
+    from helpers import cli_error
+
+    assert cli_error("run", "x", "--backend", "synthetic", "-n", "8", "-K", "2", *args) == line
+
+
+def test_one_replica_is_titled_by_its_one_exponent_and_a_given_ladder_is_not_told_to_raise_alpha_min():
+    from presto_tui.runtime.session.events import SessionStart
+
+    assert registry.method("ppt").describe(SamplerParams(sampler="ppt", pt_replicas=1).to_dict()).startswith(
+        "PPT R=1 alpha 4 S=2")
+
+    def notes(params):
+        info = PptInfo()
+        info.update(SessionStart("s", "0", "synthetic", "m", params.to_dict(), "x", (1,), 0.0))
+        for n in range(1, 6):
+            info.update(PtStep(n, 0, n, (1.0, 4.0), (0,), (0.0,), (False,), (0, 1), (0.0, 0.0), ((), ()), (1, 1),
+                               (0, 0), False, 0.0))
+        return " ".join(info.notes())
+
+    geometric = notes(SamplerParams(sampler="ppt", pt_replicas=2, steps=10))
+    given = notes(SamplerParams(sampler="ppt", pt_ladder="1,4", steps=10))
+    assert "--pt-alpha-min" in geometric and "--pt-alpha-min" not in given and "--pt-ladder" in given
+
+
+# -- the adaptive ladder (--pt-ladder auto) ---------------------------------------------------------------
+
+AUTO = dict(sampler="ppt", pt_ladder="auto", pt_replicas=4, pt_swap_every=1, max_new_tokens=8, steps=24)
+
+
+def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier():
+    """Syed et al.'s update: Lambda piecewise linear through the pairs' cumulative rejection rates, the new
+    exponents at k Lambda / (R - 1) of its inverse, the ends kept; equal rates leave a ladder where it is."""
+    from presto_tui.runtime.methods.ppt import adapted
+
+    new, barrier = adapted((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3))  # Lambda 1.5: 0.5 and 1.0 of it
+    assert barrier == pytest.approx(1.5)
+    assert new[0] == 1.0 and new[-1] == 4.0
+    assert new[1:3] == pytest.approx((1 + 0.5 / 0.9, 2 + 0.1 / 0.3), abs=2e-3)  # (the sliver moves them a hair)
+    same, _ = adapted((1.0, 1.5, 2.5, 4.0), (0.4, 0.4, 0.4))
+    assert same == pytest.approx((1.0, 1.5, 2.5, 4.0), abs=1e-3)
+    none, _ = adapted((1.0, 2.0, 3.0, 4.0), (0.0, 0.0, 0.0))  # nothing rejected: evenly spaced, still distinct
+    assert all(b > a for a, b in zip(none, none[1:]))
+
+
+def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_swaps_then_stays():
+    """Every update is the schedule update recomputed from the warm-up round's recorded swap probabilities
+    (the mean of 1 - A per pair over the barriers since the update before), after the barriers `updates`
+    names (rounds doubling, the last at the warm-up's end, frozen); the barriers after the freeze run the
+    frozen exponents, and the ends stay alpha_min and alpha."""
+    from presto_tui.runtime.methods.ppt import PtLadder, adapted, updates, warmup
+
+    moved = 0
+    for seed in range(3):
+        params = SamplerParams(**AUTO, seed=seed, prefetch="stream", budget=4).validate()
+        assert warmup(params) == 12 and updates(params) == (2, 4, 8, 12)
+        _, events = events_of(params)
+        steps = [e for e in pt_steps(events) if not e.final]
+        ladders = [e for e in events if isinstance(e, PtLadder)]
+        assert [u.step for u in ladders] == [2, 4, 8, 12] and [u.frozen for u in ladders] == [False] * 3 + [True]
+        start, last = 0, None
+        for u in ladders:
+            rnd = steps[start:u.step]
+            assert all(st.exponents == u.before for st in rnd)
+            rates = []
+            for i in range(3):
+                A = [a for st in rnd for j, a in zip(st.pairs, st.accept_probs) if j == i]
+                rates.append(sum(1 - a for a in A) / len(A) if A else None)
+            assert u.rejection == pytest.approx(rates)
+            filled = [r if r is not None else (last[i] if last else 0.0) for i, r in enumerate(rates)]
+            assert u.exponents == pytest.approx(adapted(u.before, filled)[0])
+            last, start = filled, u.step
+            moved += u.exponents != u.before
+        frozen = ladders[-1].exponents
+        assert frozen[0] == 1.0 and frozen[-1] == 4.0 and all(b > a for a, b in zip(frozen, frozen[1:]))
+        assert all(st.exponents == frozen for st in pt_steps(events)[12:])
+        info = summarize(events).info.to_dict()
+        assert info["exponents"] == list(frozen) and len(info["ladder_updates"]) == 4
+        # the pairs' counts are the frozen ladder's, after the freeze; the warm-up's apart
+        assert sum(s["proposed"] for s in info["swaps"]) == sum(len(st.pairs) for st in steps[12:]) == 18
+        assert sum(s["proposed"] for s in info["warmup_swaps"]) == sum(len(st.pairs) for st in steps[:12])
+    assert moved > 0
+
+
+def test_the_adaptive_ladders_event_reads_back_equal_and_a_damaged_one_is_refused():
+    from presto_tui.runtime.methods.ppt import PT_LADDER, PtLadder
+
+    _, events = events_of(SamplerParams(**AUTO).validate())
+    mine = [e for e in events if isinstance(e, PtLadder)]
+    assert mine and registry.event_type("pt_ladder") is PT_LADDER
+    for ev in mine:
+        assert PT_LADDER.decode(json.loads(json.dumps(PT_LADDER.encode(ev)))) == ev
+    d = json.loads(json.dumps(PT_LADDER.encode(mine[0])))
+    d["rejection"] = d["rejection"][:-1]
+    with pytest.raises(SchemaError, match="'rejection'"):
+        PT_LADDER.decode(d)
+
+
+@pytest.mark.parametrize("values,words", [
+    (dict(pt_ladder="auto", pt_replicas=1), "--pt-ladder auto tunes a ladder of --pt-replicas 2 or more"),
+    (dict(pt_ladder="auto", pt_warmup=3), "--pt-warmup 3 should span two swap barriers at least"),
+    (dict(pt_ladder="auto", pt_warmup=24), "leave transitions after it (fewer than the response's 24)"),
+    (dict(pt_warmup=8), "--pt-warmup applies to --pt-ladder auto only"),
+    (dict(pt_ladder="automatic"), "--pt-ladder takes exponents above 0 separated by commas"),
+])
+def test_an_adaptive_ladder_that_cannot_run_is_refused_in_one_line(values, words):
+    from presto_tui.runtime.core.params import params_from
+
+    with pytest.raises(ParamError) as e:
+        params_from({"sampler": "ppt", "steps": 24, **values})
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_adaptive_ladder_is_asked_for_alike_on_every_front_end(in_tmp):
+    """`--pt-ladder auto` (and `--pt-warmup`), the library's Params, the method language's `ppt:ladder=auto:W=8`;
+    the trace records the warm-up that ran, and the run's table shows how the ladder moved."""
+    from typer.testing import CliRunner
+
+    from presto_tui.api.params import parse_method
+    from presto_tui.cli import app
+
+    res = CliRunner().invoke(app, ["run", "x", "--backend", "synthetic", "-n", "8", "-K", "24", "--no-trace",
+                                   "--sampler", "ppt", "--pt-ladder", "auto", "--pt-swap-every", "1"])
+    assert res.exit_code == 0, res.output
+    assert "ladder frozen after barrier 12" in res.stdout and "R=4 ladder auto W=12" in res.stdout
+    p = SamplerParams(sampler="ppt", pt_ladder="auto", steps=24).validate()
+    assert p.to_dict()["pt_warmup"] == 12
+    m = parse_method("ppt:ladder=auto:W=8", SamplerParams(steps=24))
+    assert m.params.pt_ladder == "auto" and m.params.pt_warmup == 8
+
+
+def test_the_adaptive_ladders_warm_up_is_warm_up_in_the_diagnostics():
+    """The diagnostics of tempering chains with an adaptive ladder leave its warm-up's draws out (a burn-in of
+    at least W, in one block); others keep what they are asked for."""
+    from presto_tui.runtime.session.diagnostics import Selection, warmed
+
+    auto = SamplerParams(**AUTO).validate().to_dict()
+    assert warmed(Selection(), [auto, auto]) == Selection(12, 1)
+    assert warmed(Selection(15, 2), [auto]) == Selection(15, 2)
+    assert warmed(Selection(), [SamplerParams(sampler="ppt").to_dict()]) == Selection()

@@ -127,3 +127,61 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
         await wait_until(pilot, lambda: scr.state.current.status == "done" and not scr.running)
         await wait_until(pilot, lambda: grid.columns == len(scr.state.current.method_run.steps))
         assert grid.columns == 4 and text_of(app, "#stats").startswith("done")  # three barriers and the end
+
+
+async def test_replay_of_an_adaptive_ladder_shows_how_it_moved_and_where_it_froze(tmp_path):
+    """--pt-ladder auto: the grid keeps one column per barrier (its ladder's moves are not barriers), each
+    cell's inspector names the exponent the replica had then, and the stats panel lists every move, the
+    frozen one last, with the rejection rates and Lambda it came from."""
+    from presto_tui.runtime.methods.ppt import PtLadder
+
+    params = SamplerParams(sampler="ppt", pt_ladder="auto", max_new_tokens=16, steps=8, seed=1, pt_swap_every=1)
+    path = tmp_path / "auto.jsonl"
+    b = SyntheticEngine()
+    with TraceWriter(path, command="test", backend=b.name, model=b.model, params=params.to_dict(),
+                     pieces=b.token_pieces) as w:
+        for ev in run_session(b, params, b.encode_prompt("the cat"), prompt="the cat"):
+            w.write(ev)
+    trace = read_trace(path)
+    moves = [e for e in trace.sessions[0].events if isinstance(e, PtLadder)]
+    assert [u.step for u in moves] == [2, 4] and moves[-1].frozen
+    app = replay_app(trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        scr = app.screen
+        grid = scr.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display)
+        run = scr.state.sessions[0].method_run
+        assert run.ladders == moves and all(isinstance(st, PtStep) for st in run.steps)
+        assert grid.columns == len(run.steps) == 9  # 8 barriers and the end
+        stats = text_of(app, "#stats").replace("\n", " ")
+        first, frozen = moves
+        assert "swaps accepted after the warm-up: 4-3" in stats
+        assert f"ladder after barrier 2: {', '.join(f'{a:.3g}' for a in reversed(first.exponents))}" in stats
+        assert f"ladder after barrier 4 (frozen): {', '.join(f'{a:.3g}' for a in reversed(frozen.exponents))}" \
+            in stats and f"Lambda {frozen.barrier:.2f}" in stats
+        await pilot.press("down")  # replica 3 at the end: the frozen exponent; at the first barrier: the start's
+        assert f"replica 3 of 4, alpha {frozen.exponents[2]:.4g}, at the end" in text_of(app, "#inspector")
+        await pilot.press(*["left"] * grid.col)
+        assert f"replica 3 of 4, alpha {first.before[2]:.4g}, after barrier 1" in text_of(app, "#inspector")
+
+
+async def test_f1_lists_the_population_grids_keys_and_marks(tmp_path):
+    """F1 on a tempering session's grid teaches its keys and each mark the grid draws (the marks' words are
+    the grids' own legends: one owner)."""
+    from presto_tui.views.state.baseline import SmcRun
+    from presto_tui.views.state.ppt import PptRun
+
+    app = replay_app(population_trace(tmp_path))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await wait_until(pilot, lambda: app.screen.query_one(ReplicaGrid).display)
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: app.screen.query("#help-text"))
+        from rich.console import Console
+
+        console = Console(width=110, record=True)
+        console.print(app.screen.query_one("#help-text").content)  # (the help's rich Group)
+        shown = " ".join(console.export_text().split())
+    assert "Populations (tempering's replica grid" in shown
+    assert "tempering: the replica above or below" in shown and "tempering: the barrier before or after" in shown
+    for mark in (*PptRun().legend(), *SmcRun().legend()):
+        assert " ".join(mark.split()) in shown, mark

@@ -147,7 +147,7 @@ def as_params(params: Params | SamplerParams | dict | None) -> SamplerParams:
         for key in params:
             if key not in known:  # (a typo would otherwise sample with the default, silently)
                 raise ParamError(unknown_name("parameter", key, known, "; presto_tui.SPEC lists them"), param=str(key))
-        return params_from(params, naming=lambda name: name)
+        return params_from(params, naming=lambda name: name, strict=True)
     raise InputError(f"params should be presto_tui.Params or a dict of parameter values, got {type(params).__name__}")
 
 

@@ -686,7 +686,7 @@ def bench(
     for c in levels:  # a throughput level is a number of chains at once, as --concurrency
         o.CLI_LIMITS["concurrency"].check("--throughput", c)
     # every row sets its own rule; the base is the sequential reference, valid with either inputs
-    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL})
+    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": SEQUENTIAL}, one_sampler=False)
     kept = o.selection(burn_in, thin, base.steps)
     throughput_rules = _chosen("--throughput-rule", throughput_rule, PrefetchRule.presto_names())
     for cfg in configs(sampler_list, [*rule_list, *throughput_rules], budget_list):

@@ -109,7 +109,7 @@ def remote(ctx: typer.Context, url: str, api_key: str | None, chains: int) -> No
                                 trace_opener=lambda engine, p: open_trace(path, "chat", engine, p))
     mine = {k: v for k in (*(p.name for p in SAMPLER_PARAMS), "paper_settings") if given(k) and
             (v := ctx.params.get(k)) is not None}
-    params = o.sampler_params({**session.server_flags(), **mine})
+    params = o.sampler_params({**session.server_flags(), **mine}, one_sampler=False)
     from presto_tui.views.app import chat_app
 
     try:

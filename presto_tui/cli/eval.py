@@ -211,7 +211,7 @@ def eval_(
     if per_pair > 1 and (workers is not None or ray_address is not None):
         raise InputError("--chains runs a prompt's chains at once on one engine; it does not combine with --workers")
     # every method sets its own sampler and rule; the base is valid with any --inputs
-    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value})
+    base = o.sampler_params(flags, preset={**BENCH_SIZES, "prefetch": PrefetchRule.NONE.value}, one_sampler=False)
     kept = o.selection(burn_in, thin, base.steps)
     method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))
     pairs = _pairs(tost or [], [m.label for m in method_list])

@@ -116,7 +116,7 @@ def lm_eval_(
     if num_fewshot is not None:
         FEWSHOT.check("--num-fewshot", num_fewshot)
     # every method sets its own sampler and rule; the base is valid with any --inputs
-    base = o.sampler_params(flags, preset={"prefetch": PrefetchRule.NONE.value})
+    base = o.sampler_params(flags, preset={"prefetch": PrefetchRule.NONE.value}, one_sampler=False)
     # -n given: one n for every request; else each request's max_gen_toks
     max_new_tokens = base.max_new_tokens if flags.get("max_new_tokens") is not None else None
     method_list = parse_methods(methods, base, budget_given=o.budget_given(flags))

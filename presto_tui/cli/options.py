@@ -158,12 +158,14 @@ OnBadLines = Annotated[str, typer.Option(
     "saying what is wrong; skip: one for all), and the session it broke is marked damaged, never silently "
     "shortened [default: error].")]
 
-def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None):
+def sampler_params(flags: dict[str, Any], preset: dict[str, Any] | None = None, *, one_sampler: bool = True):
     """SamplerParams from a command's options (text as typed; None: not given), over `preset` (the
-    command's own sizes) and the spec's defaults, on the one validation path."""
+    command's own sizes) and the spec's defaults, on the one validation path.  `one_sampler`: the flags
+    are one method's (run, chat, serve), so each given must apply to it; bench and eval share theirs among
+    several methods."""
     from presto_tui.api.params import params_from
 
-    return params_from(flags, preset, paper=bool(flags.get("paper_settings")))
+    return params_from(flags, preset, paper=bool(flags.get("paper_settings")), strict=one_sampler)
 
 
 def budget_given(flags: dict[str, Any]) -> bool:

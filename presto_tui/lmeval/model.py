@@ -83,7 +83,7 @@ class PrestoLM(LM):
         from presto_tui.logs.writer import trace_path as checked_trace_path
 
         flags = _flags(model_args if method is None else {**model_args, "method": method})
-        params = params_from(flags, paper=bool(flags.get("paper_settings")), naming=NAMING)
+        params = params_from(flags, paper=bool(flags.get("paper_settings")), naming=NAMING, strict=True)
         label = flags.get("method")
         if label:
             chosen = parse_method(label, params, "method")

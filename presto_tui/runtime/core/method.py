@@ -213,6 +213,11 @@ class Method:
         """Raise ParamError where these parameters would make a chain that is not exact by construction
         (ChainMethod: a family proposing at a temperature its states are not scored at)."""
 
+    def check_given(self, params: SamplerParams, given: frozenset[str], naming: Naming) -> None:
+        """Raise ParamError where parameters the person gave (`given`, by name) contradict each other (one
+        that another makes moot: tempering's replica count beside a ladder of another length); a front-end's
+        check, so that what the trace records is what the person asked for."""
+
     def resolved(self, params: SamplerParams) -> dict[str, Any]:
         """Its own parameters whose value is another's by default, resolved (SPS's draws: its top-k),
         as `SamplerParams.to_dict` writes them."""

@@ -217,11 +217,29 @@ def _whole(value: Any) -> Any:
     return value
 
 
+def check_given(params: SamplerParams, given: frozenset[str], naming: Naming = flag) -> None:
+    """The parameters a person gave for one session (`given`, by name) all do something: a method's own
+    parameter that neither the session's method nor its members' methods read (`--pt-replicas` with
+    `--sampler powermh`, `--particles` with `ppt`) is refused, one rule for every method's, and so are
+    given values that contradict each other (the method's `check_given`).  ParamError names the first."""
+    method = params.method
+    readers = {params.sampler}
+    if method.population:
+        readers |= {m.sampler for m in method.members(params)}
+    for p in sampler_table():
+        if p.name in given and p.samplers is not None and not p.samplers & readers:
+            raise ParamError.about(p.name, "{" + p.name + "} applies to {sampler} {0}, not {1}: drop it, or choose "
+                                   "that sampler", " or ".join(sorted(p.samplers)), params.sampler, naming=naming)
+    method.check_given(params, given, naming)
+
+
 def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = None, *, paper: bool = False,
-                naming: Naming = flag) -> SamplerParams:
+                naming: Naming = flag, strict: bool = False) -> SamplerParams:
     """SamplerParams from values as they arrived (text from a flag or a field, JSON values, or typed;
     None: not given) over `preset` (a command's own sizes) and the spec's defaults, read and checked
-    on the one path every front-end uses; ParamError names a parameter as `naming` does."""
+    on the one path every front-end uses; ParamError names a parameter as `naming` does.  `strict`: the
+    values are one session's, as a person gave them (not a trace's header, nor flags a command shares
+    among several samplers): each must apply (`check_given`)."""
     merged = dict(preset or {})
     if paper:
         merged.update(PAPER_SETTINGS)
@@ -231,4 +249,7 @@ def params_from(values: Mapping[str, Any], preset: Mapping[str, Any] | None = No
     given = {p.name: values[p.name] for p in sampler_table() if values.get(p.name) is not None}
     for name, raw in given.items():
         merged.update(table[name].read(raw, naming))
-    return SamplerParams(**merged).validate(naming)
+    params = SamplerParams(**merged).validate(naming)
+    if strict:
+        check_given(params, frozenset(given), naming)
+    return params

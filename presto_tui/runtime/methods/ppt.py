@@ -13,12 +13,13 @@ meet and neighbours propose to exchange states, levels i and i + 1 accepted with
 
 (p0 of the whole response so far), which leaves the product of the replicas' targets invariant, so the
 alpha replica's chain stays an exact MCMC chain for pi_alpha.  Which pairs propose (`--pt-scheme`):
-`deo`, the deterministic even/odd alternation (even pairs at even barriers, odd at odd: the
-non-reversible scheme of Syed, Bouchard-Côté, Deligiannidis and Doucet 2019), or `random`, one pair
-drawn uniformly per barrier.  The uniforms are keyed (`randomness.swap_uniform`: by the session seed,
-the barrier and the pair), the replicas' seeds too (`member_seed`: the alpha replica keeps the session
-seed, so R = 1 is the family's chain itself), so PreSTO reproduces the sequential tempered chain token
-for token, swaps included.
+`deo`, the deterministic even/odd alternation (counting barriers and pairs from 1: the odd pairs 1-2,
+3-4, ... at odd barriers, the even pairs 2-3, 4-5, ... at even ones, so that the first barrier proposes
+the pair 1-2 and two replicas swap from the first barrier on: the non-reversible scheme of Syed,
+Bouchard-Côté, Deligiannidis and Doucet 2019), or `random`, one pair drawn uniformly per barrier.
+The uniforms are keyed (`randomness.swap_uniform`: by the session seed, the barrier and the pair), the
+replicas' seeds too (`member_seed`: the alpha replica keeps the session seed, so R = 1 is the family's
+chain itself), so PreSTO reproduces the sequential tempered chain token for token, swaps included.
 
 A state swapped into replica i is scored at tau_i: every request of a replica reports log q at every
 temperature of the ladder (`Request.score_taus`, from the same logits), and the swap takes the state's
@@ -35,6 +36,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
+
+import numpy as np
 
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.fields import (
@@ -68,23 +71,25 @@ from presto_tui.runtime.methods.powermh import METHOD as POWERMH
 from presto_tui.runtime.methods.samples import OneShotInfo
 from presto_tui.runtime.samplers.families import SamplerFamily
 from presto_tui.runtime.session.driver import Driver
-from presto_tui.runtime.session.events import Choice, Event, MethodEvent, Transition
+from presto_tui.runtime.session.events import Choice, Event, MethodEvent, SessionStart, Transition
 from presto_tui.runtime.session.metrics import response_scores
 from presto_tui.runtime.session.population import Barrier, Population
 
 SCHEMES = ("deo", "random")
 REPLICAS = Limit(1, 64, integer=True)  # pt_replicas' range: a ladder holds as many exponents at most
 LADDER_CHARS = 32  # an exponent's text, at most (what a float prints as, and room)
+AUTO = "auto"  # --pt-ladder auto: the exponents tuned in a warm-up (`adapted`), then frozen
 REFUSED_NOTE = 5  # a pair that refused this many swaps and accepted none gets a note (fewer say little)
 
 
 # -- the ladder -----------------------------------------------------------------------------------
 
 def ladder(params: SamplerParams | Mapping[str, Any]) -> tuple[float, ...]:
-    """The exponents, ascending, the last alpha: `pt_ladder`'s list, or R geometric from `pt_alpha_min`."""
+    """The exponents, ascending, the last alpha: `pt_ladder`'s list, or R geometric from `pt_alpha_min` (also
+    where an adaptive ladder, `auto`, starts)."""
     get_: Callable[[str], Any] = params.get if isinstance(params, Mapping) else lambda k: getattr(params, k)
     alpha, given = float(get_("alpha")), get_("pt_ladder")
-    if given:
+    if given and given != AUTO:
         out = [float(x) for x in str(given).split(",")]
         return (*out[:-1], alpha)  # (the check made the last one alpha)
     R, lo = int(get_("pt_replicas")), float(get_("pt_alpha_min"))
@@ -94,11 +99,13 @@ def ladder(params: SamplerParams | Mapping[str, Any]) -> tuple[float, ...]:
 
 
 def read_ladder(name: str, text: str) -> dict[str, Any]:
-    """`--pt-ladder` as typed: numbers above 0 separated by commas (empty: the geometric ladder); the method's
-    check says whether they rise to alpha."""
+    """`--pt-ladder` as typed: numbers above 0 separated by commas (empty: the geometric ladder; `auto`: tuned
+    in a warm-up); the method's check says whether they rise to alpha."""
     value = text.strip()
     if not value:
         return {"pt_ladder": None}
+    if value.lower() == AUTO:
+        return {"pt_ladder": AUTO}
     most = int(REPLICAS.hi)
     if value.count(",") >= most or len(value) > most * LADDER_CHARS:  # (counted before anything is parsed)
         raise ParamError(f"{name} takes at most {most} exponents (the most replicas a ladder has) of at most "
@@ -111,6 +118,55 @@ def read_ladder(name: str, text: str) -> dict[str, Any]:
     if not exps or not all(math.isfinite(a) and a > 0 for a in exps):
         raise ParamError(f"{name} takes exponents above 0 separated by commas, got {value[:60]!r}", "pt_ladder")
     return {"pt_ladder": ",".join(number_text(a) for a in exps)}
+
+
+def deo_pairs(step: int, R: int) -> list[int]:
+    """The lower levels (from 0) of the pairs the even/odd scheme proposes at barrier `step` (from 1): pair
+    1-2 (level 0) at the first barrier, so that no session with a barrier proposes nothing."""
+    return [i for i in range(R - 1) if i % 2 == (step - 1) % 2]
+
+
+def adaptive(params: SamplerParams | Mapping[str, Any]) -> bool:
+    get_: Callable[[str], Any] = params.get if isinstance(params, Mapping) else lambda k: getattr(params, k)
+    return get_("pt_ladder") == AUTO
+
+
+def warmup(params: SamplerParams) -> int:
+    """An adaptive ladder's warm-up W, in transitions over the whole response (`--pt-warmup`; by default
+    half of them)."""
+    return params.pt_warmup if params.pt_warmup is not None else params.n_blocks * params.steps // 2
+
+
+def updates(params: SamplerParams) -> tuple[int, ...]:
+    """The barriers (from 1) after which an adaptive ladder is updated: rounds doubling in length (2, 4, 8, ...
+    barriers, as Syed et al. 2022's rounds double), the last at the warm-up's last barrier, where it freezes.
+    Each round spans two barriers at least, so the even/odd scheme proposes every pair in it."""
+    last = warmup(params) // params.pt_swap_every
+    out, s = [], 2
+    while s < last - 1:
+        out.append(s)
+        s *= 2
+    return (*out, last)
+
+
+def adapted(exponents: Sequence[float], rejection: Sequence[float]) -> tuple[tuple[float, ...], float]:
+    """Syed, Bouchard-Côté, Deligiannidis and Doucet (2022, JRSS-B, "Non-reversible parallel tempering"), the
+    schedule update from a round's estimates: the cumulative communication barrier Lambda(a) over the
+    exponents, piecewise linear through Lambda(a_1) = 0, Lambda(a_{i+1}) = Lambda(a_i) + r_i (r_i the pair
+    i, i+1's rejection rate, the mean of 1 - A), and new exponents where it is equally spaced,
+    a'_k = Lambda^{-1}(k Lambda(a_R) / (R - 1)): every pair's rejection rate then about Lambda / (R - 1).
+    The ends stay.  Returns (the new exponents, Lambda).  A pair that rejected nothing keeps a sliver of
+    barrier (so that Lambda rises strictly and the exponents stay distinct)."""
+    a = np.asarray(exponents, dtype=float)
+    R = len(a)
+    r = np.clip(np.asarray(rejection, dtype=float), 0.0, 1.0)
+    barrier = float(r.sum())
+    if R < 3:
+        return tuple(float(x) for x in a), barrier
+    r = r + 1e-3 * np.diff(a) / (a[-1] - a[0])  # (the sliver: proportional to the gap)
+    cum = np.concatenate([[0.0], np.cumsum(r)])
+    inner = np.interp(cum[-1] * np.arange(1, R - 1) / (R - 1), cum, a)  # Lambda^{-1}: cum rises strictly
+    return (float(a[0]), *(float(x) for x in inner), float(a[-1])), barrier
 
 
 def temperatures(params: SamplerParams, exponents: Sequence[float]) -> tuple[float, ...]:
@@ -129,20 +185,31 @@ def member_params(params: SamplerParams, r: int) -> SamplerParams:
 
 class Tempered:
     """A replica's decision rule: its family's, every request also reporting log q at each temperature of
-    the ladder, so that a state swapped in from another replica can be scored at this one's own."""
+    the ladder, so that a state swapped in from another replica can be scored at this one's own.  An
+    adaptive ladder moves a replica's exponent at a warm-up barrier (`retarget`): every part of its chain
+    holds this one object, so its next decisions score with the new exponent (its proposals keep their
+    temperature, its requests what they report)."""
 
-    def __init__(self, base: SamplerFamily, taus: tuple[float, ...]):
-        self.base, self.score_taus = base, taus
+    def __init__(self, base: SamplerFamily, taus: tuple[float, ...], retempers: bool = True):
+        # retempers: a swapped-in state's log q is taken at this replica's temperature (False: the family
+        # scores by temperatures of its own, MultiTryMH's, and needs none)
+        self.base, self.score_taus, self.retempers = base, taus, retempers
+
+    def retarget(self, base: SamplerFamily) -> None:
+        self.base = base
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.base, name)
 
 
 def family_of(params: SamplerParams, r: int) -> SamplerFamily:
-    """Replica r's decision rule (its family's; with the ladder's score temperatures where it has none)."""
+    """Replica r's decision rule (its family's; with the ladder's score temperatures where it has none, and
+    retargetable where the ladder adapts)."""
     base = member_params(params, r).method.family(member_params(params, r))
     exps = ladder(params)
-    if len(exps) == 1 or base.score_taus:
+    if base.score_taus:
+        return cast(SamplerFamily, Tempered(base, base.score_taus, retempers=False) if adaptive(params) else base)
+    if len(exps) == 1:
         return cast(SamplerFamily, base)
     return cast(SamplerFamily, Tempered(base, temperatures(params, exps)))
 
@@ -150,7 +217,7 @@ def family_of(params: SamplerParams, r: int) -> SamplerFamily:
 def retempered(state: SeqState, family: SamplerFamily, tau: float) -> SeqState:
     """`state` as a replica proposing at `tau` scores it: its log q at tau, from the ladder's (a family
     with temperatures of its own scores by them: unchanged)."""
-    if not isinstance(family, Tempered) or not state.logq_at:
+    if not isinstance(family, Tempered) or not family.retempers or not state.logq_at:
         return state
     return replace(state, logq=state.logq_at[family.score_taus.index(tau)])
 
@@ -213,6 +280,46 @@ def _decode(d: dict) -> PtStep:
 PT_STEP = EventType("pt_step", PtStep, _encode, _decode, lambda ev: [t for toks in ev.tokens for t in toks])
 
 
+@dataclass(frozen=True)
+class PtLadder(MethodEvent):
+    """An adaptive ladder's update after barrier `step` (`--pt-ladder auto`): the pairs' rejection rates this
+    warm-up round estimated (the mean of 1 - A over the swaps each proposed in it; None: none proposed, the
+    round before's kept), the communication barrier Lambda they sum to, and the exponents from the next
+    barrier on; `frozen` on the warm-up's last, after which the ladder stays (the exact chain for it)."""
+
+    step: int  # the barrier (from 1) after which the exponents change
+    block: int
+    k: int
+    before: tuple[float, ...]  # the exponents of the round
+    rejection: tuple[float | None, ...]  # per pair
+    barrier: float  # Lambda: the rejection rates summed
+    exponents: tuple[float, ...]  # from the next barrier on
+    frozen: bool
+    clock: float
+
+
+def _encode_ladder(ev: PtLadder) -> dict:
+    return {"step": ev.step, "block": ev.block, "k": ev.k, "before": list(ev.before),
+            "rejection": [None if r is None else r for r in ev.rejection], "barrier": ev.barrier,
+            "exponents": list(ev.exponents), "frozen": ev.frozen, "clock": ev.clock}
+
+
+def _decode_ladder(d: dict) -> PtLadder:
+    g = lambda key: get(d, key)
+    before = tuple(read_finite(a, "before", 0.0) for a in read_list(g("before"), "before"))
+    exps = tuple(read_finite(a, "exponents", 0.0) for a in read_list(g("exponents"), "exponents"))
+    check(len(before) == len(exps) >= 1, "exponents", "should hold one exponent per replica, as before does")
+    rejection = tuple(None if r is None else read_finite(r, "rejection", 0.0, 1.0)
+                      for r in read_list(g("rejection"), "rejection"))
+    check(len(rejection) == len(exps) - 1, "rejection", "should hold one rate per pair of neighbours")
+    return PtLadder(read_int(g("step"), "step", 1), read_int(g("block"), "block", 0), read_int(g("k"), "k", 0), before,
+                    rejection, read_finite(g("barrier"), "barrier", 0.0), exps, read_bool(g("frozen"), "frozen"),
+                    read_finite(g("clock"), "clock", 0.0))
+
+
+PT_LADDER = EventType("pt_ladder", PtLadder, _encode_ladder, _decode_ladder)
+
+
 # -- the session ----------------------------------------------------------------------------------
 
 class PptDriver(Population):
@@ -227,6 +334,10 @@ class PptDriver(Population):
         self.lead = R - 1
         self.holders = list(range(R))  # the state each level holds, by the level it started at
         self._since = [[0, 0] for _ in range(R)]  # per level: transitions, accepted since the last record
+        # an adaptive ladder's warm-up: the barriers it updates after, and per pair (sum of 1 - A, proposals)
+        self.updates = updates(p) if adaptive(p) and R > 1 else ()
+        self._rejected = [[0.0, 0] for _ in range(R - 1)]
+        self._rates: list[float | None] = [None] * (R - 1)
         members = []
         for r in range(R):
             given = self.start_state(r)
@@ -251,8 +362,8 @@ class PptDriver(Population):
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
         p, s = self.params, self.crossed + 1
         R = len(states)
-        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs of s's parity
-            pairs = [i for i in range(R - 1) if i % 2 == s % 2]
+        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs (from 1) of the barrier's (from 1) parity
+            pairs = deo_pairs(s, R)
         else:
             pairs = [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
         out = list(states)
@@ -268,8 +379,37 @@ class PptDriver(Population):
                 self.holders[i], self.holders[i + 1] = self.holders[i + 1], self.holders[i]
             probs.append(A)
             swapped.append(ok)
+            if self.updates and s <= self.updates[-1]:  # (the warm-up's rejection estimates)
+                self._rejected[i][0] += 1.0 - A
+                self._rejected[i][1] += 1
         self._record(barrier, s, tuple(pairs), tuple(probs), tuple(swapped), out, final=False)
+        if s in self.updates:
+            self._adapt(barrier, s)
         return out
+
+    def _adapt(self, barrier: Barrier, s: int) -> None:
+        """A warm-up round ends at barrier s: the ladder moves to equal rejection rates (`adapted`), from the
+        round's rejection estimates (a pair the round proposed none for keeps the round before's; one never
+        estimated, the others' mean), and freezes at the warm-up's last.  Each replica's decisions score with
+        its new exponent from its next transition on (`Tempered.retarget`); its proposals keep their
+        temperature, so every state it holds keeps the log q its decisions need."""
+        rates = [(tot / n if n else None) for tot, n in self._rejected]
+        self._rates = [r if r is not None else old for r, old in zip(rates, self._rates)]
+        known = [r for r in self._rates if r is not None]
+        fill = sum(known) / len(known) if known else 0.0
+        before = self.exponents
+        new, barrier_sum = adapted(before, [r if r is not None else fill for r in self._rates])
+        frozen = s == self.updates[-1]
+        self.emit(PtLadder(s, barrier[0], barrier[1], before, tuple(rates), barrier_sum, new, frozen,
+                                  self.clock()))
+        self._rejected = [[0.0, 0] for _ in self._rejected]
+        self.exponents = new
+        p = self.params
+        for r, (m, family) in enumerate(zip(self.members, self.families)):
+            mp = member_params(p, r).with_(alpha=new[r])  # (its temperature stays the start ladder's)
+            if isinstance(family, Tempered):
+                family.retarget(cast(SamplerFamily, mp.method.family(mp)))
+            m.params = mp
 
     def _record(self, barrier: Barrier, step: int, pairs: tuple[int, ...], probs: tuple[float, ...],
                 swapped: tuple[bool, ...], states: list[SeqState], final: bool) -> None:
@@ -299,12 +439,29 @@ class PptInfo(OneShotInfo):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process, round trips
+        self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process, round trips (this ladder's)
+        self.ladder_given = False  # the exponents given (--pt-ladder), not geometric from --pt-alpha-min
+        self.ladders: list[PtLadder] = []  # an adaptive ladder's updates (the last frozen)
+        self.warmup_swaps: list[tuple[int, int]] = []  # per pair, (proposed, accepted) in the warm-up
+        self._swaps: list[list[int]] = []  # per pair, [proposed, accepted] until the freeze
 
     def update(self, ev: object) -> None:
         super().update(ev)
-        if isinstance(ev, PtStep):
+        if isinstance(ev, SessionStart):
+            self.ladder_given = bool(ev.params.get("pt_ladder")) and ev.params.get("pt_ladder") != AUTO
+        elif isinstance(ev, PtLadder):
+            self.ladders.append(ev)
+            if ev.frozen:  # the ladder's own numbers are the frozen ladder's from here on; the warm-up's kept apart
+                self.warmup_swaps = [(n, a) for n, a in self._swaps]
+        elif isinstance(ev, PtStep):
             self.ladder.update(ev)
+            if not self.frozen():
+                if len(self._swaps) != max(0, len(ev.exponents) - 1):
+                    self._swaps = [[0, 0] for _ in range(max(0, len(ev.exponents) - 1))]
+                for i, ok in zip(ev.pairs, ev.swapped):
+                    if 0 <= i < len(self._swaps):
+                        self._swaps[i][0] += 1
+                        self._swaps[i][1] += ok
 
     # (the fold's numbers under the names the app and the JSON read; per pair and per replica from the lowest)
     @property
@@ -344,7 +501,12 @@ class PptInfo(OneShotInfo):
         return {**super().to_dict(), "replicas": len(self.exponents), "exponents": list(self.exponents),
                 "swap_barriers": self.barriers, "round_trips": self.round_trips,  # (each pair's: `ladder.pairs`)
                 "replica_acceptance": [a / n if n else None for n, a in zip(self.transitions, self.accepted)],
-                **self.ladder.to_dict()}
+                **self.ladder.to_dict(),
+                **({"ladder_updates": [{"after_barrier": u.step, "rejection": list(u.rejection),
+                                        "barrier": u.barrier, "exponents": list(u.exponents), "frozen": u.frozen}
+                                       for u in self.ladders],
+                    "warmup_swaps": [{"pair": [i + 1, i + 2], "proposed": n, "accepted": a}
+                                     for i, (n, a) in enumerate(self.warmup_swaps)]} if self.ladders else {})}
 
     def member_moves(self) -> list[tuple[int, int]]:
         return list(zip(self.transitions, self.accepted))
@@ -356,9 +518,22 @@ class PptInfo(OneShotInfo):
         moves = "  ".join(f"r{r + 1} {n}" + ("" if not n else f" ({a / n:.2f})")
                           for r, (n, a) in reversed(list(enumerate(zip(self.transitions, self.accepted)))))
         return [("replicas (exponents)", f"{len(self.exponents)} ({', '.join(f'{a:.3g}' for a in self.exponents)})"),
+                *self.ladder_rows(),
                 *self.ladder.rows(),
                 ("MH transitions per replica (acceptance)", f"{moves}; {sum(self.transitions)} in all"),
                 *super().rows()]
+
+    def frozen(self) -> PtLadder | None:
+        return self.ladders[-1] if self.ladders and self.ladders[-1].frozen else None
+
+    def ladder_rows(self) -> list[tuple[str, str]]:
+        """An adaptive ladder's moves: 'ladder after barrier 2' '1, 1.59, 2.52, 4 -> 1, 2.1, 3.2, 4 (Lambda 1.2)'."""
+        out = []
+        for u in self.ladders:
+            rej = ", ".join("-" if r is None else f"{r:.2f}" for r in u.rejection)
+            out.append((f"ladder {'frozen' if u.frozen else 'moved'} after barrier {u.step}",
+                        f"{', '.join(f'{a:.3g}' for a in u.exponents)} (rejection {rej}; Lambda {u.barrier:.2f})"))
+        return out
 
     def drawn(self) -> str:
         """'R=4 A 4-3 .62 3-2 .41 2-1 .05, 3 trips': replicas, each pair's mean swap probability (top-down, as the
@@ -379,7 +554,9 @@ class PptInfo(OneShotInfo):
             if n >= REFUSED_NOTE and not a:
                 out.append(f"no swap between replicas {i + 1} and {i + 2} (alpha {self.exponents[i]:.3g} and "
                            f"{self.exponents[i + 1]:.3g}) was accepted in {n} tries: states cannot travel the "
-                           "ladder there (more replicas, or a higher --pt-alpha-min, narrow the gap)")
+                           "ladder there (" + ("exponents closer together there in --pt-ladder narrow the gap)"
+                                               if self.ladder_given else
+                                               "more replicas, or a higher --pt-alpha-min, narrow the gap)"))
         return out
 
 
@@ -397,7 +574,7 @@ class ParallelPowerTempering(PopulationMethod):
     help = "parallel power tempering: replicas at a ladder of exponents swap states, the answer the alpha one's"
     paper = "arXiv 2609.38104; swaps as Syed et al. 2019 (non-reversible parallel tempering)"
     session = PptDriver
-    events = (PT_STEP,)
+    events = (PT_STEP, PT_LADDER)
     view_state: ClassVar[str | None] = "presto_tui.views.state.ppt:PptRun"
     view: ClassVar[str | None] = "presto_tui.views.widgets.ppt:ReplicaGrid"
     params = (
@@ -407,32 +584,57 @@ class ParallelPowerTempering(PopulationMethod):
         Param("pt_alpha_min", float, 1.0, "PPT: the lowest exponent of the geometric ladder (1: p0 itself)",
               Group.OWN, "lowest exponent (PPT)", limit=Limit(0, 1000, lo_open=True), symbol="amin"),
         Param("pt_ladder", str, None, "PPT: the exponents as a comma list, ascending, the last alpha (instead of "
-              "--pt-replicas and --pt-alpha-min)", Group.OWN, "ladder (PPT; empty: geometric)", optional=True,
-              default_text="geometric", metavar="A1,...,AR", symbol="ladder", reader=read_ladder,
-              extra={"hint": "takes exponents above 0 separated by commas"}),
+              "--pt-replicas and --pt-alpha-min), or auto: R exponents from --pt-alpha-min to alpha tuned in a "
+              "warm-up (--pt-warmup) towards equal swap rejection rates (Syed et al. 2022), then frozen", Group.OWN,
+              "ladder (PPT; empty: geometric)", optional=True,
+              default_text="geometric", metavar="A1,...,AR|auto", symbol="ladder", reader=read_ladder,
+              extra={"hint": "takes exponents above 0 separated by commas, or auto"}),
+        Param("pt_warmup", int, None, "PPT: with --pt-ladder auto, the warm-up W: the first W transitions (counted "
+              "over the whole response) tune the exponents, which then stay", Group.OWN, "ladder warm-up W (PPT; "
+              "empty: half)", limit=Limit(1, 1_000_000, integer=True), optional=True,
+              default_text="half the response's transitions", symbol="W"),
         Param("pt_swap_every", int, 2, "PPT: neighbours propose to swap after every S transitions (counted over the "
               "whole response)", Group.OWN, "swap every S transitions (PPT)", limit=Limit(1, 1_000_000, integer=True),
               symbol="S"),
         Param("pt_scheme", str, SCHEMES[0], "PPT: which neighbours propose to swap at a barrier", Group.OWN,
               "swap scheme (PPT)", choices=lambda: (
-                  ("deo", "even pairs at even barriers, odd at odd: non-reversible, Syed et al. 2019"),
+                  ("deo", "pairs 1-2, 3-4, ... at odd barriers, 2-3, 4-5, ... at even ones: non-reversible, "
+                          "Syed et al. 2019"),
                   ("random", "one pair drawn uniformly")), symbol=""),
         Param("pt_family", str, POWERMH.name, "PPT: the MH chain each replica runs", Group.OWN, "replica chain (PPT)",
               choices=_families, metavar="NAME", symbol=""),
     )
 
     def describe(self, p: Mapping[str, Any]) -> str:
-        """'PPT R=4 alpha 1..4 S=2 deo PowerMH, PreSTO stream N=auto' (a ladder given: its exponents)."""
+        """'PPT R=4 alpha 1..4 S=2 deo PowerMH, PreSTO stream N=auto' (a ladder given: its exponents; one
+        replica: 'R=1 alpha 4', the family's chain)."""
         m = registry.find(p.get("pt_family"))
         family = m.display if m is not None else p.get("pt_family")
-        if p.get("pt_ladder"):
+        if p.get("pt_ladder") == AUTO:
+            warm = f" W={p.get('pt_warmup')}" if p.get("pt_warmup") is not None else ""
+            ladder_text = (f"R={p.get('pt_replicas')} ladder auto{warm} from alpha "
+                           f"{number_text(p['pt_alpha_min'])}..{number_text(p['alpha'])}")
+        elif p.get("pt_ladder"):
             ladder_text = f"R={len(str(p.get('pt_ladder')).split(','))} ladder {p.get('pt_ladder')}"
+        elif int(p.get("pt_replicas") or 1) == 1:
+            ladder_text = f"R=1 alpha {number_text(p['alpha'])}"
         else:
             ladder_text = f"R={p.get('pt_replicas')} alpha {number_text(p['pt_alpha_min'])}..{number_text(p['alpha'])}"
         return f"{self.display} {ladder_text} S={p.get('pt_swap_every')} {p.get('pt_scheme')} {family}, {rule_words(p)}"
 
     def check(self, params: SamplerParams, naming: Naming) -> None:
-        if params.pt_ladder:
+        if adaptive(params):
+            total, W, S = params.n_blocks * params.steps, warmup(params), params.pt_swap_every
+            if params.pt_replicas < 2:
+                raise ParamError.about("pt_ladder", "{pt_ladder} auto tunes a ladder of {pt_replicas} 2 or more, got "
+                                       "{0}", params.pt_replicas, naming=naming)
+            if not 2 * S <= W < total:
+                raise ParamError.about("pt_warmup", "{pt_warmup} {0} should span two swap barriers at least ({1} "
+                                       "transitions, {pt_swap_every} {2}) and leave transitions after it (fewer than "
+                                       "the response's {3})", W, 2 * S, S, total, naming=naming)
+        elif params.pt_warmup is not None:
+            raise ParamError.about("pt_warmup", "{pt_warmup} applies to {pt_ladder} auto only", naming=naming)
+        if params.pt_ladder and not adaptive(params):
             try:
                 given = [float(x) for x in str(params.pt_ladder).split(",")]
             except ValueError:
@@ -444,11 +646,15 @@ class ParallelPowerTempering(PopulationMethod):
             if not math.isclose(given[-1], params.alpha, rel_tol=1e-9):
                 raise ParamError.about("pt_ladder", "{pt_ladder}'s last exponent is the target's, {alpha} {0}; got "
                                        "{1}", number_text(params.alpha), params.pt_ladder, naming=naming)
-        elif params.pt_replicas > 1 and params.pt_alpha_min >= params.alpha:
+        elif params.pt_replicas > 1 and params.pt_alpha_min >= params.alpha:  # (geometric or auto)
             raise ParamError.about("pt_alpha_min", "{pt_alpha_min} {0} must lie below {alpha} {1} (the ladder rises "
                                    "to alpha)", number_text(params.pt_alpha_min), number_text(params.alpha),
                                    naming=naming)
         exps = ladder(params)
+        if len(exps) > 1 and params.pt_swap_every > params.n_blocks * params.steps:
+            raise ParamError.about("pt_swap_every", "{pt_swap_every} {0} is more than the {1} transitions of the whole "
+                                   "response ({steps} per block): no swap would ever be proposed", params.pt_swap_every,
+                                   params.n_blocks * params.steps, naming=naming)
         limit = param_table()["tau"].limit
         for a, tau in zip(exps, temperatures(params, exps)):
             if limit is not None and not limit.contains(tau):
@@ -457,6 +663,32 @@ class ParallelPowerTempering(PopulationMethod):
                                        f"{a:.4g}", f"{tau:.4g}", limit, naming=naming)
         for r in range(len(exps)):
             member_params(params, r).validate(naming)
+
+    def check_given(self, params: SamplerParams, given: frozenset[str], naming: Naming) -> None:
+        """A ladder given sets R and the lowest exponent: --pt-replicas or --pt-alpha-min beside it must say the
+        same (the trace records the ladder's: `resolved`), or they are refused."""
+        if not params.pt_ladder or adaptive(params):
+            return
+        exps = ladder(params)
+        if "pt_replicas" in given and params.pt_replicas != len(exps):
+            raise ParamError.about("pt_replicas", "{pt_replicas} {0} contradicts {pt_ladder} {1} ({2} replicas): "
+                                   "the ladder sets them, drop {pt_replicas}", params.pt_replicas, params.pt_ladder,
+                                   len(exps), naming=naming)
+        if "pt_alpha_min" in given and not math.isclose(params.pt_alpha_min, exps[0], rel_tol=1e-9):
+            raise ParamError.about("pt_alpha_min", "{pt_alpha_min} {0} contradicts {pt_ladder} {1} (its lowest "
+                                   "exponent {2}): the ladder sets it, drop {pt_alpha_min}",
+                                   number_text(params.pt_alpha_min), params.pt_ladder, number_text(exps[0]),
+                                   naming=naming)
+
+    def resolved(self, params: SamplerParams) -> dict[str, Any]:
+        """With a ladder given, R and the lowest exponent are the ladder's: what ran, as the trace records it (an
+        adaptive ladder's warm-up: its W)."""
+        if adaptive(params):
+            return {"pt_warmup": warmup(params)}
+        if not params.pt_ladder:
+            return {}
+        exps = ladder(params)
+        return {"pt_replicas": len(exps), "pt_alpha_min": exps[0]}
 
     def family(self, params: SamplerParams) -> SamplerFamily:
         """The alpha replica's decision rule."""

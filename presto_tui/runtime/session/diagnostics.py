@@ -40,8 +40,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,19 @@ class Selection:
 
 
 ALL = Selection()
+
+
+def warmed(selection: Selection, params: Sequence[Mapping[str, Any]]) -> Selection:
+    """`selection`, its burn-in raised to cover an adaptive tempering ladder's warm-up (`--pt-ladder auto`:
+    the first `pt_warmup` transitions tune the exponents, a chain that is not yet the frozen ladder's
+    exact one), so that its draws are warm-up in the diagnostics; within one block (the default), as the
+    burn-in counts per block (at most K - 1: the block's last draw is always kept)."""
+    warm = [int(p.get("pt_warmup") or 0) for p in params if p.get("pt_ladder") == "auto"
+            and int(p.get("block_size") or 0) == int(p.get("max_new_tokens") or -1)]
+    if not warm:
+        return selection
+    steps = min(int(p.get("steps") or 1) for p in params)
+    return replace(selection, burn_in=max(selection.burn_in, min(max(warm), steps - 1)))
 
 
 def available() -> bool:
@@ -251,6 +265,7 @@ def chains_report(summaries: Sequence[SessionSummary], selection: Selection = AL
     """The report on one prompt's chains (`summaries` in chain order), their answers grouped by text;
     the diagnostics over the transitions `selection` keeps."""
     first = summaries[0]
+    selection = warmed(selection, [s.params for s in summaries])
     # (a one-shot method has no K; a population's members make K a block)
     steps = int(first.params.get("steps", 0)) if not first.one_shot or first.population else 0
     blocks = sorted({t.block for s in summaries for t in s.draws})  # the trace's indices, from 0

@@ -167,7 +167,7 @@ class SessionSummary:
             self.chain, self.chains, self.group = ev.chain + 1, ev.chains, ev.group
             method = registry.find(self.params.get("sampler"))
             self.info = method.info() if method is not None else MethodInfo()
-            self.info.update(ev)  # (its parameters: resample-move's K)
+            self.info.update(ev)  # (its own start: the parameters it ran with; resample-move's K)
         elif isinstance(ev, ModelCall):
             self.tokens_generated += ev.tokens
             if ev.requests == 1 and ev.purpose not in SHARED_CALLS:

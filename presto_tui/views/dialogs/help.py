@@ -13,7 +13,9 @@ from textual.widgets import Button, Static
 
 from presto_tui.api.params import MethodKind, methods
 from presto_tui.views.dialogs.base import Dialog
+from presto_tui.views.state.baseline import SmcRun
 from presto_tui.views.state.layout import MEANINGS, symbol
+from presto_tui.views.state.ppt import PptRun
 
 # (section, ((keys, what it does), ...)): the help screen, and the one place every key is taught
 KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -41,6 +43,17 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                       "the step's next candidate (the inspector: its log p0, zeta, both estimates, its rollouts)"),
         ("pgup pgdn", "a page of samples, particles or steps"),
         ("[ / ]", "a one-shot session is one place among the rounds: [ ] reach it and leave it"),
+    )),
+    ("Populations (tempering's replica grid; resample-move's and PowerSMC's particles)", (
+        ("↑ ↓ / k j", "tempering: the replica above or below (the alpha one, the answer's, is the top row); "
+                      "particles: the next particle"),
+        ("← → / h l", "tempering: the barrier before or after (the inspector: the replica's exponent there, the "
+                      "state it holds and where that began, its swap's A and outcome, its MH acceptance); "
+                      "particles: the block before or after"),
+        ("replicas", " · ".join(PptRun().legend()) + "; a cell's number: the replica whose start state it holds; "
+                     "the footer: swaps accepted / proposed at each barrier; an adaptive ladder (--pt-ladder auto) "
+                     "lists its moves in the stats"),
+        ("particles", " · ".join(SmcRun().legend())),
     )),
     ("Rounds (epochs in a streaming session)", (
         ("[ / ]", "previous / next round"),

@@ -26,12 +26,13 @@ class PptRun(MethodRun):
     """The replicas' records as they come (`steps`), read by level (0: the lowest exponent)."""
 
     steps: list[Any] = field(default_factory=list)  # its `PtStep`s (the method's own event: `own_events`)
+    ladders: list[Any] = field(default_factory=list)  # an adaptive ladder's `PtLadder`s (its moves, then its freeze)
     what = "replica"
 
     def apply(self, ev: Any) -> None:
         super().apply(ev)
         if isinstance(ev, self.own_events):
-            self.steps.append(ev)
+            (self.steps if hasattr(ev, "holders") else self.ladders).append(ev)
 
     @property
     def exponents(self) -> tuple[float, ...]:
@@ -93,9 +94,24 @@ class PptRun(MethodRun):
                  f"barriers {self.barriers()}  round trips {info.get('round_trips', 0)}")
         pairs = (info.get("ladder") or {}).get("pairs") or []  # (from the lowest)
         if pairs:
-            t.append("\nswaps accepted: " + "  ".join(  # the alpha replica's pair first, as the grid's rows go
+            after = " after the warm-up" if any(u.frozen for u in self.ladders) else ""
+            t.append(f"\nswaps accepted{after}: " + "  ".join(  # the alpha replica's pair first, as the grid's rows go
                 f"{p['pair'][0]}-{p['pair'][1]} {p['accepted']}/{p['proposed']}" for p in reversed(pairs)))
+        for line in self.ladder_lines():
+            t.append("\n" + line)
         return t
+
+    def ladder_lines(self) -> list[str]:
+        """An adaptive ladder's moves, as recorded: 'ladder after barrier 4 (frozen): 4, 2.6, 1.7, 1 (rejection
+        3-4 0.41, 2-3 0.52, 1-2 0.62; Lambda 1.55)', the alpha replica's exponent first as the rows go."""
+        out = []
+        for u in self.ladders:
+            rej = ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
+                            for i, r in reversed(list(enumerate(u.rejection))))
+            out.append(f"ladder after barrier {u.step}{' (frozen)' if u.frozen else ''}: "
+                       f"{', '.join(f'{a:.3g}' for a in reversed(u.exponents))} (rejection {rej}; "
+                       f"Lambda {u.barrier:.2f})")
+        return out
 
     def answer_title(self) -> str:
         if self.choice is None:
