@@ -438,7 +438,7 @@ def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_swaps_then_s
         info = summarize(events).info.to_dict()
         assert info["exponents"] == list(frozen) and len(info["ladder_updates"]) == 4
         # the pairs' counts are the frozen ladder's, after the freeze; the warm-up's apart
-        assert sum(s["proposed"] for s in info["swaps"]) == sum(len(st.pairs) for st in steps[12:]) == 18
+        assert sum(p["proposed"] for p in info["ladder"]["pairs"]) == sum(len(st.pairs) for st in steps[12:]) == 18
         assert sum(s["proposed"] for s in info["warmup_swaps"]) == sum(len(st.pairs) for st in steps[:12])
     assert moved > 0
 
