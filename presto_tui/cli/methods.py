@@ -14,7 +14,9 @@ from presto_tui.cli.root import command
 @command("methods")
 @o.handled
 def methods(
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON: \"methods\" and \"problems\".")] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print JSON instead of the table: \"methods\" (each with its name, kind, budget axis, "
+        "own parameters and origin) and \"problems\" (each plugin method that failed to load, and why).")] = False,
 ) -> None:
     """Every sampling method installed here: its name, kind, budget axis, own parameters and where it
     comes from (built-in, or the package and version that registers it); then each plugin method that
