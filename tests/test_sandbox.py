@@ -233,7 +233,8 @@ def test_files_naming_folders_outside_the_sandbox_are_masked_in_it(tmp_path):
     (site / "pkg-1.dist-info").mkdir(parents=True)
     (site / "__pycache__").mkdir()
     outside = "/src"  # a folder the sandbox does not show
-    files = {"__editable___pkg_finder.py": f"MAPPING = {{'pkg': '{outside}/pkg'}}", "__editable__.pkg-1.pth": "import x",
+    files = {"__editable___pkg_finder.py": f"MAPPING = {{'pkg': '{outside}/pkg'}}",
+             "__editable__.pkg-1.pth": "import x",
              "__pycache__/__editable___pkg_finder.cpython-311.pyc": f"MAPPING {outside}/pkg",
              "pkg-1.dist-info/direct_url.json": '{"url": "file:///src"}', "old.egg-link": "/src\n.",
              "outside.pth": "/src\n", "shown.pth": f"{tmp_path}\n", "imports.pth": "import os\n"}
