@@ -38,6 +38,7 @@ if [ "$backend" != synthetic ]; then
 fi
 results="${RESULTS:-sessions/math500-gpu.json}"
 trace="${results%.json}.jsonl"
+log="${results%.json}.runlog"  # written as the run goes (the results JSON only at its end)
 mkdir -p "$(dirname "$results")"
 n="${N:-1024}"
 settings=(--preset math --methods "powermh,powermh+stream,ppt+stream:r=${R:-4},smc:${P:-8}"
@@ -49,9 +50,9 @@ else
 fi
 [ -z "${LIMIT:-}" ] || settings+=(--limit "$LIMIT")
 [ "${CHAINS:-1}" = 1 ] || settings+=(--chains "$CHAINS")
-if [ -e "$results" ]; then
-    echo "bench_eval_gpu: $results exists: resuming it (only what is missing runs)" >&2
-    where=(--resume "$results" --trace "$trace")
+if [ -e "$log" ]; then
+    echo "bench_eval_gpu: $log exists: resuming it (only what is missing runs)" >&2
+    where=(--resume "$log" --trace "$trace")
 else
     where=(-o "$results" --trace "$trace")
 fi
