@@ -108,6 +108,8 @@ def good_value(p):
         return "none"
     if p.name == "pt_ladder":
         return "1,2,4"
+    if p.name == "pt_warmup":
+        return 8  # (two swap barriers at least, and transitions left after it)
     if p.kind is int:
         return 32 if p.name in ("max_new_tokens", "block_size") else int(p.limit.lo) + 2
     if p.kind is float:
@@ -115,7 +117,8 @@ def good_value(p):
     return not p.default if isinstance(p.default, bool) else True
 
 
-WITH = {"inputs": {"prefetch": "bfs"}}  # node inputs need a rule that takes them
+WITH = {"inputs": {"prefetch": "bfs"},  # node inputs need a rule that takes them
+        "pt_warmup": {"pt_ladder": "auto"}}  # a warm-up is an adaptive ladder's
 
 
 def bad_value(p):
