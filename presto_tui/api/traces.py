@@ -27,11 +27,11 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from presto_tui.errors import InputError
 from presto_tui.logs.draws import ChainDraws, common_draws, common_warmup, datatree, grouped
@@ -47,6 +47,8 @@ from presto_tui.runtime.session.batch import normalised
 from presto_tui.runtime.session.diagnostics import Selection
 from presto_tui.runtime.session.events import RoundDone, Transition
 from presto_tui.runtime.session.summary import SessionSummary
+
+E = TypeVar("E")
 
 __all__ = ["TraceData", "read_trace"]
 
@@ -147,6 +149,13 @@ class TraceData:
         where = {id(sess): t.path.name for t in reversed(self.traces) for sess in t.sessions}
         return [where[id(sess)] for sess in self._sessions]
 
+    def _each(self, kind: type[E]) -> Iterator[tuple[int, SessionTrace, E]]:
+        """Every event of `kind`, with its session's number (from 1) and its session: what each table reads."""
+        for i, sess in enumerate(self._sessions, start=1):
+            for ev in sess.events:
+                if isinstance(ev, kind):
+                    yield i, sess, ev
+
     def __len__(self) -> int:
         return len(self._sessions)
 
@@ -198,13 +207,10 @@ class TraceData:
         position where the state differs from the block's start."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            chain = sess.start.chain + 1
-            for ev in sess.events:
-                if isinstance(ev, Transition):
-                    rows.append({"session": i, "chain": chain, "block": ev.block + 1, "transition": ev.k + 1,
-                                 "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
-                                 "confidence": ev.confidence, "first_diff": ev.first_diff})
+        for i, sess, ev in self._each(Transition):
+            rows.append({"session": i, "chain": sess.start.chain + 1, "block": ev.block + 1, "transition": ev.k + 1,
+                         "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
+                         "confidence": ev.confidence, "first_diff": ev.first_diff})
         return pd.DataFrame(rows, columns=list(TRANSITION_TYPES)).astype(TRANSITION_TYPES)
 
     @cached_property
@@ -213,13 +219,11 @@ class TraceData:
         the transitions it walked, its nodes, its time and the engine clock when it ended."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            for ev in sess.events:
-                if isinstance(ev, RoundDone):
-                    rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "k_before": ev.k_before,
-                                 "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
-                                 "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
-                                 "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
+        for i, _, ev in self._each(RoundDone):
+            rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "k_before": ev.k_before,
+                         "k_after": ev.k_after, "transitions": ev.k_after - ev.k_before,
+                         "nodes": ev.tree.count_nodes(), "requests": len(ev.tree.requests),
+                         "rule": ev.tree.rule, "call_s": ev.call_wall_s, "clock": ev.clock})
         columns = ["session", "block", "round", "k_before", "k_after", "transitions", "nodes", "requests", "rule",
                    "call_s", "clock"]
         return pd.DataFrame(rows, columns=columns).astype(ROUND_TYPES)
@@ -231,23 +235,20 @@ class TraceData:
         epsilon class, the probability the walk reaches it and whether it is on the realized path."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            for ev in sess.events:
-                if not isinstance(ev, RoundDone):
-                    continue
-                tree = ev.tree
-                for v in tree.iter_nodes(limit=1_000_000):
-                    sc, d = v.score, v.decision
-                    rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "node": v.id,
-                                 "parent": tree.parent_of(v.id), "depth": v.depth, "accept_child": v.accept,
-                                 "status": str(v.status), "decision": None if d is None else d.index + 1,
-                                 "cut": None if d is None else d.cut,
-                                 "log_target": None if sc is None else sc.log_target,
-                                 "log_proposal": None if sc is None else sc.log_proposal,
-                                 "log_ratio": None if sc is None else sc.log_ratio,
-                                 "accept_prob": None if sc is None else sc.accept_prob,
-                                 "eps_class": None if sc is None else sc.eps_class,
-                                 "reach": v.reach, "on_path": v.on_path})
+        for i, _, ev in self._each(RoundDone):
+            tree = ev.tree
+            for v in tree.iter_nodes(limit=1_000_000):
+                sc, d = v.score, v.decision
+                rows.append({"session": i, "block": ev.block + 1, "round": ev.round + 1, "node": v.id,
+                             "parent": tree.parent_of(v.id), "depth": v.depth, "accept_child": v.accept,
+                             "status": str(v.status), "decision": None if d is None else d.index + 1,
+                             "cut": None if d is None else d.cut,
+                             "log_target": None if sc is None else sc.log_target,
+                             "log_proposal": None if sc is None else sc.log_proposal,
+                             "log_ratio": None if sc is None else sc.log_ratio,
+                             "accept_prob": None if sc is None else sc.accept_prob,
+                             "eps_class": None if sc is None else sc.eps_class,
+                             "reach": v.reach, "on_path": v.on_path})
         columns = ["session", "block", "round", "node", "parent", "depth", "accept_child", "status", "decision", "cut",
                    "log_target", "log_proposal", "log_ratio", "accept_prob", "eps_class", "reach", "on_path"]
         return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
@@ -261,19 +262,16 @@ class TraceData:
         held before the swap, the swap probability A (`accept_prob`), whether it was accepted, the clock."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            for ev in sess.events:
-                if not isinstance(ev, PtStep):
-                    continue
-                for lo, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
-                    p_lo, p_hi = ev.log_p0[lo], ev.log_p0[lo + 1]  # after the swap: before it, the other way
-                    if ok:
-                        p_lo, p_hi = p_hi, p_lo
-                    rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
-                                 "transition": ev.k, "pair": f"{lo + 2}-{lo + 1}", "lower": lo + 1, "upper": lo + 2,
-                                 "alpha_lower": ev.exponents[lo], "alpha_upper": ev.exponents[lo + 1],
-                                 "log_p0_lower": p_lo, "log_p0_upper": p_hi, "accept_prob": A, "accepted": ok,
-                                 "clock": ev.clock})
+        for i, sess, ev in self._each(PtStep):
+            for lo, A, ok in zip(ev.pairs, ev.accept_probs, ev.swapped):
+                p_lo, p_hi = ev.log_p0[lo], ev.log_p0[lo + 1]  # after the swap: before it, the other way
+                if ok:
+                    p_lo, p_hi = p_hi, p_lo
+                rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
+                             "transition": ev.k, "pair": f"{lo + 2}-{lo + 1}", "lower": lo + 1, "upper": lo + 2,
+                             "alpha_lower": ev.exponents[lo], "alpha_upper": ev.exponents[lo + 1],
+                             "log_p0_lower": p_lo, "log_p0_upper": p_hi, "accept_prob": A, "accepted": ok,
+                             "clock": ev.clock})
         return pd.DataFrame(rows, columns=list(SWAP_TYPES)).astype(SWAP_TYPES)
 
     @cached_property
@@ -285,15 +283,12 @@ class TraceData:
         and the level's MH transitions and accepted since the record before."""
         pd = need("pandas")
         rows = []
-        for i, sess in enumerate(self._sessions, start=1):
-            for ev in sess.events:
-                if not isinstance(ev, PtStep):
-                    continue
-                for lv, (a, h, lp) in enumerate(zip(ev.exponents, ev.holders, ev.log_p0)):
-                    rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
-                                 "transition": ev.k, "final": ev.final, "level": lv + 1, "exponent": a,
-                                 "state": h + 1, "log_p0": lp, "log_target": a * lp,
-                                 "transitions": ev.transitions[lv], "accepted": ev.accepted[lv], "clock": ev.clock})
+        for i, sess, ev in self._each(PtStep):
+            for lv, (a, h, lp) in enumerate(zip(ev.exponents, ev.holders, ev.log_p0)):
+                rows.append({"session": i, "chain": sess.start.chain + 1, "barrier": ev.step, "block": ev.block + 1,
+                             "transition": ev.k, "final": ev.final, "level": lv + 1, "exponent": a,
+                             "state": h + 1, "log_p0": lp, "log_target": a * lp,
+                             "transitions": ev.transitions[lv], "accepted": ev.accepted[lv], "clock": ev.clock})
         return pd.DataFrame(rows, columns=list(REPLICA_TYPES)).astype(REPLICA_TYPES)
 
     @cached_property

@@ -218,6 +218,11 @@ class Method:
         that another makes moot: tempering's replica count beside a ladder of another length); a front-end's
         check, so that what the trace records is what the person asked for."""
 
+    def warmup_transitions(self, p: Mapping[str, Any]) -> int:
+        """Transitions at a session's start that tune the method itself (tempering's adaptive ladder), read from
+        the parameters a trace records: the diagnostics count them as warm-up.  None by default."""
+        return 0
+
     def resolved(self, params: SamplerParams) -> dict[str, Any]:
         """Its own parameters whose value is another's by default, resolved (SPS's draws: its top-k),
         as `SamplerParams.to_dict` writes them."""

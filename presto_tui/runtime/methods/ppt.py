@@ -680,6 +680,9 @@ class ParallelPowerTempering(PopulationMethod):
                                    number_text(params.pt_alpha_min), params.pt_ladder, number_text(exps[0]),
                                    naming=naming)
 
+    def warmup_transitions(self, p: Mapping[str, Any]) -> int:
+        return int(p.get("pt_warmup") or 0) if adaptive(p) else 0  # (the trace records the W that ran)
+
     def resolved(self, params: SamplerParams) -> dict[str, Any]:
         """With a ladder given, R and the lowest exponent are the ladder's: what ran, as the trace records it (an
         adaptive ladder's warm-up: its W)."""

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from presto_tui.errors import InputError
+from presto_tui.runtime.core import registry
 from presto_tui.runtime.session.answers import Vote, vote
 from presto_tui.runtime.session.summary import SessionSummary
 
@@ -89,11 +90,12 @@ ALL = Selection()
 
 
 def warmed(selection: Selection, params: Sequence[Mapping[str, Any]]) -> Selection:
-    """`selection`, its burn-in raised to cover an adaptive tempering ladder's warm-up (`--pt-ladder auto`:
-    the first `pt_warmup` transitions tune the exponents, a chain that is not yet the frozen ladder's
-    exact one), so that its draws are warm-up in the diagnostics; within one block (the default), as the
+    """`selection`, its burn-in raised to cover a method's own warm-up (`Method.warmup_transitions`: tempering's
+    adaptive ladder tunes its exponents in the first `pt_warmup` transitions, a chain that is not yet the frozen
+    ladder's exact one), so that its draws are warm-up in the diagnostics; within one block (the default), as the
     burn-in counts per block (at most K - 1: the block's last draw is always kept)."""
-    warm = [int(p.get("pt_warmup") or 0) for p in params if p.get("pt_ladder") == "auto"
+    methods = [registry.find(p.get("sampler")) for p in params]
+    warm = [w for p, m in zip(params, methods) if m is not None and (w := m.warmup_transitions(p))
             and int(p.get("block_size") or 0) == int(p.get("max_new_tokens") or -1)]
     if not warm:
         return selection
