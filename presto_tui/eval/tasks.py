@@ -290,10 +290,16 @@ def _table_rows(path: Path, shown: str) -> Iterator[tuple[int, Mapping | ValueEr
     except Exception as e:  # a file pandas cannot read: one line, its first
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise InputError(f"{shown}: not a {path.suffix.lstrip('.').upper()} table ({first})") from None
-    if len(frame) > MAX_ITEMS:
-        raise InputError(f"{shown}: more than {MAX_ITEMS} items")
+    _at_most(len(frame), shown)  # (counted before a row is made)
     for n, row in enumerate(frame.to_dict("records"), start=1):
         yield n, {str(k): _plain(v) for k, v in row.items()}
+
+
+def _at_most(count: int, where: str) -> None:
+    """A task set holds at most MAX_ITEMS items: a table's rows are counted before any is read, a JSONL file's
+    as they are."""
+    if count > MAX_ITEMS:
+        raise InputError(f"{where}: more than {MAX_ITEMS} items")
 
 
 def _plain(value):
@@ -334,8 +340,7 @@ def read_hub_dataset(spec: str, default_grader: str | None = None, layout: Layou
     except Exception as e:  # no such config or split, files datasets cannot read: one line says which
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
         raise InputError(f"{shown}: not read from {folder} ({why})") from None
-    if len(data) > MAX_ITEMS:
-        raise InputError(f"{shown}: more than {MAX_ITEMS} items")
+    _at_most(len(data), shown)
     return _items(((n, dict(row)) for n, row in enumerate(data, start=1)), shown, "row ", default_grader, layout,
                   limit)
 
@@ -360,8 +365,7 @@ def _items(rows, shown: str, where: str, default_grader: str | None, layout: Lay
             raise InputError(f"{at}: id {again!r} repeats {where or 'line '}{ids[item.id]}")
         ids[item.id] = n
         items.append(item)
-        if len(items) > MAX_ITEMS:
-            raise InputError(f"{at}: more than {MAX_ITEMS} items")
+        _at_most(len(items), at)
     if not items:
         raise InputError(f"{shown}: no items (one JSON object a line with \"prompt\" and \"answer\")" if not where
                          else f"{shown}: no rows")
