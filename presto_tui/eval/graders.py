@@ -285,6 +285,7 @@ class PythonGrader(Grader):
 MATH_TIMEOUT_S = 5  # math-verify's own limit on one parse or comparison (whole seconds: signal.alarm)
 MAX_MATH_ANSWER = 2_000  # characters of a reference answer or of what is read from a response
 MAX_GOLDS = 100_000  # references a math grader keeps read (a task file's items at most)
+MAX_READS = 4096  # responses it keeps read: an item's chains are graded, then grouped, one item after another
 
 
 @functools.cache
@@ -325,6 +326,8 @@ class MathGrader(Grader):
     def __init__(self) -> None:
         self.mv = need_math_verify()
         self._golds: dict[str, list] = {}  # a reference read once: every chain and method of its item is graded on it
+        # a response read once: grading it, --vote's and maj@k's grouping and the table's extraction read it again
+        self._reads: dict[str, tuple[list, str | None]] = {}
 
     def _gold(self, answer: str) -> list:
         if answer not in self._golds:
@@ -355,6 +358,13 @@ class MathGrader(Grader):
     def _read(self, response: str) -> tuple[list, str | None]:
         """(math-verify's reading, the answer as the response writes it: its last \\boxed{} whole, as
         math-verify reads a decimal as a fraction and shows it so)."""
+        if response not in self._reads:
+            if len(self._reads) >= MAX_READS:
+                self._reads.clear()
+            self._reads[response] = self._read_once(response)
+        return self._reads[response]
+
+    def _read_once(self, response: str) -> tuple[list, str | None]:
         boxed = last_boxed(response)
         if boxed:  # the last box alone: math-verify would read every box of the response as one set
             found = self._parse(f"\\boxed{{{_tidy(boxed)}}}")
