@@ -88,6 +88,7 @@ class LadderNumbers:
         self._phase: list[int] = []  # per state: 1 once at the hottest level, 2 once at the coldest after that
         self.earlier_ladders = 0  # ladders folded before this one (an adaptive ladder's warm-up), ...
         self.earlier_barriers = 0  # ... and their barriers, left out of the pairs' numbers
+        self.earlier_swaps: list[list[int]] = []  # ... and per pair [proposed, accepted] over them (at one R)
 
     def update(self, ev: Any) -> None:
         R = len(ev.exponents)
@@ -95,6 +96,11 @@ class LadderNumbers:
             if self.exponents:
                 self.earlier_ladders += 1
                 self.earlier_barriers += self.barriers
+                if len(self.earlier_swaps) != len(self.proposed):
+                    self.earlier_swaps = [[0, 0] for _ in self.proposed]
+                for tally, n, a in zip(self.earlier_swaps, self.proposed, self.accepted):
+                    tally[0] += n
+                    tally[1] += a
             if len(self.exponents) != R:  # (the levels' MH transitions carry over a change of exponents)
                 self.transitions, self.moves_accepted = [0] * R, [0] * R
             self.exponents = tuple(ev.exponents)

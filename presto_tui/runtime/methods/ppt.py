@@ -442,8 +442,6 @@ class PptInfo(OneShotInfo):
         self.ladder = LadderNumbers()  # per pair mean A, Lambda, the index process, round trips (this ladder's)
         self.ladder_given = False  # the exponents given (--pt-ladder), not geometric from --pt-alpha-min
         self.ladders: list[PtLadder] = []  # an adaptive ladder's updates (the last frozen)
-        self.warmup_swaps: list[tuple[int, int]] = []  # per pair, (proposed, accepted) in the warm-up
-        self._swaps: list[list[int]] = []  # per pair, [proposed, accepted] until the freeze
 
     def update(self, ev: object) -> None:
         super().update(ev)
@@ -451,17 +449,8 @@ class PptInfo(OneShotInfo):
             self.ladder_given = bool(ev.params.get("pt_ladder")) and ev.params.get("pt_ladder") != AUTO
         elif isinstance(ev, PtLadder):
             self.ladders.append(ev)
-            if ev.frozen:  # the ladder's own numbers are the frozen ladder's from here on; the warm-up's kept apart
-                self.warmup_swaps = [(n, a) for n, a in self._swaps]
-        elif isinstance(ev, PtStep):
+        elif isinstance(ev, PtStep):  # (a move of the ladder starts its numbers again: the warm-up's kept apart)
             self.ladder.update(ev)
-            if not self.frozen():
-                if len(self._swaps) != max(0, len(ev.exponents) - 1):
-                    self._swaps = [[0, 0] for _ in range(max(0, len(ev.exponents) - 1))]
-                for i, ok in zip(ev.pairs, ev.swapped):
-                    if 0 <= i < len(self._swaps):
-                        self._swaps[i][0] += 1
-                        self._swaps[i][1] += ok
 
     # (the fold's numbers under the names the app and the JSON read; per pair and per replica from the lowest)
     @property
@@ -506,7 +495,7 @@ class PptInfo(OneShotInfo):
                                         "barrier": u.barrier, "exponents": list(u.exponents), "frozen": u.frozen}
                                        for u in self.ladders],
                     "warmup_swaps": [{"pair": [i + 1, i + 2], "proposed": n, "accepted": a}
-                                     for i, (n, a) in enumerate(self.warmup_swaps)]} if self.ladders else {})}
+                                     for i, (n, a) in enumerate(self.ladder.earlier_swaps)]} if self.ladders else {})}
 
     def member_moves(self) -> list[tuple[int, int]]:
         return list(zip(self.transitions, self.accepted))
