@@ -431,7 +431,11 @@ class RoundScreen(Screen):
     def action_open_member(self) -> None:
         """Enter on a population's grid: the chain of the replica or particle under the cursor."""
         baseline, table = self.shown_baseline(), self.baseline_mode.main
-        if baseline is None or table is None or self.cursor is None or not ms.is_population(baseline.method_run):
+        if baseline is None or table is None or self.cursor is None:
+            return
+        if not ms.is_population(baseline.method_run):
+            self.notify("enter: PowerSMC's particles make no MH moves, so none has a chain: the inspector shows "
+                        "the particle after the block selected", timeout=4)
             return
         run = baseline.method_run
         assert run is not None
