@@ -306,10 +306,12 @@ async def test_h_m_and_o_on_a_population_show_its_members_not_a_one_shot_session
         await pilot.press("end")
         pgrid = app.screen.query_one(ParticleGrid)
         await wait_until(pilot, lambda: pgrid.display)
-        await pilot.press("down", "enter")
+        await pilot.press("up")  # (from the answer's particle)
+        row = pgrid.row
+        await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
-        assert app.screen.chain.member == 1 and "particle 2 of 4" in text_of(app, "#member-info")
-        assert "particle 2 after block 3 of 3" in text_of(app, "#member-inspector")
+        assert app.screen.chain.member == row and f"particle {row + 1} of 4" in text_of(app, "#member-info")
+        assert f"particle {row + 1} after block 3 of 3" in text_of(app, "#member-inspector")
 
 
 async def test_exports_of_a_population_write_its_members_records(tmp_path):
@@ -353,3 +355,7 @@ def test_snapshot_a_replicas_chain_opened_from_the_grid(snap_compare):
 
 def test_snapshot_every_replicas_trace(snap_compare):
     assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["home", "m"], terminal_size=(120, 40))
+
+
+def test_snapshot_a_resample_move_particles_chain_opened_from_the_grid(snap_compare):
+    assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["end", "up", "enter"], terminal_size=(120, 40))
