@@ -116,13 +116,16 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
     session = ChatSession(engine_factory=lambda model: engine)
     app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
                                           pt_replicas=3), backend="synthetic", model=None)
-    async with app.run_test(size=(120, 34)) as pilot:
+    async with app.run_test(size=(120, 34), notifications=True) as pilot:
         scr = app.screen
         scr.query_one("#prompt").focus()
         await pilot.press(*"the cat", "enter")
         await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
         grid = scr.query_one(ReplicaGrid)
         try:
+            scr.action_history()  # before the first barrier: no member to open yet (the prompt holds the keys)
+            await wait_until(pilot, lambda: any("H: no member recorded yet" in t for t in toasts(app)))
+            assert app.screen is scr
             engine.let_through(3)  # the extensions and the first two transitions of each replica
             # drawn: the title says so (the state takes the barrier a frame before the screen)
             await wait_until(pilot, lambda: grid.display and "barrier 1, 3 replicas" in text_of(app, "#tree-title"))

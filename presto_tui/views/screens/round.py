@@ -44,7 +44,7 @@ from presto_tui.views.screens.tree_mode import TreeMode
 from presto_tui.views.state import baseline_text as bt
 from presto_tui.views.state import export
 from presto_tui.views.state import members as ms
-from presto_tui.views.state.baseline import NO_ROUNDS
+from presto_tui.views.state.baseline import NO_ROUNDS, MethodRun
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import AppState, SessionView
 from presto_tui.views.state.search import QueryError, Search, parse
@@ -347,7 +347,8 @@ class RoundScreen(Screen):
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
         one = len(self.state.chains_of(session)) < 2
         if one and ms.is_population(self.state.sessions[session].method_run):
-            self.app.push_screen(MembersScreen(self.state, session), self.member_picked)
+            if self._members_recorded(self.state.sessions[session].method_run, "m"):
+                self.app.push_screen(MembersScreen(self.state, session), self.member_picked)
             return
         if self.state.sessions[session].method_run is not None and one:
             self.notify(f"m: one session ({NO_ROUNDS}): the chains view compares a prompt's chains (--chains M, or "
@@ -419,9 +420,9 @@ class RoundScreen(Screen):
         session = self.shown_session()
         if session is not None and ms.is_population(session.method_run):
             run = session.method_run
-            assert run is not None
-            self.app.push_screen(MemberScreen(self.state, self.state.index_of(session), ms.answer_member(run)),
-                                 self.member_picked)
+            if run is not None and self._members_recorded(run, "H"):
+                self.app.push_screen(MemberScreen(self.state, self.state.index_of(session), ms.answer_member(run)),
+                                     self.member_picked)
             return
         if session is None or not session.rounds:
             self.notify("H: the chain's history needs a session with transitions", timeout=3)
@@ -438,12 +439,18 @@ class RoundScreen(Screen):
                         "the particle after the block selected", timeout=4)
             return
         run = baseline.method_run
-        assert run is not None
-        if not ms.members(run):
-            self.notify("no member recorded yet: the grid fills at the first barrier", timeout=3)
+        if run is None or not self._members_recorded(run, "enter"):
             return
         self.app.push_screen(MemberScreen(self.state, self.cursor[0], ms.member_of_row(run, table.row), table.col),
                              self.member_picked)
+
+    def _members_recorded(self, run: MethodRun | None, key: str) -> bool:
+        """Whether a population has recorded its members yet (its first barrier or block); says so where not."""
+        if run is not None and ms.members(run):
+            return True
+        self.notify(f"{key}: no member recorded yet: a population records its members at its first barrier or "
+                    "block", timeout=3)
+        return False
 
     def member_picked(self, result: tuple[int, int] | None) -> None:
         """Back from a member's chain: the grid selects the record it left on (its row, its column)."""
