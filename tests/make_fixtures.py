@@ -2,6 +2,7 @@
 
     python tests/make_fixtures.py             # all of them
     python tests/make_fixtures.py research    # only research.jsonl
+    python tests/make_fixtures.py populations # only populations.jsonl
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def main() -> None:
     record_chains(b)
     record_baselines(b)
     record_research(b)
+    record_populations(b)
+
+
+def record_populations(b) -> None:
+    """Tempering (four replicas, swaps every 2 transitions, streamed) and resample-move (four particles,
+    three blocks, resampling when the ESS falls below 0.9 P: after the first two blocks): the replica and
+    particle grids and a member's chain opened from them."""
+    record(DATA / "populations.jsonl", b, [
+        ("the cat", SamplerParams(sampler="ppt", max_new_tokens=16, steps=8, seed=1, pt_swap_every=2)),
+        ("the cat", SamplerParams(sampler="resample-move", particles=4, max_new_tokens=12, block_size=4, steps=3,
+                                  seed=5, rm_ess=0.9)),
+    ])
 
 
 def record_research(b) -> None:
@@ -111,5 +124,7 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["research"]:
         record_research(SyntheticEngine())
+    elif sys.argv[1:] == ["populations"]:
+        record_populations(SyntheticEngine())
     else:
         main()

@@ -244,6 +244,9 @@ async def test_m_on_a_baseline_session_says_in_one_line_it_has_no_chains():
         await wait_until(pilot, lambda: any("m: one session" in t for t in toasts(app)))
         (said,) = [t for t in toasts(app) if t.startswith("m:")]
         assert "no rounds: a one-shot session" in said and app.screen is scr
+        await pilot.press("enter")  # a particle of PowerSMC has no chain to open (resample-move's have)
+        await wait_until(pilot, lambda: any("PowerSMC's particles make no MH moves" in t for t in toasts(app)))
+        assert app.screen is scr
         await pilot.press("home", "m")  # the MH session
         await wait_until(pilot, lambda: isinstance(app.screen, ChainsScreen))
 

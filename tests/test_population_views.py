@@ -4,7 +4,10 @@ states, in a replay and live in chat."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from helpers import GatedEngine, text_of, wait_until
+from textual.widgets._toast import Toast
 
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.writer import TraceWriter
@@ -13,7 +16,7 @@ from presto_tui.runtime.engines.synthetic import SyntheticEngine
 from presto_tui.runtime.methods.ppt import PtStep
 from presto_tui.runtime.methods.resample_move import RmStep
 from presto_tui.runtime.session.chat import ChatSession
-from presto_tui.runtime.session.events import Choice, SessionEnd
+from presto_tui.runtime.session.events import Choice, SessionEnd, Transition
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.views.app import chat_app, replay_app
 from presto_tui.views.state.reducer import AppState
@@ -23,6 +26,10 @@ from presto_tui.views.widgets.tree import RoundTreeView
 
 PPT = SamplerParams(sampler="ppt", max_new_tokens=16, steps=8, seed=1, pt_swap_every=2)
 RM = SamplerParams(sampler="resample-move", particles=4, max_new_tokens=16, block_size=4, steps=3, seed=2, rm_ess=0.9)
+
+
+def toasts(app) -> list[str]:
+    return [str(t.render()) for t in app.screen.query(Toast)]
 
 
 def population_trace(tmp_path):
@@ -109,13 +116,16 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
     session = ChatSession(engine_factory=lambda model: engine)
     app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
                                           pt_replicas=3), backend="synthetic", model=None)
-    async with app.run_test(size=(120, 34)) as pilot:
+    async with app.run_test(size=(120, 34), notifications=True) as pilot:
         scr = app.screen
         scr.query_one("#prompt").focus()
         await pilot.press(*"the cat", "enter")
         await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
         grid = scr.query_one(ReplicaGrid)
         try:
+            scr.action_history()  # before the first barrier: no member to open yet (the prompt holds the keys)
+            await wait_until(pilot, lambda: any("H: no member recorded yet" in t for t in toasts(app)))
+            assert app.screen is scr
             engine.let_through(3)  # the extensions and the first two transitions of each replica
             # drawn: the title says so (the state takes the barrier a frame before the screen)
             await wait_until(pilot, lambda: grid.display and "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
@@ -183,5 +193,172 @@ async def test_f1_lists_the_population_grids_keys_and_marks(tmp_path):
         shown = " ".join(console.export_text().split())
     assert "Populations (tempering's replica grid" in shown
     assert "tempering: the replica above or below" in shown and "tempering: the barrier before or after" in shown
+    assert "the replica's or resample-move particle's chain" in shown and "m: every member's trace" in shown
     for mark in (*PptRun().legend(), *SmcRun().legend()):
         assert " ".join(mark.split()) in shown, mark
+
+
+# -- a member's chain (Enter on a replica or a particle), every member's trace (m), H, o, the exports ------------
+
+POPULATIONS = Path(__file__).parent / "data" / "populations.jsonl"  # tempering, then resample-move (make_fixtures)
+
+
+def test_a_members_chain_is_its_own_records_and_counts_what_the_session_counts():
+    """A replica's or a particle's chain is read off its method's records, one row per barrier or block, and
+    its MH transitions add up to what the session's numbers say of that member (one count, two readers)."""
+    from presto_tui.views.state import members as ms
+
+    trace = read_trace(POPULATIONS)
+    state = AppState()
+    for session in trace.sessions:
+        for ev in session.events:
+            state.apply(ev)
+    ppt, rm = state.sessions
+    run = ppt.method_run
+    steps = [e for e in ppt.events if isinstance(e, PtStep)]
+    moves = ppt.summary.info.member_moves()
+    assert len(moves) == run.replicas == 4
+    for level in range(run.replicas):
+        chain = ms.member_chain(run, level, ppt.events)
+        assert [r.column for r in chain.rows] == list(range(len(steps)))
+        assert [r.value for r in chain.rows] == [st.log_p0[level] for st in steps]
+        assert [r.cells[4] for r in chain.rows] == [f"s{st.holders[level] + 1}" for st in steps]
+        assert (chain.transitions, chain.accepted) == moves[level] and chain.transitions > 0
+        assert chain.row == run.replicas - 1 - level and f"replica {level + 1} of 4" in chain.title
+    alpha = ms.member_chain(run, ms.answer_member(run), ppt.events)
+    draws = [e for e in ppt.events if isinstance(e, Transition)]
+    assert alpha.draws == tuple(draws) and len(draws) == alpha.transitions  # the session's draws are its own
+    assert not ms.member_chain(run, 0, ppt.events).draws
+    # a swap the record says was taken reads on both replicas of its pair
+    s, i = next((s, i) for s, st in enumerate(steps) for i, ok in zip(st.pairs, st.swapped) if ok)
+    assert ms.member_chain(run, i).rows[s].cells[-1].startswith(f"⇅ r{i + 2} A ")
+    assert ms.member_chain(run, i + 1).rows[s].cells[-1].startswith(f"⇅ r{i + 1} A ")
+    # resample-move: each particle slot, block by block, its moves' own counts
+    run = rm.method_run
+    blocks = [e for e in rm.events if isinstance(e, RmStep)]
+    assert ms.members(run) == 4 and rm.summary.info.member_moves() == [
+        (ms.member_chain(run, i).transitions, ms.member_chain(run, i).accepted) for i in range(4)]
+    for i in range(4):
+        chain = ms.member_chain(run, i)
+        assert [r.cells[-2:] for r in chain.rows] == [(str(b.transitions[i]), str(b.accepted[i])) for b in blocks]
+        assert [r.value for r in chain.rows] == [b.log_weights[i] for b in blocks]
+    # every member's trace for m: the alpha replica (or the answer's particle) first
+    series = ms.member_series(ppt.method_run)
+    assert [label for label, _ in series] == ["r4 a=4", "r3 a=2.52", "r2 a=1.59", "r1 a=1"]
+    assert series[0][1] == [(s + 1, st.log_p0[3]) for s, st in enumerate(steps)]
+
+
+async def test_enter_on_a_replica_opens_its_chain_and_escape_goes_back_to_the_grid_where_it_left():
+    from presto_tui.views.screens.members import NO_ROUNDS_RECORDED, MemberScreen
+    from presto_tui.views.screens.round import RoundScreen
+
+    app = replay_app(read_trace(POPULATIONS))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        grid = app.screen.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display)
+        run = app.screen.state.sessions[0].method_run
+        await pilot.press("down", "enter")  # replica 3 of 4, at the end
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+        member = app.screen
+        assert member.chain.member == 2 and member.column == len(run.steps) - 1
+        records = member.query_one("#member-records")
+        assert records.row_count == len(run.steps) and records.cursor_row == len(run.steps) - 1
+        assert "replica 3 of 4 (alpha 2.52)" in text_of(app, "#member-info")
+        assert "its rounds are not recorded" in text_of(app, "#member-info")
+        assert "replica 3 of 4, alpha 2.52, at the end" in text_of(app, "#member-inspector")
+        assert not member.query_one("#member-draws").display  # (its transitions are not in the trace)
+        await pilot.press(*["up"] * len(run.steps))  # its first record: after barrier 1
+        assert member.column == 0 and "replica 3 of 4, alpha 2.52, after barrier 1" in text_of(app, "#member-inspector")
+        await pilot.press("left_square_bracket")  # the replica above: the alpha one, at the same record
+        assert member.chain.member == 3 and member.column == 0 and member.query_one("#member-draws").display
+        assert "replica 4 of 4, alpha 4, after barrier 1" in text_of(app, "#member-inspector")
+        await pilot.press("t")
+        await wait_until(pilot, lambda: any(NO_ROUNDS_RECORDED[:40] in t for t in toasts(app)))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, RoundScreen))
+        assert (grid.row, grid.col) == (0, 0)  # the grid is on the record the chain was left on
+
+
+async def test_h_m_and_o_on_a_population_show_its_members_not_a_one_shot_session():
+    from presto_tui.views.screens.members import MemberScreen, MembersScreen
+    from presto_tui.views.screens.round import RoundScreen
+
+    app = replay_app(read_trace(POPULATIONS))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        grid = app.screen.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display)
+        await pilot.press("o")
+        await wait_until(pilot, lambda: toasts(app))
+        assert not any("one-shot" in t for t in toasts(app)) and any("Enter opens" in t for t in toasts(app))
+        await pilot.press("H")  # the alpha replica's chain: every transition of it plotted beside its records
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+        assert app.screen.chain.member == 3 and len(app.screen.chain.draws) == app.screen.chain.transitions > 0
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, RoundScreen))
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, MembersScreen))
+        table = app.screen.query_one("#members-table")
+        assert table.row_count == 4 and str(table.get_row_at(0)[0]).startswith("★ r4 a=4")
+        await pilot.press("down", "down", "enter")  # replica 2
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+        assert app.screen.chain.member == 1
+        await pilot.press("up", "escape")  # back to the grid, on replica 2's record
+        await wait_until(pilot, lambda: isinstance(app.screen, RoundScreen))
+        assert grid.row == 2 and not any("one-shot" in t for t in toasts(app))
+        # resample-move's particles: the same keys
+        await pilot.press("end")
+        pgrid = app.screen.query_one(ParticleGrid)
+        await wait_until(pilot, lambda: pgrid.display)
+        await pilot.press("up")  # (from the answer's particle)
+        row = pgrid.row
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+        assert app.screen.chain.member == row and f"particle {row + 1} of 4" in text_of(app, "#member-info")
+        assert f"particle {row + 1} after block 3 of 3" in text_of(app, "#member-inspector")
+
+
+async def test_exports_of_a_population_write_its_members_records(tmp_path):
+    """`e` `t` and `e` `j` on a population's grid: every member's records (there is no round to export), the
+    JSON with the trace's own records, which read back as the events they were."""
+    import json
+
+    from presto_tui.logs.schema import decode
+
+    trace = read_trace(POPULATIONS)
+    app = replay_app(trace)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        scr = app.screen
+        await wait_until(pilot, lambda: scr.query_one(ReplicaGrid).display)
+        for s, key in ((0, "home"), (1, "end")):
+            await pilot.press(key)
+            folder = tmp_path / f"s{s + 1}"
+            folder.mkdir()
+            scr.export_dir = folder
+            for files, kind in enumerate(("t", "j"), 1):
+                await pilot.press("e")
+                await pilot.pause()
+                await pilot.press(kind)
+                await wait_until(pilot, lambda d=folder, n=files: len(list(d.iterdir())) == n)
+            assert not any("no round" in t for t in toasts(app))
+            text = next(folder.glob("*-members.txt")).read_text()
+            doc = json.loads(next(folder.glob("*-members.json")).read_text())
+            own = [e for e in trace.sessions[s].events if isinstance(e, (PtStep, RmStep))]
+            assert doc["format"] == "presto-tui-population" and doc["session"]["index"] == s + 1
+            assert [decode(r) for r in doc["records"]] == own
+            assert len(doc["members"]) == 4 and all(len(m["records"]) == len(own) for m in doc["members"])
+            first = doc["members"][0]
+            assert f"{first['title']}: {first['transitions']} MH transitions" in text
+            assert all(piece in doc["vocab"].values() for piece in app.screen.state.pieces(own[-1].tokens[0][:3]))
+
+
+def test_snapshot_a_replicas_chain_opened_from_the_grid(snap_compare):
+    assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["home", "down", "enter", "up"],
+                        terminal_size=(120, 40))
+
+
+def test_snapshot_every_replicas_trace(snap_compare):
+    assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["home", "m"], terminal_size=(120, 40))
+
+
+def test_snapshot_a_resample_move_particles_chain_opened_from_the_grid(snap_compare):
+    assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["end", "up", "enter"], terminal_size=(120, 40))

@@ -77,6 +77,22 @@ class ExportScreen(ChoiceExportScreen):
     BINDINGS = export_bindings(EXPORTS)
 
 
+POPULATION_EXPORTS = (
+    ("s", "svg", "the screen as SVG"),
+    ("t", "text", "every member's records as text"),
+    ("j", "json", "every member's records as JSON, with the trace's"),
+    ("c", "clipboard", "the answer to the clipboard"),
+    ("a", "answer", "the answer to a file"),
+)
+
+
+class PopulationExportScreen(ChoiceExportScreen):
+    """A population's exports (tempering's replicas, the particles): the screen, its members, the answer."""
+
+    OPTIONS = POPULATION_EXPORTS
+    BINDINGS = export_bindings(POPULATION_EXPORTS)
+
+
 HISTORY_EXPORTS = (
     ("j", "json", "JSON: every transition and every distinct state"),
     ("v", "csv", "CSV: the transitions, and the states in a second file"),

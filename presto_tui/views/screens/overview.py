@@ -26,8 +26,8 @@ from textual.widgets import Header, Static
 from textual_plotext import PlotextPlot
 
 from presto_tui.views.screens.drawing import diff_styles, theme_colour, thinned
-from presto_tui.views.state.baseline import NO_ROUNDS
 from presto_tui.views.state.evolution import clip, evolution_text, span_note
+from presto_tui.views.state.members import rounds_note
 from presto_tui.views.state.reducer import AppState
 from presto_tui.views.state.series import ChainSeries
 from presto_tui.views.widgets.footer import FittedFooter
@@ -157,7 +157,8 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         cols = self.series.columns
         view = self.state.sessions[self.session]
         if not cols:
-            return Text(NO_ROUNDS if view.method_run is not None else f"no {view.unit}s yet", style="dim")
+            return Text(rounds_note(view.method_run) if view.method_run is not None else f"no {view.unit}s yet",
+                        style="dim")
         rd = view.rounds[self.selected]
         before, after = rd.tree.root.tokens, rd.tree.final_state.tokens
         t = Text()

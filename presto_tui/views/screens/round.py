@@ -31,18 +31,20 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
 from presto_tui.api.events import RoundDone, RoundTree
-from presto_tui.views.dialogs.export import ExportScreen
+from presto_tui.views.dialogs.export import ExportScreen, PopulationExportScreen
 from presto_tui.views.dialogs.goto import GoToScreen
 from presto_tui.views.screens.baseline_mode import BaselineMode
 from presto_tui.views.screens.chains import ChainsScreen
 from presto_tui.views.screens.compare import CompareScreen
 from presto_tui.views.screens.history import HistoryScreen
+from presto_tui.views.screens.members import MemberScreen, MembersScreen
 from presto_tui.views.screens.overview import OverviewScreen
 from presto_tui.views.screens.tokens import TokenScreen
 from presto_tui.views.screens.tree_mode import TreeMode
 from presto_tui.views.state import baseline_text as bt
 from presto_tui.views.state import export
-from presto_tui.views.state.baseline import NO_ROUNDS
+from presto_tui.views.state import members as ms
+from presto_tui.views.state.baseline import NO_ROUNDS, MethodRun
 from presto_tui.views.state.evolution import clip
 from presto_tui.views.state.reducer import AppState, SessionView
 from presto_tui.views.state.search import QueryError, Search, parse
@@ -321,7 +323,12 @@ class RoundScreen(Screen):
         if self.cursor is None:
             self.notify("no rounds yet: the overview needs a round", timeout=3)
             return
-        if self.shown_baseline() is not None:
+        baseline = self.shown_baseline()
+        if baseline is not None and ms.is_population(baseline.method_run):
+            self.notify("o: the overview lists a chain's rounds; a population's trace records its members at their "
+                        "barriers: Enter opens the member under the cursor's chain, m every member's trace", timeout=5)
+            return
+        if baseline is not None:
             self.notify(f"{NO_ROUNDS}: its samples or particles are on screen", timeout=3)
             return
 
@@ -338,7 +345,12 @@ class RoundScreen(Screen):
             self.notify("no session yet: the chains view needs one", timeout=3)
             return
         session = self.cursor[0] if self.cursor is not None and not self.follow else self.state.current_index
-        if self.state.sessions[session].method_run is not None and len(self.state.chains_of(session)) < 2:
+        one = len(self.state.chains_of(session)) < 2
+        if one and ms.is_population(self.state.sessions[session].method_run):
+            if self._members_recorded(self.state.sessions[session].method_run, "m"):
+                self.app.push_screen(MembersScreen(self.state, session), self.member_picked)
+            return
+        if self.state.sessions[session].method_run is not None and one:
             self.notify(f"m: one session ({NO_ROUNDS}): the chains view compares a prompt's chains (--chains M, or "
                         "chains in ctrl+s): their answers and their vote", timeout=4)
             return
@@ -403,17 +415,54 @@ class RoundScreen(Screen):
         self.app.push_screen(TokenScreen(split, self.state.pieces, where))
 
     def action_history(self) -> None:
-        """`H`: the whole chain of the session on screen."""
+        """`H`: the whole chain of the session on screen (a population's: the answer's member, the alpha
+        replica)."""
         session = self.shown_session()
+        if session is not None and ms.is_population(session.method_run):
+            run = session.method_run
+            if run is not None and self._members_recorded(run, "H"):
+                self.app.push_screen(MemberScreen(self.state, self.state.index_of(session), ms.answer_member(run)),
+                                     self.member_picked)
+            return
         if session is None or not session.rounds:
             self.notify("H: the chain's history needs a session with transitions", timeout=3)
             return
         self.app.push_screen(HistoryScreen(self.state, self.state.index_of(session), self.export_dir))
 
+    def action_open_member(self) -> None:
+        """Enter on a population's grid: the chain of the replica or particle under the cursor."""
+        baseline, table = self.shown_baseline(), self.baseline_mode.main
+        if baseline is None or table is None or self.cursor is None:
+            return
+        if not ms.is_population(baseline.method_run):
+            self.notify("enter: PowerSMC's particles make no MH moves, so none has a chain: the inspector shows "
+                        "the particle after the block selected", timeout=4)
+            return
+        run = baseline.method_run
+        if run is None or not self._members_recorded(run, "enter"):
+            return
+        self.app.push_screen(MemberScreen(self.state, self.cursor[0], ms.member_of_row(run, table.row), table.col),
+                             self.member_picked)
+
+    def _members_recorded(self, run: MethodRun | None, key: str) -> bool:
+        """Whether a population has recorded its members yet (its first barrier or block); says so where not."""
+        if run is not None and ms.members(run):
+            return True
+        self.notify(f"{key}: no member recorded yet: a population records its members at its first barrier or "
+                    "block", timeout=3)
+        return False
+
+    def member_picked(self, result: tuple[int, int] | None) -> None:
+        """Back from a member's chain: the grid selects the record it left on (its row, its column)."""
+        table = self.baseline_mode.main
+        if result is not None and table is not None and self.shown_baseline() is not None:
+            table.select(*result)
+
     # -- search --------------------------------------------------------------------------
     def action_search(self) -> None:
         if not any(s.rounds for s in self.state.sessions) and self.shown_baseline() is not None:
-            self.notify(f"{NO_ROUNDS}: nothing to search", timeout=3)
+            self.notify(f"{ms.rounds_note(self.state.sessions[self.cursor[0]].method_run)}: nothing to search"
+                        if self.cursor is not None else f"{NO_ROUNDS}: nothing to search", timeout=3)
             return
         bar = self.query_one("#search", SearchBar)
         bar.value = ""
@@ -468,7 +517,9 @@ class RoundScreen(Screen):
             if result is not None:
                 self.export(*result)
 
-        self.app.push_screen(ExportScreen(self.export_dir), done)
+        baseline = self.shown_baseline()
+        population = baseline is not None and ms.is_population(baseline.method_run)
+        self.app.push_screen((PopulationExportScreen if population else ExportScreen)(self.export_dir), done)
 
     def answer_tokens(self) -> tuple[SessionView, list[int]] | None:
         session = self.shown_session()
@@ -482,7 +533,15 @@ class RoundScreen(Screen):
             if kind == "svg":  # after the export dialog has left the screen
                 self.call_after_refresh(self._screenshot, folder, cursor)
                 return
-            if kind in ("text", "json"):
+            population = self.shown_baseline()
+            if kind in ("text", "json") and population is not None and ms.is_population(population.method_run):
+                assert cursor is not None
+                unit = self.unit_at(cursor)
+                content = export.population_as_text(population, cursor[0]) if kind == "text" else \
+                    export.population_as_json(self.state, population, cursor[0])
+                path = export.write(folder, export.file_name("members", cursor, "txt" if kind == "text" else "json",
+                                                             unit), content)
+            elif kind in ("text", "json"):
                 if rd is None or cursor is None:
                     self.notify("no round on screen to export", severity="warning", timeout=4)
                     return

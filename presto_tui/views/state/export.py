@@ -2,6 +2,8 @@
 
 - a round's tree as text: the rows the tree view shows (its mode and reach threshold),
   under a header naming the session and round;
+- a population's members (tempering's replicas, the particles) as text or JSON: each member's
+  records as its chain's screen shows them, and (JSON) the trace's own records of its barriers or blocks;
 - a round's tree as JSON: where it is (session, round or epoch, block), the trace's own `round`
   record (`record`: logs.schema.encode, so `logs.schema.decode` reads it back), with the
   session's prompt and parameters and the text of every token the round mentions;
@@ -38,6 +40,7 @@ from presto_tui.logs.schema import encode
 from presto_tui.logs.tidy import csv_text
 from presto_tui.logs.tidy import number as _number
 from presto_tui.safetext import visible
+from presto_tui.views.state import members
 from presto_tui.views.state.history import ChainHistory
 from presto_tui.views.state.layout import Layout, tree_text
 from presto_tui.views.state.reducer import AppState, SessionView
@@ -100,6 +103,56 @@ def tree_as_json(state: AppState, session: SessionView, cursor: tuple[int, int],
 def answer_text(state: AppState, session: SessionView, tokens: tuple[int, ...] | list[int]) -> str:
     answer = cut_at_eos(tokens, session.start.backend_info.get("eos_id"))
     return visible("".join(state.pieces(answer)))
+
+
+# -- a population's records -------------------------------------------------------------------------
+
+def population_rows(session: SessionView) -> list[dict]:
+    """Each member (tempering's replicas from the lowest exponent, the particles from 1) with its records as
+    its chain's table shows them (`state/members.py`)."""
+    run = session.method_run
+    assert run is not None and members.is_population(run)
+    out = []
+    for m in range(members.members(run)):
+        c = members.member_chain(run, m, session.events)
+        out.append({"member": m + 1, "title": c.title, "transitions": c.transitions, "accepted": c.accepted,
+                    "records": [dict(zip(c.columns, r.cells)) for r in c.rows]})
+    return out
+
+
+def population_as_text(session: SessionView, s: int) -> str:
+    """A population session's members, each a table of its records (the member screens' rows)."""
+    p = session.params
+    lines = [f"session {s + 1}, {p.get('sampler')} {p.get('prefetch')}, the members' records",
+             f"prompt: {visible(session.start.prompt[:300], keep_newlines=False)}"]
+    for m in population_rows(session):
+        rows = m["records"]
+        lines += ["", f"{m['title']}: {m['transitions']} MH transitions, {m['accepted']} accepted"]
+        if rows:
+            names = list(rows[0])
+            widths = [max(len(n), *(len(r[n]) for r in rows)) for n in names]
+            lines.append("  ".join(n.rjust(w) for n, w in zip(names, widths)).rstrip())
+            lines += ["  ".join(r[n].rjust(w) for n, w in zip(names, widths)).rstrip() for r in rows]
+    return visible("\n".join(lines) + "\n")
+
+
+def population_as_json(state: AppState, session: SessionView, s: int) -> str:
+    """A population session as JSON: its members' records as the app shows them (`members`, numbered from 1),
+    and the trace's own records of its barriers or blocks (`records`: logs.schema.encode, whose indices count
+    from 0, as docs/trace-format.md says), with the text of every token they hold."""
+    run = session.method_run
+    assert run is not None
+    own = [ev for ev in session.events if isinstance(ev, run.own_events)]
+    ids = sorted({t for ev in own for t in event_token_ids(ev)})
+    doc = {
+        "format": "presto-tui-population",
+        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
+                    "backend": session.start.backend, "model": session.start.model, "status": session.status},
+        "members": population_rows(session),
+        "records": [encode(ev) for ev in own],
+        "vocab": {str(i): piece for i, piece in zip(ids, state.pieces(ids))},
+    }
+    return json.dumps(doc) + "\n"
 
 
 # -- a session's chain history ----------------------------------------------------------------------

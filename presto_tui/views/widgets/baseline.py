@@ -285,6 +285,7 @@ class ParticleGrid(BaselineTable):
     """PowerSMC's particles (rows) over its blocks (columns); see the module docstring."""
 
     FOOTER = 2  # ESS, tokens per particle
+    BINDINGS = [Binding("enter", "screen.open_member", "its chain", show=False)]  # (screens/members.py)
     BAR = 4
     run: SmcRun | None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding
 
 from presto_tui.views.state.evolution import DiffStyles
 from presto_tui.views.state.ppt import PptRun, cell_text
@@ -19,6 +20,7 @@ class ReplicaGrid(BaselineTable):
     """Replicas (rows) over barriers (columns); see the module docstring."""
 
     FOOTER = 1  # swaps accepted / proposed per barrier
+    BINDINGS = [Binding("enter", "screen.open_member", "its chain", show=False)]  # (screens/members.py)
     run: PptRun | None
 
     def inspect(self, styles: DiffStyles) -> Text:
