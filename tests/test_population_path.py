@@ -137,3 +137,53 @@ def test_bench_shows_a_population_s_critical_path_with_its_barrier_wait(tmp_path
         assert cp is not None and BARRIER in cp["parts"] and 0 <= cp["idle_share"] < 1
         assert sum(cp["parts"].values()) == pytest.approx(cp["time_s"])
         assert cp["parts"][WIDTH] + cp["parts"][IRREDUCIBLE] > 0
+
+
+# -- a member waiting at a barrier speculates on where the barrier likely leaves its state as it is ----------
+
+def test_a_replica_guesses_that_its_next_barrier_keeps_its_state_where_it_is_in_no_pair_or_swaps_were_rare():
+    from presto_tui.runtime.methods.ppt import PptDriver
+    from presto_tui.runtime.session.loop import make_driver
+
+    driver = make_driver(small_backend(), params("ppt", "stream", pt_swap_every=1), [1, 2])
+    assert isinstance(driver, PptDriver)
+    driver.start()
+    R = len(driver.members)
+    assert R == 4 and driver.pairs(2) == [1]  # the even/odd scheme: at the second barrier only levels 2-3
+    driver.crossed = 1
+    driver._kept = [[0, 1]] * R  # every replica's state was swapped at the first barrier
+    assert [driver.keeps(i) for i in range(R)] == [True, False, False, True]
+    driver._kept = [[1, 1]] * R
+    assert all(driver.keeps(i) for i in range(R))
+    driver.crossed = 0  # the first barrier: pairs 1-2 and 3-4, nothing known yet
+    driver._kept = [[0, 0]] * R
+    assert not any(driver.keeps(i) for i in range(R))
+
+
+def test_a_waiting_replica_speculates_on_and_its_chain_is_the_same(monkeypatch):
+    """Replicas in no pair of their next barrier plan requests while they wait there (resample-move's
+    particles, whose resampling hands most another's state, do not); every member walks the same chain
+    as when none speculates while waiting."""
+    from presto_tui.runtime.methods.ppt import PptDriver
+    from presto_tui.runtime.session.streaming import StreamDriver
+
+    planned_held: list[bool] = []
+    original = StreamDriver._schedule
+
+    def watch(self):
+        planned_held.append(self.held)
+        return original(self)
+
+    monkeypatch.setattr(StreamDriver, "_schedule", watch)
+
+    def ends(p):
+        planned_held.clear()
+        return [ev.tokens for ev in run(p) if type(ev).__name__ == "PtStep"], any(planned_held)
+
+    p = params("ppt", "stream", pt_swap_every=1)
+    states, speculated = ends(p)
+    assert speculated
+    assert not ends(params("rm", "stream", rm_ess=1.0))[1]
+    monkeypatch.setattr(PptDriver, "keeps", lambda self, i: False)
+    states_idle, speculated_idle = ends(p)
+    assert not speculated_idle and states == states_idle

@@ -73,6 +73,7 @@ class Population(SessionDriver):
         self._requests = 0
         self._paths = MemberPaths(0)  # each member's path through each phase (the critical path's)
         self._arrived: list[float | None] = []  # per member: when it reached the phase's barrier (or ended)
+        self._kept: list[list[int]] = []  # per member: barriers that left its state as it was, barriers crossed
 
     # -- what a population method says ------------------------------------------------------------
     def make_members(self) -> list[Driver]:
@@ -92,6 +93,19 @@ class Population(SessionDriver):
 
     def member_event(self, i: int, ev: Event) -> None:
         """An event of member i (folded into its tally already); forward it with `self.emit`."""
+
+    def keeps(self, i: int) -> bool:
+        """Whether member i's next barrier is likely to leave its state as it is, so that, waiting there, it
+        speculates on from it (the streaming rule): a method that can guess says so; a wrong guess only wastes
+        what the member decodes meanwhile, a right one lets it walk on at once.  Default: no guess (a member
+        waits idle), as for resample-move, whose resampling hands most particles another's state."""
+        return False
+
+    def kept_mostly(self, i: int) -> bool:
+        """Whether the barriers so far left member i's state as it was at least as often as not (False before
+        the first has said)."""
+        kept, crossed = self._kept[i]
+        return crossed > 0 and 2 * kept >= crossed
 
     # -- helpers for the methods ------------------------------------------------------------------
     def member(self, params: SamplerParams, *, state: SeqState | None = None,
@@ -128,9 +142,11 @@ class Population(SessionDriver):
         self._paths = MemberPaths(len(self.members))
         self._paths.begin([m.state.T for m in self.members])
         self._arrived = [None] * len(self.members)
+        self._kept = [[0, 0] for _ in self.members]
         for i, m in enumerate(self.members):
             m._t0 = self._t0  # (its events on the session's clock, as its steps are)
             m.hold = self.barrier
+            m.speculate_held = self.keeps(i)
             m.begin()
             self._consume(i, m.flush())
         self._settle()
@@ -173,6 +189,10 @@ class Population(SessionDriver):
             self.barrier = next(self._holds, None)
             self._paths.begin([st.T for st in states])
             self._arrived = [None] * len(self.members)
+            for i, (m, st) in enumerate(zip(self.members, states)):
+                self._kept[i][0] += st is m.state
+                self._kept[i][1] += 1
+                m.speculate_held = self.keeps(i)
             for i, (m, st) in enumerate(zip(self.members, states)):
                 m.release(st, self.barrier)
                 self._consume(i, m.flush())
