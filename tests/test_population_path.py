@@ -187,3 +187,16 @@ def test_a_waiting_replica_speculates_on_and_its_chain_is_the_same(monkeypatch):
     monkeypatch.setattr(PptDriver, "keeps", lambda self, i: False)
     states_idle, speculated_idle = ends(p)
     assert not speculated_idle and states == states_idle
+
+
+def test_a_population_from_given_states_has_no_critical_path():
+    """The law-test kit starts members from given states (no extension of their own): no path, as for a chain."""
+    from presto_tui.runtime.core.types import SeqState
+    from presto_tui.runtime.session.loop import make_driver, run_chains
+
+    engine = small_backend()
+    p = SamplerParams(sampler="ppt", prefetch="stream", max_new_tokens=6, steps=4, pt_swap_every=2, pt_replicas=2)
+    state = SeqState.tokens_only((1, 2), (1, 2, 3, 1, 2, 3))
+    events = [ev for _, ev in run_chains(engine, [make_driver(engine, p, (1, 2), state=state)])]
+    phases = [ev for ev in events if isinstance(ev, BarrierMet)]
+    assert phases and all(ph.paths is None for ph in phases) and summarize(events).critical_path is None

@@ -61,10 +61,10 @@ def cells(rule: str, cp: dict) -> list:
 
 def legend() -> str:
     return ("seconds of engine time on the critical path, by cause; they add up to the time (from the session's "
-            "start to its last decision), and all but limit to the time beyond the dependency limit. dep%: limit as "
-            "a share of the time (stats' lim% is another number: the binding limit, the dependency or the compute "
-            "limit whichever is longer, over the session's time). " + "; ".join(f"{SHORT[c]}: {MEANING[c]}"
-                                                                         for c in CAUSES)
+            "start to its last decision; a population's: to its end), and all but limit to the time beyond the "
+            "dependency limit. dep%: limit as a share of the time (stats' lim% is another number: the binding limit, "
+            "the dependency or the compute limit whichever is longer, over the session's time). "
+            + "; ".join(f"{SHORT[c]}: {MEANING[c]}" for c in CAUSES)
             + "; idle%: a population's member-time idle at its barriers, waiting for the phase's slowest member")
 
 
