@@ -60,8 +60,10 @@ def test_the_parts_add_up_to_the_population_time_and_each_member_path_to_its_arr
         for arrived, path in zip(ph.arrived, ph.paths):
             assert ph.start <= arrived <= ph.end
             assert sum(path.values()) == pytest.approx(arrived - ph.start, abs=1e-9)
-    for ph in cp.phases:  # the pace is the last to arrive: it waited for none, every other for it
+    for ph, met in zip(cp.phases, phases):  # the pace is the last to arrive: it waited for none, every other for it
         assert ph.waits[ph.pace] == 0 and min(ph.waits) >= 0
+        assert sum(ph.pace_parts.values()) == pytest.approx(met.arrived[ph.pace] - ph.start, abs=1e-9)
+        assert ph.pace_parts[IRREDUCIBLE] == pytest.approx(met.tokens[ph.pace] * (cost.a + cost.b))
     # the path follows the member longest at work; it waited at the barriers for the phases' pace
     work = [sum(ph.arrived[i] - ph.start for ph in phases) for i in range(len(phases[0].arrived))]
     assert cp.member == work.index(max(work))

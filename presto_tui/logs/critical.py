@@ -85,11 +85,14 @@ def render(console: Console, rows: list[dict], pooled: list[dict]) -> None:
                              [barrier_cells(r["rule"], r["critical_path"]) for r in populations]))
 
 
-BARRIER_COLUMNS = ("rule", "phases", "path", "barrier s", "idle s", "idle%", "pace set by (phases)")
+BARRIER_COLUMNS = ("rule", "phases", "path", "barrier s", "idle s", "idle%", "pace set by (phases)",
+                   "the pace's paths")
 BARRIER_LEGEND = ("a population's phases run from one barrier's crossing to the next; path: the member its critical "
                   "path follows (the most time at work); barrier s: the time that member waited at the barriers for "
                   "the phase's slowest; idle s: every member's wait for the phase's slowest, in member-seconds; "
-                  "idle%: that over the members' time; pace: which members arrived last, in how many phases")
+                  "idle%: that over the members' time; pace: which members arrived last, in how many phases; "
+                  "the pace's paths: where the time of the member that set each phase's pace went, summed over the "
+                  "phases, its largest causes")
 
 
 def barrier_cells(rule: str, cp: dict) -> list:
@@ -102,4 +105,18 @@ def barrier_cells(rule: str, cp: dict) -> list:
     idle = cp.get("idle_share")
     return [Text(visible(rule)), str(len(phases)), str(cp.get("member", "-")), f"{cp['parts'].get('barrier', 0.0):.2f}",
             f"{cp.get('idle_s', 0.0):.2f}", f"{100 * idle:.0f}" if idle is not None else "-",
-            " ".join(f"{m}:{n}" for m, n in sorted(pace.items(), key=lambda kv: (-kv[1], kv[0])))]
+            " ".join(f"{m}:{n}" for m, n in sorted(pace.items(), key=lambda kv: (-kv[1], kv[0]))),
+            _top(phases)]
+
+
+def _top(phases: list[dict], n: int = 3) -> str:
+    """The pace's paths summed over the phases: the n largest causes and their shares."""
+    total: dict[str, float] = {}
+    for p in phases:
+        for c, v in p.get("pace_parts", {}).items():
+            total[c] = total.get(c, 0.0) + v
+    span = sum(total.values())
+    if span <= 0:
+        return "-"
+    largest = sorted(total.items(), key=lambda kv: -kv[1])[:n]
+    return " ".join(f"{SHORT.get(c, c)} {100 * v / span:.0f}%" for c, v in largest)

@@ -150,6 +150,7 @@ class Phase:
     end: float
     pace: int  # the member that arrived last (from 0): the phase's pace
     waits: tuple[float, ...]  # per member: how long it idled at the barrier for the pace
+    pace_parts: dict[str, float] = field(default_factory=dict)  # the pace's path through the phase, by cause
 
     @property
     def idle_s(self) -> float:
@@ -158,7 +159,8 @@ class Phase:
 
     def to_dict(self) -> dict:
         return {"step": self.step, "block": self.block, "k": self.k, "final": self.final, "start": self.start,
-                "end": self.end, "pace": self.pace + 1, "waits": list(self.waits)}  # members from 1 (numbering.md)
+                "end": self.end, "pace": self.pace + 1, "waits": list(self.waits),  # members from 1 (numbering.md)
+                "pace_parts": {c: v for c, v in self.pace_parts.items() if v}}
 
 
 @dataclass(frozen=True)
@@ -582,6 +584,7 @@ def population_path(barriers: list[BarrierMet], cost: EngineCost | None) -> Crit
         return None
     work = [sum(b.arrived[i] - b.start for b in barriers) for i in range(n)]
     slow = max(range(n), key=lambda i: work[i])
+    sigma = cost.a + cost.b
     parts = dict.fromkeys(CAUSES, 0.0)
     tokens = 0
     phases = []
@@ -596,8 +599,15 @@ def population_path(barriers: list[BarrierMet], cost: EngineCost | None) -> Crit
         parts[BARRIER] += last - b.arrived[slow]
         parts[SCHEDULER] += b.end - last
         phases.append(Phase(b.step, b.block, b.k, b.final, b.start, b.end, pace,
-                            tuple(last - x for x in b.arrived)))
-    sigma = cost.a + cost.b
+                            tuple(last - x for x in b.arrived), _limited(b.paths[pace], b.tokens[pace], sigma)))
     parts[IRREDUCIBLE] = tokens * sigma  # decoding on the path at one request's step time: the rest is width
     parts[WIDTH] -= tokens * sigma
     return CriticalPath(barriers[-1].end, tokens * sigma, tokens, tokens, parts, slow, tuple(phases))
+
+
+def _limited(parts: dict[str, float], tokens: int, sigma: float) -> dict[str, float]:
+    """A member's phase path as recorded (its decoding all width) with the limit's share taken out of it."""
+    out = {**dict.fromkeys(CAUSES, 0.0), **parts}
+    out[IRREDUCIBLE] += tokens * sigma
+    out[WIDTH] -= tokens * sigma
+    return out
