@@ -143,7 +143,7 @@ class Phase:
     """A population's phase: from one barrier's crossing (`start`) to the next's (`end`)."""
 
     step: int  # from 1
-    block: int  # the barrier that ended it (block, k), or the end (`final`)
+    block: int  # the barrier that ended it: after k transitions of the block (from 0); the end: the last block's K
     k: int
     final: bool
     start: float
@@ -158,7 +158,8 @@ class Phase:
         return sum(self.waits)
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "block": self.block, "k": self.k, "final": self.final, "start": self.start,
+        return {"step": self.step, "block": self.block + 1, "transitions": self.k, "final": self.final,
+                "start": self.start,
                 "end": self.end, "pace": self.pace + 1, "waits": list(self.waits),  # members from 1 (numbering.md)
                 "pace_parts": {c: v for c, v in self.pace_parts.items() if v}}
 

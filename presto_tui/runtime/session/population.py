@@ -210,9 +210,9 @@ class Population(SessionDriver):
                                    self._requests - requests0, tokens - tokens0, now - t0, t0, now))
         arrived = [now if t is None else t for t in self._arrived]
         paths, path_tokens = self._paths.paths(t0, arrived)
-        k = self.barrier[1] if self.barrier is not None and not final else 0
-        self.emit(BarrierMet(self.crossed + 1, self.params.n_blocks if final else block, k, final, t0, now,
-                             tuple(arrived), paths, path_tokens))
+        # the end is after the last block's K transitions
+        k = self.params.steps if final or self.barrier is None else self.barrier[1]
+        self.emit(BarrierMet(self.crossed + 1, block, k, final, t0, now, tuple(arrived), paths, path_tokens))
         self._phase = (now, tokens, self._requests)
 
     # -- the loop's side: every member's requests as the population's ------------------------------
