@@ -57,6 +57,8 @@ population's path follows its slowest member (the most time at work over all pha
 own parts, phase by phase, then `barrier`, the time it waited at the barriers for the phase's slowest
 (the member that set its pace), and `scheduler`, from the last arrival to the crossing.  Without the
 barriers the population would have ended when its slowest member did: `barrier` is what they cost it.
+Its `irreducible` part is the path's decoding given the barriers, longer than a chain's n tokens: the
+path starts afresh at every barrier, from the state the barrier handed its member.
 Each phase (`Phase`) says which member set the pace and how long each of the others idled.
 """
 
