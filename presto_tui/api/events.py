@@ -14,9 +14,10 @@ from presto_tui.runtime.core.types import Proposal, Request, SeqState, cut_at_eo
 from presto_tui.runtime.prefetch.tree import NodeStatus, NodeView, RoundTree, TableTree
 from presto_tui.runtime.samplers.multitry import log_ratio_terms
 from presto_tui.runtime.session.batch import normalised
-from presto_tui.runtime.session.critpath import CAUSES, SHORT, CriticalPath, critical_path
+from presto_tui.runtime.session.critpath import CAUSES, SHORT, CriticalPath, Phase, critical_path
 from presto_tui.runtime.session.events import (
     TRANSIENT,
+    BarrierMet,
     BlockStart,
     Choice,
     DecisionWalked,
@@ -42,10 +43,11 @@ from presto_tui.runtime.session.summary import SessionSummary, is_one_shot, summ
 from presto_tui.runtime.session.vocab import Pieces, Vocab, event_token_ids
 
 __all__ = [
-    "ACCEPT", "BlockStart", "CAUSES", "Choice", "CriticalPath", "DecisionWalked", "EPS_CLASSES", "EngineCost",
-    "EngineSteps", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeStatus", "NodeView", "Pieces",
-    "Proposal", "REJECT", "Request", "RequestEvent", "RequestKind", "RoundDone", "RoundTree", "SHORT", "Sample",
-    "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary", "MethodEvent",
-    "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path", "cut_at_eos", "cut_at_stop",
-    "event_token_ids", "first_difference", "is_one_shot", "limits", "log_ratio_terms", "normalised", "summarize",
+    "ACCEPT", "BarrierMet", "BlockStart", "CAUSES", "Choice", "CriticalPath", "DecisionWalked", "EPS_CLASSES",
+    "EngineCost", "EngineSteps", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeStatus", "NodeView",
+    "Phase", "Pieces", "Proposal", "REJECT", "Request", "RequestEvent", "RequestKind", "RoundDone", "RoundTree",
+    "SHORT", "Sample", "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary",
+    "MethodEvent", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path", "cut_at_eos",
+    "cut_at_stop", "event_token_ids", "first_difference", "is_one_shot", "limits", "log_ratio_terms", "normalised",
+    "summarize",
 ]

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from presto_tui.api.engine import RuntimeEngine as Engine
-from presto_tui.api.events import CAUSES, Request, SessionEnd, SessionSummary, limits
+from presto_tui.api.events import Request, SessionEnd, SessionSummary, limits
 from presto_tui.api.params import (
     BENCH_SIZES,
     BUDGET_LIMIT,
@@ -46,6 +46,7 @@ from presto_tui.cli.root import command
 from presto_tui.console import SessionProgress
 from presto_tui.errors import InputError
 from presto_tui.files import output_path
+from presto_tui.logs import critical
 from presto_tui.logs.writer import TraceWriter, default_trace_path, open_trace
 
 # sampler, rule ("none": sequential), budget as given (8, auto, fill:8; stream: /what it speculates, 8/none)
@@ -174,10 +175,7 @@ def aggregate(rows: list[SessionSummary], seq: list[SessionSummary] | None,
         "acceptance_rate": statistics.mean(r.acceptance_rate for r in rows),
         "eps_certain_share": statistics.mean(r.eps_certain_share for r in rows),
         # where the time went (critpath.py), means over the sessions that carry it
-        "critical_path": {"time_s": statistics.mean(cp.time_s for cp in paths),
-                          "limit_s": statistics.mean(cp.limit_s for cp in paths),
-                          "parts": {c: statistics.mean(cp.parts[c] for cp in paths) for c in CAUSES}}
-        if paths else None,
+        "critical_path": critical.mean_path([cp.to_dict() for cp in paths]) if paths else None,
     }
 
 
@@ -230,10 +228,7 @@ def throughput(backend: Engine, base: SamplerParams, cfgs: list[Config], prompts
                    "transitions_per_s": sum(s.transitions for s in sums) / engine_s if engine_s else None,
                    "mean_live_requests": cost.mean_live,
                    "tokens": [list(s.tokens) for s in sums],
-                   "critical_path": {"time_s": statistics.mean(cp.time_s for cp in paths),
-                                     "limit_s": statistics.mean(cp.limit_s for cp in paths),
-                                     "parts": {k: statistics.mean(cp.parts[k] for cp in paths) for k in CAUSES}}
-                   if paths else None}
+                   "critical_path": critical.mean_path([cp.to_dict() for cp in paths]) if paths else None}
             if record is not None:
                 record({"kind": "throughput", "concurrency": c, "row": label(*cfg), "result": dict(row)})
             if seq is None:
@@ -512,8 +507,6 @@ def render(console: Console, report: dict) -> None:
     console.print(table)
     paths = [r for r in report["rows"] if r.get("critical_path")]
     if paths:
-        from presto_tui.logs import critical
-
         t1 = Table(title="critical path: seconds per prompt by cause (runtime/session/critpath.py; the limit at "
                          "each session's learned one-request step time)", title_justify="left",
                    box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -541,8 +534,6 @@ def render(console: Console, report: dict) -> None:
         console.print(t2)
         paths = [r for r in tp["rows"] if r.get("critical_path")]
         if paths:
-            from presto_tui.logs import critical
-
             t4 = Table(title="throughput's critical paths: seconds per prompt by cause (width and budget count "
                              "the other chains' requests)", title_justify="left", box=box.SIMPLE_HEAD,
                        pad_edge=False, collapse_padding=True)

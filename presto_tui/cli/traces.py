@@ -188,8 +188,8 @@ def _critical_path(traces: list[Path], rows: list[dict], groups: list[dict], jso
 
     if not critical.with_path(rows):
         what = f"{traces[0]}: no session" if len(traces) == 1 else "no session of these traces"
-        raise InputError(f"{what} holds what the critical path needs: an MH chain started from its prompt, "
-                         "recorded by presto-tui with trace schema 1.3 or later")
+        raise InputError(f"{what} holds what the critical path needs: an MH chain or a population started from its "
+                         "prompt, recorded by presto-tui with trace schema 1.3 or later")
     pooled = critical.pooled_paths(rows, groups)
     if json_out:
         import orjson

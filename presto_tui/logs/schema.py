@@ -17,7 +17,9 @@ each engine step began and ended and how many requests were live), the engine ti
 model call's requests were submitted and at which it finished (`start`, `clock`), when a block's
 decisions could first be requested (`block_start`'s `open`), how long an issued streaming request
 had waited refused by the policy, by why (`request`'s `waited`), and the call purpose
-`extend-overlap` (a block's extension decoded while its first proposals already decode).  A trace
+`extend-overlap` (a block's extension decoded while its first proposals already decode). A population
+writes a `barrier` line per phase (when each member arrived at the barrier that ended it, and each
+member's path through it by cause: `BarrierMet`).  A trace
 without them reads as before; only the critical path is then not shown.
 
 Schema 1.2 numbers tree nodes compactly: a table row names its
@@ -116,7 +118,9 @@ from presto_tui.runtime.prefetch.tree import (
     Step,
     TableTree,
 )
+from presto_tui.runtime.session.critpath import CAUSES
 from presto_tui.runtime.session.events import (
+    BarrierMet,
     BlockStart,
     Choice,
     DecisionWalked,
@@ -271,6 +275,11 @@ def encode(ev: Event) -> dict:
         return {"type": "walked", "block": ev.block, "k": ev.k, "cut": ev.cut, "request": ev.request,
                 "accepted": ev.accepted, "accept_prob": ev.accept_prob, "eps_class": ev.eps_class,
                 "clock": ev.clock}
+    if isinstance(ev, BarrierMet):
+        return {"type": "barrier", "step": ev.step, "block": ev.block, "k": ev.k, "final": ev.final,
+                "start": ev.start, "end": ev.end, "arrived": list(ev.arrived),
+                **({"paths": [dict(p) for p in ev.paths], "tokens": list(ev.tokens)} if ev.paths is not None
+                   else {})}
     if isinstance(ev, SessionEnd):
         return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text}
     if isinstance(ev, SessionError):
@@ -304,6 +313,24 @@ def _steps(d: dict) -> EngineSteps:
     _check(len(start) == len(end) == len(live), "end", "should hold one time per step, as start and live do")
     _check(all(a <= b for a, b in zip(start, end)), "end", "should not come before its step's start")
     return EngineSteps(start, end, live)
+
+
+def _barrier(d: dict) -> BarrierMet:
+    start, end = _finite(_get(d, "start"), "start", 0.0), _finite(_get(d, "end"), "end", 0.0)
+    _check(start <= end, "end", "should not come before the phase's start")
+    arrived = tuple(_finite(x, "arrived", start) for x in _list(_get(d, "arrived"), "arrived"))
+    _check(all(a <= end for a in arrived), "arrived", "should not come after the phase's end")
+    paths: tuple[dict[str, float], ...] | None = None
+    tokens: tuple[int, ...] = tuple(0 for _ in arrived)
+    if "paths" in d:
+        raw = _list(d["paths"], "paths")
+        _check(all(isinstance(p, dict) for p in raw) and len(raw) == len(arrived), "paths",
+               "should hold one object of seconds by cause per member")
+        paths = tuple({_choice(c, "paths", CAUSES): _finite(v, f"paths.{c[:20]}") for c, v in p.items()} for p in raw)
+        tokens = tuple(_int(n, "tokens") for n in _list(_get(d, "tokens"), "tokens"))
+        _check(len(tokens) == len(arrived), "tokens", "should hold one count per member")
+    return BarrierMet(_int(_get(d, "step"), "step", 1), _int(_get(d, "block"), "block"), _int(_get(d, "k"), "k"),
+                      _bool(_get(d, "final"), "final"), start, end, arrived, paths, tokens)
 
 
 def _chain_of(d: dict) -> tuple[int, int, str]:
@@ -378,6 +405,8 @@ def decode(d: Any) -> Event:
                               _int(g("request"), "request"), _bool(g("accepted"), "accepted"),
                               _finite(g("accept_prob"), "accept_prob", 0.0, 1.0),
                               _choice(g("eps_class"), "eps_class", EPS_CLASSES), _finite(g("clock"), "clock", 0.0))
+    if kind == "barrier":
+        return _barrier(d)
     if kind == "session_end":
         return SessionEnd(_choice(g("reason"), "reason", ("done", "cancelled")), _tokens(g("tokens"), "tokens"),
                           _str(g("text"), "text"))

@@ -359,13 +359,23 @@ class PptDriver(Population):
             if i == self.lead:  # the alpha replica's chain: the session's draws (diagnostics, the answer's numbers)
                 self.emit(ev)
 
+    def pairs(self, s: int) -> list[int]:
+        """The pairs (by their lower level) that propose to swap at barrier s (from 1)."""
+        p, R = self.params, len(self.members)
+        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs (from 1) of the barrier's (from 1) parity
+            return deo_pairs(s, R)
+        return [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
+
+    def keeps(self, i: int) -> bool:
+        """A replica in no pair of its next barrier keeps its state there for certain; one in a pair, where
+        swaps were rejected at least as often as not so far (the usual case on a language model's ladder)."""
+        s = self.crossed + 1
+        paired = any(j in (i, i - 1) for j in self.pairs(s)) if len(self.members) > 1 else False
+        return not paired or self.kept_mostly(i)
+
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
         p, s = self.params, self.crossed + 1
-        R = len(states)
-        if p.pt_scheme == SCHEMES[0]:  # deterministic even/odd: the pairs (from 1) of the barrier's (from 1) parity
-            pairs = deo_pairs(s, R)
-        else:
-            pairs = [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
+        pairs = self.pairs(s)
         out = list(states)
         probs, swapped = [], []
         for i in pairs:

@@ -241,6 +241,9 @@ class Driver(SessionDriver):
         # state to go on from.  Nothing of its law changes: each decision keeps its keyed inputs.
         self.hold: tuple[int, int] | None = None
         self.held = False
+        # waiting there, whether it speculates on as if the barrier left its state as it is (the population's
+        # guess, `Population.keeps`; the streaming rule's): its law is the same either way
+        self.speculate_held = False
         self._held_at_end = False
 
     def begin(self) -> None:

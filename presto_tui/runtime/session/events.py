@@ -204,6 +204,26 @@ class EngineSteps:
 
 
 @dataclass(frozen=True)
+class BarrierMet:
+    """A population's phase ended (session/population.py): every member met the barrier (block, k), or,
+    `final`, ended.  The phase ran from `start` to `end` (the crossing), on the session's clock; each
+    member arrived at `arrived` (reached the barrier, or ended) and then waited for the slowest.  `paths`:
+    each member's critical path through the phase by cause (critpath.py; from `start` to its arrival,
+    its decoding all counted as `width`, of which `tokens` decoded on the path are the limit's at the
+    engine's step cost), None where its events lacked the timing.  Population's critical path reads them."""
+
+    step: int  # the phase, from 1
+    block: int
+    k: int
+    final: bool
+    start: float
+    end: float
+    arrived: tuple[float, ...]
+    paths: tuple[dict[str, float], ...] | None
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class InFlight:
     """Transient: the round in flight (requests issued, tokens decoded so far)."""
 
@@ -245,6 +265,6 @@ class Damaged:
 
 
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
-         | MethodEvent | Choice | EngineCost | EngineSteps | SessionEnd | SessionError | InFlight | LiveTree
-         | Damaged)
+         | MethodEvent | Choice | EngineCost | EngineSteps | BarrierMet | SessionEnd | SessionError | InFlight
+         | LiveTree | Damaged)
 TRANSIENT = (InFlight, LiveTree)

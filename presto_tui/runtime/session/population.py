@@ -20,8 +20,10 @@ what it speculated for a state it does not go on from is wasted, never used (its
 proposal of the request its own state makes).
 
 The session's own events: a `ModelCall` per phase (everything its members decoded between two barriers,
-its engine time: the population's calls are its time, as a one-shot method's), the method's own events
-from `cross` and `finish`, and whatever of its members' events the method forwards (`member_event`).
+its engine time: the population's calls are its time, as a one-shot method's), a `BarrierMet` per phase
+(when each member arrived at its end and its path through it: the population's critical path, critpath.py),
+the method's own events from `cross` and `finish`, and whatever of its members' events the method forwards
+(`member_event`).  Every member's events are on the session's clock.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
 from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.samplers.families import SamplerFamily
+from presto_tui.runtime.session.critpath import MemberPaths
 from presto_tui.runtime.session.driver import Driver, SessionDriver
-from presto_tui.runtime.session.events import Event, InFlight, ModelCall
+from presto_tui.runtime.session.events import BarrierMet, Event, InFlight, ModelCall
 from presto_tui.runtime.session.summary import SessionSummary
 
 Barrier = tuple[int, int]  # (block, transitions of the block done)
@@ -68,6 +71,9 @@ class Population(SessionDriver):
         self._route: dict[int, int] = {}  # engine handle -> member
         self._phase = (0.0, 0, 0)  # the phase's start: (engine time, tokens decoded, requests submitted)
         self._requests = 0
+        self._paths = MemberPaths(0)  # each member's path through each phase (the critical path's)
+        self._arrived: list[float | None] = []  # per member: when it reached the phase's barrier (or ended)
+        self._kept: list[list[int]] = []  # per member: barriers that left its state as it was, barriers crossed
 
     # -- what a population method says ------------------------------------------------------------
     def make_members(self) -> list[Driver]:
@@ -87,6 +93,19 @@ class Population(SessionDriver):
 
     def member_event(self, i: int, ev: Event) -> None:
         """An event of member i (folded into its tally already); forward it with `self.emit`."""
+
+    def keeps(self, i: int) -> bool:
+        """Whether member i's next barrier is likely to leave its state as it is, so that, waiting there, it
+        speculates on from it (the streaming rule): a method that can guess says so; a wrong guess only wastes
+        what the member decodes meanwhile, a right one lets it walk on at once.  Default: no guess (a member
+        waits idle), as for resample-move, whose resampling hands most particles another's state."""
+        return False
+
+    def kept_mostly(self, i: int) -> bool:
+        """Whether the barriers so far left member i's state as it was at least as often as not (False before
+        the first has said)."""
+        kept, crossed = self._kept[i]
+        return crossed > 0 and 2 * kept >= crossed
 
     # -- helpers for the methods ------------------------------------------------------------------
     def member(self, params: SamplerParams, *, state: SeqState | None = None,
@@ -120,8 +139,14 @@ class Population(SessionDriver):
         self._holds = iter(self.barriers())
         self.barrier = next(self._holds, None)
         self._phase = (self.clock(), 0, 0)
+        self._paths = MemberPaths(len(self.members))
+        self._paths.begin([m.state.T for m in self.members])
+        self._arrived = [None] * len(self.members)
+        self._kept = [[0, 0] for _ in self.members]
         for i, m in enumerate(self.members):
+            m._t0 = self._t0  # (its events on the session's clock, as its steps are)
             m.hold = self.barrier
+            m.speculate_held = self.keeps(i)
             m.begin()
             self._consume(i, m.flush())
         self._settle()
@@ -135,14 +160,22 @@ class Population(SessionDriver):
     def _consume(self, i: int, events: list[Event]) -> None:
         for ev in events:
             self.tallies[i].update(ev)
+            self._paths.update(i, ev)
             self.member_event(i, ev)
+
+    def stepped(self, start: float, end: float, live: int) -> None:
+        super().stepped(start, end, live)
+        self._paths.stepped(start - self._t0, end - self._t0)
 
     def _settle(self) -> None:
         """Cross every barrier all members wait at (a member let go may reach the next at once), end when
         every member has."""
         while True:
+            now = self.clock()
+            self._arrived = [t if t is not None or not (m.held or m.done) else now
+                             for t, m in zip(self._arrived, self.members)]
             if all(m.done for m in self.members):
-                self._call()
+                self._call(final=True)
                 self.finish([m.state for m in self.members])
                 self.end("done")
                 return
@@ -154,6 +187,12 @@ class Population(SessionDriver):
             self._call()
             self.crossed += 1
             self.barrier = next(self._holds, None)
+            self._paths.begin([st.T for st in states])
+            self._arrived = [None] * len(self.members)
+            for i, (m, st) in enumerate(zip(self.members, states)):
+                self._kept[i][0] += st is m.state
+                self._kept[i][1] += 1
+                m.speculate_held = self.keeps(i)
             for i, (m, st) in enumerate(zip(self.members, states)):
                 m.release(st, self.barrier)
                 self._consume(i, m.flush())
@@ -161,13 +200,19 @@ class Population(SessionDriver):
                 if not m.done:
                     self._consume(i, m.advance())
 
-    def _call(self) -> None:
-        """The phase since the last barrier as one model call: its engine time, what its members decoded."""
+    def _call(self, final: bool = False) -> None:
+        """The phase since the last barrier as one model call: its engine time, what its members decoded;
+        and where its time went (`BarrierMet`)."""
         t0, tokens0, requests0 = self._phase
         now, tokens = self.clock(), self.tokens_decoded
         block = self.barrier[0] if self.barrier is not None else self.params.n_blocks - 1
         self.emit(ModelCall(block, self.crossed, "propose",
                                    self._requests - requests0, tokens - tokens0, now - t0, t0, now))
+        arrived = [now if t is None else t for t in self._arrived]
+        paths, path_tokens = self._paths.paths(t0, arrived)
+        # the end is after the last block's K transitions
+        k = self.params.steps if final or self.barrier is None else self.barrier[1]
+        self.emit(BarrierMet(self.crossed + 1, block, k, final, t0, now, tuple(arrived), paths, path_tokens))
         self._phase = (now, tokens, self._requests)
 
     # -- the loop's side: every member's requests as the population's ------------------------------

@@ -113,6 +113,12 @@ class StreamDriver(Driver):
         blk = self.blk
         assert blk is not None
         t0 = time.perf_counter()
+        # an abort an earlier pass planned that the engine has not made yet is called off where the walker can
+        # reach its group again: a member waiting at a barrier speculates from its state, and the barrier may
+        # hand it back one it had left (the group is still live in the book: no pass would issue it again)
+        self._abort = [h for h in self._abort
+                       if not (isinstance(t := self._owned.get(h), GroupTag) and blk.book.get(t.group.want) is t.group
+                               and blk.reachable(t.group.want))]
         plan = blk.plan()
         if plan.expanded:
             self._refusals.passed(self.clock(), plan.refused, blk.k)
@@ -184,10 +190,11 @@ class StreamDriver(Driver):
             return
         elif blk.walker.at_stop:
             self.held = True
-        # (tokens still decoding grew: more can be asked for).  Waiting at a barrier it asks for nothing more:
-        # what is live decodes on, but a tree of finished proposals past the barrier, grown while the other
-        # members catch up, would cost every scheduling pass its size and may be of no use after a swap
-        if (walked or self._dirty or blk.growing) and not self.held:
+        # (tokens still decoding grew: more can be asked for).  Waiting at a barrier it asks for more only where
+        # its population guesses that the barrier leaves its state as it is (`speculate_held`): what it asks for
+        # is the sequential chain's from that state, of use after the barrier if the guess holds, and wasted
+        # (never used: the walker asks only for its own state's) if the barrier hands it another state
+        if (walked or self._dirty or blk.growing) and (not self.held or self.speculate_held):
             self._schedule()
 
     def release(self, state: SeqState, hold: tuple[int, int] | None) -> None:

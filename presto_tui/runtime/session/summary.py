@@ -54,7 +54,9 @@ a number means the same thing everywhere.
   everything a person or a program reads counts: docs/numbering.md; the trace's
   `session_start` holds it from 0; 1, 1, "" alone).
 - critical_path: where the chain's time went, by cause, against the dependency
-  limit (`critpath.py`; schema 1.3 traces, chains started from their prompt).
+  limit (`critpath.py`; schema 1.3 traces, chains started from their prompt); a
+  population's: its slowest member's path through its phases and the time that
+  member waited at the barriers for the others (`barrier`), with each phase's pace.
 """
 
 from __future__ import annotations
@@ -298,7 +300,8 @@ class SessionSummary:
     def critical_path(self) -> CriticalPath | None:
         """Where the chain's time went, by cause (critpath.py); None without the timing it needs."""
         if self._crit[0] != self._events:
-            self._crit = (self._events, self.timing.critical_path() if not self.one_shot else None)
+            self._crit = (self._events, self.timing.critical_path()
+                          if not self.one_shot or self.population else None)
         return self._crit[1]
 
     @property

@@ -96,7 +96,8 @@ def limit_line(m) -> Text:
 
 
 GLYPHS = {"irreducible": "█", "width": "▓", "block end": "▌", "extension": "▒", "not speculated": "░",
-          "budget": "▚", "ranked": "▞", "reissued": "×", "round": "▁", "scheduler": "·"}
+          "budget": "▚", "ranked": "▞", "reissued": "×", "round": "▁", "barrier": "‖",
+          "scheduler": "·"}
 
 
 def critical_line(m, width: int = 24) -> Text:
