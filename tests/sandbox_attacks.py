@@ -706,6 +706,29 @@ def squares(n):
         return sum(pool.map(work, range(n)))
 """
 
+SLOW_FAST = """\
+import time
+def slow():
+    time.sleep(0.6)
+    return 1
+def fast():
+    return 2
+"""
+SLOW_FAST_TESTS = """\
+import signal
+class TimedOut(Exception):
+    pass
+def stop(*_):
+    raise TimedOut
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    slow()
+    raise AssertionError("slow() was not stopped")
+except TimedOut:
+    pass
+assert fast() == 2 and fast() == 2
+"""
 COUNTER = """\
 import threading
 class Counter:
@@ -771,6 +794,11 @@ CASES = [
     Case("100 threads, no sandbox", THREADS, _squares(100), True, sandbox=False),
     Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
     Case("the tests call the program from 100 threads", COUNTER, COUNTER_TESTS, True),
+    # a test that gives up on a slow call (an exception from a SIGALRM handler): the call's reply came later
+    # and was taken for the next call's (`fast()` read 1)
+    Case("a call given up on with signal.setitimer, then another", SLOW_FAST, SLOW_FAST_TESTS, True),
+    Case("a wrong fast() after a call given up on", SLOW_FAST.replace("return 2", "return 1"), SLOW_FAST_TESTS,
+         False),
     # builtins the program imported are not its own: the tests keep Python's (numpy's `all` broke `all(gen)`)
     Case("from numpy import *, all(generator)", "from numpy import *\ndef f(x):\n    return x + 1\n",
          "assert all(f(x) == x + 1 for x in [1, 2, 3])\n", True),

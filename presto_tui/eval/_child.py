@@ -405,8 +405,10 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         threading.stack_size(THREAD_STACK)
     _quiet_fds()
     objects = _Objects()
-    if receive(sock) != {"op": "run"}:
+    first = receive(sock)
+    if type(first) is not dict or first.get("op") != "run":
         raise ProtocolError("the first request is not 'run'")
+    answered = {"id": first.get("id")}  # each reply names the request it answers (Connection.ask)
     source = config["program"]
     # imported as a module, as a test file's `from solution import f` would: its main block does not run
     module = types.ModuleType(PROGRAM)
@@ -422,10 +424,10 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         exec(compile(source, module.__file__, "exec"), module.__dict__)
     except SystemExit as e:  # exit status 0 (or none) ends the module where it stands: its names so far count
         if e.code not in (None, 0):
-            send(sock, {"exited": one_line(str(e.code), 40)})
+            send(sock, {"exited": one_line(str(e.code), 40), **answered})
             return
     except BaseException as e:
-        send(sock, objects.error(e))
+        send(sock, {**objects.error(e), **answered})
         return
     names = {}
     for name, value in list(module.__dict__.items()):
@@ -444,12 +446,13 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
     # the names the program defined itself (a def, a class, an object of its classes, a lambda): only
     # these may stand in for a builtin (`from numpy import *` binds numpy's `all`, which is no test of it)
     own = [name for name, value in module.__dict__.items() if getattr(value, "__module__", None) == PROGRAM]
-    send(sock, {"ok": names, "own": own})
+    send(sock, {"ok": names, "own": own, **answered})
     while True:
         try:
             request = receive(sock)
         except ProtocolError:
             return  # the runner is done (or gone)
+        answered = {"id": request.get("id")} if type(request) is dict else {}
         try:
             reply = _serve(sock, objects, request)
         except ProtocolError:
@@ -457,9 +460,9 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         except BaseException as e:
             reply = objects.error(e)
         try:
-            send(sock, reply)
+            send(sock, {**reply, **answered})
         except ProtocolError as e:  # an answer too large to send
-            send(sock, objects.error(e))
+            send(sock, {**objects.error(e), **answered})
 
 
 # -- the test runner ----------------------------------------------------------------------------
@@ -499,6 +502,12 @@ class Connection:
         # tests that use the program from several threads (a thread-safety test) take turns on the one
         # socket: interleaved, a reply would go to the wrong request, or every thread wait for its own
         self.turn = threading.Lock()
+        # A test may stop waiting for a reply (an exception from a signal handler: `signal.alarm` as a
+        # timeout); the reply still comes, later.  Each request has an id its reply repeats, and a reply
+        # to a request given up on is skipped, not taken for the next one's; the bytes read of a reply
+        # are kept where an interrupted read left them.
+        self.asked = 0
+        self.unread = bytearray()
 
     def remote(self, n: int) -> Remote:
         r = self.remotes.get(n)
@@ -535,15 +544,43 @@ class Connection:
             self.exceptions[n] = cls
         return self.exceptions[n]
 
+    def receive(self) -> Any:
+        """The next message, from what is left unread first (`receive`, kept across interrupted reads)."""
+        buf = self.unread
+        while True:
+            if len(buf) >= 4:
+                n = int.from_bytes(buf[:4], "big")
+                if n > MAX_MESSAGE:
+                    raise ProtocolError(f"a message of {n} bytes is over the limit of {MAX_MESSAGE}")
+                if len(buf) >= 4 + n:
+                    data = bytes(buf[4: 4 + n])
+                    del buf[: 4 + n]
+                    try:
+                        return json.loads(data)
+                    except (ValueError, RecursionError) as e:
+                        raise ProtocolError(f"not JSON ({type(e).__name__})") from None
+            chunk = self.sock.recv(2**20)
+            if not chunk:
+                raise ProtocolError("end of stream")
+            buf += chunk
+
     def ask(self, request: dict[str, Any]) -> Any:
         with self.turn:
-            send(self.sock, request)
-            try:
-                reply = receive(self.sock)
-            except ProtocolError as e:
-                raise ProgramGone(str(e)) from None
-        if type(reply) is not dict:
-            raise ProtocolError("a reply is not an object")
+            self.asked += 1
+            asked = self.asked
+            send(self.sock, {**request, "id": asked})
+            while True:
+                try:
+                    reply = self.receive()
+                except ProtocolError as e:
+                    raise ProgramGone(str(e)) from None
+                if type(reply) is not dict:
+                    raise ProtocolError("a reply is not an object")
+                answers = reply.get("id")
+                if answers == asked:
+                    break
+                if type(answers) is not int or not 0 < answers < asked:
+                    raise ProtocolError("a reply to no request asked")
         if "error" in reply:
             cls = self.exception_class(reply["error"])
             message = one_line(str(reply.get("message", "")))
