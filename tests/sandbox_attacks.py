@@ -706,6 +706,24 @@ def squares(n):
         return sum(pool.map(work, range(n)))
 """
 
+QUEUE = """\
+import queue
+q = queue.Queue()
+def put(x):
+    q.put(x)
+def get():
+    return q.get(timeout=2)
+"""
+QUEUE_TESTS = """\
+import threading, time
+got = []
+taker = threading.Thread(target=lambda: got.append(get()))
+taker.start()
+time.sleep(0.2)
+put(42)
+taker.join(10)
+assert got == [42]
+"""
 SLOW_FAST = """\
 import time
 def slow():
@@ -799,6 +817,10 @@ CASES = [
     Case("a call given up on with signal.setitimer, then another", SLOW_FAST, SLOW_FAST_TESTS, True),
     Case("a wrong fast() after a call given up on", SLOW_FAST.replace("return 2", "return 1"), SLOW_FAST_TESTS,
          False),
+    # a call that blocks until another thread's call releases it: the calls took turns, so the release waited
+    # for the blocked call (queue.Empty after 2 s)
+    Case("the tests' threads: a get that waits for another thread's put", QUEUE, QUEUE_TESTS, True),
+    Case("the tests' threads: a wrong put", QUEUE.replace("q.put(x)", "q.put(x + 1)"), QUEUE_TESTS, False),
     # builtins the program imported are not its own: the tests keep Python's (numpy's `all` broke `all(gen)`)
     Case("from numpy import *, all(generator)", "from numpy import *\ndef f(x):\n    return x + 1\n",
          "assert all(f(x) == x + 1 for x in [1, 2, 3])\n", True),
