@@ -706,6 +706,47 @@ def squares(n):
         return sum(pool.map(work, range(n)))
 """
 
+QUEUE = """\
+import queue
+q = queue.Queue()
+def put(x):
+    q.put(x)
+def get():
+    return q.get(timeout=2)
+"""
+QUEUE_TESTS = """\
+import threading, time
+got = []
+taker = threading.Thread(target=lambda: got.append(get()))
+taker.start()
+time.sleep(0.2)
+put(42)
+taker.join(10)
+assert got == [42]
+"""
+SLOW_FAST = """\
+import time
+def slow():
+    time.sleep(0.6)
+    return 1
+def fast():
+    return 2
+"""
+SLOW_FAST_TESTS = """\
+import signal
+class TimedOut(Exception):
+    pass
+def stop(*_):
+    raise TimedOut
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    slow()
+    raise AssertionError("slow() was not stopped")
+except TimedOut:
+    pass
+assert fast() == 2 and fast() == 2
+"""
 COUNTER = """\
 import threading
 class Counter:
@@ -771,6 +812,15 @@ CASES = [
     Case("100 threads, no sandbox", THREADS, _squares(100), True, sandbox=False),
     Case("a wrong sum of 100 threads", THREADS.replace("i * i", "i"), _squares(100), False),
     Case("the tests call the program from 100 threads", COUNTER, COUNTER_TESTS, True),
+    # a test that gives up on a slow call (an exception from a SIGALRM handler): the call's reply came later
+    # and was taken for the next call's (`fast()` read 1)
+    Case("a call given up on with signal.setitimer, then another", SLOW_FAST, SLOW_FAST_TESTS, True),
+    Case("a wrong fast() after a call given up on", SLOW_FAST.replace("return 2", "return 1"), SLOW_FAST_TESTS,
+         False),
+    # a call that blocks until another thread's call releases it: the calls took turns, so the release waited
+    # for the blocked call (queue.Empty after 2 s)
+    Case("the tests' threads: a get that waits for another thread's put", QUEUE, QUEUE_TESTS, True),
+    Case("the tests' threads: a wrong put", QUEUE.replace("q.put(x)", "q.put(x + 1)"), QUEUE_TESTS, False),
     # builtins the program imported are not its own: the tests keep Python's (numpy's `all` broke `all(gen)`)
     Case("from numpy import *, all(generator)", "from numpy import *\ndef f(x):\n    return x + 1\n",
          "assert all(f(x) == x + 1 for x in [1, 2, 3])\n", True),

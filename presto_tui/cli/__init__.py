@@ -19,4 +19,7 @@ from presto_tui.cli import bench, chat, eval, lmeval, methods, run, serve, trace
 
 
 def main() -> None:
+    from presto_tui.serve.allocator import restart_for_serving
+
+    restart_for_serving()  # `serve` runs on the C allocator (serve/allocator.py): the process starts again once
     app(prog_name=usage.PROG)

@@ -292,14 +292,18 @@ class _Objects:
     """The program's objects the runner holds a reference to, by number (kept alive until the end)."""
 
     def __init__(self) -> None:
+        import threading
+
         self.by_number: list[Any] = []
         self.numbers: dict[int, int] = {}
+        self.numbering = threading.Lock()  # (requests may be answered in several threads: _answer)
 
     def ref(self, x: Any) -> Any:
-        n = self.numbers.get(id(x))
-        if n is None:
-            n = self.numbers[id(x)] = len(self.by_number)
-            self.by_number.append(x)
+        with self.numbering:
+            n = self.numbers.get(id(x))
+            if n is None:
+                n = self.numbers[id(x)] = len(self.by_number)
+                self.by_number.append(x)
         return {"$": "ref", "v": n}
 
     def get(self, n: int) -> Any:
@@ -405,8 +409,10 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         threading.stack_size(THREAD_STACK)
     _quiet_fds()
     objects = _Objects()
-    if receive(sock) != {"op": "run"}:
+    first = receive(sock)
+    if type(first) is not dict or first.get("op") != "run":
         raise ProtocolError("the first request is not 'run'")
+    answered = {"id": first.get("id")}  # each reply names the request it answers (Connection.ask)
     source = config["program"]
     # imported as a module, as a test file's `from solution import f` would: its main block does not run
     module = types.ModuleType(PROGRAM)
@@ -422,10 +428,10 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
         exec(compile(source, module.__file__, "exec"), module.__dict__)
     except SystemExit as e:  # exit status 0 (or none) ends the module where it stands: its names so far count
         if e.code not in (None, 0):
-            send(sock, {"exited": one_line(str(e.code), 40)})
+            send(sock, {"exited": one_line(str(e.code), 40), **answered})
             return
     except BaseException as e:
-        send(sock, objects.error(e))
+        send(sock, {**objects.error(e), **answered})
         return
     names = {}
     for name, value in list(module.__dict__.items()):
@@ -444,22 +450,72 @@ def program_main(sock_fd: int, config: dict[str, Any]) -> None:
     # the names the program defined itself (a def, a class, an object of its classes, a lambda): only
     # these may stand in for a builtin (`from numpy import *` binds numpy's `all`, which is no test of it)
     own = [name for name, value in module.__dict__.items() if getattr(value, "__module__", None) == PROGRAM]
-    send(sock, {"ok": names, "own": own})
-    while True:
-        try:
-            request = receive(sock)
-        except ProtocolError:
-            return  # the runner is done (or gone)
+    send(sock, {"ok": names, "own": own, **answered})
+    _answer(sock, objects)
+
+
+HELPERS = 16  # threads that answer requests while this process's main thread is busy with another
+
+
+def _answer(sock: socket.socket, objects: _Objects) -> None:
+    """Answer the runner's requests until it hangs up: in this (the main) thread, as one process would run
+    a test's calls; a request that comes while another is being answered (a test's threads calling the
+    program at once) in a helper thread, up to HELPERS of them (then it waits its turn).  So a call that
+    blocks until another thread's call releases it (a queue's get and put) is answered as in one process,
+    not after it (which never came: the tests waited for it).  Replies go out whole, one at a time."""
+    import queue
+    import threading
+
+    inbox: queue.Queue = queue.Queue()
+    sending, counts = threading.Lock(), threading.Lock()
+    free, pending, helpers = 1, 0, 0  # servers waiting for a request (the main thread first), requests waiting
+
+    def reply_to(request: Any) -> None:
+        answered = {"id": request.get("id")} if type(request) is dict else {}
         try:
             reply = _serve(sock, objects, request)
-        except ProtocolError:
+        except ProtocolError:  # not a request of this protocol: the runner is told by the end of the stream
+            sock.shutdown(socket.SHUT_RDWR)
             raise
         except BaseException as e:
             reply = objects.error(e)
-        try:
-            send(sock, reply)
-        except ProtocolError as e:  # an answer too large to send
-            send(sock, objects.error(e))
+        with sending:
+            try:
+                send(sock, {**reply, **answered})
+            except ProtocolError as e:  # an answer too large to send
+                send(sock, {**objects.error(e), **answered})
+
+    def serve() -> None:
+        nonlocal free, pending
+        while (request := inbox.get()) is not None:
+            reply_to(request)
+            with counts:
+                if pending:
+                    pending -= 1  # (it takes the next one waiting)
+                else:
+                    free += 1
+        inbox.put(None)  # (and every other server ends)
+
+    def read() -> None:
+        nonlocal free, pending, helpers
+        while True:
+            try:
+                request = receive(sock)
+            except ProtocolError:
+                inbox.put(None)  # the runner is done (or gone)
+                return
+            with counts:
+                if free:
+                    free -= 1
+                elif helpers < HELPERS:
+                    helpers += 1
+                    threading.Thread(target=serve, daemon=True).start()
+                else:
+                    pending += 1
+            inbox.put(request)
+
+    threading.Thread(target=read, daemon=True).start()
+    serve()
 
 
 # -- the test runner ----------------------------------------------------------------------------
@@ -496,9 +552,20 @@ class Connection:
         self.sock = sock
         self.remotes: dict[int, Remote] = {}
         self.exceptions: dict[int, type] = {}
-        # tests that use the program from several threads (a thread-safety test) take turns on the one
-        # socket: interleaved, a reply would go to the wrong request, or every thread wait for its own
-        self.turn = threading.Lock()
+        # A test may stop waiting for a reply (an exception from a signal handler: `signal.alarm` as a
+        # timeout); the reply still comes, later.  Each request has an id its reply repeats, and a reply
+        # to a request given up on is skipped, not taken for the next one's; the bytes read of a reply
+        # are kept where an interrupted read left them.
+        self.asked = 0
+        self.unread = bytearray()
+        # Threads wait for their replies at once (a call may block until another thread's call releases
+        # it: a queue's get and put); one of them reads at a time and hands each reply to its asker.
+        self.sending = threading.Lock()
+        self.state = threading.Condition()
+        self.waiting: set[int] = set()
+        self.replies: dict[int, Any] = {}
+        self.reading = False
+        self.broken: ProtocolError | None = None
 
     def remote(self, n: int) -> Remote:
         r = self.remotes.get(n)
@@ -535,15 +602,72 @@ class Connection:
             self.exceptions[n] = cls
         return self.exceptions[n]
 
+    def reply_to(self, asked: int) -> dict[str, Any]:
+        """The reply to request `asked`: read by this thread, or by another that reads and hands it over."""
+        with self.state:
+            while asked not in self.replies:
+                if self.broken is not None:
+                    raise self.broken
+                if self.reading:
+                    self.state.wait()
+                    continue
+                self.reading = True
+                try:
+                    self.state.release()
+                    try:
+                        reply = self.receive()
+                    except ProtocolError as e:
+                        raise ProgramGone(str(e)) from None
+                    finally:
+                        self.state.acquire()
+                    if type(reply) is not dict:
+                        raise ProtocolError("a reply is not an object")
+                    answers = reply.get("id")
+                    if answers in self.waiting:
+                        self.replies[answers] = reply
+                    elif type(answers) is not int or not 0 < answers <= self.asked:
+                        raise ProtocolError("a reply to no request asked")
+                except ProtocolError as e:  # every thread waiting is told
+                    self.broken = e
+                    raise
+                finally:
+                    self.reading = False
+                    self.state.notify_all()
+            return self.replies.pop(asked)
+
+    def receive(self) -> Any:
+        """The next message, from what is left unread first (`receive`, kept across interrupted reads)."""
+        buf = self.unread
+        while True:
+            if len(buf) >= 4:
+                n = int.from_bytes(buf[:4], "big")
+                if n > MAX_MESSAGE:
+                    raise ProtocolError(f"a message of {n} bytes is over the limit of {MAX_MESSAGE}")
+                if len(buf) >= 4 + n:
+                    data = bytes(buf[4: 4 + n])
+                    del buf[: 4 + n]
+                    try:
+                        return json.loads(data)
+                    except (ValueError, RecursionError) as e:
+                        raise ProtocolError(f"not JSON ({type(e).__name__})") from None
+            chunk = self.sock.recv(2**20)
+            if not chunk:
+                raise ProtocolError("end of stream")
+            buf += chunk
+
     def ask(self, request: dict[str, Any]) -> Any:
-        with self.turn:
-            send(self.sock, request)
-            try:
-                reply = receive(self.sock)
-            except ProtocolError as e:
-                raise ProgramGone(str(e)) from None
-        if type(reply) is not dict:
-            raise ProtocolError("a reply is not an object")
+        with self.state:
+            self.asked += 1
+            asked = self.asked
+            self.waiting.add(asked)
+        try:
+            with self.sending:
+                send(self.sock, {**request, "id": asked})
+            reply = self.reply_to(asked)
+        finally:  # (a reply that comes after its asker gave up is skipped)
+            with self.state:
+                self.waiting.discard(asked)
+                self.replies.pop(asked, None)
         if "error" in reply:
             cls = self.exception_class(reply["error"])
             message = one_line(str(reply.get("message", "")))

@@ -151,18 +151,28 @@ class SpeculationTree:
             reach = sum(m for ceiling, m in profile if ceiling >= self.decisions.T)
             want = self.block_end.want(node, reach) if reach >= MIN_REACH else None
             return ((want, reach, self.book.get(want)) if want is not None else None), ()
-        want = self.walker.want_at(d, st)
-        cut = want.cut
-        if len(profile) == 1:  # most nodes: the whole reach covers the state
-            reach = profile[0][1] if profile[0][0] >= cut else 0.0
-        else:
-            reach = sum(m for ceiling, m in profile if ceiling >= cut)
+        cut = self.decisions.cut(d, st)
+        reach = _reach(profile, cut)
         if reach < MIN_REACH:
             # No share of the node holds this decision's prefix.  Whatever it does changes only positions
-            # at or after its cut, which no share knows: the shares pass on to the next decision unchanged.
-            below = tuple((c, m) for c, m in profile if c < cut)
-            mass = sum(m for _, m in below)
-            return None, (((mass, Node(d + 1, st, below, node.exact)),) if mass >= MIN_REACH else ())
+            # at or after its cut, which no share knows: the shares pass on to the next decision unchanged,
+            # and on past every later decision no share holds either.  Those are walked here, by their cuts
+            # alone: a node for each would ask nothing and cost a want (its prefix copied and hashed) and
+            # a trip through the queue, and while a long block's extension decodes nearly every decision
+            # of the block is one (the queue's order is the same: a passed-on node keeps its reach).
+            K, cut_at = self.decisions.K, self.decisions.cut
+            while True:
+                profile = tuple((c, m) for c, m in profile if c < cut)
+                mass = sum(m for _, m in profile)
+                if mass < MIN_REACH:
+                    return None, ()
+                top = max(c for c, _ in profile)
+                d += 1
+                while d < K and (cut := cut_at(d, st)) > top:  # (no share holds it: the profile stays)
+                    d += 1
+                if d >= K or _reach(profile, cut) >= MIN_REACH:
+                    return None, ((mass, Node(d, st, profile, node.exact)),)
+        want = self.walker.want_at(d, st)
         g = self.book.get(want)
         children: list[tuple[float, Node]] = []
         if g is not None and g.finished and node.exact:
@@ -197,3 +207,10 @@ class SpeculationTree:
         if own is not None and own.profile[0][1] >= MIN_REACH:
             children.append((own.profile[0][1], own))
         return (want, reach, g), children
+
+
+def _reach(profile: Profile, cut: int) -> float:
+    """The reach of the shares that hold a decision's prefix (those whose ceiling is at or past its cut)."""
+    if len(profile) == 1:  # most nodes: the whole reach covers the state
+        return profile[0][1] if profile[0][0] >= cut else 0.0
+    return sum(m for ceiling, m in profile if ceiling >= cut)
