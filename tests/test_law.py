@@ -506,8 +506,8 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
     """Each level's final state's randomized PIT under p0^a_r, a_r its exponent at the end: chains whose
     replicas are replaced, at the freeze (after the warm-up's last barrier), by exact draws of their own
     pi_a_r for the frozen ladder, then run the transitions after it with their swaps.  `leak`: a variant whose
-    ladder goes on adapting after the warm-up, from the swaps after it (the freeze the harness sees stays the
-    warm-up's last barrier).  Per level, the PITs of all chains (uniform for an exact chain)."""
+    ladder goes on adapting after the warm-up, each barrier after it from that barrier's states alone (the freeze
+    the harness sees stays the warm-up's last barrier).  Per level, the PITs of all chains (uniform for an exact chain)."""
     from presto_tui import testing
     from presto_tui.runtime.methods import ppt
     from presto_tui.runtime.session.loop import make_driver, run_chains
@@ -517,7 +517,7 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
     logp0 = np.log(base.probs)
     rng = np.random.default_rng(seed)
     freeze = ppt.warmup(params) // params.pt_swap_every
-    original_cross, original_updates = ppt.PptDriver.cross, ppt.updates
+    original_cross, original_updates, original_adapted = ppt.PptDriver.cross, ppt.updates, ppt.adapted
 
     def cross(self, barrier, states):
         out = original_cross(self, barrier, states)
@@ -536,6 +536,8 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
         ppt.PptDriver.cross = cross
         if leak:
             ppt.updates = lambda p: (*original_updates(p), *range(freeze + 1, total))
+            warm = len(original_updates(params))  # (the rounds of the warm-up; after them each barrier alone)
+            ppt.adapted = lambda rounds: original_adapted(rounds[-1:] if len(rounds) > warm else rounds)
         drivers = (make_driver(engine, params.with_(seed=seed + c), list(PROMPT)) for c in range(chains))
         for _, ev in run_chains(engine, drivers, concurrency=64):
             if isinstance(ev, ppt.PtStep) and ev.final:
@@ -544,7 +546,7 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
                     pits.extend([] for _ in range(r + 1 - len(pits)))
                     pits[r].append(testing._discrete_pit(law, base.index(tuple(toks)), rng.random()))
     finally:
-        ppt.PptDriver.cross, ppt.updates = original_cross, original_updates
+        ppt.PptDriver.cross, ppt.updates, ppt.adapted = original_cross, original_updates, original_adapted
     return pits
 
 
