@@ -506,8 +506,9 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
     """Each level's final state's randomized PIT under p0^a_r, a_r its exponent at the end: chains whose
     replicas are replaced, at the freeze (after the warm-up's last barrier), by exact draws of their own
     pi_a_r for the frozen ladder, then run the transitions after it with their swaps.  `leak`: a variant whose
-    ladder goes on adapting after the warm-up, each barrier after it from that barrier's states alone (the freeze
-    the harness sees stays the warm-up's last barrier).  Per level, the PITs of all chains (uniform for an exact chain)."""
+    ladder goes on adapting after the warm-up, each barrier after it from that barrier's swaps alone (the
+    freeze the harness sees stays the warm-up's last barrier).  Per level, the PITs of all chains (uniform for
+    an exact chain)."""
     from presto_tui import testing
     from presto_tui.runtime.methods import ppt
     from presto_tui.runtime.session.loop import make_driver, run_chains

@@ -408,35 +408,27 @@ def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier
     both, barrier = adapted(rounds)
     assert barrier == pytest.approx((1.5 + 3 * 1.2) / 4)
     grid = np.linspace(1.0, 4.0, 3001)
-    curve = (np.interp(grid, (1, 2, 3, 4), (0, 0.9, 1.2, 1.5)) + 3 * np.interp(grid, (1, 1.5, 2.5, 4), (0, 0.3, 0.9, 1.2))) / 4
+    curve = (np.interp(grid, (1, 2, 3, 4), (0, 0.9, 1.2, 1.5))
+             + 3 * np.interp(grid, (1, 1.5, 2.5, 4), (0, 0.3, 0.9, 1.2))) / 4
     assert both[1:3] == pytest.approx(tuple(np.interp(curve[-1] * np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
 
 
-def test_a_rounds_rejection_rate_pairs_every_state_of_a_level_with_every_state_of_the_next_in_its_block():
-    """The rejection estimate of a round: the mean of 1 - A over all pairings of level i's and level i + 1's
-    barrier states within one block (not only the pairs proposed, not across blocks)."""
-    from presto_tui.runtime.methods.ppt import round_rejection
+def test_a_rounds_rejection_rate_is_the_mean_of_one_minus_a_over_each_pairs_proposals():
+    """A warm-up round's rejection rate per pair: the mean of 1 - A over the swaps it proposed for the pair
+    (None where it proposed none, which `adapted` fills with the round's other pairs' mean)."""
+    from presto_tui.runtime.methods.ppt import adapted, round_rejection
 
-    exps = (1.0, 2.0, 3.0)
-    draws = [(0, (-10.0, -6.0, -5.0)), (0, (-8.0, -7.0, -5.5)), (1, (-20.0, -20.0, -30.0))]
-
-    def rej(a, b, x, y):  # a swap of level a's state x with level b's y
-        return 1.0 - min(1.0, math.exp((a - b) * (y - x)))
-
-    want = []
-    for i in range(2):
-        block0 = [rej(exps[i], exps[i + 1], s[1][i], t[1][i + 1]) for s in draws[:2] for t in draws[:2]]
-        block1 = [rej(exps[i], exps[i + 1], draws[2][1][i], draws[2][1][i + 1])]
-        want.append(sum(block0 + block1) / 5)
-    assert round_rejection(exps, draws) == pytest.approx(want)
-    assert round_rejection(exps, [(0, (-5.0, -5.0, -5.0))]) == (0.0, 0.0)
+    assert round_rejection(4, [(0, 0.2), (2, 1.0), (0, 0.6)]) == pytest.approx((0.6, None, 0.0))
+    filled, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.6, None, 0.0), 2.0)])
+    assert filled == pytest.approx(adapted([((1.0, 2.0, 3.0, 4.0), (0.6, 0.3, 0.0), 2.0)])[0])
+    assert barrier == pytest.approx(0.9)
 
 
-def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_states_then_stays():
+def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_swaps_then_stays():
     """Every update is the schedule update recomputed from the records: each warm-up round's rejection rates
-    from its barriers' states (before their swaps), the exponents from every round so far weighted by its
-    barriers, after the barriers `updates` names (rounds doubling, the last at the warm-up's end, frozen);
-    the barriers after the freeze run the frozen exponents, and the ends stay alpha_min and alpha."""
+    from the swap probabilities it recorded, the exponents from every round so far weighted by its barriers,
+    after the barriers `updates` names (rounds doubling, the last at the warm-up's end, frozen); the barriers
+    after the freeze run the frozen exponents, and the ends stay alpha_min and alpha."""
     from presto_tui.runtime.methods.ppt import PtLadder, adapted, round_rejection, updates, warmup
 
     moved = 0
@@ -451,14 +443,8 @@ def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_states_then_
         for u in ladders:
             rnd = steps[start:u.step]
             assert all(st.exponents == u.before for st in rnd)
-            draws = []
-            for st in rnd:  # each level's log p0 before the barrier's swaps: an accepted swap undone
-                lp = list(st.log_p0)
-                for i, ok in zip(st.pairs, st.swapped):
-                    if ok:
-                        lp[i], lp[i + 1] = lp[i + 1], lp[i]
-                draws.append((st.block, tuple(lp)))
-            assert u.rejection == pytest.approx(round_rejection(u.before, draws))
+            swaps = [(i, a) for st in rnd for i, a in zip(st.pairs, st.accept_probs)]
+            assert u.rejection == pytest.approx(round_rejection(4, swaps))
             rounds.append((u.before, u.rejection, float(len(rnd))))
             assert u.exponents == pytest.approx(adapted(rounds)[0])
             start = u.step

@@ -149,36 +149,29 @@ def updates(params: SamplerParams) -> tuple[int, ...]:
     return (*out, last)
 
 
-def round_rejection(exponents: Sequence[float], draws: Sequence[tuple[int, Sequence[float]]]) -> tuple[float, ...]:
-    """Each pair's rejection rate over a warm-up round, Rao-Blackwellised twice: per pair i, i + 1 the mean of
-    1 - A (the swap probability, not its outcome) over every pairing of a state level i held at a barrier of
-    the round with a state level i + 1 held at one (before the barrier's swaps; the states of one block only,
-    which have one length).  At stationarity the replicas are independent draws of their own laws, and the
-    rejection rate is the mean of 1 - A over such pairs (Syed et al. 2022, eq. 8), so every pairing counts, not
-    only the pairs a scheme proposed at one barrier: a round of m barriers gives m^2 pairings per pair where
-    the swaps it proposed give m / 2.  `draws`: per barrier of the round, (block, each level's log p0)."""
-    a = np.asarray(exponents, dtype=float)
-    by_block: dict[int, list[Sequence[float]]] = {}
-    for block, logp0 in draws:
-        by_block.setdefault(block, []).append(logp0)
-    total, count = np.zeros(len(a) - 1), 0
-    for rows in by_block.values():
-        lp = np.asarray(rows, dtype=float)  # barriers x levels
-        # log A of level i's state at barrier s against level i + 1's at barrier t: [s, t, i]
-        log_a = (a[:-1] - a[1:]) * (lp[None, :, 1:] - lp[:, None, :-1])
-        total += (1.0 - np.exp(np.minimum(0.0, np.nan_to_num(log_a, nan=-np.inf)))).sum(axis=(0, 1))
-        count += len(rows) ** 2
-    return tuple(float(x) for x in total / count) if count else (float("nan"),) * (len(a) - 1)
+def round_rejection(R: int, swaps: Sequence[tuple[int, float]]) -> tuple[float | None, ...]:
+    """Each pair's rejection rate over a warm-up round: the mean of 1 - A (the swap probability, not its
+    outcome: Rao-Blackwellised) over the swaps the round proposed for it (`swaps`: (the pair's lower level,
+    A)); None where it proposed none.  Only proposed swaps: between two of a pair's proposals the even/odd
+    scheme leaves the pair as its last swap left it, and a few MH transitions barely move a state, so the
+    pair's states at a barrier that does not propose it are not a draw of its swap (on the embedded model
+    they rejected about twice as often as its proposals)."""
+    total, count = [0.0] * (R - 1), [0] * (R - 1)
+    for i, A in swaps:
+        total[i] += 1.0 - A
+        count[i] += 1
+    return tuple(t / n if n else None for t, n in zip(total, count))
 
 
-def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float], float]]) -> tuple[tuple[float, ...], float]:
+def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float | None], float]]) -> tuple[tuple[float, ...], float]:
     """Syed, Bouchard-Côté, Deligiannidis and Doucet (2022, JRSS-B, "Non-reversible parallel tempering"), the
     schedule update (their Algorithm 4): the cumulative communication barrier Lambda(a) over the exponents,
     piecewise linear through Lambda(a_1) = 0, Lambda(a_{i+1}) = Lambda(a_i) + r_i (r_i the pair i, i + 1's
     rejection rate, the mean of 1 - A), and new exponents where it is equally spaced,
     a'_k = Lambda^{-1}(k Lambda(a_R) / (R - 1)): every pair's rejection rate then about Lambda / (R - 1).
 
-    `rounds`: every warm-up round so far, (its exponents, its pairs' rejection rates, its weight).  Syed et al.
+    `rounds`: every warm-up round so far, (its exponents, its pairs' rejection rates, its weight); a pair a
+    round has no rate for (it proposed none) takes the mean of the round's others.  Syed et al.
     keep only the last round's estimate, which their long doubling rounds make precise; a warm-up here spans
     a few barriers, so Lambda(a) is the rounds' curves averaged, each weighted by its barriers (each round's
     curve estimates the same function, through its own exponents).  The ends stay.  Returns (the new
@@ -190,7 +183,9 @@ def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float], float]]) ->
     curve, barrier, weights = np.zeros_like(grid), 0.0, 0.0
     for exps, rejection, weight in rounds:
         a = np.asarray(exps, dtype=float)
-        r = np.clip(np.asarray(rejection, dtype=float), 0.0, 1.0)
+        known = [x for x in rejection if x is not None]
+        fill = sum(known) / len(known) if known else 0.0
+        r = np.clip(np.array([fill if x is None else x for x in rejection], dtype=float), 0.0, 1.0)
         barrier += weight * float(r.sum())
         r = r + 1e-3 * np.diff(a) / (a[-1] - a[0])  # (the sliver: proportional to the gap)
         curve += weight * np.interp(grid, a, np.concatenate([[0.0], np.cumsum(r)]))
@@ -316,11 +311,10 @@ PT_STEP = EventType("pt_step", PtStep, _encode, _decode, lambda ev: [t for toks 
 @dataclass(frozen=True)
 class PtLadder(MethodEvent):
     """An adaptive ladder's update after barrier `step` (`--pt-ladder auto`): the pairs' rejection rates this
-    warm-up round estimated (`round_rejection`: the mean of 1 - A over every pairing of neighbouring levels'
-    states at its barriers; None only in a trace written before those estimates, where a pair the round
-    proposed no swap for had none), the communication barrier Lambda of every round so far (`adapted`), and
-    the exponents from the next barrier on; `frozen` on the warm-up's last, after which the ladder stays (the
-    exact chain for it)."""
+    warm-up round estimated (`round_rejection`: the mean of 1 - A over the swaps each proposed in it; None:
+    none proposed), the communication barrier Lambda of every round so far (`adapted`), and the exponents
+    from the next barrier on; `frozen` on the warm-up's last, after which the ladder stays (the exact chain
+    for it)."""
 
     step: int  # the barrier (from 1) after which the exponents change
     block: int
@@ -369,11 +363,12 @@ class PptDriver(Population):
         self.lead = R - 1
         self.holders = list(range(R))  # the state each level holds, by the level it started at
         self._since = [[0, 0] for _ in range(R)]  # per level: transitions, accepted since the last record
-        # an adaptive ladder's warm-up: the barriers it updates after, the round's draws (per barrier: block,
-        # each level's log p0) and every round's (exponents, rejection rates, barriers) so far
+        # an adaptive ladder's warm-up: the barriers it updates after, the round's swaps (lower level, A) and
+        # barriers, and every round's (exponents, rejection rates, barriers) so far
         self.updates = updates(p) if adaptive(p) and R > 1 else ()
-        self._draws: list[tuple[int, tuple[float, ...]]] = []
-        self._rounds: list[tuple[tuple[float, ...], tuple[float, ...], float]] = []
+        self._swaps: list[tuple[int, float]] = []
+        self._round_barriers = 0
+        self._rounds: list[tuple[tuple[float, ...], tuple[float | None, ...], float]] = []
         members = []
         for r in range(R):
             given = self.start_state(r)
@@ -402,8 +397,6 @@ class PptDriver(Population):
             pairs = deo_pairs(s, R)
         else:
             pairs = [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
-        if self.updates and s <= self.updates[-1]:  # (the warm-up's draws: every level's state before the swaps)
-            self._draws.append((barrier[0], tuple(math.fsum(x.logp) for x in states)))
         out = list(states)
         probs, swapped = [], []
         for i in pairs:
@@ -417,6 +410,9 @@ class PptDriver(Population):
                 self.holders[i], self.holders[i + 1] = self.holders[i + 1], self.holders[i]
             probs.append(A)
             swapped.append(ok)
+        if self.updates and s <= self.updates[-1]:  # (the warm-up round's swaps)
+            self._swaps.extend(zip(pairs, probs))
+            self._round_barriers += 1
         self._record(barrier, s, tuple(pairs), tuple(probs), tuple(swapped), out, final=False)
         if s in self.updates:
             self._adapt(barrier, s)
@@ -424,14 +420,14 @@ class PptDriver(Population):
 
     def _adapt(self, barrier: Barrier, s: int) -> None:
         """A warm-up round ends at barrier s: the ladder moves to equal rejection rates (`adapted`, from every
-        round's estimates so far, each `round_rejection` over its draws), and freezes at the warm-up's last.
+        round's estimates so far, each `round_rejection` over its swaps), and freezes at the warm-up's last.
         Each replica's decisions score with its new exponent from its next transition on
         (`Tempered.retarget`); its proposals keep their temperature, so every state it holds keeps the log q
         its decisions need."""
         before = self.exponents
-        rates = round_rejection(before, self._draws)
-        self._rounds.append((before, rates, float(len(self._draws))))
-        self._draws = []
+        rates = round_rejection(len(before), self._swaps)
+        self._rounds.append((before, rates, float(self._round_barriers)))
+        self._swaps, self._round_barriers = [], 0
         new, barrier_sum = adapted(self._rounds)
         frozen = s == self.updates[-1]
         self.emit(PtLadder(s, barrier[0], barrier[1], before, rates, barrier_sum, new, frozen, self.clock()))
