@@ -537,8 +537,16 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
         ppt.PptDriver.cross = cross
         if leak:
             ppt.updates = lambda p: (*original_updates(p), *range(freeze + 1, total))
-            warm = len(original_updates(params))  # (the rounds of the warm-up; after them each barrier alone)
-            ppt.adapted = lambda rounds: original_adapted(rounds[-1:] if len(rounds) > warm else rounds)
+            warm = len(original_updates(params))  # (the warm-up's rounds; after them each barrier's alone)
+
+            def leaky(rounds):  # each barrier after the warm-up: its swaps, a pair it did not propose its last rate
+                if len(rounds) <= warm:
+                    return original_adapted(rounds)
+                exps, rates, weight = rounds[-1]
+                rates = tuple(next(r[i] for _, r, _ in reversed(rounds) if r[i] is not None) for i in range(len(rates)))
+                return original_adapted([(exps, rates, weight)])
+
+            ppt.adapted = leaky
         drivers = (make_driver(engine, params.with_(seed=seed + c), list(PROMPT)) for c in range(chains))
         for _, ev in run_chains(engine, drivers, concurrency=64):
             if isinstance(ev, ppt.PtStep) and ev.final:
