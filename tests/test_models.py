@@ -118,3 +118,15 @@ def test_an_interrupted_conversion_leaves_no_half_written_folder(gguf, monkeypat
     assert not [p.name for p in folders.iterdir() if p.is_dir()]  # neither the model nor a .tmp folder
     stand_in(monkeypatch)
     assert (models.convert_gguf(gguf, quiet=True) / ".complete").is_file()
+
+
+def test_a_cpu_engine_keeps_every_prefill_in_one_step(tmp_path):
+    """On a CPU, vLLM rewinds the generator of a seeded request whose prefill was cut across steps, which a CPU
+    generator refuses: the engine turns chunked prefill off, with a step budget that holds the model's context
+    (or the max_model_len given); a model whose context is unknown keeps vLLM's defaults."""
+    from presto_tui.runtime.engines.vllm_engine import _whole_prefills
+
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 8192}')
+    assert _whole_prefills(tmp_path, None) == {"enable_chunked_prefill": False, "max_num_batched_tokens": 8192}
+    assert _whole_prefills(tmp_path, 1024) == {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096}
+    assert _whole_prefills(tmp_path / "elsewhere", None) == {}

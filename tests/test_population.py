@@ -391,25 +391,45 @@ AUTO = dict(sampler="ppt", pt_ladder="auto", pt_replicas=4, pt_swap_every=1, max
 
 def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier():
     """Syed et al.'s update: Lambda piecewise linear through the pairs' cumulative rejection rates, the new
-    exponents at k Lambda / (R - 1) of its inverse, the ends kept; equal rates leave a ladder where it is."""
+    exponents at k Lambda / (R - 1) of its inverse, the ends kept; equal rates leave a ladder where it is;
+    several rounds' curves are averaged by their weights."""
     from presto_tui.runtime.methods.ppt import adapted
 
-    new, barrier = adapted((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3))  # Lambda 1.5: 0.5 and 1.0 of it
+    new, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 4.0)])  # Lambda 1.5: 0.5 and 1.0 of it
     assert barrier == pytest.approx(1.5)
     assert new[0] == 1.0 and new[-1] == 4.0
     assert new[1:3] == pytest.approx((1 + 0.5 / 0.9, 2 + 0.1 / 0.3), abs=2e-3)  # (the sliver moves them a hair)
-    same, _ = adapted((1.0, 1.5, 2.5, 4.0), (0.4, 0.4, 0.4))
+    same, _ = adapted([((1.0, 1.5, 2.5, 4.0), (0.4, 0.4, 0.4), 2.0)])
     assert same == pytest.approx((1.0, 1.5, 2.5, 4.0), abs=1e-3)
-    none, _ = adapted((1.0, 2.0, 3.0, 4.0), (0.0, 0.0, 0.0))  # nothing rejected: evenly spaced, still distinct
+    none, _ = adapted([((1.0, 2.0, 3.0, 4.0), (0.0, 0.0, 0.0), 2.0)])  # nothing rejected: evenly spaced, distinct
     assert all(b > a for a, b in zip(none, none[1:]))
+    # two rounds, the second three times the first's weight: Lambda(a) is their curves' weighted mean
+    rounds = [((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 1.0), ((1.0, 1.5, 2.5, 4.0), (0.3, 0.6, 0.3), 3.0)]
+    both, barrier = adapted(rounds)
+    assert barrier == pytest.approx((1.5 + 3 * 1.2) / 4)
+    grid = np.linspace(1.0, 4.0, 3001)
+    curve = (np.interp(grid, (1, 2, 3, 4), (0, 0.9, 1.2, 1.5))
+             + 3 * np.interp(grid, (1, 1.5, 2.5, 4), (0, 0.3, 0.9, 1.2))) / 4
+    assert both[1:3] == pytest.approx(tuple(np.interp(curve[-1] * np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
+
+
+def test_a_rounds_rejection_rate_is_the_mean_of_one_minus_a_over_each_pairs_proposals():
+    """A warm-up round's rejection rate per pair: the mean of 1 - A over the swaps it proposed for the pair
+    (None where it proposed none, which `adapted` fills with the round's other pairs' mean)."""
+    from presto_tui.runtime.methods.ppt import adapted, round_rejection
+
+    assert round_rejection(4, [(0, 0.2), (2, 1.0), (0, 0.6)]) == pytest.approx((0.6, None, 0.0))
+    filled, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.6, None, 0.0), 2.0)])
+    assert filled == pytest.approx(adapted([((1.0, 2.0, 3.0, 4.0), (0.6, 0.3, 0.0), 2.0)])[0])
+    assert barrier == pytest.approx(0.9)
 
 
 def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_swaps_then_stays():
-    """Every update is the schedule update recomputed from the warm-up round's recorded swap probabilities
-    (the mean of 1 - A per pair over the barriers since the update before), after the barriers `updates`
-    names (rounds doubling, the last at the warm-up's end, frozen); the barriers after the freeze run the
-    frozen exponents, and the ends stay alpha_min and alpha."""
-    from presto_tui.runtime.methods.ppt import PtLadder, adapted, updates, warmup
+    """Every update is the schedule update recomputed from the records: each warm-up round's rejection rates
+    from the swap probabilities it recorded, the exponents from every round so far weighted by its barriers,
+    after the barriers `updates` names (rounds doubling, the last at the warm-up's end, frozen); the barriers
+    after the freeze run the frozen exponents, and the ends stay alpha_min and alpha."""
+    from presto_tui.runtime.methods.ppt import PtLadder, adapted, round_rejection, updates, warmup
 
     moved = 0
     for seed in range(3):
@@ -419,18 +439,15 @@ def test_the_adaptive_ladder_moves_in_its_warm_up_from_the_recorded_swaps_then_s
         steps = [e for e in pt_steps(events) if not e.final]
         ladders = [e for e in events if isinstance(e, PtLadder)]
         assert [u.step for u in ladders] == [2, 4, 8, 12] and [u.frozen for u in ladders] == [False] * 3 + [True]
-        start, last = 0, None
+        start, rounds = 0, []
         for u in ladders:
             rnd = steps[start:u.step]
             assert all(st.exponents == u.before for st in rnd)
-            rates = []
-            for i in range(3):
-                A = [a for st in rnd for j, a in zip(st.pairs, st.accept_probs) if j == i]
-                rates.append(sum(1 - a for a in A) / len(A) if A else None)
-            assert u.rejection == pytest.approx(rates)
-            filled = [r if r is not None else (last[i] if last else 0.0) for i, r in enumerate(rates)]
-            assert u.exponents == pytest.approx(adapted(u.before, filled)[0])
-            last, start = filled, u.step
+            swaps = [(i, a) for st in rnd for i, a in zip(st.pairs, st.accept_probs)]
+            assert u.rejection == pytest.approx(round_rejection(4, swaps))
+            rounds.append((u.before, u.rejection, float(len(rnd))))
+            assert u.exponents == pytest.approx(adapted(rounds)[0])
+            start = u.step
             moved += u.exponents != u.before
         frozen = ladders[-1].exponents
         assert frozen[0] == 1.0 and frozen[-1] == 4.0 and all(b > a for a, b in zip(frozen, frozen[1:]))
@@ -499,3 +516,26 @@ def test_the_adaptive_ladders_warm_up_is_warm_up_in_the_diagnostics():
     assert warmed(Selection(), [auto, auto]) == Selection(12, 1)
     assert warmed(Selection(15, 2), [auto]) == Selection(15, 2)
     assert warmed(Selection(), [SamplerParams(sampler="ppt").to_dict()]) == Selection()
+
+
+def test_the_adaptive_ladders_warm_up_is_warm_up_in_the_library_and_the_draws_files(in_tmp):
+    """`read_trace(...).chains()` and the `--draws` files leave the warm-up's draws out of the posterior as
+    `stats` does: the first W transitions are `warmup_posterior` / not `kept`, whatever burn-in was asked."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from presto_tui import read_trace
+    from presto_tui.cli import app
+
+    res = CliRunner().invoke(app, ["run", "x", "--backend", "synthetic", "-n", "8", "-K", "24", "--sampler", "ppt",
+                                   "--pt-ladder", "auto", "--pt-swap-every", "1", "--chains", "2",
+                                   "--trace", "t.jsonl", "--draws", "d.csv"])
+    assert res.exit_code == 0, res.output
+    tree = read_trace("t.jsonl").chains(1)
+    assert tree.posterior.sizes["draw"] == 12 and tree.warmup_posterior.sizes["draw"] == 12
+    assert list(tree.sample_stats["transition"].values[0]) == list(range(13, 25))
+    with open("d.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["kept"] for r in rows if int(r["transition"]) <= 12} == {"false"}
+    assert {r["kept"] for r in rows if int(r["transition"]) > 12} == {"true"}

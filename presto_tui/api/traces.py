@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from presto_tui.errors import InputError
-from presto_tui.logs.draws import ChainDraws, common_draws, common_warmup, datatree, grouped
+from presto_tui.logs.draws import ChainDraws, common_draws, common_warmup, datatree, grouped, selected
 from presto_tui.logs.reader import ON_BAD_LINES, SessionTrace, Trace
 from presto_tui.logs.reader import read_trace as _read
 from presto_tui.logs.stats import repeated_sessions, sessions_once
@@ -376,7 +376,8 @@ class TraceData:
         (chain, draw), every chain cut to the shortest (the draws the diagnostics read);
         `sample_stats` holds `accepted`, `state` and `transition`.  `burn_in` and `thin` select the
         draws as `--burn-in` and `--thin` do (the first `burn_in` transitions of the block dropped,
-        then every `thin`-th kept; the dropped ones in `warmup_posterior`).  Any ArviZ statistic or
+        then every `thin`-th kept; the dropped ones in `warmup_posterior`; a method's own warm-up, an adaptive
+        ladder's, is dropped whatever `burn_in` says, as `stats` drops it).  Any ArviZ statistic or
         plot reads it (`arviz_stats.rhat(idata)`, `arviz_stats.ess(idata)`) and gives what `stats`
         printed with the same selection.  It is the trace's `--draws PATH.nc` export at that prompt
         and block.  A tempering session's draws are its alpha replica's transitions; `level` (from 1, the
@@ -388,10 +389,10 @@ class TraceData:
         if level is not None:
             return self.level_chains(prompt, level, block=block, burn_in=burn_in, thin=thin)
         need("arviz_base", "diagnostics")
-        selection = Selection(burn_in, thin)
         groups = grouped(ChainDraws.of(sess.events) for sess in self._sessions)
         if not 1 <= prompt <= len(groups):
             raise InputError(f"{self.path}: no chain group {prompt} (it has {len(groups)}, from 1)")
+        selection = selected(groups[prompt - 1:prompt], Selection(burn_in, thin))
         k = common_draws(groups[prompt - 1], block - 1, selection)
         if k == 0:
             raise InputError(f"{self.path}: chain group {prompt} has no draws in block {block} in every chain "

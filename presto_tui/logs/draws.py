@@ -68,12 +68,14 @@ class ChainDraws:
     prompt: str = ""
     chain: int = 0
     session_id: str = ""
+    params: dict = field(default_factory=dict)  # the session's (what its method's warm-up is read from)
     transitions: list[Transition] = field(default_factory=list)
     _states: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
 
     def update(self, ev: Event) -> ChainDraws:
         if isinstance(ev, SessionStart):
             self.group, self.prompt, self.chain, self.session_id = ev.group, ev.prompt, ev.chain, ev.session_id
+            self.params = ev.params
         elif isinstance(ev, Transition):
             self.transitions.append(ev)
         elif isinstance(ev, RoundDone):
@@ -137,6 +139,12 @@ def rows(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL) -> 
 
 def csv_of(groups: Sequence[Sequence[ChainDraws]], selection: Selection = ALL) -> str:
     return csv_text(FIELDS, rows(groups, selection))
+
+
+def selected(groups: Sequence[Sequence[ChainDraws]], selection: Selection) -> Selection:
+    """`selection` with its burn-in raised over a method's own warm-up (`diagnostics.warmed`: the draws of an
+    adaptive ladder's warm-up are warm-up here as in the diagnostics)."""
+    return diagnostics.warmed(selection, [c.params for g in groups for c in g])
 
 
 def with_draws(groups: Sequence[Sequence[ChainDraws]]) -> list[int]:
@@ -214,6 +222,7 @@ def write(paths: Sequence[Path], groups: Sequence[Sequence[ChainDraws]], selecti
     draws: a baseline or a session cancelled before its first transition has none)."""
     if not with_draws(groups):
         return []
+    selection = selected(groups, selection)
     for p in paths:
         make_folders(p.parent, "draws", error=OutputError)
         try:

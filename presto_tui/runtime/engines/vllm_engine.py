@@ -20,6 +20,7 @@ README).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,21 @@ def _bind_cpu_workers(n: int) -> None:
     per = len(cpus) // n
     parts = [cpus[i * per:(i + 1) * per] for i in range(n)]
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(f"{p[0]}-{p[-1]}" if len(p) > 1 else str(p[0]) for p in parts)
+
+
+def _whole_prefills(model_dir: Path, max_model_len: int | None) -> dict:
+    """vLLM's arguments that keep a request's prefill in one engine step on a CPU: there, a seeded request whose
+    prefill is cut across steps (chunked prefill, when a step's token budget runs out) has its generator rewound
+    with `set_offset`, which a CPU generator refuses ("CPU Generator does not use offset"), failing every
+    session on the engine (seen at -C 6 on the embedded model).  Without chunking the step's budget must hold
+    the longest sequence: the model's context (its config's), or `max_model_len` where given."""
+    longest = max_model_len
+    if not longest:
+        try:
+            longest = int(json.loads((Path(model_dir) / "config.json").read_text())["max_position_embeddings"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}  # (an unknown context: vLLM's defaults, chunking and all)
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(4096, longest)}
 
 
 class VLLMEngine(TextMixin, LoopEngine):
@@ -92,6 +108,7 @@ class VLLMEngine(TextMixin, LoopEngine):
         if not on_gpu:
             # the CPU attention backend needs a multiple of 32 for prefix caching
             args.update(block_size=32, kv_cache_memory_bytes=int((kv_cache_gib or 1.0) * 2**30))
+            args.update(_whole_prefills(model_dir, max_model_len))
             if parallel:
                 _bind_cpu_workers(tensor_parallel_size * pipeline_parallel_size)
         elif gpu_memory_utilization is not None:

@@ -149,24 +149,52 @@ def updates(params: SamplerParams) -> tuple[int, ...]:
     return (*out, last)
 
 
-def adapted(exponents: Sequence[float], rejection: Sequence[float]) -> tuple[tuple[float, ...], float]:
+def round_rejection(R: int, swaps: Sequence[tuple[int, float]]) -> tuple[float | None, ...]:
+    """Each pair's rejection rate over a warm-up round: the mean of 1 - A (the swap probability, not its
+    outcome: Rao-Blackwellised) over the swaps the round proposed for it (`swaps`: (the pair's lower level,
+    A)); None where it proposed none.  Only proposed swaps: between two of a pair's proposals the even/odd
+    scheme leaves the pair as its last swap left it, and a few MH transitions barely move a state, so the
+    pair's states at a barrier that does not propose it are not a draw of its swap (on the embedded model
+    they rejected about twice as often as its proposals)."""
+    total, count = [0.0] * (R - 1), [0] * (R - 1)
+    for i, A in swaps:
+        total[i] += 1.0 - A
+        count[i] += 1
+    return tuple(t / n if n else None for t, n in zip(total, count))
+
+
+def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float | None], float]]) -> tuple[tuple[float, ...], float]:
     """Syed, Bouchard-Côté, Deligiannidis and Doucet (2022, JRSS-B, "Non-reversible parallel tempering"), the
-    schedule update from a round's estimates: the cumulative communication barrier Lambda(a) over the
-    exponents, piecewise linear through Lambda(a_1) = 0, Lambda(a_{i+1}) = Lambda(a_i) + r_i (r_i the pair
-    i, i+1's rejection rate, the mean of 1 - A), and new exponents where it is equally spaced,
+    schedule update (their Algorithm 4): the cumulative communication barrier Lambda(a) over the exponents,
+    piecewise linear through Lambda(a_1) = 0, Lambda(a_{i+1}) = Lambda(a_i) + r_i (r_i the pair i, i + 1's
+    rejection rate, the mean of 1 - A), and new exponents where it is equally spaced,
     a'_k = Lambda^{-1}(k Lambda(a_R) / (R - 1)): every pair's rejection rate then about Lambda / (R - 1).
-    The ends stay.  Returns (the new exponents, Lambda).  A pair that rejected nothing keeps a sliver of
-    barrier (so that Lambda rises strictly and the exponents stay distinct)."""
-    a = np.asarray(exponents, dtype=float)
-    R = len(a)
-    r = np.clip(np.asarray(rejection, dtype=float), 0.0, 1.0)
-    barrier = float(r.sum())
+
+    `rounds`: every warm-up round so far, (its exponents, its pairs' rejection rates, its weight); a pair a
+    round has no rate for (it proposed none) takes the mean of the round's others.  Syed et al.
+    keep only the last round's estimate, which their long doubling rounds make precise; a warm-up here spans
+    a few barriers, so Lambda(a) is the rounds' curves averaged, each weighted by its barriers (each round's
+    curve estimates the same function, through its own exponents).  The ends stay.  Returns (the new
+    exponents of the last round's R, Lambda).  A pair that rejected nothing keeps a sliver of barrier (so that
+    Lambda rises strictly and the exponents stay distinct)."""
+    last = np.asarray(rounds[-1][0], dtype=float)
+    R = len(last)
+    grid = np.unique(np.concatenate([np.asarray(exps, dtype=float) for exps, _, _ in rounds]))
+    curve, barrier, weights = np.zeros_like(grid), 0.0, 0.0
+    for exps, rejection, weight in rounds:
+        a = np.asarray(exps, dtype=float)
+        known = [x for x in rejection if x is not None]
+        fill = sum(known) / len(known) if known else 0.0
+        r = np.clip(np.array([fill if x is None else x for x in rejection], dtype=float), 0.0, 1.0)
+        barrier += weight * float(r.sum())
+        r = r + 1e-3 * np.diff(a) / (a[-1] - a[0])  # (the sliver: proportional to the gap)
+        curve += weight * np.interp(grid, a, np.concatenate([[0.0], np.cumsum(r)]))
+        weights += weight
+    curve, barrier = curve / weights, barrier / weights
     if R < 3:
-        return tuple(float(x) for x in a), barrier
-    r = r + 1e-3 * np.diff(a) / (a[-1] - a[0])  # (the sliver: proportional to the gap)
-    cum = np.concatenate([[0.0], np.cumsum(r)])
-    inner = np.interp(cum[-1] * np.arange(1, R - 1) / (R - 1), cum, a)  # Lambda^{-1}: cum rises strictly
-    return (float(a[0]), *(float(x) for x in inner), float(a[-1])), barrier
+        return tuple(float(x) for x in last), barrier
+    inner = np.interp(curve[-1] * np.arange(1, R - 1) / (R - 1), curve, grid)  # Lambda^{-1}: the curve rises strictly
+    return (float(last[0]), *(float(x) for x in inner), float(last[-1])), barrier
 
 
 def temperatures(params: SamplerParams, exponents: Sequence[float]) -> tuple[float, ...]:
@@ -283,16 +311,17 @@ PT_STEP = EventType("pt_step", PtStep, _encode, _decode, lambda ev: [t for toks 
 @dataclass(frozen=True)
 class PtLadder(MethodEvent):
     """An adaptive ladder's update after barrier `step` (`--pt-ladder auto`): the pairs' rejection rates this
-    warm-up round estimated (the mean of 1 - A over the swaps each proposed in it; None: none proposed, the
-    round before's kept), the communication barrier Lambda they sum to, and the exponents from the next
-    barrier on; `frozen` on the warm-up's last, after which the ladder stays (the exact chain for it)."""
+    warm-up round estimated (`round_rejection`: the mean of 1 - A over the swaps each proposed in it; None:
+    none proposed), the communication barrier Lambda of every round so far (`adapted`), and the exponents
+    from the next barrier on; `frozen` on the warm-up's last, after which the ladder stays (the exact chain
+    for it)."""
 
     step: int  # the barrier (from 1) after which the exponents change
     block: int
     k: int
     before: tuple[float, ...]  # the exponents of the round
     rejection: tuple[float | None, ...]  # per pair
-    barrier: float  # Lambda: the rejection rates summed
+    barrier: float  # Lambda: the rounds' rejection rates summed (their weighted mean)
     exponents: tuple[float, ...]  # from the next barrier on
     frozen: bool
     clock: float
@@ -334,10 +363,12 @@ class PptDriver(Population):
         self.lead = R - 1
         self.holders = list(range(R))  # the state each level holds, by the level it started at
         self._since = [[0, 0] for _ in range(R)]  # per level: transitions, accepted since the last record
-        # an adaptive ladder's warm-up: the barriers it updates after, and per pair (sum of 1 - A, proposals)
+        # an adaptive ladder's warm-up: the barriers it updates after, the round's swaps (lower level, A) and
+        # barriers, and every round's (exponents, rejection rates, barriers) so far
         self.updates = updates(p) if adaptive(p) and R > 1 else ()
-        self._rejected = [[0.0, 0] for _ in range(R - 1)]
-        self._rates: list[float | None] = [None] * (R - 1)
+        self._swaps: list[tuple[int, float]] = []
+        self._round_barriers = 0
+        self._rounds: list[tuple[tuple[float, ...], tuple[float | None, ...], float]] = []
         members = []
         for r in range(R):
             given = self.start_state(r)
@@ -389,30 +420,27 @@ class PptDriver(Population):
                 self.holders[i], self.holders[i + 1] = self.holders[i + 1], self.holders[i]
             probs.append(A)
             swapped.append(ok)
-            if self.updates and s <= self.updates[-1]:  # (the warm-up's rejection estimates)
-                self._rejected[i][0] += 1.0 - A
-                self._rejected[i][1] += 1
+        if self.updates and s <= self.updates[-1]:  # (the warm-up round's swaps)
+            self._swaps.extend(zip(pairs, probs))
+            self._round_barriers += 1
         self._record(barrier, s, tuple(pairs), tuple(probs), tuple(swapped), out, final=False)
         if s in self.updates:
             self._adapt(barrier, s)
         return out
 
     def _adapt(self, barrier: Barrier, s: int) -> None:
-        """A warm-up round ends at barrier s: the ladder moves to equal rejection rates (`adapted`), from the
-        round's rejection estimates (a pair the round proposed none for keeps the round before's; one never
-        estimated, the others' mean), and freezes at the warm-up's last.  Each replica's decisions score with
-        its new exponent from its next transition on (`Tempered.retarget`); its proposals keep their
-        temperature, so every state it holds keeps the log q its decisions need."""
-        rates = [(tot / n if n else None) for tot, n in self._rejected]
-        self._rates = [r if r is not None else old for r, old in zip(rates, self._rates)]
-        known = [r for r in self._rates if r is not None]
-        fill = sum(known) / len(known) if known else 0.0
+        """A warm-up round ends at barrier s: the ladder moves to equal rejection rates (`adapted`, from every
+        round's estimates so far, each `round_rejection` over its swaps), and freezes at the warm-up's last.
+        Each replica's decisions score with its new exponent from its next transition on
+        (`Tempered.retarget`); its proposals keep their temperature, so every state it holds keeps the log q
+        its decisions need."""
         before = self.exponents
-        new, barrier_sum = adapted(before, [r if r is not None else fill for r in self._rates])
+        rates = round_rejection(len(before), self._swaps)
+        self._rounds.append((before, rates, float(self._round_barriers)))
+        self._swaps, self._round_barriers = [], 0
+        new, barrier_sum = adapted(self._rounds)
         frozen = s == self.updates[-1]
-        self.emit(PtLadder(s, barrier[0], barrier[1], before, tuple(rates), barrier_sum, new, frozen,
-                                  self.clock()))
-        self._rejected = [[0.0, 0] for _ in self._rejected]
+        self.emit(PtLadder(s, barrier[0], barrier[1], before, rates, barrier_sum, new, frozen, self.clock()))
         self.exponents = new
         p = self.params
         for r, (m, family) in enumerate(zip(self.members, self.families)):
