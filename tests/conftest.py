@@ -55,13 +55,17 @@ def _synthetic_backend_for_cli(monkeypatch):
 
 @pytest.fixture
 def no_engine(monkeypatch):
-    """Fail the test if anything starts an engine: input is checked before any engine starts."""
+    """Fail the test if anything starts an engine: input is checked before any engine starts.  The public
+    API's module binds `start_engine` when it is imported: imported here first, so that a first import
+    under the patch does not keep the refusal for the tests after this one (it did, in a `-k` subset)."""
+    from presto_tui.api import engine as api_engine
     from presto_tui.runtime.engines import registry
 
     def refuse(*a, **k):
         raise AssertionError("an engine was started before the input was checked")
 
     monkeypatch.setattr(registry, "start_engine", refuse)
+    monkeypatch.setattr(api_engine, "start_engine", refuse)
 
 
 @pytest.fixture
