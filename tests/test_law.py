@@ -544,7 +544,7 @@ def frozen_ladder_pits(params, chains, leak=False, seed=0, sharpness=1.0):
                     return original_adapted(rounds)
                 exps, rates, weight = rounds[-1]
                 rates = tuple(next(r[i] for _, r, _ in reversed(rounds) if r[i] is not None) for i in range(len(rates)))
-                return original_adapted([(exps, rates, weight)])
+                return original_adapted([(exps, rates, weight)], prior=0.0)  # (no geometric pull: a full-strength leak)
 
             ppt.adapted = leaky
         drivers = (make_driver(engine, params.with_(seed=seed + c), list(PROMPT)) for c in range(chains))

@@ -393,7 +393,10 @@ def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier
     """Syed et al.'s update: Lambda piecewise linear through the pairs' cumulative rejection rates, the new
     exponents at k Lambda / (R - 1) of its inverse, the ends kept; equal rates leave a ladder where it is;
     several rounds' curves are averaged by their weights."""
-    from presto_tui.runtime.methods.ppt import adapted
+    from presto_tui.runtime.methods.ppt import adapted as with_prior
+
+    def adapted(rounds):  # (Syed et al.'s update itself; the geometric prior below)
+        return with_prior(rounds, prior=0.0)
 
     new, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 4.0)])  # Lambda 1.5: 0.5 and 1.0 of it
     assert barrier == pytest.approx(1.5)
@@ -411,6 +414,30 @@ def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier
     curve = (np.interp(grid, (1, 2, 3, 4), (0, 0.9, 1.2, 1.5))
              + 3 * np.interp(grid, (1, 1.5, 2.5, 4), (0, 0.3, 0.9, 1.2))) / 4
     assert both[1:3] == pytest.approx(tuple(np.interp(curve[-1] * np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
+
+
+def test_the_update_leans_on_the_geometric_ladder_as_much_as_four_barriers_of_swaps():
+    """The geometric ladder's curve (Lambda evenly over log a) joins the rounds' with the weight of four
+    barriers: one short round of all-or-nothing rates moves the exponents only part of the way from the
+    geometric ladder, a long warm-up of the same rates nearly all of it, and Lambda is the rounds' alone."""
+    from presto_tui.runtime.methods.ppt import PRIOR_BARRIERS, adapted
+
+    geometric = (1.0, 4 ** (1 / 3), 4 ** (2 / 3), 4.0)
+    rates = (1.0, 0.0, 0.0)  # (one proposal each: the first pair rejected, the others accepted)
+    syed, _ = adapted([(geometric, rates, 2.0)], prior=0.0)
+    short, barrier = adapted([(geometric, rates, 2.0)])
+    long, _ = adapted([(geometric, rates, 400.0)])
+    assert barrier == pytest.approx(1.0) and PRIOR_BARRIERS == 4.0
+    for k in (1, 2):
+        assert syed[k] < long[k] < short[k] < geometric[k]  # (Syed's alone crowds them into the first gap)
+        assert short[k] - syed[k] > 0.3 * (geometric[k] - syed[k])
+        assert long[k] - syed[k] < 0.05 * (geometric[k] - syed[k])
+    grid = np.linspace(1.0, 4.0, 30001)
+    data = np.interp(grid, geometric, (0.0, 1.0, 1.0, 1.0))
+    curve = (2 * data + 4 * np.log(grid) / np.log(4.0)) / 6
+    assert short[1:3] == pytest.approx(tuple(np.interp(np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
+    same, _ = adapted([(geometric, (0.5, 0.5, 0.5), 2.0)])  # equal rates on the geometric ladder: it stays
+    assert same == pytest.approx(geometric, abs=1e-3)
 
 
 def test_a_rounds_rejection_rate_is_the_mean_of_one_minus_a_over_each_pairs_proposals():
