@@ -86,7 +86,9 @@ async def test_replay_shows_the_replicas_over_the_barriers_and_resample_move_on_
         assert end.text.strip()[:20] in inspector.replace("\n", " ")
         stats = text_of(app, "#stats")
         info = scr.state.sessions[0].summary.info
-        assert f"round trips {info.round_trips}" in stats and "swaps accepted: 4-3" in stats
+        pair = info.ladder.mean_accept()[-1]  # (the alpha replica's pair, first as the grid's rows go)
+        assert f"round trips: {info.round_trips}" in stats and "barrier Lambda (Syed et al.): " in stats
+        assert f"swap 4-3 (alpha 4/{run.exponents[2]:.3g}): mean A {pair:.2f} over {info.proposed[-1]}" in stats
         # a swap's cell: its pair, its A and whether it was taken
         s, level = next((s, i) for s, st in enumerate(steps) for i, ok in zip(st.pairs, st.swapped) if ok)
         await pilot.press(*["left"] * (grid.col - s), *["down"] * (run.replicas - 1 - level))
@@ -165,7 +167,7 @@ async def test_replay_of_an_adaptive_ladder_shows_how_it_moved_and_where_it_froz
         assert grid.columns == len(run.steps) == 9  # 8 barriers and the end
         stats = text_of(app, "#stats").replace("\n", " ")
         first, frozen = moves
-        assert "swaps accepted after the warm-up: 4-3" in stats
+        assert "after the warm-up (the frozen ladder's barriers): swap 4-3" in stats and "earlier ladders" in stats
         assert f"ladder after barrier 2: {', '.join(f'{a:.3g}' for a in reversed(first.exponents))}" in stats
         assert f"ladder after barrier 4 (frozen): {', '.join(f'{a:.3g}' for a in reversed(frozen.exponents))}" \
             in stats and f"Lambda {frozen.barrier:.2f}" in stats

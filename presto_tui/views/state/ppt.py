@@ -89,14 +89,13 @@ class PptRun(MethodRun):
 
     def stats_body(self, m: SessionSummary) -> Text:
         t = Text(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
-        info = m.info.to_dict()  # (its method's numbers: swaps per pair, round trips)
         t.append(f"\nreplicas {self.replicas} (alpha {', '.join(f'{a:.3g}' for a in self.exponents)})  "
-                 f"barriers {self.barriers()}  round trips {info.get('round_trips', 0)}")
-        pairs = (info.get("ladder") or {}).get("pairs") or []  # (from the lowest)
-        if pairs:
-            after = " after the warm-up" if any(u.frozen for u in self.ladders) else ""
-            t.append(f"\nswaps accepted{after}: " + "  ".join(  # the alpha replica's pair first, as the grid's rows go
-                f"{p['pair'][0]}-{p['pair'][1]} {p['accepted']}/{p['proposed']}" for p in reversed(pairs)))
+                 f"barriers {self.barriers()}")
+        if any(u.frozen for u in self.ladders):
+            t.append("\nafter the warm-up (the frozen ladder's barriers):")
+        ladder = getattr(m.info, "ladder", None)  # (the method's numbers, worded as `run` and `stats` print them:
+        for label, value in (ladder.rows() if ladder is not None else []):  # each pair's mean A top-down, Lambda)
+            t.append(f"\n{label}: {value}")
         for line in self.ladder_lines():
             t.append("\n" + line)
         return t
