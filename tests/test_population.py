@@ -528,6 +528,7 @@ def test_the_adaptive_ladder_is_asked_for_alike_on_every_front_end(in_tmp):
                                    "--sampler", "ppt", "--pt-ladder", "auto", "--pt-swap-every", "1"])
     assert res.exit_code == 0, res.output
     assert "ladder frozen after barrier 12" in res.stdout and "R=4 ladder auto W=12" in res.stdout
+    assert "(rejection 4-3 " in res.stdout and "2-1 " in res.stdout.split("(rejection 4-3 ")[1]  # (top-down, labelled)
     p = SamplerParams(sampler="ppt", pt_ladder="auto", steps=24).validate()
     assert p.to_dict()["pt_warmup"] == 12
     m = parse_method("ppt:ladder=auto:W=8", SamplerParams(steps=24))

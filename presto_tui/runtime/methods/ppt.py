@@ -571,10 +571,12 @@ class PptInfo(OneShotInfo):
         return self.ladders[-1] if self.ladders and self.ladders[-1].frozen else None
 
     def ladder_rows(self) -> list[tuple[str, str]]:
-        """An adaptive ladder's moves: 'ladder after barrier 2' '1, 1.59, 2.52, 4 -> 1, 2.1, 3.2, 4 (Lambda 1.2)'."""
+        """An adaptive ladder's moves: 'ladder moved after barrier 2' '1, 2.1, 3.2, 4 (rejection 4-3 0.41, 3-2
+        0.52, 2-1 0.62; Lambda 1.55)': the new exponents, the round's rates labelled top-down as the pairs' rows."""
         out = []
         for u in self.ladders:
-            rej = ", ".join("-" if r is None else f"{r:.2f}" for r in u.rejection)
+            rej = ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
+                            for i, r in reversed(list(enumerate(u.rejection))))
             out.append((f"ladder {'frozen' if u.frozen else 'moved'} after barrier {u.step}",
                         f"{', '.join(f'{a:.3g}' for a in u.exponents)} (rejection {rej}; Lambda {u.barrier:.2f})"))
         return out
