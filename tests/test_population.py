@@ -438,6 +438,8 @@ def test_the_update_leans_on_the_geometric_ladder_as_much_as_four_barriers_of_sw
     assert short[1:3] == pytest.approx(tuple(np.interp(np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
     same, _ = adapted([(geometric, (0.5, 0.5, 0.5), 2.0)])  # equal rates on the geometric ladder: it stays
     assert same == pytest.approx(geometric, abs=1e-3)
+    calm, _ = adapted([(geometric, (0.0, 0.0, 0.0), 2.0)])  # nothing rejected: the prior still holds it near
+    assert calm == pytest.approx(geometric, abs=0.05)
 
 
 def test_a_rounds_rejection_rate_is_the_mean_of_one_minus_a_over_each_pairs_proposals():

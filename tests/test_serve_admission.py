@@ -233,6 +233,13 @@ def test_the_server_runs_on_the_c_allocator_so_that_freed_pages_go_back(tmp_path
     assert allocator.wanted(["run", "serve"], {}) is None  # (a prompt that reads "serve")
     assert allocator.wanted(["serve"], {"PYTHONMALLOC": "pymalloc"}) is None
     assert allocator.wanted(["serve"], {"MALLOC_ARENA_MAX": "8"})["MALLOC_ARENA_MAX"] == "8"
+    # the restarted server takes out what the restart added (its engine processes start on the user's
+    # settings), and does not start again
+    restarted = allocator.wanted(["serve"], {"MALLOC_ARENA_MAX": "8"})
+    assert restarted[allocator.ADDED] == "PYTHONMALLOC"
+    allocator.forget_added(restarted)
+    assert "PYTHONMALLOC" not in restarted and restarted["MALLOC_ARENA_MAX"] == "8"
+    assert allocator.wanted(["serve"], restarted) is None
 
 
 def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):

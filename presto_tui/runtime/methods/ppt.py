@@ -200,12 +200,12 @@ def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float | None], floa
         fill = sum(known) / len(known) if known else 0.0
         r = np.clip(np.array([fill if x is None else x for x in rejection], dtype=float), 0.0, 1.0)
         barrier += weight * float(r.sum())
-        r = r + 1e-3 * np.diff(a) / (a[-1] - a[0])  # (the sliver: proportional to the gap)
+        r = r + 1e-3 * np.diff(np.log(a)) / math.log(a[-1] / a[0])  # (the sliver: the geometric ladder's shape)
         curve += weight * np.interp(grid, a, np.concatenate([[0.0], np.cumsum(r)]))
         weights += weight
     barrier /= weights
-    if prior > 0 and grid[0] > 0:
-        curve += prior * barrier * np.log(grid / grid[0]) / math.log(grid[-1] / grid[0])
+    if prior > 0 and grid[-1] > grid[0] > 0:  # (at least the slivers' 1e-3: rounds that rejected nothing keep it)
+        curve += prior * max(barrier, 1e-3) * np.log(grid / grid[0]) / math.log(grid[-1] / grid[0])
         weights += prior
     curve /= weights
     if R < 3:
@@ -343,6 +343,11 @@ class PtLadder(MethodEvent):
     frozen: bool
     clock: float
 
+    def rejection_words(self) -> str:
+        """The round's rates labelled by pair, top-down as the pairs' rows: '4-3 0.41, 3-2 0.52, 2-1 -'."""
+        return ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
+                         for i, r in reversed(list(enumerate(self.rejection))))
+
 
 def _encode_ladder(ev: PtLadder) -> dict:
     return {"step": ev.step, "block": ev.block, "k": ev.k, "before": list(ev.before),
@@ -415,8 +420,9 @@ class PptDriver(Population):
         return [min(R - 2, int(swap_uniform(p.seed, s, 0) * (R - 1)))]
 
     def keeps(self, i: int) -> bool:
-        """A replica in no pair of its next barrier keeps its state there for certain; one in a pair, where
-        swaps were rejected at least as often as not so far (the usual case on a language model's ladder)."""
+        """A replica in no pair of its next barrier keeps its state there for certain; one in a pair, where the
+        barriers so far (those that did not pair it included) left its state as it was at least as often as not
+        (the usual case on a language model's ladder).  A guess for speculation only: the law does not see it."""
         s = self.crossed + 1
         paired = any(j in (i, i - 1) for j in self.pairs(s)) if len(self.members) > 1 else False
         return not paired or self.kept_mostly(i)
@@ -575,10 +581,9 @@ class PptInfo(OneShotInfo):
         0.52, 2-1 0.62; Lambda 1.55)': the new exponents, the round's rates labelled top-down as the pairs' rows."""
         out = []
         for u in self.ladders:
-            rej = ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
-                            for i, r in reversed(list(enumerate(u.rejection))))
             out.append((f"ladder {'frozen' if u.frozen else 'moved'} after barrier {u.step}",
-                        f"{', '.join(f'{a:.3g}' for a in u.exponents)} (rejection {rej}; Lambda {u.barrier:.2f})"))
+                        f"{', '.join(f'{a:.3g}' for a in u.exponents)} (rejection {u.rejection_words()}; "
+                        f"Lambda {u.barrier:.2f})"))
         return out
 
     def drawn(self) -> str:

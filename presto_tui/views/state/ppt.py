@@ -91,24 +91,22 @@ class PptRun(MethodRun):
         t = Text(f"\ntime {m.wall_s:.2f} s  tokens generated {m.tokens_generated}  calls {m.calls}")
         t.append(f"\nreplicas {self.replicas} (alpha {', '.join(f'{a:.3g}' for a in self.exponents)})  "
                  f"barriers {self.barriers()}")
+        for line in self.ladder_lines():  # (an adaptive ladder's warm-up, then its frozen ladder's numbers)
+            t.append("\n" + line)
         if any(u.frozen for u in self.ladders):
             t.append("\nafter the warm-up (the frozen ladder's barriers):")
         ladder = getattr(m.info, "ladder", None)  # (the method's numbers, worded as `run` and `stats` print them:
         for label, value in (ladder.rows() if ladder is not None else []):  # each pair's mean A top-down, Lambda)
             t.append(f"\n{label}: {value}")
-        for line in self.ladder_lines():
-            t.append("\n" + line)
         return t
 
     def ladder_lines(self) -> list[str]:
         """An adaptive ladder's moves, as recorded: 'ladder after barrier 4 (frozen): 4, 2.6, 1.7, 1 (rejection
-        3-4 0.41, 2-3 0.52, 1-2 0.62; Lambda 1.55)', the alpha replica's exponent first as the rows go."""
+        4-3 0.41, 3-2 0.52, 2-1 0.62; Lambda 1.55)', the alpha replica's exponent first as the rows go."""
         out = []
         for u in self.ladders:
-            rej = ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
-                            for i, r in reversed(list(enumerate(u.rejection))))
             out.append(f"ladder after barrier {u.step}{' (frozen)' if u.frozen else ''}: "
-                       f"{', '.join(f'{a:.3g}' for a in reversed(u.exponents))} (rejection {rej}; "
+                       f"{', '.join(f'{a:.3g}' for a in reversed(u.exponents))} (rejection {u.rejection_words()}; "
                        f"Lambda {u.barrier:.2f})")
         return out
 
