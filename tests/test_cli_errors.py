@@ -234,7 +234,9 @@ def test_bench_tables_keep_every_column_in_a_pipe_at_a_narrow_width(tmp_path):
     rows = [ln.split() for ln in paths.splitlines() if ln.lstrip().startswith("powermh ")]
     from presto_tui.runtime.session.critpath import CAUSES
 
-    assert len(rows) == 3 and all(len(row) == 2 + (row[1] != "seq") + 2 + len(CAUSES) for row in rows)
+    # (sampler, rule, N where streamed; time, dep%; the causes; idle%, a population's: "-" for a chain)
+    assert len(rows) == 3 and all(len(row) == 2 + (row[1] != "seq") + 2 + len(CAUSES) + 1 for row in rows)
+    assert all(row[-1] == "-" for row in rows)
     assert "…" not in proc.stdout
 
 
