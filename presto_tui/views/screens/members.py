@@ -41,7 +41,19 @@ def _session_line(state: AppState, session: int) -> Text:
     return info
 
 
-class MemberScreen(Screen[tuple[int, int] | None]):
+class _PopulationScreen(Screen[tuple[int, int] | None]):
+    """A screen over one population session's members: the session's view and its method's run."""
+
+    def __init__(self, state: AppState, session: int) -> None:
+        super().__init__()
+        self.state, self.session = state, session
+        self.view = state.sessions[session]
+        run = self.view.method_run
+        assert run is not None and ms.is_population(run)
+        self.run = run
+
+
+class MemberScreen(_PopulationScreen):
     """One member's chain (see the module docstring); Escape goes back to the grid, on the record
     selected here."""
 
@@ -53,13 +65,8 @@ class MemberScreen(Screen[tuple[int, int] | None]):
     ]
 
     def __init__(self, state: AppState, session: int, member: int, column: int | None = None) -> None:
-        super().__init__()
-        self.state, self.session = state, session
-        self.view = state.sessions[session]
-        run = self.view.method_run
-        assert run is not None and ms.is_population(run)
-        self.run = run
-        self.chain = ms.member_chain(run, member, self.view.events)
+        super().__init__(state, session)
+        self.chain = ms.member_chain(self.run, member, self.view.events)
         self.column = column
 
     def compose(self) -> ComposeResult:
@@ -171,19 +178,11 @@ class MemberScreen(Screen[tuple[int, int] | None]):
         self.dismiss((self.chain.row, self.column) if self.column is not None else None)
 
 
-class MembersScreen(Screen[tuple[int, int] | None]):
+class MembersScreen(_PopulationScreen):
     """Every member's trace (`m` on a population): one line per member over the records, and the members
     side by side; Enter opens a member's chain."""
 
     BINDINGS = [Binding("escape,m", "close", "back")]
-
-    def __init__(self, state: AppState, session: int) -> None:
-        super().__init__()
-        self.state, self.session = state, session
-        self.view = state.sessions[session]
-        run = self.view.method_run
-        assert run is not None and ms.is_population(run)
-        self.run = run
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
