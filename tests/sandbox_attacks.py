@@ -125,7 +125,9 @@ class Attack:
     code: Callable[[Arena], str]
     tests: str = ADD_TESTS
     judge: Callable[[CodeResult, Arena], str] = _forged
-    needs: str = ""  # 'sandbox': holds only in bubblewrap; 'cgroup': only with a cgroup; '': always
+    # 'sandbox': holds only in bubblewrap; 'own user': there or as a user of the program's own (presto-tui runs
+    # as root); 'cgroup': only with a cgroup; 'tasks': with a cgroup or a count of its own; '': always
+    needs: str = ""
     limits: CodeLimits = FAST
     in_subprocess: bool = False  # it may kill the grader: run that in a process of its own
 
@@ -617,18 +619,18 @@ ATTACKS = [
     Attack("forking: the host leaves, a child answers", lambda a: FORK_IMPERSONATOR),
     Attack("killing its parent: no pass", lambda a: KILL_PARENT, in_subprocess=True),
     Attack("killing its parent: the grader lives on", lambda a: KILL_PARENT, judge=_parent_killed,
-           needs="sandbox", in_subprocess=True),
+           needs="own user", in_subprocess=True),
     Attack("a task file others may read, in the project's checkout",
            lambda a: TASKS_LOOKUP.format(paths=[str(p) for p in a.tasks], checkout=CHECKOUT),
            judge=_read_tests, needs="sandbox"),
     Attack("reading /proc/<ppid>/environ", lambda a: PARENT_ENVIRON.replace("{secret}", a.secret),
            judge=lambda r, a: "read the grader's environment" if "environment" in r.detail else "",
-           needs="sandbox", in_subprocess=True),
+           needs="own user", in_subprocess=True),
     Attack("a setsid child outliving the grader", lambda a: SETSID_CHILD.replace("{marker}", a.marker),
            judge=lambda r, a: f"{n} process(es) outlived it" if (n := len(a.survivors())) else "",
-           needs="sandbox"),
+           needs="own user"),
     Attack("writing outside its folder", lambda a: WRITE_OUTSIDE.format(folder=a.folder, marker=a.marker),
-           judge=_write_outside, needs="sandbox"),
+           judge=_write_outside, needs="own user"),
     Attack("folders outside: /proc/1/cmdline, an editable install's files", lambda a: OUTSIDE_PATHS,
            judge=lambda r, a: r.detail[len("the program raised RuntimeError: "):] if "saw folders" in r.detail else "",
            needs="sandbox"),

@@ -8,11 +8,16 @@ why; limits on the whole process tree need a cgroup (or the sandbox's own user).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import functools
 import json
+import os
+import time
+from pathlib import Path
 
 import pytest
-from sandbox_attacks import ATTACKS, CASES, FAST, RIGHT_ADD, Attack, Case, arena, run_in_subprocess
+from sandbox_attacks import ATTACKS, CASES, FAST, RIGHT_ADD, THREADS, Attack, Case, arena, run_in_subprocess
 
 from presto_tui.eval import confine
 from presto_tui.eval.cgroup import TreeLimits
@@ -38,6 +43,8 @@ def _cgroups_here() -> bool:
 def _skip_unless_held(attack: Attack, way: str, launcher: confine.Launcher) -> None:
     if attack.needs == "sandbox" and not launcher.sandboxed:
         pytest.skip("only a sandbox holds this: a run without bubblewrap")
+    if attack.needs == "own user" and not (launcher.sandboxed or launcher.own_user):
+        pytest.skip("only a sandbox or a user of the program's own (presto-tui as root) holds this")
     if attack.needs == "cgroup" and not _cgroups_here():
         pytest.skip("memory for a whole process tree needs a cgroup presto-tui may make (as root, cgroup v1 or a "
                     "delegated v2)")
@@ -72,6 +79,39 @@ def test_names_arrays_and_threads_are_graded_as_pytest_would(case: Case, monkeyp
         monkeypatch.setattr(TreeLimits, "create", lambda *args: None)
     result = run_tests(case.code, case.tests, FAST, None if case.sandbox else _launcher("plain"))
     assert result.passed == case.right, result.detail
+
+
+def _hosts_holding(threads: int) -> list[int]:
+    """Program hosts (started `... -c BOOTSTRAP program FD`) with at least `threads` threads, from /proc."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if b"\0program\0" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+            if int(status.split("Threads:")[1].split()[0]) >= threads:
+                found.append(int(entry))
+    return found
+
+
+def test_a_programs_tasks_are_its_own_while_another_holds_a_hundred_threads(monkeypatch):
+    """RLIMIT_NPROC counts a uid's tasks machine-wide: graded as one user (`nobody` under root), a program
+    holding 100 threads left the next too few of the 128 to start its own (CI failed so, two workers)."""
+    monkeypatch.setattr(TreeLimits, "create", lambda *args: None)  # (only the per-process limits hold)
+    hold = ("import threading, time\ndef hold(n, s):\n    ts = [threading.Thread(target=time.sleep, args=(s,))"
+            " for _ in range(n)]\n    for t in ts:\n        t.start()\n    for t in ts:\n        t.join()\n"
+            "    return n\n")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(run_tests, hold, "assert hold(100, 4) == 100\n", CodeLimits(timeout_s=20))
+        deadline = time.monotonic() + 15
+        while not _hosts_holding(100) and time.monotonic() < deadline and not holder.done():
+            time.sleep(0.05)
+        assert _hosts_holding(100), f"the first program never held 100 threads ({holder.result().detail})"
+        second = run_tests(THREADS, "assert squares(100) == 328350\n", FAST)
+        assert not holder.done(), "the first program ended before the second ran: nothing was shared"
+        first = holder.result()
+    assert (second.passed, second.detail) == (True, "")
+    assert (first.passed, first.detail) == (True, "")
 
 
 # -- what the tests see of the program: as in one process, except where that would leak --------

@@ -394,7 +394,7 @@ def _serve(sock: socket.socket, objects: _Objects, request: Any) -> Any:
 
 def program_main(sock_fd: int, config: dict[str, Any]) -> None:
     """Run the program, then answer requests until the runner hangs up."""
-    if config.get("user") is not None:  # started as root in the sandbox, allowed only this: become nobody
+    if config.get("user") is not None:  # started as root in the sandbox, allowed only this: become its own user
         os.setgroups([])
         os.setgid(config["user"])
         os.setuid(config["user"])

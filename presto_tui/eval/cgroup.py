@@ -204,3 +204,21 @@ def descendants(root: int) -> list[int]:
         found.append(pid)
         todo.extend(children.get(pid, []))
     return found
+
+
+def processes_of(uid: int) -> list[int]:
+    """The live processes (not zombies) whose real or effective uid is `uid`, from /proc's status files
+    (which a process cannot hide, unlike its folder's owner: root's once it is not dumpable)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8", errors="replace") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            real, effective = (int(u) for u in fields["Uid"].split()[:2])
+        except (OSError, ValueError, KeyError):
+            continue
+        if uid in (real, effective) and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry))
+    return found

@@ -4,13 +4,20 @@
 promises (for bubblewrap: its own PID namespace, no network interface but loopback, no
 capabilities, a read-only root):
 
-1. bubblewrap started by root, allowed only to change its user: the child becomes `nobody`
-   before the code runs (no user namespace is needed);
+1. bubblewrap started by root, allowed only to change its user: the child becomes a user of
+   its own (`own_uid`: no account's, one per program) before the code runs (no user namespace
+   is needed), else `nobody` where this machine maps no such uid;
 2. bubblewrap as presto-tui's user (root: with no capabilities; another user: in a user
    namespace of its own, which RLIMIT_NPROC then counts alone);
-3. no sandbox, as `nobody` when presto-tui runs as root (it cannot write root's files or
-   signal root's processes), where `nobody` may run this interpreter;
+3. no sandbox, as a user of its own (else `nobody`) when presto-tui runs as root (it cannot
+   write root's files or signal root's processes), where that user may run this interpreter;
 4. no sandbox, as presto-tui's own user: per-process limits only.
+
+RLIMIT_NPROC counts every task of a uid on the machine, so it limits one program's tasks only
+where that program's uid is its own (`Launcher.counted_alone`). As `nobody`, programs graded at
+once shared one count (and with any daemon of `nobody`): a fork bomb, or an honest program's 100
+threads beside another's, made a third's threads fail to start, a wrong verdict. There, only a
+cgroup limits the tasks.
 
 Without bubblewrap the first run says so once, on stderr (`warn_once`).
 """
@@ -20,18 +27,25 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import itertools
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 NOBODY = 65534
+# The uids `own_uid` hands out, 2**30 up to 2**31 - 1: above the accounts and the subordinate ranges user
+# namespaces map (which start at 100000, 65536 a user); a uid some account has after all (an NSS directory's
+# range) is skipped
+_OWN_UID_BASE = 2**30
+_own_count = itertools.count()
 INSTALL = "as root: apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
 # What the program sees under bubblewrap besides the interpreter (`shown`): the system's shared libraries
 # and the loader's cache, read-only; a folder here that is a symbolic link (/lib -> usr/lib) is one there too
@@ -76,6 +90,7 @@ class Launcher:
     bwrap: str | None  # the bubblewrap binary; None: no sandbox
     user: int | None = None  # run as this uid and gid (presto-tui runs as root); None: as presto-tui's user
     missing: str = ""  # why there is no sandbox, for the warning
+    own_user: bool = False  # `user` is one program's own: each program is given its own (`for_program`)
 
     @property
     def sandboxed(self) -> bool:
@@ -88,18 +103,29 @@ class Launcher:
 
     @property
     def counted_alone(self) -> bool:
-        """RLIMIT_NPROC counts the program's own tasks (its own user namespace, or nobody's)."""
-        return self.user_namespace or self.user is not None
+        """RLIMIT_NPROC counts the program's own tasks (its own user namespace, or its own uid)."""
+        return self.user_namespace or self.own_user
 
     @property
     def cgroup_hidden(self) -> bool:
         """The program can neither see nor mount the cgroup filesystem, so cannot leave its cgroup: bubblewrap
-        shows no /sys, and the program is another user (nobody, or its own user namespace, where it may
-        not make another). A program of presto-tui's own user outside it could move itself out."""
-        return self.sandboxed and self.counted_alone
+        shows no /sys, and the program is another user (its own, nobody, or its own user namespace, where it
+        may not make another). A program of presto-tui's own user outside it could move itself out."""
+        return self.sandboxed and (self.user_namespace or self.user is not None)
+
+    def for_program(self) -> Launcher:
+        """The way one program starts: with a uid of its own, where this way gives each program one."""
+        if not self.own_user:
+            return self
+        uid = own_uid()
+        return replace(self, user=uid) if uid is not None else replace(self, user=NOBODY, own_user=False)
+
+    @property
+    def who(self) -> str:
+        return "as a user of its own" if self.own_user else "as nobody" if self.user is not None else "as this user"
 
     def describe(self) -> str:
-        who = "as nobody" if self.user is not None else "as this user"
+        who = self.who
         if self.sandboxed:
             return (f"in bubblewrap ({who}): no network, its own PID namespace, only the interpreter and the "
                     "system's libraries to read")
@@ -271,14 +297,29 @@ def _child_path() -> tuple[str, ...]:
     return tuple(p for p in paths if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p))
 
 
+def own_uid() -> int | None:
+    """A uid for one program that no account has and no other program alive has: this process's pid
+    (below 2**22 on Linux) and a count of its programs (256 apart before one is used again)."""
+    for _ in range(256):
+        uid = _OWN_UID_BASE + (os.getpid() % 2**22) * 256 + next(_own_count) % 256
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    return None  # (every one of this process's is an account's: a directory maps them all)
+
+
 def candidates() -> list[Launcher]:
     bwrap = shutil.which("bwrap")
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     found: list[Launcher] = []
+    own = own_uid() if root else None
     if bwrap is not None:
+        found += [Launcher(bwrap, own, own_user=True)] if own is not None else []
         found += [Launcher(bwrap, NOBODY)] if root else []
         found.append(Launcher(bwrap))
     missing = "bubblewrap (bwrap) is not installed" if bwrap is None else "bubblewrap is not used"
+    found += [Launcher(None, own, missing, own_user=True)] if own is not None else []
     found += [Launcher(None, NOBODY, missing)] if root else []
     found.append(Launcher(None, None, missing))
     return found
@@ -331,7 +372,7 @@ def detect() -> Launcher:
         last = probe(launcher)
         if not last:
             if not launcher.sandboxed and refused:
-                return Launcher(None, launcher.user, f"bubblewrap does not work here: {refused[0]}")
+                return replace(launcher, missing=f"bubblewrap does not work here: {refused[0]}")
             return launcher
         if launcher.sandboxed:
             refused.append(last)
@@ -350,7 +391,7 @@ def warn_once(launcher: Launcher) -> None:
         how = f" ({INSTALL})" if "not installed" in launcher.missing else ""
         print(f"presto-tui: warning: the python grader runs the model's code without a sandbox: {launcher.missing}"
               f"{how}; it keeps per-process limits (time, memory, file size)"
-              f"{', as nobody' if launcher.user is not None else ''}.", file=sys.stderr)
+              f"{', ' + launcher.who if launcher.user is not None else ''}.", file=sys.stderr)
 
 
 def program_folder(parent: Path, launcher: Launcher) -> Path:

@@ -44,15 +44,17 @@ file, the trace or the project's checkout wherever they lie, not /etc, /home, /v
 that name folders it does not hold are unreadable (an editable install's finder, which names
 the checkout; a `direct_url.json`), and bubblewrap's options (what it binds, from where) are
 not on its command line, which the program reads as /proc/1/cmdline. A clean
-environment, no capabilities, as `nobody` when presto-tui runs as root. A cgroup (where
-presto-tui may make one) limits memory (what is resident) and tasks for the whole tree and
-kills what is left; else memory is limited per process, by address space (and, in a user
-namespace, the number of processes): then the program's threads share two malloc arenas and
+environment, no capabilities, as a user of its own (a uid no account has, one per program:
+`confine.own_uid`; else `nobody`) when presto-tui runs as root. A cgroup (where presto-tui may
+make one) limits memory (what is resident) and tasks for the whole tree and kills what is
+left; else memory is limited per process, by address space (and, where the program's user is
+its own, the number of processes): then the program's threads share two malloc arenas and
 start with 4 MiB stacks, so that a hundred threads fit where a few dozen reserved it all.
 
-Without bubblewrap the host is a plain process of presto-tui's user (of `nobody` if that is
-root and `nobody` may run this interpreter), with per-process limits: time, address space and
-file size, its process group killed at the end (and, as root, the cgroup above). The verdict
+Without bubblewrap the host is a plain process of presto-tui's user (of a user of its own if
+that is root and that user may run this interpreter; its processes are all killed at the end,
+and their number is limited), with per-process limits: time, address space and file size, its
+process group killed at the end (and, as root, the cgroup above). The verdict
 still cannot be forged from inside the code's process (the runner refuses the other processes
 of its user a view of it: PR_SET_DUMPABLE), but the code sees the whole filesystem as that
 user does (a task file others may read, the trace, the project, results written later) and
@@ -81,7 +83,7 @@ from functools import cache
 from pathlib import Path
 
 from presto_tui.eval import confine
-from presto_tui.eval.cgroup import TreeLimits, descendants
+from presto_tui.eval.cgroup import TreeLimits, descendants, processes_of
 
 # Run by both children with `python -I -c`: read what the parent sends on stdin (one line), then run the role.
 BOOTSTRAP = """\
@@ -148,7 +150,8 @@ def _run_once(code: str, tests: str, limits: CodeLimits, launcher: confine.Launc
 class _Run:
     def __init__(self, code: str, tests: str, limits: CodeLimits, launcher: confine.Launcher, folder: Path,
                  builtins_too: bool):
-        self.code, self.tests, self.limits, self.launcher, self.folder = code, tests, limits, launcher, folder
+        self.code, self.tests, self.limits, self.folder = code, tests, limits, folder
+        self.launcher = launcher.for_program()  # (a uid of its own, where this way gives one: RLIMIT_NPROC)
         self.builtins_too = builtins_too  # the program's own objects named like builtins replace them
         self.stand_ins: list[str] = []  # the builtins the program's own objects are named like (the runner's word)
         self.deadline = time.monotonic() + limits.timeout_s
@@ -212,7 +215,7 @@ class _Run:
         return CodeResult(passed, "" if passed else detail)
 
     def _start(self, role: str, ends: list[socket.socket]) -> subprocess.Popen:
-        """The program host (as the launcher says: in bubblewrap, as nobody) or the test runner (plainly)."""
+        """The program host (as the launcher says: in bubblewrap, as its own user) or the test runner (plainly)."""
         fds = [end.fileno() for end in ends]
         inner = [confine.interpreter(), "-I", "-c", BOOTSTRAP, role, *map(str, fds)]
         if role == "runner":
@@ -243,12 +246,15 @@ class _Run:
         return f"{where} did not start ({lines[-1][:160] if lines else 'no message'})"
 
     def _end(self) -> None:
-        """Kill both children and all they left (the namespace, the cgroup, the process group)."""
+        """Kill both children and all they left (the namespace, the cgroup, the process group, every process
+        of the program's own uid)."""
         for proc in (self.program, self.runner):
             if proc is not None:
                 _kill_group(proc)
         if self.tree is not None:
             self.tree.close()
+        if self.launcher.own_user and self.program is not None:
+            _kill_user(self.launcher.user)
         for proc in (self.program, self.runner):
             if proc is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -310,6 +316,19 @@ def _parse_verdict(data: bytes) -> tuple[bool, str, list[str]] | None:
     names = verdict.get("stand_ins")
     stand_ins = [n for n in names if type(n) is str] if type(names) is list else []
     return verdict["passed"], verdict["detail"], stand_ins
+
+
+def _kill_user(uid: int) -> None:
+    """SIGKILL every process of `uid`, a program's own (those that left its process group too), pass after
+    pass until none is left: one forked between a pass's reading and its killing is found by the next."""
+    for _ in range(20):
+        found = processes_of(uid)
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.005)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
