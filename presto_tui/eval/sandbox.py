@@ -253,7 +253,7 @@ class _Run:
                 _kill_group(proc)
         if self.tree is not None:
             self.tree.close()
-        if self.launcher.own_user and self.program is not None:
+        if self.launcher.own_user and self.launcher.user is not None and self.program is not None:
             _kill_user(self.launcher.user)
         for proc in (self.program, self.runner):
             if proc is not None:
