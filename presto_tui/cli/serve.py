@@ -230,7 +230,7 @@ def serve(
                   "port can sample", file=out)
         uv = uvicorn_server(app)
         # what exists as the server starts (modules, the engine: about 80,000 objects) lives as long as it: a
-        # full collection (Python's own, or the one a large request's end runs: hub.give_back_memory) need not
+        # full collection (Python's own, or the one a large request's end runs: host.give_back_memory) need not
         # walk it each time (0.1 s of the interpreter's lock on a loaded 2-core machine)
         gc.freeze()
         try:

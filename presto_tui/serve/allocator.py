@@ -6,7 +6,7 @@ objects over hundreds of arenas; the few that outlive it (an event kept for a la
 entry of a cache) keep each of those arenas resident.  Measured with `sys._debugmallocstats()` on the
 synthetic engine: after one such request the server held 114 arenas for 35 MB of live small objects
 (33 arenas for 33 MB before it).  glibc's allocator places the same objects in pages of 4 KiB, and
-`malloc_trim` hands every wholly free page back (`hub.give_back_memory`, after a full collection):
+`malloc_trim` hands every wholly free page back (`host.give_back_memory`, after a full collection):
 for that request, from 87 MiB, 147 MiB after it with glibc's, 189 with pymalloc's.
 
 So `presto-tui serve` runs its Python with `PYTHONMALLOC=malloc` (and `MALLOC_ARENA_MAX=2`: two glibc

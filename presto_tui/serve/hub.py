@@ -42,14 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import ctypes
-import gc
 import itertools
 import math
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -65,7 +61,7 @@ from presto_tui.api.events import (
     cut_at_stop,
 )
 from presto_tui.errors import InputError
-from presto_tui.serve.host import Admitted, Chain, Refused, Withdrawn
+from presto_tui.serve.host import TRIM_AFTER_BYTES, Admitted, Chain, Refused, Withdrawn
 from presto_tui.serve.protocol import Ask, Choice
 from presto_tui.serve.tenants import ANYONE, Tenant
 from presto_tui.serve.wire import DROPPED, Wired, vocab_object, wired
@@ -74,38 +70,6 @@ LISTENER_BYTES = 4 << 20  # what one event stream may hold unsent before it is d
 KEEP_BYTES = 64 << 20  # recorded events of finished requests kept for late listeners, at most
 USED_IDS = 1 << 16  # client request ids remembered, to refuse one used again
 SEND_AT_ONCE = 1 << 16  # an event stream sends what it holds in pieces of about this size
-
-
-TRIM_AFTER_BYTES = 32 << 20  # a request that may have held this much gives the freed memory back as it ends
-
-
-def _malloc_trim() -> Callable[[int], object] | None:
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim  # glibc's
-    except (OSError, AttributeError):
-        return None
-
-
-_TRIM = _malloc_trim()
-
-
-def give_back_memory() -> None:
-    """Hand the memory a large request freed back to the system, off the event loop.  A chain's state holds
-    reference cycles (its driver, block and walker point at each other), so most of what a request held is
-    freed only by a full collection, which Python runs when it will (after a 6-replica tempering request
-    at 4,096 tokens the server held 218 MiB; 147 after a collection); and glibc keeps freed blocks in its
-    heap for reuse (`malloc_trim` gives their pages back).  The collection holds the interpreter's lock for
-    as long as freeing the request's objects takes (0.1-0.5 s on a loaded 2-core machine for that request):
-    the pause Python's own collection would have taken later, at a time of its choosing."""
-    if _TRIM is not None:
-        with contextlib.suppress(RuntimeError):
-            asyncio.get_running_loop().run_in_executor(None, _collect_and_trim)
-
-
-def _collect_and_trim() -> None:
-    gc.collect()
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 class Busy(Exception):
@@ -133,11 +97,26 @@ class Line:
 class ChainRun:
     index: int  # the choice's index in the answer
     key: str
-    summary: SessionSummary = field(default_factory=SessionSummary)
+    # its numbers as they come (the events it folds stay with it: its draws, its critical path's log);
+    # as it ends, what its answer reports is kept (`presto`) and the summary let go (`close`)
+    summary: SessionSummary | None = field(default_factory=SessionSummary)
+    presto: dict = field(default_factory=dict)
+    transitions: int = 0
     prompt_tokens: int | None = None
     session_id: str | None = None
     end: object | None = None  # SessionEnd, SessionError, Refused or Withdrawn
     since: float = field(default_factory=time.monotonic)
+
+    def close(self, end: object) -> None:
+        """The chain has ended: the numbers its answer reports stay, its summary goes.  A finished request is
+        kept a while (for late listeners and the cancel route); with the summaries of its chains it kept
+        every event they folded, 36 MiB after 6 tempering replicas ran 15 s at 4,096 tokens, freed only as
+        the request was forgotten, after the memory it freed had been given back."""
+        self.end = end
+        if self.summary is not None:
+            self.presto = {"session_id": self.session_id, **self.summary.to_dict()}
+            self.transitions = self.summary.transitions
+            self.summary = None
 
     @property
     def status(self) -> str:
@@ -173,7 +152,7 @@ class RequestRun:
 
     @property
     def transitions(self) -> int:
-        return sum(c.summary.transitions for c in self.chains)
+        return sum(c.transitions if c.summary is None else c.summary.transitions for c in self.chains)
 
     def failure(self) -> tuple[str, str] | None:
         """(kind, message) of the first chain that failed or was refused."""
@@ -190,7 +169,7 @@ class RequestRun:
 
     def choice(self, c: ChainRun, eos_id: int | None) -> Choice:
         end = c.end
-        presto = {"session_id": c.session_id, **c.summary.to_dict()}
+        presto = c.presto if c.summary is None else {"session_id": c.session_id, **c.summary.to_dict()}
         if not isinstance(end, SessionEnd):
             return Choice(c.index, "", "error" if c.status in ("error", "refused") else "cancelled", 0, presto)
         tokens = cut_at_eos(end.tokens, eos_id)
@@ -416,7 +395,7 @@ class Hub:
             self._chains[c.key] = (run, c)
             prompt = ask.prompts[c.index // n]
             self.host.add(Chain(c.key, prompt, ask.params, c.index % n, n, f"{rid}/{c.index // n}" if n > 1 else "",
-                                tenant.name, slots))
+                                tenant.name, slots, large=memory >= TRIM_AFTER_BYTES))
         if self._listeners:  # (a listener to every request of its tenant hears these from the start)
             self._watch()
         return run
@@ -495,7 +474,8 @@ class Hub:
                 continue
             line = self._line(run, c, ev, transient, wire)
             if not transient:
-                c.summary.update(ev)
+                if c.summary is not None:
+                    c.summary.update(ev)
                 run.lines.append(line)
                 run.kept_bytes += len(line.data)
             for listener in (*run.listeners, *listeners):
@@ -533,7 +513,7 @@ class Hub:
     def _ended(self, run: RequestRun, c: ChainRun, end: object) -> None:
         if c.end is not None:
             return
-        c.end = end
+        c.close(end)
         self._watched.discard(c.key)  # (the host forgets it as the chain ends)
         self.in_flight -= 1
         self.tenant_chains[run.tenant.name] -= 1
@@ -543,8 +523,6 @@ class Hub:
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
         if run.finished and self.runs.get(run.book_key) is run:
-            if run.memory >= TRIM_AFTER_BYTES:
-                give_back_memory()
             self._release(run)
             self._finished.append(run.book_key)
             self.finished_bytes += run.kept_bytes
