@@ -11,8 +11,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import itertools
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,8 +22,8 @@ import pytest
 from sandbox_attacks import ATTACKS, CASES, FAST, RIGHT_ADD, THREADS, Attack, Case, arena, run_in_subprocess
 
 from presto_tui.eval import confine
-from presto_tui.eval.cgroup import TreeLimits
-from presto_tui.eval.sandbox import CodeLimits, run_tests
+from presto_tui.eval.cgroup import TreeLimits, descendants, processes_of
+from presto_tui.eval.sandbox import CodeLimits, _kill_user, run_tests
 
 
 @functools.cache
@@ -82,9 +84,9 @@ def test_names_arrays_and_threads_are_graded_as_pytest_would(case: Case, monkeyp
 
 
 def _hosts_holding(threads: int) -> list[int]:
-    """Program hosts (started `... -c BOOTSTRAP program FD`) with at least `threads` threads, from /proc."""
+    """This process's program hosts (started `... -c BOOTSTRAP program FD`) with at least `threads` threads."""
     found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
+    for entry in map(str, descendants(os.getpid())):
         with contextlib.suppress(OSError, ValueError, IndexError):
             if b"\0program\0" not in Path(f"/proc/{entry}/cmdline").read_bytes():
                 continue
@@ -94,6 +96,7 @@ def _hosts_holding(threads: int) -> list[int]:
     return found
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of the program's own is root's to give")
 def test_a_programs_tasks_are_its_own_while_another_holds_a_hundred_threads(monkeypatch):
     """RLIMIT_NPROC counts a uid's tasks machine-wide: graded as one user (`nobody` under root), a program
     holding 100 threads left the next too few of the 128 to start its own (CI failed so, two workers)."""
@@ -112,6 +115,66 @@ def test_a_programs_tasks_are_its_own_while_another_holds_a_hundred_threads(monk
         first = holder.result()
     assert (second.passed, second.detail) == (True, "")
     assert (first.passed, first.detail) == (True, "")
+
+
+def test_each_program_gets_a_uid_no_account_has_and_no_process_runs_as(monkeypatch):
+    taken = confine._OWN_UID_BASE + ((confine._own_block + os.getpid()) % confine._OWN_BLOCKS) * 256
+    accounts = {taken + 1}
+    monkeypatch.setattr(confine, "_own_count", itertools.count())
+    monkeypatch.setattr(confine.pwd, "getpwuid", lambda uid: "an account" if uid in accounts else {}[uid])
+    monkeypatch.setattr(confine, "processes_of", lambda uid: [1] if uid == taken + 2 else [])
+    got = [confine.own_uid() for _ in range(254)]
+    assert got[:2] == [taken, taken + 3] and len(set(got)) == 254  # (the account's and the busy one skipped)
+    assert all(confine._OWN_UID_BASE <= u < confine._OWN_UID_END for u in got)
+    monkeypatch.setattr(confine.pwd, "getpwuid", lambda uid: "an account")
+    assert confine.own_uid() is None  # (every one an account's: the program runs as nobody)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of the program's own is root's to give")
+def test_a_uid_this_namespace_does_not_map_falls_back_to_nobody_with_no_shared_count(monkeypatch):
+    """Containers that map 65,536 uids refuse a uid of 0x70000000 (EINVAL): the probe says so in a line and
+    the grader runs the program as nobody, whose count it does not limit (every task of nobody shares it)."""
+    chown = os.chown
+
+    def unmapped(path, uid, gid):
+        if uid >= confine._OWN_UID_BASE:
+            raise OSError(22, "Invalid argument")
+        chown(path, uid, gid)
+
+    monkeypatch.setattr(confine.os, "chown", unmapped)
+    own = next(c for c in confine.candidates() if c.own_user)
+    assert confine.probe(own).startswith("it does not start (OSError")
+    found = confine.detect.__wrapped__()
+    assert found.user == confine.NOBODY and not found.own_user and not found.counted_alone
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of the program's own is root's to give")
+def test_every_process_of_a_programs_uid_is_killed_a_zombie_leaders_threads_too():
+    """What left the program's process group dies with its uid: a setsid'd shell's children, and a process
+    whose main thread ended while another runs (a zombie leader, which /proc lists as Z)."""
+    uid = confine.own_uid()
+    shells = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], user=uid, group=uid, extra_groups=[],
+                              start_new_session=True, cwd="/")
+    ghost = None
+    plain = confine.Launcher(None, uid, own_user=True)
+    if not confine.probe(plain):  # (this interpreter may be run by that uid)
+        ghost = subprocess.Popen([confine.interpreter(), "-c", "import ctypes, threading, time\n"
+                                  "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                                  "ctypes.CDLL(None).pthread_exit(None)\n"],
+                                 user=uid, group=uid, extra_groups=[], start_new_session=True, cwd="/")
+
+    def state(pid: int) -> str:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+
+    deadline = time.monotonic() + 10
+    while (len(processes_of(uid)) < 3 + (ghost is not None) or (ghost is not None and state(ghost.pid) != "Z")) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if ghost is not None:
+        assert state(ghost.pid) == "Z" and ghost.pid in processes_of(uid)  # (its other thread sleeps on)
+    _kill_user(uid)
+    assert processes_of(uid) == []
+    assert shells.wait(5) == -9 and (ghost is None or ghost.wait(5) is not None)
 
 
 # -- what the tests see of the program: as in one process, except where that would leak --------

@@ -14,7 +14,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -186,18 +186,26 @@ def _sweep(parent: Path) -> None:
                         folder.rmdir()  # refused while a process is in it
 
 
+def _pids() -> Iterator[int]:
+    """The processes /proc lists (this PID namespace's)."""
+    return (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+
+
+def _stat_fields(path: str) -> list[str]:
+    """A /proc stat line's fields after the command's name (which may hold spaces and parentheses)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().rpartition(")")[2].split()
+
+
 def descendants(root: int) -> list[int]:
     """`root` and every process below it, from /proc (the processes' parent ids)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in _pids():
         try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                ppid = int(f.read().rpartition(")")[2].split()[1])
+            ppid = int(_stat_fields(f"/proc/{pid}/stat")[1])
         except (OSError, ValueError, IndexError):
             continue
-        children.setdefault(ppid, []).append(int(entry))
+        children.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -207,18 +215,29 @@ def descendants(root: int) -> list[int]:
 
 
 def processes_of(uid: int) -> list[int]:
-    """The live processes (not zombies) whose real or effective uid is `uid`, from /proc's status files
-    (which a process cannot hide, unlike its folder's owner: root's once it is not dumpable)."""
+    """The processes whose real or effective uid is `uid` and that still run a thread, from /proc's status
+    files (which a process cannot hide, unlike its folder's owner: root's once it is not dumpable).  A zombie
+    leader is one of them while another of its threads runs (its main thread ended, by `pthread_exit`)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in _pids():
         try:
-            with open(f"/proc/{entry}/status", encoding="utf-8", errors="replace") as f:
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
             real, effective = (int(u) for u in fields["Uid"].split()[:2])
         except (OSError, ValueError, KeyError):
             continue
-        if uid in (real, effective) and not fields.get("State", "").strip().startswith("Z"):
-            found.append(int(entry))
+        if uid in (real, effective) and (not fields.get("State", "").strip().startswith("Z") or _runs_a_thread(pid)):
+            found.append(pid)
     return found
+
+
+def _runs_a_thread(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        with contextlib.suppress(OSError, IndexError):
+            if _stat_fields(f"/proc/{pid}/task/{task}/stat")[0] not in ("Z", "X"):
+                return True
+    return False

@@ -31,6 +31,7 @@ import itertools
 import json
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -40,11 +41,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from presto_tui.eval.cgroup import processes_of
+
 NOBODY = 65534
-# The uids `own_uid` hands out, 2**30 up to 2**31 - 1: above the accounts and the subordinate ranges user
-# namespaces map (which start at 100000, 65536 a user); a uid some account has after all (an NSS directory's
-# range) is skipped
-_OWN_UID_BASE = 2**30
+# The uids `own_uid` hands out: 0x70000000 up to systemd's foreign range (0x7FFE0000), which systemd's
+# table of uid ranges (UIDS-GIDS) leaves unused: above the accounts, the subordinate ranges user namespaces
+# map (from 100000, 65536 a user) and the containers' ranges (up to 0x6FFFFFFF).  Each process takes a
+# block of 256 at a random place (two processes with the same pid in two PID namespaces share the kernel's
+# uids), and skips a uid some account has (an NSS directory's range) or some process still runs as.
+_OWN_UID_BASE, _OWN_UID_END = 0x70000000, 0x7FFE0000
+_OWN_BLOCKS = (_OWN_UID_END - _OWN_UID_BASE) // 256
+_own_block = secrets.randbelow(_OWN_BLOCKS)
 _own_count = itertools.count()
 INSTALL = "as root: apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
 # What the program sees under bubblewrap besides the interpreter (`shown`): the system's shared libraries
@@ -298,15 +305,16 @@ def _child_path() -> tuple[str, ...]:
 
 
 def own_uid() -> int | None:
-    """A uid for one program that no account has and no other program alive has: this process's pid
-    (below 2**22 on Linux) and a count of its programs (256 apart before one is used again)."""
+    """A uid for one program that no account has and no process runs as: 256 a process, in turn."""
+    block = (_own_block + os.getpid()) % _OWN_BLOCKS
     for _ in range(256):
-        uid = _OWN_UID_BASE + (os.getpid() % 2**22) * 256 + next(_own_count) % 256
+        uid = _OWN_UID_BASE + block * 256 + next(_own_count) % 256
         try:
             pwd.getpwuid(uid)
         except KeyError:
-            return uid
-    return None  # (every one of this process's is an account's: a directory maps them all)
+            if not processes_of(uid):
+                return uid
+    return None  # (every one is an account's, or left running: the program runs as nobody)
 
 
 def candidates() -> list[Launcher]:
@@ -329,12 +337,12 @@ def probe(launcher: Launcher, timeout_s: float = 20.0) -> str:
     """'' if `launcher` works and confines as it says, else why not (one line)."""
     ours, theirs = socket.socketpair()
     with ours, theirs, tempfile.TemporaryDirectory(prefix="presto-tui-probe-") as folder:
-        if launcher.user is not None:
-            os.chown(folder, launcher.user, launcher.user)
         user = "-" if launcher.drop_to is None else str(launcher.drop_to)
         inner = [interpreter(), "-I", "-c", _PROBE, str(theirs.fileno()), user,
                  "sandboxed" if launcher.sandboxed else "-"]
         try:
+            if launcher.user is not None:  # (EINVAL for a uid this user namespace does not map)
+                os.chown(folder, launcher.user, launcher.user)
             with launcher.started(inner, 2**20) as (command, fds):
                 done = subprocess.run(command, cwd=folder, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, pass_fds=[theirs.fileno(), *fds], timeout=timeout_s,
@@ -374,7 +382,7 @@ def detect() -> Launcher:
             if not launcher.sandboxed and refused:
                 return replace(launcher, missing=f"bubblewrap does not work here: {refused[0]}")
             return launcher
-        if launcher.sandboxed:
+        if launcher.sandboxed and not launcher.own_user:  # (why bubblewrap fails, not why a uid of its own does)
             refused.append(last)
     raise RuntimeError(f"the python grader cannot start a Python process here ({last})")
 

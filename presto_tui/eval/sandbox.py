@@ -58,10 +58,10 @@ process group killed at the end (and, as root, the cgroup above). The verdict
 still cannot be forged from inside the code's process (the runner refuses the other processes
 of its user a view of it: PR_SET_DUMPABLE), but the code sees the whole filesystem as that
 user does (a task file others may read, the trace, the project, results written later) and
-can write what that user may write, reach the network, leave its process group, and, as the
-kernel allows between processes of one user, read presto-tui's environment and read or
-change its memory through /proc or ptrace: code written for that could forge its grade or
-read the tests. Grade untrusted code with bubblewrap.
+can write what that user may write, reach the network, and, run as presto-tui's own user (not
+root), leave its process group and, as the kernel allows between processes of one user, read
+presto-tui's environment and read or change its memory through /proc or ptrace: code written
+for that could forge its grade or read the tests. Grade untrusted code with bubblewrap.
 
 The runner is the tests' own process: the tests are the task file's, trusted as the task file
 is; it runs outside the sandbox with the same time and memory limits.
@@ -73,6 +73,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -102,7 +103,7 @@ class CodeLimits:
     # the program's whole tree (resident) where a cgroup holds it, else address space per process
     memory_mib: int = 1024
     file_mib: int = 16  # the largest file the code may write (its tmpfs under bubblewrap: 4 times this)
-    tasks: int = 128  # processes and threads of the program's tree (cgroup, or a sandbox's user namespace)
+    tasks: int = 128  # processes and threads of the program's tree (cgroup, its own uid, or its user namespace)
 
 
 @dataclass(frozen=True)
@@ -319,8 +320,17 @@ def _parse_verdict(data: bytes) -> tuple[bool, str, list[str]] | None:
 
 
 def _kill_user(uid: int) -> None:
-    """SIGKILL every process of `uid`, a program's own (those that left its process group too), pass after
-    pass until none is left: one forked between a pass's reading and its killing is found by the next."""
+    """SIGKILL every process of `uid`, a program's own (those that left its process group too).  Where any is
+    left, `kill -KILL -1` run as that uid does it at once in the kernel, which a process forking meanwhile
+    cannot outrun (the kernel refuses a fork to a process a fatal signal is pending for); then, or where there
+    is no `kill`, pass after pass from /proc until none is left."""
+    if not processes_of(uid):
+        return
+    kill = shutil.which("kill", path=confine.ENV["PATH"])
+    if kill is not None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([kill, "-KILL", "-1"], user=uid, group=uid, extra_groups=[], env=confine.ENV,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
     for _ in range(20):
         found = processes_of(uid)
         if not found:

@@ -172,6 +172,7 @@ class ServerTrace:
 
 class EngineHost:
     stopped_line = "the engine thread has stopped; restart presto-tui serve"
+    gives_back_memory = True  # (a large request's end: `give_back_memory`, in this thread)
 
     def __init__(self, engine: Engine, *, max_chains: int, deliver: Deliver, trace: TraceWriter | None = None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None,

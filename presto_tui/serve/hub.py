@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import math
 import secrets
@@ -61,7 +62,7 @@ from presto_tui.api.events import (
     cut_at_stop,
 )
 from presto_tui.errors import InputError
-from presto_tui.serve.host import TRIM_AFTER_BYTES, Admitted, Chain, Refused, Withdrawn
+from presto_tui.serve.host import TRIM_AFTER_BYTES, Admitted, Chain, Refused, Withdrawn, give_back_memory
 from presto_tui.serve.protocol import Ask, Choice
 from presto_tui.serve.tenants import ANYONE, Tenant
 from presto_tui.serve.wire import DROPPED, Wired, vocab_object, wired
@@ -523,6 +524,10 @@ class Hub:
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
         if run.finished and self.runs.get(run.book_key) is run:
+            if run.memory >= TRIM_AFTER_BYTES and not self.host.gives_back_memory:
+                # the engine runs in other processes (serve --workers): what this one freed goes back here
+                with contextlib.suppress(RuntimeError):
+                    asyncio.get_running_loop().run_in_executor(None, give_back_memory)
             self._release(run)
             self._finished.append(run.book_key)
             self.finished_bytes += run.kept_bytes

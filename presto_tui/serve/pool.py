@@ -146,6 +146,7 @@ class PoolEngine:
 
 class Pool:
     stopped_line = "every engine worker has died; restart presto-tui serve"
+    gives_back_memory = False  # (each worker's EngineHost does in its process; the hub does in the server's)
 
     def __init__(self, workers: int, backend: str, engine_options, *, max_chains: int, address: str | None = None,
                  classifier: CertaintyClassifier | None = None, warn: Callable[[str], None] | None = None):
