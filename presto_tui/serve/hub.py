@@ -99,14 +99,24 @@ class ChainRun:
     index: int  # the choice's index in the answer
     key: str
     # its numbers as they come (the events it folds stay with it: its draws, its critical path's log);
-    # as it ends, what its answer reports is kept (`presto`) and the summary let go (`close`)
+    # as it ends, what its answer reports is kept (`presto`, `transitions`) and the summary let go (`close`)
     summary: SessionSummary | None = field(default_factory=SessionSummary)
-    presto: dict = field(default_factory=dict)
-    transitions: int = 0
+    _kept: tuple[dict, int] = field(default_factory=lambda: ({}, 0))
     prompt_tokens: int | None = None
     session_id: str | None = None
     end: object | None = None  # SessionEnd, SessionError, Refused or Withdrawn
     since: float = field(default_factory=time.monotonic)
+
+    @property
+    def presto(self) -> dict:
+        """Its numbers as its answer reports them (`presto-tui run --json`'s, with its session's id)."""
+        if self.summary is None:
+            return self._kept[0]
+        return {"session_id": self.session_id, **self.summary.to_dict()}
+
+    @property
+    def transitions(self) -> int:
+        return self._kept[1] if self.summary is None else self.summary.transitions
 
     def close(self, end: object) -> None:
         """The chain has ended: the numbers its answer reports stay, its summary goes.  A finished request is
@@ -115,8 +125,7 @@ class ChainRun:
         the request was forgotten, after the memory it freed had been given back."""
         self.end = end
         if self.summary is not None:
-            self.presto = {"session_id": self.session_id, **self.summary.to_dict()}
-            self.transitions = self.summary.transitions
+            self._kept = (self.presto, self.transitions)
             self.summary = None
 
     @property
@@ -153,7 +162,7 @@ class RequestRun:
 
     @property
     def transitions(self) -> int:
-        return sum(c.transitions if c.summary is None else c.summary.transitions for c in self.chains)
+        return sum(c.transitions for c in self.chains)
 
     def failure(self) -> tuple[str, str] | None:
         """(kind, message) of the first chain that failed or was refused."""
@@ -170,7 +179,7 @@ class RequestRun:
 
     def choice(self, c: ChainRun, eos_id: int | None) -> Choice:
         end = c.end
-        presto = c.presto if c.summary is None else {"session_id": c.session_id, **c.summary.to_dict()}
+        presto = c.presto
         if not isinstance(end, SessionEnd):
             return Choice(c.index, "", "error" if c.status in ("error", "refused") else "cancelled", 0, presto)
         tokens = cut_at_eos(end.tokens, eos_id)

@@ -343,10 +343,13 @@ class PtLadder(MethodEvent):
     frozen: bool
     clock: float
 
-    def rejection_words(self) -> str:
-        """The round's rates labelled by pair, top-down as the pairs' rows: '4-3 0.41, 3-2 0.52, 2-1 -'."""
-        return ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
-                         for i, r in reversed(list(enumerate(self.rejection))))
+    def words(self, top_down: bool = False) -> str:
+        """The new exponents and the round's rates labelled by pair, top-down as the pairs' rows: '1, 2.1, 3.2, 4
+        (rejection 4-3 0.41, 3-2 0.52, 2-1 -; Lambda 1.55)'; `top_down`: the exponents too (the app's rows)."""
+        rates = ", ".join(f"{i + 2}-{i + 1} " + ("-" if r is None else f"{r:.2f}")
+                          for i, r in reversed(list(enumerate(self.rejection))))
+        exps = reversed(self.exponents) if top_down else self.exponents
+        return f"{', '.join(f'{a:.3g}' for a in exps)} (rejection {rates}; Lambda {self.barrier:.2f})"
 
 
 def _encode_ladder(ev: PtLadder) -> dict:
@@ -579,12 +582,7 @@ class PptInfo(OneShotInfo):
     def ladder_rows(self) -> list[tuple[str, str]]:
         """An adaptive ladder's moves: 'ladder moved after barrier 2' '1, 2.1, 3.2, 4 (rejection 4-3 0.41, 3-2
         0.52, 2-1 0.62; Lambda 1.55)': the new exponents, the round's rates labelled top-down as the pairs' rows."""
-        out = []
-        for u in self.ladders:
-            out.append((f"ladder {'frozen' if u.frozen else 'moved'} after barrier {u.step}",
-                        f"{', '.join(f'{a:.3g}' for a in u.exponents)} (rejection {u.rejection_words()}; "
-                        f"Lambda {u.barrier:.2f})"))
-        return out
+        return [(f"ladder {'frozen' if u.frozen else 'moved'} after barrier {u.step}", u.words()) for u in self.ladders]
 
     def drawn(self) -> str:
         """'R=4 A 4-3 .62 3-2 .41 2-1 .05, 3 trips': replicas, each pair's mean swap probability (top-down, as the

@@ -103,12 +103,8 @@ class PptRun(MethodRun):
     def ladder_lines(self) -> list[str]:
         """An adaptive ladder's moves, as recorded: 'ladder after barrier 4 (frozen): 4, 2.6, 1.7, 1 (rejection
         4-3 0.41, 3-2 0.52, 2-1 0.62; Lambda 1.55)', the alpha replica's exponent first as the rows go."""
-        out = []
-        for u in self.ladders:
-            out.append(f"ladder after barrier {u.step}{' (frozen)' if u.frozen else ''}: "
-                       f"{', '.join(f'{a:.3g}' for a in reversed(u.exponents))} (rejection {u.rejection_words()}; "
-                       f"Lambda {u.barrier:.2f})")
-        return out
+        return [f"ladder after barrier {u.step}{' (frozen)' if u.frozen else ''}: {u.words(top_down=True)}"
+                for u in self.ladders]
 
     def answer_title(self) -> str:
         if self.choice is None:
