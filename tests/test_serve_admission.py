@@ -247,24 +247,49 @@ def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):
     most of what a chain held is in reference cycles, freed only by a full collection, which Python ran
     when it would: a 6-replica tempering request left the server at 218 MiB (from 87), 147 after one. So
     the request's end collects, then hands the pages back: in the engine thread, once the engine loop has
-    let the chain go (from the event loop, the trim raced that and left 35 MiB of freed pages resident)."""
+    let the chain go (from the event loop, the trim raced that and left 35 MiB of freed pages resident), again
+    when the HTTP side has let the request go (asked of the engine thread), and a second later."""
     import presto_tui.serve.host as host
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
 
     trims: list[int] = []
     threads: set[str] = set()
     collect = host.gc.collect
     monkeypatch.setattr(host, "_TRIM", lambda pad: trims.append(pad) or threads.add(threading.current_thread().name))
     monkeypatch.setattr(host.gc, "collect", lambda *a: trims.append(-1) or collect(*a))
+    # before them, what the engine keeps and the interpreter's attribute cache go (in the engine thread)
+    drop, clear = SyntheticEngine.drop_caches, host.sys._clear_type_cache
+    monkeypatch.setattr(SyntheticEngine, "drop_caches",
+                        lambda self: trims.append(-3) or threads.add(threading.current_thread().name) or drop(self))
+    monkeypatch.setattr(host.sys, "_clear_type_cache",
+                        lambda: trims.append(-2) or threads.add(threading.current_thread().name) or clear())
     with served() as (url, _, _):
         small = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 4, "steps": 2},
                            timeout=60)
         after_small = list(trims)
         large = httpx.post(url + "/v1/completions", json={"prompt": "a b " * 50_000, "sampler": "bestofn",
                                                           "samples": 16, "max_tokens": 4}, timeout=60)
-        wait_for(lambda: trims.count(0) == 2, "the memory handed back, and again a second later")
+        wait_for(lambda: trims.count(0) == 3, "the memory handed back, once the HTTP side let the request go, "
+                                              "and again a second later")
     assert small.status_code == large.status_code == 200
-    assert after_small == [] and trims == [-1, 0, -1, 0]  # (collected, then trimmed; twice)
+    assert after_small == [] and trims == [-3, -2, -1, 0] * 3  # (let go, collected, then trimmed; three times)
     assert threads == {"presto-engine"}
+
+
+def test_the_synthetic_engine_lets_its_memo_go_and_answers_alike_after():
+    """Its memo is what the engine keeps only to be faster: dropped (as the server hands memory back), it is
+    empty, and the same request gives the same tokens and numbers from the recomputed logits."""
+    from presto_tui.runtime.core.types import Request
+    from presto_tui.runtime.engines.synthetic import SyntheticEngine
+
+    engine = SyntheticEngine()
+    request = Request(prefix=(3, 4), n_new=12, seed=7, tau=0.5)
+    before = engine.generate([request])[0]
+    memo = engine.lm._log_probs.cache_info().currsize + engine.lm._logits.cache_info().currsize
+    engine.drop_caches()
+    assert memo > 0
+    assert engine.lm._log_probs.cache_info().currsize == engine.lm._logits.cache_info().currsize == 0
+    assert engine.generate([request])[0] == before
 
 
 def test_with_the_engine_in_other_processes_the_server_gives_back_what_it_freed_itself(monkeypatch):

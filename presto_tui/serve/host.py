@@ -51,17 +51,29 @@ def _malloc_trim() -> Callable[[int], object] | None:
 _TRIM = _malloc_trim()
 
 
-def give_back_memory() -> None:
+def give_back_memory(engine: Engine | None = None) -> None:
     """Hand the memory a large request freed back to the system.  A chain's state holds reference cycles
     (its driver, block and walker point at each other), so most of what a request held is freed only by a
     full collection, which Python runs when it will; and glibc keeps freed blocks for reuse (`malloc_trim`
     gives their pages back, in every arena).  The engine thread calls this as the last large chain running
-    leaves the engine loop (which drops a chain's state as the chain ends), and again GIVE_BACK_AGAIN_S
-    later, for what the event loop let go of meanwhile (the events the request's summaries held: 9 MiB more
-    came back then after item 2c of benchmarks/bench_admission.py).  The collection holds the
+    leaves the engine loop (which drops a chain's state as the chain ends), again when the HTTP side has let
+    the request go (`EngineHost.give_back`: 9 MiB more after item 6 of benchmarks/bench_admission.py), and
+    GIVE_BACK_AGAIN_S later, for what the event loop let go of meanwhile (the events the request's summaries
+    held: 9 MiB more came back then after item 2c).  The collection holds the
     interpreter's lock for as long as freeing the request's objects takes (0.1-0.5 s on a loaded 2-core
     machine for a 6-replica tempering request at 4,096 tokens): the pause Python's own collection would
-    have taken later, at a time of its choosing."""
+    have taken later, at a time of its choosing.
+
+    A page goes back only when nothing on it is live, and a few small objects that outlive the request,
+    spread over the pages it used, keep most of them (the server runs on glibc's allocator: `allocator`).
+    Two kinds did, found by walking the engine thread's heap after item 2c: the engine's memo (`engine`,
+    from the engine thread only: `Engine.drop_caches`) and the interpreter's attribute cache.  That cache
+    keeps the name of each of its 4,096 latest lookups, and NumPy's C code makes a new name string at
+    every `cumsum` and `any` ("accumulate", "any"): 2,300 of them kept 1,660 pages (6.5 MiB) resident.
+    `sys._clear_type_cache` lets them go; it refills as lookups come."""
+    if engine is not None:
+        engine.drop_caches()
+    sys._clear_type_cache()
     gc.collect()
     if _TRIM is not None:
         _TRIM(0)
@@ -221,6 +233,10 @@ class EngineHost:
         """Build the chain's transient events (someone listens to it), or stop building them."""
         self._inbox.put(("watch", (key, on)))
 
+    def give_back(self) -> None:
+        """The HTTP side has let a large request go: hand back what it freed since (`give_back_memory`)."""
+        self._inbox.put(("give_back", None))
+
     def stop(self, timeout: float | None = None) -> None:
         """Cancel every chain (their sessions end `cancelled` in the trace), close the trace."""
         if self._thread.is_alive():
@@ -261,6 +277,8 @@ class EngineHost:
                     elif kind == "watch":
                         key, on = arg
                         (self._watched.add if on else self._watched.discard)(key)
+                    elif kind == "give_back":
+                        self._give_back.insert(0, time.monotonic())
                 self._fill(out)
                 if self.loop.active:
                     try:
@@ -275,7 +293,7 @@ class EngineHost:
                 if self._give_back and self._give_back[0] <= time.monotonic():
                     self._give_back.pop(0)  # (the loop has let the chain go; its events are published)
                     del out
-                    give_back_memory()
+                    give_back_memory(self.engine)
         except BaseException as e:  # a bug in this thread: the server says so on /health
             self.failed = e
             self._warn(f"presto-tui: internal error: engine thread stopped: {visible(describe(e)[1])}")

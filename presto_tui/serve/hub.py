@@ -293,7 +293,7 @@ class Hub:
                  listener_bytes: int = LISTENER_BYTES, workers: int = 1, max_tenant_tokens: int | None = None,
                  max_listeners: int | None = None, tenants: int = 1, max_tenant_live: int | None = None,
                  max_tenant_memory: int | None = None):
-        self.host = host  # an EngineHost, or the pool of Ray workers (pool.py): add, cancel, pieces
+        self.host = host  # an EngineHost (add, cancel, pieces, give_back) or the pool of Ray workers (pool.py)
         # max_chains on each worker's engine at once (one engine: one worker), max_queue more waiting
         self.max_chains, self.max_queue, self.workers = max_chains * workers, max_queue, workers
         self.runs: dict[tuple[str, str], RequestRun] = {}  # live and recently finished, by (tenant, id)
@@ -533,7 +533,9 @@ class Hub:
         if c.status == "done":
             self._durations.append(time.monotonic() - c.since)
         if run.finished and self.runs.get(run.book_key) is run:
-            if run.memory >= TRIM_AFTER_BYTES and not self.host.gives_back_memory:
+            if run.memory >= TRIM_AFTER_BYTES and self.host.gives_back_memory:
+                self.host.give_back()  # (its engine thread: what this side let go of meanwhile goes back too)
+            elif run.memory >= TRIM_AFTER_BYTES:
                 # the engine runs in other processes (serve --workers): what this one freed goes back here
                 with contextlib.suppress(RuntimeError):
                     asyncio.get_running_loop().run_in_executor(None, give_back_memory)

@@ -70,6 +70,12 @@ class Engine(Protocol):
         """Cumulative prefix-token queries and hits ({} if the engine keeps none)."""
         ...
 
+    def drop_caches(self) -> None:
+        """Let go of what the engine keeps only to be faster next time (the synthetic model's memo of
+        computed logits), so that its memory can go back to the system: the server calls it, in the
+        thread that owns the engine, as a large request has ended.  Nothing to do for most engines."""
+        ...
+
     def kv_peak(self) -> float | None:
         """The largest fraction of the KV-cache pool in use after any engine step since the last call
         (paper D.2's peak KV-pool use); each call starts a new window.  None: the engine has no

@@ -40,3 +40,6 @@ class LoopEngine:
 
     def kv_peak(self) -> float | None:
         return None  # no KV pool (vLLM reads its own)
+
+    def drop_caches(self) -> None:
+        return None  # nothing kept beyond what live requests hold (vLLM's KV pool is its own, preallocated)
