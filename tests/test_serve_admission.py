@@ -334,6 +334,51 @@ def test_with_the_engine_in_other_processes_the_server_gives_back_what_it_freed_
     assert len(given) == 1 and given[0] != threading.main_thread().name  # (the large one, off the event loop)
 
 
+def test_the_hub_asks_for_memory_back_as_a_large_request_finishes_and_as_its_kept_events_are_forgotten():
+    """The events a finished request keeps for late listeners go when later requests push it out of the
+    hub's keep (item 6 of benchmarks/bench_admission.py: 10 MiB, as 16 of the other tenant's requests
+    finished after it, when every pass had run); that is a large request's memory let go too."""
+    import asyncio
+
+    import presto_tui.serve.hub as hub
+    from presto_tui.serve.protocol import parse
+
+    class Host:  # what the hub asks of an EngineHost that hands memory back in its engine thread
+        gives_back_memory = True
+        pieces: dict[int, str] = {}
+
+        def __init__(self):
+            self.asked: list[str] = []
+
+        def add(self, chain):
+            pass
+
+        def cancel(self, key):
+            pass
+
+        def watch(self, key, on):
+            pass
+
+        def give_back(self):
+            self.asked.append(done[-1])
+
+    done: list[str] = []
+
+    async def requests():
+        h = hub.Hub(Host(), max_chains=4, max_queue=4, keep=1)
+        ask = parse({"prompt": "the cat"}, "completion", {})
+        for name, memory in (("small", 0), ("large", hub.TRIM_AFTER_BYTES), ("second small", 0),
+                             ("third small", 0)):
+            done.append(name)
+            run = h.reserve(ask, memory=memory)
+            h.cancel(run)
+            h.take([(c.key, hub.Withdrawn(), None) for c in run.chains])
+        return h.host.asked
+
+    # the large one as it finished; then as the second small one's end pushed it out of the keep
+    assert asyncio.run(requests()) == ["large", "second small"]
+
+
 def test_a_finished_request_keeps_what_its_answer_said_and_lets_its_chains_summaries_go():
     """A finished request stays a while (late listeners, the cancel route), and with its chains' summaries
     it kept every event they had folded: 36 MiB for 6 tempering replicas run 15 s at 4,096 tokens, freed

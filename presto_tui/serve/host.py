@@ -57,12 +57,12 @@ def give_back_memory(engine: Engine | None = None) -> None:
     full collection, which Python runs when it will; and glibc keeps freed blocks for reuse (`malloc_trim`
     gives their pages back, in every arena).  The engine thread calls this as the last large chain running
     leaves the engine loop (which drops a chain's state as the chain ends), again when the HTTP side has let
-    the request go (`EngineHost.give_back`: 9 MiB more after item 6 of benchmarks/bench_admission.py), and
-    GIVE_BACK_AGAIN_S later, for what the event loop let go of meanwhile (the events the request's summaries
-    held: 9 MiB more came back then after item 2c).  The collection holds the
-    interpreter's lock for as long as freeing the request's objects takes (0.1-0.5 s on a loaded 2-core
-    machine for a 6-replica tempering request at 4,096 tokens): the pause Python's own collection would
-    have taken later, at a time of its choosing.
+    the request's objects go (`EngineHost.give_back`, from `Hub._hand_back`: as the request finished, 9 MiB
+    more after item 6 of benchmarks/bench_admission.py, and as it is forgotten with the events it kept), and
+    GIVE_BACK_AGAIN_S after the end, for what the event loop let go of meanwhile (9 MiB more after item 2c).
+    The collection holds the interpreter's lock for as long as freeing the request's objects takes (0.1-0.5 s
+    on a loaded 2-core machine for a 6-replica tempering request at 4,096 tokens): the pause Python's own
+    collection would have taken later, at a time of its choosing.
 
     A page goes back only when nothing on it is live, and a few small objects that outlive the request,
     spread over the pages it used, keep most of them (the server runs on glibc's allocator: `allocator`).
@@ -234,7 +234,7 @@ class EngineHost:
         self._inbox.put(("watch", (key, on)))
 
     def give_back(self) -> None:
-        """The HTTP side has let a large request go: hand back what it freed since (`give_back_memory`)."""
+        """The HTTP side has let a large request's objects go: hand back what it freed (`give_back_memory`)."""
         self._inbox.put(("give_back", None))
 
     def stop(self, timeout: float | None = None) -> None:
@@ -277,8 +277,8 @@ class EngineHost:
                     elif kind == "watch":
                         key, on = arg
                         (self._watched.add if on else self._watched.discard)(key)
-                    elif kind == "give_back":
-                        self._give_back.insert(0, time.monotonic())
+                    elif kind == "give_back" and not (self._give_back and self._give_back[0] <= time.monotonic()):
+                        self._give_back.insert(0, time.monotonic())  # (one pass for the asks one loop sees)
                 self._fill(out)
                 if self.loop.active:
                     try:
