@@ -83,6 +83,33 @@ def test_tempering_and_resample_move_at_their_largest_are_refused_before_they_gr
               max_chains=8)
 
 
+def test_a_population_too_large_is_refused_without_building_its_members(monkeypatch):
+    """Refusing 4,096 particles built every particle's parameters four times over (in the checks of the
+    request's fields and in its costing: 0.7 s and 7.6 MiB each), and left the server 8 MiB larger after
+    the 400 (item 5b of benchmarks/bench_admission.py).  The count and the members' methods come without
+    them; where members are built, they agree with what the count and methods said."""
+    from presto_tui.runtime.methods.ppt import ParallelPowerTempering
+    from presto_tui.runtime.methods.resample_move import ResampleMove
+
+    for small in ({"sampler": "resample-move", "particles": 3}, {"sampler": "ppt", "pt_replicas": 5},
+                  {"sampler": "ppt", "pt_ladder": "1,2.5,4", "pt_family": "multitry"}):
+        p = params_from(small)
+        members = p.method.members(p)
+        assert p.method.member_count(p) == len(members)
+        assert p.method.member_samplers(p) == {m.sampler for m in members}
+
+    def built(*a):
+        raise AssertionError("the members were built")
+
+    for cls in (ResampleMove, ParallelPowerTempering):
+        monkeypatch.setattr(cls, "members", built)
+    with pytest.raises(InputError, match="runs 4096 chains on the engine at once"):
+        admit({"prompt": "a b", "sampler": "resample-move", "particles": 4096, "block_size": 1024, "max_tokens": 1024},
+              max_chains=8)
+    with pytest.raises(InputError, match="runs 63 chains on the engine at once"):
+        admit({"prompt": "a b", "sampler": "ppt", "pt_replicas": 63}, max_chains=8)
+
+
 # -- 3: a tempering ladder -----------------------------------------------------------------------------
 
 def test_a_ladder_holds_at_most_as_many_exponents_as_replicas_may_be():

@@ -690,8 +690,7 @@ def within_caps(ask, config: ServeConfig) -> Spend:
         if value > cap:
             raise InputError(f"{name} {value} is over this server's limit of {cap} (presto-tui serve {flag})")
     method = p.method
-    members = method.members(p) if method.population else None
-    slots = len(members) if members is not None else 1
+    slots = method.member_count(p) if method.population else 1
     most = config.max_chains - (tenant_reserve(config.max_chains) if config.tenant_count() > 1 else 0)
     if slots > most:  # each member is an MH chain on the engine, as a chain of --max-chains is
         raise FieldError(f"this request runs {slots} chains on the engine at once ({sampler_of(p)}'s members), over "
@@ -708,7 +707,7 @@ def within_caps(ask, config: ServeConfig) -> Spend:
             raise InputError(f"this request may cost up to {value} {what} ({chains} of its sampler's parameters), "
                              f"over this server's limit of {cap} (presto-tui serve {flag}); ask for fewer steps, "
                              "tokens, chains or a smaller sampler")
-    each = max(1, sum(m.method.width(m) for m in members) if members is not None else method.width(p))
+    each = max(1, method.width(p))  # (a population's: its members')
     live = each * ask.chains
     sampler, field = sampler_of(p), _axis_field(p)
     if live > config.max_live_requests:

@@ -187,7 +187,7 @@ def methods_read(params: SamplerParams) -> set[str]:
     method = params.method
     ours = {method.name}
     if method.population:
-        ours |= {m.sampler for m in method.members(params)}
+        ours |= method.member_samplers(params)
     return ours
 
 

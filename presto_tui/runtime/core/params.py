@@ -225,7 +225,7 @@ def check_given(params: SamplerParams, given: frozenset[str], naming: Naming = f
     method = params.method
     readers = {params.sampler}
     if method.population:
-        readers |= {m.sampler for m in method.members(params)}
+        readers |= method.member_samplers(params)
     for p in sampler_table():
         if p.name in given and p.samplers is not None and not p.samplers & readers:
             raise ParamError.about(p.name, "{" + p.name + "} applies to {sampler} {0}, not {1}: drop it, or choose "

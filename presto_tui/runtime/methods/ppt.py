@@ -752,6 +752,12 @@ class ParallelPowerTempering(PopulationMethod):
     def members(self, params: SamplerParams) -> list[SamplerParams]:
         return [member_params(params, r) for r in range(len(ladder(params)))]
 
+    def member_count(self, params: SamplerParams) -> int:
+        return len(ladder(params))
+
+    def member_samplers(self, params: SamplerParams) -> set[str]:
+        return {member_params(params, 0).sampler}  # (every replica runs the family's chain)
+
     def info(self) -> MethodInfo:
         return PptInfo()
 

@@ -231,6 +231,12 @@ class ResampleMove(PopulationMethod):
     def members(self, params: SamplerParams) -> list[SamplerParams]:
         return [member_params(params, i) for i in range(params.particles)]
 
+    def member_count(self, params: SamplerParams) -> int:
+        return params.particles
+
+    def member_samplers(self, params: SamplerParams) -> set[str]:
+        return {member_params(params, 0).sampler}  # (every particle's chain is PowerMH's)
+
     def family(self, params: SamplerParams) -> Any:
         return POWERMH.family(member_params(params, 0))
 
