@@ -84,9 +84,9 @@ def test_tempering_and_resample_move_at_their_largest_are_refused_before_they_gr
 
 
 def test_a_population_too_large_is_refused_without_building_its_members(monkeypatch):
-    """Refusing 4,096 particles built every particle's parameters four times over (in the checks of the
-    request's fields and in its costing: 0.7 s and 7.6 MiB each), and left the server 8 MiB larger after
-    the 400 (item 5b of benchmarks/bench_admission.py).  The count and the members' methods come without
+    """Refusing 4,096 particles built every particle's parameters before their count was checked (in the
+    check of the request's fields and again in its costing: 0.7 s and 7.6 MiB a time), and left the server
+    8 MiB larger after the 400 (item 5b of benchmarks/bench_admission.py).  The count and the members' methods come without
     them; where members are built, they agree with what the count and methods said."""
     from presto_tui.runtime.methods.ppt import ParallelPowerTempering
     from presto_tui.runtime.methods.resample_move import ResampleMove
