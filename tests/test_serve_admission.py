@@ -86,8 +86,8 @@ def test_tempering_and_resample_move_at_their_largest_are_refused_before_they_gr
 def test_a_population_too_large_is_refused_without_building_its_members(monkeypatch):
     """Refusing 4,096 particles built every particle's parameters before their count was checked (in the
     check of the request's fields and again in its costing: 0.7 s and 7.6 MiB a time), and left the server
-    8 MiB larger after the 400 (item 5b of benchmarks/bench_admission.py).  The count and the members' methods come without
-    them; where members are built, they agree with what the count and methods said."""
+    8 MiB larger after the 400 (item 5b of benchmarks/bench_admission.py).  The count and the members'
+    methods come without them; where members are built, they agree with what the count and methods said."""
     from presto_tui.runtime.methods.ppt import ParallelPowerTempering
     from presto_tui.runtime.methods.resample_move import ResampleMove
 
@@ -285,10 +285,11 @@ def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):
     monkeypatch.setattr(host, "_TRIM", lambda pad: trims.append(pad) or threads.add(threading.current_thread().name))
     monkeypatch.setattr(host.gc, "collect", lambda *a: trims.append(-1) or collect(*a))
     # before them, what the engine keeps and the interpreter's attribute cache go (in the engine thread)
-    drop, clear = SyntheticEngine.drop_caches, host.sys._clear_type_cache
+    drop, clear = SyntheticEngine.drop_caches, host._CLEAR_CACHES
+    assert clear is not None
     monkeypatch.setattr(SyntheticEngine, "drop_caches",
                         lambda self: trims.append(-3) or threads.add(threading.current_thread().name) or drop(self))
-    monkeypatch.setattr(host.sys, "_clear_type_cache",
+    monkeypatch.setattr(host, "_CLEAR_CACHES",
                         lambda: trims.append(-2) or threads.add(threading.current_thread().name) or clear())
     with served() as (url, _, _):
         small = httpx.post(url + "/v1/completions", json={"prompt": "the cat", "max_tokens": 4, "steps": 2},

@@ -49,6 +49,10 @@ def _malloc_trim() -> Callable[[int], object] | None:
 
 
 _TRIM = _malloc_trim()
+# the interpreter's internal caches, its attribute cache among them (`give_back_memory`): 3.13 named the
+# call anew and deprecated the old name
+_CLEAR_CACHES: Callable[[], object] | None = (getattr(sys, "_clear_internal_caches", None)
+                                              or getattr(sys, "_clear_type_cache", None))
 
 
 def give_back_memory(engine: Engine | None = None) -> None:
@@ -70,10 +74,11 @@ def give_back_memory(engine: Engine | None = None) -> None:
     from the engine thread only: `Engine.drop_caches`) and the interpreter's attribute cache.  That cache
     keeps the name of each of its 4,096 latest lookups, and NumPy's C code makes a new name string at
     every `cumsum` and `any` ("accumulate", "any"): 2,300 of them kept 1,660 pages (6.5 MiB) resident.
-    `sys._clear_type_cache` lets them go; it refills as lookups come."""
+    Clearing it (`_CLEAR_CACHES`) lets them go; it refills as lookups come."""
     if engine is not None:
         engine.drop_caches()
-    sys._clear_type_cache()
+    if _CLEAR_CACHES is not None:
+        _CLEAR_CACHES()
     gc.collect()
     if _TRIM is not None:
         _TRIM(0)
