@@ -297,10 +297,12 @@ def test_a_large_request_hands_its_freed_memory_back_as_it_ends(monkeypatch):
         after_small = list(trims)
         large = httpx.post(url + "/v1/completions", json={"prompt": "a b " * 50_000, "sampler": "bestofn",
                                                           "samples": 16, "max_tokens": 4}, timeout=60)
-        wait_for(lambda: trims.count(0) == 3, "the memory handed back, once the HTTP side let the request go, "
-                                              "and again a second later")
+        wait_for(lambda: trims.count(0) >= 2, "the memory handed back, and again a second later")
+        time.sleep(host.GIVE_BACK_AGAIN_S + 0.5)  # (the HTTP side's ask makes a pass of its own unless it came
+        passes = trims.count(0)                    # as late as the second: the hub's own test asks it alone)
     assert small.status_code == large.status_code == 200
-    assert after_small == [] and trims == [-3, -2, -1, 0] * 3  # (let go, collected, then trimmed; three times)
+    assert after_small == [] and passes in (2, 3)
+    assert trims == [-3, -2, -1, 0] * passes  # (let go, collected, then trimmed, each time)
     assert threads == {"presto-engine"}
 
 

@@ -461,8 +461,6 @@ class Hub:
     def _forget(self, key: tuple[str, str]) -> None:
         run = self.runs.pop(key, None)
         if run is not None:
-            if run.large and run.finished:
-                self._hand_back()
             for c in run.chains:
                 self._chains.pop(c.key, None)
             if run.finished:
@@ -474,6 +472,8 @@ class Hub:
                     self.listeners_dropped += 1
             run.listeners.clear()
             run.lines = []
+            if run.large and run.finished:
+                self._hand_back()  # (once its lines are let go)
 
     # -- from the engine thread --------------------------------------------------------------
     def take(self, batch: list[tuple[str, object, Wired | None]]) -> None:

@@ -73,7 +73,8 @@ class Engine(Protocol):
     def drop_caches(self) -> None:
         """Let go of what the engine keeps only to be faster next time (the synthetic model's memo of
         computed logits), so that its memory can go back to the system: the server calls it, in the
-        thread that owns the engine, as a large request has ended.  Nothing to do for most engines."""
+        thread that owns the engine, as a large request has ended and as it lets the request go.  Nothing
+        to do for most engines (`LoopEngine`'s does nothing; the server skips an engine without it)."""
         ...
 
     def kv_peak(self) -> float | None:
