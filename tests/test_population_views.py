@@ -141,6 +141,37 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
         assert grid.columns == 4 and text_of(app, "#stats").startswith("done")  # three barriers and the end
 
 
+async def test_a_replicas_chain_opened_in_chat_takes_its_new_records_as_the_run_goes_on():
+    """Opened mid-run (H: the alpha replica), a member's chain grew only when opened again."""
+    from presto_tui.views.screens.members import MemberScreen
+
+    engine = GatedEngine(counted=True)
+    session = ChatSession(engine_factory=lambda model: engine)
+    app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
+                                          pt_replicas=3), backend="synthetic", model=None)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        scr = app.screen
+        scr.query_one("#prompt").focus()
+        await pilot.press(*"the cat", "enter")
+        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        try:
+            engine.let_through(3)  # to the first barrier
+            await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
+            scr.action_history()
+            await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen)
+                             and bool(app.screen.query("#member-records")))
+            member = app.screen
+            records = member.query_one("#member-records")
+            await wait_until(pilot, lambda: records.row_count == 1)
+            assert "1 record" in text_of(app, "#member-info")
+        finally:
+            engine.let_through(1000)
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+        await wait_until(pilot, lambda: records.row_count == 4)  # three barriers and the end
+        assert records.cursor_row == 3 and "at the end" in text_of(app, "#member-inspector")  # (it followed)
+        assert "4 records" in text_of(app, "#member-info") and app.screen is member
+
+
 async def test_replay_of_an_adaptive_ladder_shows_how_it_moved_and_where_it_froze(tmp_path):
     """--pt-ladder auto: the grid keeps one column per barrier (its ladder's moves are not barriers), each
     cell's inspector names the exponent the replica had then, and the stats panel lists every move, the

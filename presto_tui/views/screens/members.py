@@ -26,6 +26,7 @@ from presto_tui.views.widgets.footer import FittedFooter
 from presto_tui.views.widgets.plots import SeriesPlot
 from presto_tui.words import count
 
+POLL_S = 0.25  # a live chat's member chain takes its new records at most four times a second
 NO_ROUNDS_RECORDED = ("t: the per-token view needs a round's node, and a population's trace records its members at "
                       "their barriers, not their rounds")
 
@@ -55,7 +56,7 @@ class _PopulationScreen(Screen[tuple[int, int] | None]):
 
 class MemberScreen(_PopulationScreen):
     """One member's chain (see the module docstring); Escape goes back to the grid, on the record
-    selected here."""
+    selected here.  In a live chat it takes the session's new records as they come (`_poll`)."""
 
     BINDINGS = [
         Binding("escape,H", "close", "back to the grid"),
@@ -68,6 +69,7 @@ class MemberScreen(_PopulationScreen):
         super().__init__(state, session)
         self.chain = ms.member_chain(self.run, member, self.view.events)
         self.column = column
+        self._seen = len(self.view.events)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -82,6 +84,20 @@ class MemberScreen(_PopulationScreen):
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        self._fill()
+        self.set_interval(POLL_S, self._poll)
+
+    def _poll(self) -> None:
+        """In a live chat the session goes on: its new records appear (the cursor follows the last record where
+        it was on it, and stays on its record otherwise)."""
+        if len(self.view.events) == self._seen:
+            return
+        self._seen = len(self.view.events)
+        c = self.chain
+        following = not c.rows or self.column == c.rows[-1].column
+        self.chain = ms.member_chain(self.run, c.member, self.view.events)
+        if following:
+            self.column = None
         self._fill()
 
     def _fill(self) -> None:
