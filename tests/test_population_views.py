@@ -141,14 +141,18 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
         assert grid.columns == 4 and text_of(app, "#stats").startswith("done")  # three barriers and the end
 
 
-async def test_a_replicas_chain_opened_in_chat_takes_its_new_records_as_the_run_goes_on():
-    """Opened mid-run (H: the alpha replica), a member's chain grew only when opened again."""
-    from presto_tui.views.screens.members import MemberScreen
+async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_records_as_the_run_goes_on():
+    """Opened mid-run, `m` (every member's trace) and a member's chain grew only when opened again."""
+    from presto_tui.views.screens.members import MemberScreen, MembersScreen
 
     engine = GatedEngine(counted=True)
     session = ChatSession(engine_factory=lambda model: engine)
     app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
                                           pt_replicas=3), backend="synthetic", model=None)
+
+    def cells(table) -> list[str]:
+        return [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         scr = app.screen
         scr.query_one("#prompt").focus()
@@ -157,13 +161,27 @@ async def test_a_replicas_chain_opened_in_chat_takes_its_new_records_as_the_run_
         try:
             engine.let_through(3)  # to the first barrier
             await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
-            scr.action_history()
+            scr.action_chains()  # m
+            await wait_until(pilot, lambda: isinstance(app.screen, MembersScreen)
+                             and bool(app.screen.query("#members-table")))
+            members = app.screen
+            table = members.query_one("#members-table")
+            await wait_until(pilot, lambda: table.row_count == 3)
+            at_barrier_1 = cells(table)
+            run = scr.state.current.method_run
+            while len(run.steps) < 2:  # a call at a time, to the second barrier
+                await wait_until(pilot, lambda: engine.waiting or len(run.steps) >= 2)
+                if len(run.steps) < 2:
+                    engine.let_through(1)
+                    await wait_until(pilot, lambda: not engine.waiting or len(run.steps) >= 2)
+            await wait_until(pilot, lambda: cells(table) != at_barrier_1)
+            await pilot.press("enter")  # the first row's chain
             await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen)
                              and bool(app.screen.query("#member-records")))
             member = app.screen
             records = member.query_one("#member-records")
-            await wait_until(pilot, lambda: records.row_count == 1)
-            assert "1 record" in text_of(app, "#member-info")
+            await wait_until(pilot, lambda: records.row_count == 2)
+            assert "2 records" in text_of(app, "#member-info")
         finally:
             engine.let_through(1000)
         await wait_until(pilot, lambda: scr.state.current.status == "done")

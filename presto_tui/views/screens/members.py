@@ -43,7 +43,8 @@ def _session_line(state: AppState, session: int) -> Text:
 
 
 class _PopulationScreen(Screen[tuple[int, int] | None]):
-    """A screen over one population session's members: the session's view and its method's run."""
+    """A screen over one population session's members: the session's view and its method's run, which a
+    live chat goes on folding into while the screen is open (`grown` redraws it)."""
 
     def __init__(self, state: AppState, session: int) -> None:
         super().__init__()
@@ -52,6 +53,18 @@ class _PopulationScreen(Screen[tuple[int, int] | None]):
         run = self.view.method_run
         assert run is not None and ms.is_population(run)
         self.run = run
+        self._seen = len(self.view.events)
+
+    def _watch_growth(self) -> None:
+        self.set_interval(POLL_S, self._poll)
+
+    def _poll(self) -> None:
+        if len(self.view.events) != self._seen:
+            self._seen = len(self.view.events)
+            self.grown()
+
+    def grown(self) -> None:
+        """The session has new events (a live chat): draw what they added."""
 
 
 class MemberScreen(_PopulationScreen):
@@ -69,7 +82,6 @@ class MemberScreen(_PopulationScreen):
         super().__init__(state, session)
         self.chain = ms.member_chain(self.run, member, self.view.events)
         self.column = column
-        self._seen = len(self.view.events)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -85,14 +97,11 @@ class MemberScreen(_PopulationScreen):
 
     def on_mount(self) -> None:
         self._fill()
-        self.set_interval(POLL_S, self._poll)
+        self._watch_growth()
 
-    def _poll(self) -> None:
-        """In a live chat the session goes on: its new records appear (the cursor follows the last record where
-        it was on it, and stays on its record otherwise)."""
-        if len(self.view.events) == self._seen:
-            return
-        self._seen = len(self.view.events)
+    def grown(self) -> None:
+        """Its new records appear: the cursor follows the last record where it was on it, and stays on its
+        record otherwise."""
         c = self.chain
         following = not c.rows or self.column == c.rows[-1].column
         self.chain = ms.member_chain(self.run, c.member, self.view.events)
@@ -208,6 +217,13 @@ class MembersScreen(_PopulationScreen):
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        self._fill()
+        self._watch_growth()
+
+    def grown(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
         run = self.run
         info = _session_line(self.state, self.session)
         what = "replica" if isinstance(run, PptRun) else "particle"
@@ -215,10 +231,14 @@ class MembersScreen(_PopulationScreen):
         self.query_one("#members-info", Static).update(info)
         columns, rows = ms.member_table(run)
         table = self.query_one("#members-table", DataTable)
+        at = table.cursor_row
+        table.clear(columns=True)
         for name in columns:
             table.add_column(name, key=name)
         for row, cells in enumerate(rows):
             table.add_row(Text(cells[0]), *(Text(x, justify="right") for x in cells[1:]), key=str(row))
+        if rows:
+            table.move_cursor(row=min(at, len(rows) - 1))
         table.focus()
         self.query_one("#members-plot", SeriesPlot).show(self._draw)
 
