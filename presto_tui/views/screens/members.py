@@ -26,7 +26,7 @@ from presto_tui.views.widgets.footer import FittedFooter
 from presto_tui.views.widgets.plots import SeriesPlot
 from presto_tui.words import count
 
-POLL_S = 0.25  # a live chat's member chain takes its new records at most four times a second
+POLL_S = 0.25  # a live chat's population screens take its new records at most four times a second
 NO_ROUNDS_RECORDED = ("t: the per-token view needs a round's node, and a population's trace records its members at "
                       "their barriers, not their rounds")
 
@@ -69,7 +69,7 @@ class _PopulationScreen(Screen[tuple[int, int] | None]):
 
 class MemberScreen(_PopulationScreen):
     """One member's chain (see the module docstring); Escape goes back to the grid, on the record
-    selected here.  In a live chat it takes the session's new records as they come (`_poll`)."""
+    selected here.  In a live chat it takes the session's new records as they come (`grown`)."""
 
     BINDINGS = [
         Binding("escape,H", "close", "back to the grid"),
