@@ -187,6 +187,8 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
         await wait_until(pilot, lambda: scr.state.current.status == "done")
         await wait_until(pilot, lambda: records.row_count == 4)  # three barriers and the end
         assert records.cursor_row == 3 and "at the end" in text_of(app, "#member-inspector")  # (it followed)
+        member.grown()  # a poll redraws the chain: the inspector shows the followed record at once, not "no record
+        assert "at the end" in text_of(app, "#member-inspector")  # yet" until the cursor's message comes (it did)
         assert "4 records" in text_of(app, "#member-info") and app.screen is member
 
 

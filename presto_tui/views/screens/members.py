@@ -128,6 +128,8 @@ class MemberScreen(_PopulationScreen):
         at = next((i for i, r in enumerate(c.rows) if r.column == self.column), len(c.rows) - 1)
         if c.rows:
             table.move_cursor(row=max(0, at))
+            self.column = c.rows[max(0, at)].column  # (now: the highlight's message comes later; till then the
+            # inspector below said "no record yet" of a chain that grew while its cursor followed the last)
         table.focus()
         self.query_one("#member-plot", SeriesPlot).show(self._draw_records)
         draws = self.query_one("#member-draws", SeriesPlot)
