@@ -389,31 +389,58 @@ def test_one_replica_is_titled_by_its_one_exponent_and_a_given_ladder_is_not_tol
 AUTO = dict(sampler="ppt", pt_ladder="auto", pt_replicas=4, pt_swap_every=1, max_new_tokens=8, steps=24)
 
 
-def test_the_schedule_update_spaces_the_exponents_at_equal_communication_barrier():
-    """Syed et al.'s update: Lambda piecewise linear through the pairs' cumulative rejection rates, the new
-    exponents at k Lambda / (R - 1) of its inverse, the ends kept; equal rates leave a ladder where it is;
-    several rounds' curves are averaged by their weights."""
+def test_the_schedule_update_spaces_the_exponents_at_equal_length():
+    """Syed et al.'s update on the pairs' lengths: a curve piecewise linear through the pairs' cumulative
+    lengths l_i = 2 erfcinv(1 - r_i), the new exponents at k L / (R - 1) of its inverse, the ends kept; equal
+    rates leave a ladder where it is; several rounds' curves are averaged by their weights; Lambda is the
+    rejection rates' sum."""
+    from presto_tui.runtime.methods.population_numbers import swap_length
     from presto_tui.runtime.methods.ppt import adapted as with_prior
 
-    def adapted(rounds):  # (Syed et al.'s update itself; the geometric prior below)
+    def adapted(rounds):  # (the update itself; the geometric prior below)
         return with_prior(rounds, prior=0.0)
 
-    new, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 4.0)])  # Lambda 1.5: 0.5 and 1.0 of it
+    def spaced(exps, rates):  # the exponents at equal length along one round's curve
+        cum = np.concatenate([[0.0], np.cumsum([swap_length(1 - r) for r in rates])])
+        return tuple(np.interp(cum[-1] * np.arange(1, len(exps) - 1) / (len(exps) - 1), cum, exps))
+
+    new, barrier = adapted([((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 4.0)])
     assert barrier == pytest.approx(1.5)
     assert new[0] == 1.0 and new[-1] == 4.0
-    assert new[1:3] == pytest.approx((1 + 0.5 / 0.9, 2 + 0.1 / 0.3), abs=2e-3)  # (the sliver moves them a hair)
+    assert new[1:3] == pytest.approx(spaced((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3)), abs=2e-3)  # (the sliver: a hair)
+    assert 1.0 < new[1] < new[2] < 2.0  # the first gap, four times as long as the others, takes two of three parts
     same, _ = adapted([((1.0, 1.5, 2.5, 4.0), (0.4, 0.4, 0.4), 2.0)])
     assert same == pytest.approx((1.0, 1.5, 2.5, 4.0), abs=1e-3)
     none, _ = adapted([((1.0, 2.0, 3.0, 4.0), (0.0, 0.0, 0.0), 2.0)])  # nothing rejected: evenly spaced, distinct
     assert all(b > a for a, b in zip(none, none[1:]))
-    # two rounds, the second three times the first's weight: Lambda(a) is their curves' weighted mean
+    # two rounds, the second three times the first's weight: the curve is their curves' weighted mean
     rounds = [((1.0, 2.0, 3.0, 4.0), (0.9, 0.3, 0.3), 1.0), ((1.0, 1.5, 2.5, 4.0), (0.3, 0.6, 0.3), 3.0)]
     both, barrier = adapted(rounds)
     assert barrier == pytest.approx((1.5 + 3 * 1.2) / 4)
     grid = np.linspace(1.0, 4.0, 3001)
-    curve = (np.interp(grid, (1, 2, 3, 4), (0, 0.9, 1.2, 1.5))
-             + 3 * np.interp(grid, (1, 1.5, 2.5, 4), (0, 0.3, 0.9, 1.2))) / 4
+    curve = sum(w * np.interp(grid, exps, np.concatenate([[0.0], np.cumsum([swap_length(1 - r) for r in rates])]))
+                for exps, rates, w in rounds) / 4
     assert both[1:3] == pytest.approx(tuple(np.interp(curve[-1] * np.array([1, 2]) / 3, curve, grid)), abs=5e-3)
+
+
+def test_one_update_reaches_the_equal_acceptance_ladder_where_a_rejection_rate_saturates():
+    """Where log p0's standard deviation is sigma at every exponent, a pair of gap d swaps with mean A
+    erfc(d sigma / 2) (Gaussian swaps): on the geometric ladder from 1 to 4 at sigma 3 its pairs read A 0.21,
+    0.05 and 0.002, rejection rates 0.79-1.00 that Syed et al.'s update on rates barely tells apart.  On the
+    lengths one update (no prior) lands on the evenly spaced ladder, where every pair swaps alike."""
+    from presto_tui.runtime.methods.ppt import adapted
+
+    sigma, geometric = 3.0, (1.0, 4 ** (1 / 3), 4 ** (2 / 3), 4.0)
+    rates = tuple(1 - math.erfc((b - a) * sigma / 2) for a, b in zip(geometric, geometric[1:]))
+    assert rates[0] < 0.8 and rates[2] > 0.99
+    new, _ = adapted([(geometric, rates, 8.0)], prior=0.0)
+    assert new == pytest.approx((1.0, 2.0, 3.0, 4.0), abs=5e-3)
+    accept = [math.erfc((b - a) * sigma / 2) for a, b in zip(new, new[1:])]
+    assert max(accept) - min(accept) < 0.01
+    # Syed et al.'s curve (cumulative rates) from the same rates: its middle exponents stay near the geometric
+    cum = np.concatenate([[0.0], np.cumsum(rates)])
+    on_rates = np.interp(cum[-1] * np.array([1, 2]) / 3, cum, geometric)
+    assert abs(on_rates[0] - geometric[1]) < abs(on_rates[0] - 2.0)
 
 
 def test_the_update_leans_on_the_geometric_ladder_as_much_as_four_barriers_of_swaps():

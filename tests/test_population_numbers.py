@@ -18,7 +18,7 @@ import presto_tui
 from presto_tui import testing
 from presto_tui.cli import app as cli_app
 from presto_tui.runtime.core.params import SamplerParams
-from presto_tui.runtime.methods.population_numbers import LadderNumbers, SmcNumbers, log_mean_exp
+from presto_tui.runtime.methods.population_numbers import TARGET_LENGTH, LadderNumbers, SmcNumbers, log_mean_exp
 from presto_tui.runtime.methods.ppt import PtStep
 from presto_tui.runtime.methods.resample_move import RmStep
 from presto_tui.runtime.session.events import Transition
@@ -159,7 +159,11 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
         lad.update(ev)
     assert lad.mean_accept() == pytest.approx([0.3, 0.25]) and lad.accepted_share() == [0.5, 0.0]
     assert lad.barrier == pytest.approx(0.7 + 0.75)
-    assert lad.suggested_replicas == 3  # about 2 Lambda = 2.9
+    # each pair's length: the l with erfc(l / 2) = its mean A; L their sum, 1 + L / l* replicas suggested
+    assert [math.erfc(x / 2) for x in lad.lengths()] == pytest.approx([0.3, 0.25])
+    assert lad.length == pytest.approx(sum(lad.lengths()))
+    assert lad.length / TARGET_LENGTH == pytest.approx(2.11, abs=0.01)
+    assert lad.suggested_replicas == 4 and not lad.length_is_lower_bound
     assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
     assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
     d = lad.to_dict()["ladder"]
@@ -170,8 +174,9 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     # a pair never proposed: no Lambda (it would leave that pair's rejections out)
     one = LadderNumbers()
     one.update(_step(1, (0,), (0.5,), (True,), (1, 0, 2)))
-    assert one.barrier is None and one.suggested_replicas is None
+    assert one.barrier is None and one.length is None and one.suggested_replicas is None
     assert "never proposed" in dict(one.rows())["barrier Lambda (Syed et al.)"]
+    assert "never proposed" in dict(one.rows())["length L (sum of 2 erfcinv(A))"]
 
 
 def test_the_ladder_is_folded_once_and_afresh_for_every_ladder_its_records_hold():
@@ -204,23 +209,55 @@ def test_the_ladder_is_folded_once_and_afresh_for_every_ladder_its_records_hold(
     assert len(lad.index) == 4 and lad.alpha_level_share() == [0.0, 0.0, 1.0]
 
 
-def test_lambda_and_the_suggested_r_are_lower_bounds_where_a_pair_never_swaps():
+def test_lambda_is_a_lower_bound_where_a_pair_never_swaps_and_the_length_says_how_far():
     """A pair that accepts nothing has rejection rate 1 whatever its barrier: Lambda saturated at R - 1 and
-    `stats` said "about 4 replicas suit it; 4 ran" of a broken ladder.  They are shown as lower bounds."""
+    `stats` said "about 4 replicas suit it; 4 ran" of a broken ladder.  Lambda is shown as a lower bound; the
+    length, which keeps growing as a pair stops swapping, suggests the replicas and names the long gap."""
     lad = LadderNumbers()
     for s in range(1, 7):  # pair 2-1 (index 0) never swaps, pair 3-2 swaps often
         lad.update(_step(s, (s % 2,), (0.001 if s % 2 == 0 else 0.8,), (s % 2 == 1,), (0, 1, 2)))
     assert lad.saturated_pairs() == [0] and lad.barrier_is_lower_bound
-    words = dict(lad.rows())["barrier Lambda (Syed et al.)"]
-    assert words.startswith(f">= {lad.barrier:.2f}") and f"at least {lad.suggested_replicas} replicas" in words
-    assert "2-1 rarely swaps" in words and "between alpha 1 and 2" in words and "about" not in words
+    rows = dict(lad.rows())
+    words = rows["barrier Lambda (Syed et al.)"]
+    assert words.startswith(f">= {lad.barrier:.2f}") and "2-1 rarely swaps" in words
+    assert lad.lengths()[0] > 4 * lad.lengths()[1] and lad.suggested_replicas == 5  # L 4.65 + 0.36: 5.01 / 1.47
+    assert rows["length L (sum of 2 erfcinv(A))"] == (f"{lad.length:.2f}: 5 replicas give each pair a mean A near 0.3 "
+                                                       "(3 ran); the longest gap: alpha 1 to 2")
     d = lad.to_dict()["ladder"]
     assert d["barrier_is_lower_bound"] is True and d["saturated_pairs"] == ["2-1"]
+    assert d["suggested_replicas"] == 5 and d["pairs"][0]["length"] == pytest.approx(lad.lengths()[0])
     healthy = LadderNumbers()
     for s in range(1, 5):
         healthy.update(_step(s, (s % 2,), (0.4,), (True,), (0, 1, 2)))
     assert not healthy.barrier_is_lower_bound and healthy.to_dict()["ladder"]["saturated_pairs"] == []
-    assert dict(healthy.rows())["barrier Lambda (Syed et al.)"].startswith("1.20: about 3 replicas")
+    assert dict(healthy.rows())["barrier Lambda (Syed et al.)"] == "1.20"
+    assert dict(healthy.rows())["length L (sum of 2 erfcinv(A))"].startswith("2.38: 3 replicas")
+    # a pair below A_FLOOR reads as A_FLOOR: its length, L and the replicas are lower bounds
+    stuck = LadderNumbers()
+    for s in range(1, 5):
+        stuck.update(_step(s, (s % 2,), (1e-9 if s % 2 == 0 else 0.4,), (False,), (0, 1, 2)))
+    assert stuck.length_is_lower_bound and dict(stuck.rows())["length L (sum of 2 erfcinv(A))"].startswith(">= ")
+
+
+def test_the_suggested_replicas_give_each_pair_the_target_acceptance_where_swaps_are_gaussian():
+    """Where log p0 has standard deviation sigma at every exponent, a pair's swap log ratio is Gaussian with mean
+    -(d sigma)^2 and variance 2 (d sigma)^2 (d its gap), and its mean A is erfc(d sigma / 2): the lengths
+    measured on any ladder add up to (alpha - alpha_1) sigma, and the R they suggest, evenly spaced, gives each
+    pair a mean A of TARGET_A at least, where one replica fewer falls below it."""
+    from presto_tui.runtime.methods.population_numbers import TARGET_A
+
+    sigma, lo, hi = 3.0, 1.0, 4.0
+    for exps in ((1.0, 4 ** (1 / 3), 4 ** (2 / 3), 4.0), (1.0, 1.2, 2.5, 4.0), (1.0, 2.0, 4.0)):
+        lad = LadderNumbers()
+        R = len(exps)
+        for s in range(1, 2 * R):
+            pairs = tuple(i for i in range(R - 1) if i % 2 == (s - 1) % 2)
+            probs = tuple(math.erfc((exps[i + 1] - exps[i]) * sigma / 2) for i in pairs)
+            lad.update(PtStep(s, 0, s, exps, pairs, probs, (False,) * len(pairs), tuple(range(R)), (0.0,) * R,
+                              ((),) * R, (1,) * R, (0,) * R, False, 0.0))
+        assert lad.length == pytest.approx((hi - lo) * sigma)
+        n = lad.suggested_replicas
+        assert math.erfc((hi - lo) / (n - 1) * sigma / 2) >= TARGET_A > math.erfc((hi - lo) / (n - 2) * sigma / 2)
 
 
 def test_stats_and_run_print_the_ladder_top_down_with_mean_a_and_lambda(tmp_path):

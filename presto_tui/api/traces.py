@@ -64,7 +64,7 @@ NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "i
 SESSION_TYPES = {"session": "int64", "calls": "Int64", "transitions": "int64", "accepted": "int64", "rounds": "int64",
                  "chain": "int64", "chains": "int64", "ended": "bool", "population_transitions": "Int64",
                  "population_acceptance_rate": "float64", "log_z": "float64", "barrier": "float64",
-                 "suggested_replicas": "Int64", "barrier_is_lower_bound": "boolean"}
+                 "barrier_is_lower_bound": "boolean", "length": "float64", "suggested_replicas": "Int64"}
 
 SUMMARY_COLUMNS = ("status", "text", "transitions", "accepted", "acceptance_rate", "calls", "rounds", "wall_s",
                    "answer_loglik", "answer_confidence", "tokens_generated", "requests_issued", "requests_aborted",
@@ -79,7 +79,7 @@ REPLICA_TYPES = {"session": "int64", "chain": "int64", "barrier": "int64", "bloc
                  "log_target": "float64", "transitions": "int64", "accepted": "int64", "clock": "float64"}
 LADDER_TYPES = {"session": "int64", "chain": "int64", "pair": "object", "lower": "int64", "upper": "int64",
                 "alpha_lower": "float64", "alpha_upper": "float64", "proposed": "int64", "accepted": "int64",
-                "mean_accept_prob": "float64", "rejection_rate": "float64"}
+                "mean_accept_prob": "float64", "rejection_rate": "float64", "length": "float64"}
 PARTICLE_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "t": "int64", "particle": "int64",
                   "log_weight": "float64", "weight": "float64", "ess": "float64", "resampled": "bool",
                   "ancestor": "int64", "moves_proposed": "Int64", "moves_accepted": "Int64"}
@@ -192,8 +192,8 @@ class TraceData:
             d = s.to_dict()
             row.update({k: d.get(k, getattr(s, k, None)) for k in SUMMARY_COLUMNS})
             ladder = d.get("ladder") or {}
-            row.update(barrier=ladder.get("barrier"), suggested_replicas=ladder.get("suggested_replicas"),
-                       barrier_is_lower_bound=ladder.get("barrier_is_lower_bound"))
+            row.update({k: ladder.get(k) for k in ("barrier", "barrier_is_lower_bound", "length",
+                                                   "suggested_replicas")})
             row["chain"] = start.chain + 1
             row["ended"] = sess.ended
             rows.append(row)
@@ -294,8 +294,9 @@ class TraceData:
     @cached_property
     def ladder(self):
         """Tempering: one row per session and pair, top-down (the alpha pair first): swaps proposed and
-        accepted, the mean swap probability A and the rejection rate 1 - mean A (the sessions frame holds
-        their sum, the barrier Lambda, and the replicas it suggests)."""
+        accepted, the mean swap probability A, the rejection rate 1 - mean A and the length 2 erfcinv(mean A)
+        (the sessions frame holds their sums, the barrier Lambda and the length L, and the replicas L
+        suggests)."""
         pd = need("pandas")
         rows = []
         for i, (sess, s) in enumerate(zip(self._sessions, self.summaries()), start=1):
@@ -306,7 +307,8 @@ class TraceData:
                 rows.append({"session": i, "chain": sess.start.chain + 1, "pair": f"{p['pair'][0]}-{p['pair'][1]}",
                              "lower": p["pair"][1], "upper": p["pair"][0], "alpha_lower": p["exponents"][1],
                              "alpha_upper": p["exponents"][0], "proposed": p["proposed"], "accepted": p["accepted"],
-                             "mean_accept_prob": p["mean_accept_prob"], "rejection_rate": p["rejection_rate"]})
+                             "mean_accept_prob": p["mean_accept_prob"], "rejection_rate": p["rejection_rate"],
+                             "length": p["length"]})
         return pd.DataFrame(rows, columns=list(LADDER_TYPES)).astype(LADDER_TYPES)
 
     @cached_property

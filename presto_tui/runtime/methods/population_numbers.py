@@ -10,11 +10,19 @@ The ladder (levels from the lowest exponent, from 0; pairs named by their lower 
   Doucet 2022, "Non-reversible parallel tempering: a scalable highly parallel MCMC scheme", JRSS B 84(2),
   estimate each pair's rejection rate r_i by the mean of 1 - A);
 - the global communication barrier Lambda = sum of the pairs' rejection rates (their Lambda estimate on the
-  ladder run), and the number of replicas it suggests: about 2 Lambda (their analysis, as Pigeons.jl, the
-  authors' package, states it: with roughly 2 Lambda chains the round-trip rate is close to its optimum).
-  Each rejection rate is at most 1, so Lambda saturates at R - 1 on a ladder with a pair that (almost)
-  never swaps (mean A < SATURATED_A): there both are lower bounds (`barrier_is_lower_bound`,
-  `saturated_pairs`), and the estimate holds only on a ladder whose pairs all swap;
+  ladder run).  Each rejection rate is at most 1, so Lambda saturates at R - 1 on a ladder with a pair that
+  (almost) never swaps (mean A < SATURATED_A): there it is a lower bound (`barrier_is_lower_bound`,
+  `saturated_pairs`);
+- per pair its length (`swap_length`), which does not saturate: a swap's log ratio X between exact draws
+  of two levels has E[e^X] = 1, so where X is Gaussian its mean is -Var(X)/2 and the pair's mean swap
+  probability is E[min(1, e^X)] = 2 Phi(-sd(X)/2) = erfc(l/2), with l = sd(X)/sqrt(2), to first order
+  (alpha_{i+1} - alpha_i) times the standard deviation of log p0 there: the pair's thermodynamic length
+  (Predescu, Predescu and Ciobanu 2004 give the Gaussian swap rate; Syed et al.'s lambda is its
+  small-gap limit).  l = 2 erfcinv(mean A) reads it back from the measured mean A; unlike 1 - A it
+  keeps growing as a pair stops swapping, and it adds up along the ladder (the total length L does not
+  depend on where the exponents sit), so L / l* more pairs give each a mean A of TARGET_A
+  (`suggested_replicas`: 1 + L / l*, l* = 2 erfcinv(TARGET_A)).  The adaptive ladder's update spaces
+  the exponents at equal length (`ppt.adapted`);
 - the index process: after each record, which level each state (named by the level it started at)
   is at, and the round trips (a state that went from the hottest level to the coldest and back).
 
@@ -45,13 +53,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Any
 
-SUGGEST_PER_BARRIER = 2.0  # replicas per unit of Lambda (Syed et al. 2022; Pigeons.jl's "roughly 2 Lambda")
 # A pair whose mean swap probability is below this barely communicates: its rejection rate (at most 1) no
 # longer measures its local barrier (Syed et al.'s r_i ~ lambda_i holds for small gaps only; a pair that
-# never swaps can hide any barrier), so Lambda and the R it suggests are lower bounds there.
+# never swaps can hide any barrier), so Lambda is a lower bound there.
 SATURATED_A = 0.05
+# The mean swap probability a suggested ladder aims each pair at: the geometric middle of the classical
+# working range [0.15, 0.6] (the paper's Qwen3 ladders read 0.18-0.37).
+TARGET_A = 0.3
+A_FLOOR = 1e-6  # a mean A below this reads as this (a length of 6.9): a pair that never swaps bounds L below
+
+
+def swap_length(mean_a: float) -> float:
+    """A pair's length l from its mean swap probability: the l with erfc(l / 2) = mean A (see the module
+    docstring; 0 for a pair that always swaps, 1.47 at A = 0.3, 6.9 at A_FLOOR and below)."""
+    a = min(1.0, max(A_FLOOR, mean_a))
+    return max(0.0, -math.sqrt(2.0) * NormalDist().inv_cdf(a / 2.0))
+
+
+TARGET_LENGTH = swap_length(TARGET_A)
 
 
 def log_mean_exp(xs: Sequence[float]) -> float:
@@ -152,21 +174,37 @@ class LadderNumbers:
             return None
         return math.fsum(1.0 - m for m in means if m is not None)
 
+    def lengths(self) -> list[float | None]:
+        """Per pair (from the lowest): its length l = 2 erfcinv(mean A) (`swap_length`; None: never proposed)."""
+        return [None if m is None else swap_length(m) for m in self.mean_accept()]
+
+    @property
+    def length(self) -> float | None:
+        """L: the pairs' lengths summed (the ladder's thermodynamic length); None until every pair proposed."""
+        ls = self.lengths()
+        if not ls or any(x is None for x in ls):
+            return None
+        return math.fsum(x for x in ls if x is not None)
+
     @property
     def suggested_replicas(self) -> int | None:
-        """About 2 Lambda replicas (at least 2), Syed et al.'s rule of thumb; None without Lambda.  A lower
-        bound where a pair saturates (`barrier_is_lower_bound`)."""
-        lam = self.barrier
-        return None if lam is None else max(2, math.ceil(SUGGEST_PER_BARRIER * lam))
+        """The replicas that put each pair at a mean A of about TARGET_A: 1 + L / l* (at least 2); None without
+        L.  A lower bound only where a pair's mean A is below A_FLOOR (`length_is_lower_bound`)."""
+        L = self.length
+        return None if L is None else max(2, 1 + math.ceil(L / TARGET_LENGTH - 1e-9))
+
+    @property
+    def length_is_lower_bound(self) -> bool:
+        return any(m is not None and m < A_FLOOR for m in self.mean_accept())
 
     def saturated_pairs(self) -> list[int]:
-        """The pairs (from the lowest) whose mean swap probability is below SATURATED_A: their barrier is not
-        measured (a rejection rate near its bound 1)."""
+        """The pairs (from the lowest) whose mean swap probability is below SATURATED_A: their rejection rate
+        is near its bound 1, and Lambda does not measure their barrier (their length still does)."""
         return [i for i, m in enumerate(self.mean_accept()) if m is not None and m < SATURATED_A]
 
     @property
     def barrier_is_lower_bound(self) -> bool:
-        """Whether Lambda (and the R it suggests) only bounds the barrier from below: a pair barely swaps."""
+        """Whether Lambda only bounds the barrier from below: a pair barely swaps."""
         return bool(self.saturated_pairs())
 
     def alpha_level_share(self) -> list[float]:
@@ -187,12 +225,14 @@ class LadderNumbers:
         e = self.exponents
         pairs = [{"pair": [i + 2, i + 1], "label": self.label(i), "exponents": [e[i + 1], e[i]], "proposed": n,
                   "accepted": a, "accepted_share": s, "mean_accept_prob": m,
-                  "rejection_rate": None if m is None else 1.0 - m}
-                 for i, (n, a, s, m) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
-                                                       self.mean_accept()))]
-        return {"ladder": {"pairs": pairs, "barrier": self.barrier, "suggested_replicas": self.suggested_replicas,
+                  "rejection_rate": None if m is None else 1.0 - m, "length": ln}
+                 for i, (n, a, s, m, ln) in enumerate(zip(self.proposed, self.accepted, self.accepted_share(),
+                                                           self.mean_accept(), self.lengths()))]
+        return {"ladder": {"pairs": pairs, "barrier": self.barrier,
                            "barrier_is_lower_bound": self.barrier_is_lower_bound,
                            "saturated_pairs": [f"{i + 2}-{i + 1}" for i in self.saturated_pairs()],
+                           "length": self.length, "suggested_replicas": self.suggested_replicas,
+                           "length_is_lower_bound": self.length_is_lower_bound,
                            "alpha_share_by_state": self.alpha_level_share(),
                            "earlier_ladders": self.earlier_ladders, "earlier_barriers": self.earlier_barriers}}
 
@@ -210,25 +250,36 @@ class LadderNumbers:
             out.append(("alpha replica held by (share of barriers)", "  ".join(
                 f"state s{j + 1} {share[j]:.2f}" for j in reversed(range(len(share))))))
         out.append(("barrier Lambda (Syed et al.)", self._barrier_words()))
+        out.append(("length L (sum of 2 erfcinv(A))", self._length_words()))
         out.append(("round trips", str(self.round_trips)))
         if self.earlier_ladders:  # an adaptive ladder's warm-up: its ladders are not pooled with this one
             out.append(("earlier ladders (left out)", f"{self.earlier_ladders}, {self.earlier_barriers} barriers"))
         return out
 
     def _barrier_words(self) -> str:
-        lam, R = self.barrier, len(self.exponents)
+        lam = self.barrier
         if lam is None:
             return "- (a pair never proposed)"
         stuck = self.saturated_pairs()
         if not stuck:
-            return f"{lam:.2f}: about {self.suggested_replicas} replicas suit it (2 Lambda; {R} ran)"
-        e = self.exponents
+            return f"{lam:.2f}"
         where = ", ".join(f"{i + 2}-{i + 1}" for i in reversed(stuck))
-        between = "; ".join(f"alpha {e[i]:.3g} and {e[i + 1]:.3g}" for i in reversed(stuck))
-        return (f">= {lam:.2f}: at least {self.suggested_replicas} replicas (2 Lambda; {R} ran); pair"
-                f"{'s' if len(stuck) > 1 else ''} {where} rarely swap{'' if len(stuck) > 1 else 's'} (mean A < "
-                f"{SATURATED_A:g}), so {'their' if len(stuck) > 1 else 'its'} barrier is not measured: add replicas "
-                f"between {between}")
+        return (f">= {lam:.2f}: pair{'s' if len(stuck) > 1 else ''} {where} rarely swap{'' if len(stuck) > 1 else 's'} "
+                f"(mean A < {SATURATED_A:g}), where a rejection rate stops measuring the barrier; L does not")
+
+    def _length_words(self) -> str:
+        L, R = self.length, len(self.exponents)
+        if L is None:
+            return "- (a pair never proposed)"
+        at_least = "at least " if self.length_is_lower_bound else ""
+        words = (f"{'>= ' if at_least else ''}{L:.2f}: {at_least}{self.suggested_replicas} replicas give each pair a "
+                 f"mean A near {TARGET_A:g} ({R} ran)")
+        long = [i for i, x in enumerate(self.lengths()) if x is not None and x > 2 * TARGET_LENGTH]
+        if long and (self.suggested_replicas or 0) > R:
+            e = self.exponents
+            words += "; the longest gap" + ("s: " if len(long) > 1 else ": ") + "; ".join(
+                f"alpha {e[i]:.3g} to {e[i + 1]:.3g}" for i in reversed(long))
+        return words
 
 
 class SmcNumbers:

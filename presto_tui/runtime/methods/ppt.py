@@ -66,7 +66,7 @@ from presto_tui.runtime.core.spec import (
 )
 from presto_tui.runtime.core.types import SeqState
 from presto_tui.runtime.methods.chain import PopulationMethod
-from presto_tui.runtime.methods.population_numbers import LadderNumbers
+from presto_tui.runtime.methods.population_numbers import LadderNumbers, swap_length
 from presto_tui.runtime.methods.powermh import METHOD as POWERMH
 from presto_tui.runtime.methods.samples import OneShotInfo
 from presto_tui.runtime.samplers.families import SamplerFamily
@@ -168,49 +168,59 @@ PRIOR_BARRIERS = 4.0  # the geometric ladder's weight in an update, in barriers:
 
 def adapted(rounds: Sequence[tuple[Sequence[float], Sequence[float | None], float]],
             prior: float = PRIOR_BARRIERS) -> tuple[tuple[float, ...], float]:
-    """Syed, Bouchard-Côté, Deligiannidis and Doucet (2022, JRSS-B, "Non-reversible parallel tempering"), the
-    schedule update (their Algorithm 4): the cumulative communication barrier Lambda(a) over the exponents,
-    piecewise linear through Lambda(a_1) = 0, Lambda(a_{i+1}) = Lambda(a_i) + r_i (r_i the pair i, i + 1's
-    rejection rate, the mean of 1 - A), and new exponents where it is equally spaced,
-    a'_k = Lambda^{-1}(k Lambda(a_R) / (R - 1)): every pair's rejection rate then about Lambda / (R - 1).
+    """The schedule update of Syed, Bouchard-Côté, Deligiannidis and Doucet (2022, JRSS-B, "Non-reversible
+    parallel tempering", Algorithm 4), on the pairs' lengths where they sum rejection rates: a cumulative
+    curve over the exponents, piecewise linear through 0 at a_1 and rising by each pair's length l_i =
+    2 erfcinv(1 - r_i) (`population_numbers.swap_length`, r_i the pair's rejection rate, the mean of 1 - A),
+    and new exponents where it is equally spaced, a'_k = curve^{-1}(k curve(a_R) / (R - 1)): every pair's
+    length then about L / (R - 1), and so its mean A.
+
+    Why lengths: a rejection rate is at most 1, so a pair that barely swaps reads as 1 however wide its gap is
+    (on the embedded model the pair at alpha 1 read A 0.01 after the rejection-based update moved its upper
+    exponent from 1.22 to 1.12, where the lengths say several replicas fit: log p0 varies there by tens of
+    nats); the length keeps growing (6.9 at A 1e-6), equals the rate to first order where the rates are
+    small (l ~ sqrt(pi) r), and adds up along the ladder, so curves through different exponents estimate the
+    same function.
 
     `rounds`: every warm-up round so far, (its exponents, its pairs' rejection rates, its weight); a pair a
     round has no rate for (it proposed none) takes the mean of the round's others.  Syed et al.
     keep only the last round's estimate, which their long doubling rounds make precise; a warm-up here spans
-    a few barriers, so Lambda(a) is the rounds' curves averaged, each weighted by its barriers (each round's
-    curve estimates the same function, through its own exponents).  The ends stay.  Returns (the new
-    exponents of the last round's R, Lambda).  A pair that rejected nothing keeps a sliver of barrier (so that
-    Lambda rises strictly and the exponents stay distinct).
+    a few barriers, so the curve is the rounds' curves averaged, each weighted by its barriers.  The ends
+    stay.  Returns (the new exponents of the last round's R, Lambda: the rounds' rejection rates summed, their
+    weighted mean).  A pair that always swapped keeps a sliver of length (so that the curve rises strictly
+    and the exponents stay distinct).
 
-    `prior`: the geometric ladder's curve (Lambda spread evenly over log a, to the rounds' total) joins the
-    mean with this weight in barriers.  A pair's swap probability on a language model is nearly 0 or 1 (the
-    exponents multiply differences of tens of nats), so a round of a few barriers, one or two proposals
+    `prior`: the geometric ladder's curve (the length spread evenly over log a, to the rounds' total) joins
+    the mean with this weight in barriers.  A pair's swap probability on a language model is nearly 0 or 1
+    (the exponents multiply differences of tens of nats), so a round of a few barriers, one or two proposals
     per pair, measures a rate of 0 or 1 where the truth is in between; alone it would squeeze one gap to
-    nothing and open another wide (on the embedded model the tuned ladder's pairs then landed in
-    [0.15, 0.6] less often than the geometric ladder's).  The prior weighs as much as a warm-up of four
-    barriers and fades as the warm-up lengthens."""
+    nothing and open another wide.  The prior weighs as much as a warm-up of four barriers and fades as the
+    warm-up lengthens."""
     last = np.asarray(rounds[-1][0], dtype=float)
     R = len(last)
     grid = np.unique(np.concatenate([np.asarray(exps, dtype=float) for exps, _, _ in rounds]
                                     + [np.geomspace(last[0], last[-1], 513)]))  # (fine enough for the prior's curve)
-    curve, barrier, weights = np.zeros_like(grid), 0.0, 0.0
+    curve, barrier, length, weights = np.zeros_like(grid), 0.0, 0.0, 0.0
     for exps, rejection, weight in rounds:
         a = np.asarray(exps, dtype=float)
         known = [x for x in rejection if x is not None]
         fill = sum(known) / len(known) if known else 0.0
         r = np.clip(np.array([fill if x is None else x for x in rejection], dtype=float), 0.0, 1.0)
+        ls = np.array([swap_length(1.0 - x) for x in r])
         barrier += weight * float(r.sum())
-        r = r + 1e-3 * np.diff(np.log(a)) / math.log(a[-1] / a[0])  # (the sliver: the geometric ladder's shape)
-        curve += weight * np.interp(grid, a, np.concatenate([[0.0], np.cumsum(r)]))
+        length += weight * float(ls.sum())
+        ls = ls + 1e-3 * np.diff(np.log(a)) / math.log(a[-1] / a[0])  # (the sliver: the geometric ladder's shape)
+        curve += weight * np.interp(grid, a, np.concatenate([[0.0], np.cumsum(ls)]))
         weights += weight
     barrier /= weights
-    if prior > 0 and grid[-1] > grid[0] > 0:  # (at least the slivers' 1e-3: rounds that rejected nothing keep it)
-        curve += prior * max(barrier, 1e-3) * np.log(grid / grid[0]) / math.log(grid[-1] / grid[0])
+    length /= weights
+    if prior > 0 and grid[-1] > grid[0] > 0:  # (at least the slivers' 1e-3: rounds that always swapped keep it)
+        curve += prior * max(length, 1e-3) * np.log(grid / grid[0]) / math.log(grid[-1] / grid[0])
         weights += prior
     curve /= weights
     if R < 3:
         return tuple(float(x) for x in last), barrier
-    inner = np.interp(curve[-1] * np.arange(1, R - 1) / (R - 1), curve, grid)  # Lambda^{-1}: the curve rises strictly
+    inner = np.interp(curve[-1] * np.arange(1, R - 1) / (R - 1), curve, grid)  # its inverse: the curve rises strictly
     return (float(last[0]), *(float(x) for x in inner), float(last[-1])), barrier
 
 
@@ -455,8 +465,8 @@ class PptDriver(Population):
         return out
 
     def _adapt(self, barrier: Barrier, s: int) -> None:
-        """A warm-up round ends at barrier s: the ladder moves to equal rejection rates (`adapted`, from every
-        round's estimates so far, each `round_rejection` over its swaps), and freezes at the warm-up's last.
+        """A warm-up round ends at barrier s: the ladder moves to equal lengths between neighbours (`adapted`, from
+        every round's estimates so far, each `round_rejection` over its swaps), and freezes at the warm-up's last.
         Each replica's decisions score with its new exponent from its next transition on
         (`Tempered.retarget`); its proposals keep their temperature, so every state it holds keeps the log q
         its decisions need."""
@@ -634,7 +644,8 @@ class ParallelPowerTempering(PopulationMethod):
               Group.OWN, "lowest exponent (PPT)", limit=Limit(0, 1000, lo_open=True), symbol="amin"),
         Param("pt_ladder", str, None, "PPT: the exponents as a comma list, ascending, the last alpha (instead of "
               "--pt-replicas and --pt-alpha-min), or auto: R exponents from --pt-alpha-min to alpha tuned in a "
-              "warm-up (--pt-warmup) towards equal swap rejection rates (Syed et al. 2022), then frozen", Group.OWN,
+              "warm-up (--pt-warmup) towards equal swap acceptance between neighbours (Syed et al. 2022's update on "
+              "the pairs' lengths), then frozen", Group.OWN,
               "ladder (PPT; empty: geometric)", optional=True,
               default_text="geometric", metavar="A1,...,AR|auto", symbol="ladder", reader=read_ladder,
               extra={"hint": "takes exponents above 0 separated by commas, or auto"}),
