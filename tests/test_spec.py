@@ -287,3 +287,33 @@ def test_an_uncached_hub_id_offline_is_one_line_naming_the_id_and_the_cache(tmp_
     line = result.output.strip().splitlines()[-1]
     assert line == (f"presto-tui: error: Qwen/Qwen3-8B: not in the Hugging Face cache {tmp_path / 'hf' / 'hub'} "
                     "and not downloaded (HF_HUB_OFFLINE is set)")
+
+
+def test_parameters_found_valid_are_not_checked_again_until_a_method_is_registered(monkeypatch):
+    """A population's members were validated by its method's check and again by each member's driver (28% of a
+    tempering session's time on the enumerable model): valid parameters are remembered, per naming, until the
+    registry changes; bad ones are refused every time."""
+    from presto_tui.runtime.core import params as core_params
+    from presto_tui.runtime.core import registry
+    from presto_tui.runtime.core.params import SamplerParams
+
+    checked = []
+    original = SamplerParams._check
+    monkeypatch.setattr(SamplerParams, "_check", lambda self, naming: (checked.append(self), original(self, naming)))
+    monkeypatch.setattr(core_params, "_VALID", {})
+    p = SamplerParams(sampler="ppt", pt_replicas=3, alpha=4.0, max_new_tokens=4, seed=11)
+    p.validate()
+    members = len(checked)
+    assert members == 4  # the session's, then its three members' (the method's check)
+    SamplerParams(sampler="ppt", pt_replicas=3, alpha=4.0, max_new_tokens=4, seed=11).validate()  # an equal one
+    p.method.members(p)[1].validate()  # a member, as its driver validates it
+    assert len(checked) == members
+    p.validate(lambda name: name)  # another naming: its errors would read otherwise
+    assert len(checked) == members + 1 + 3
+    monkeypatch.setattr(registry, "generation", registry.generation + 1)  # a method registered since
+    p.validate()
+    assert len(checked) == 2 * members + 4
+    bad = SamplerParams(sampler="ppt", pt_replicas=3, alpha=4.0, max_new_tokens=4, pt_alpha_min=9.0)
+    for _ in range(2):
+        with pytest.raises(ParamError, match="pt-alpha-min"):
+            bad.validate()

@@ -15,6 +15,7 @@ a cut must not redraw it (deferred nodes carry theirs into the next round).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,6 +30,9 @@ class DecisionInputs:
     accept_u: float  # in [0, 1): accept iff accept_u < A
 
 
+# A draw builds a generator (about 50 us); a decision's inputs are asked for again by every rule that plans
+# it (a round's tree, the sequential check, a replica's retry), twice on average in a tempering session.
+@lru_cache(maxsize=8192)
 def _draw(seed: int, key: tuple[int, ...]) -> DecisionInputs:
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
     cut_u, accept_u = rng.random(2)
@@ -50,6 +54,7 @@ def extension_seed(seed: int, block: int) -> int:
     return _draw(seed, (_EXTEND, block)).seed
 
 
+@lru_cache(maxsize=1024)
 def chain_seed(seed: int, chain: int) -> int:
     """Session seed of chain m of `--chains M`: chain 0 keeps the seed itself (one chain is the run
     it always was); chain m runs exactly as a single chain with this seed would."""
@@ -81,6 +86,7 @@ def pick_uniform(seed: int, step: int) -> float:
     return _draw(seed, (_PICK, step)).cut_u
 
 
+@lru_cache(maxsize=1024)  # (a population's parameters ask for each member's seed several times)
 def member_seed(seed: int, member: int) -> int:
     """Session seed of member m of a population (tempering's replica, resample-move's particle): member 0
     keeps the seed itself (a population of one is the chain it always was); the others' are keyed apart
