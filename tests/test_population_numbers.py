@@ -239,6 +239,30 @@ def test_lambda_is_a_lower_bound_where_a_pair_never_swaps_and_the_length_says_ho
     assert stuck.length_is_lower_bound and dict(stuck.rows())["length L (sum of 2 erfcinv(A))"].startswith(">= ")
 
 
+def test_a_pair_that_never_swaps_gets_a_note_naming_it_and_the_replicas_the_length_suggests():
+    """A pair that refused REFUSED_NOTE swaps and accepted none is named in `run`'s and `stats`' notes, with the
+    remedy for the ladder it ran (geometric: more replicas, as many as the length suggests; given: closer
+    exponents); a pair refused fewer times says too little for a note."""
+    from presto_tui.runtime.methods.ppt import REFUSED_NOTE, PptInfo
+
+    info = PptInfo()
+    for s in range(1, 2 * REFUSED_NOTE + 1):  # pair 2-1 refused REFUSED_NOTE times (A 1e-4), pair 3-2 swaps
+        info.update(_step(s, (0,) if s % 2 else (1,), (1e-4,) if s % 2 else (0.5,), (False,) if s % 2 else (True,),
+                          (0, 1, 2)))
+    notes = info.notes()
+    assert len(notes) == 1 and notes[0].startswith(f"no swap between replicas 1 and 2 (alpha 1 and 2) was accepted in "
+                                                   f"{REFUSED_NOTE} tries")
+    assert info.ladder.suggested_replicas > 3
+    assert "more replicas" in notes[0]
+    assert f"suggests about {info.ladder.suggested_replicas} replicas, 3 ran" in notes[0]
+    info.ladder_given = True
+    assert "closer together there in --pt-ladder" in info.notes()[0]
+    few = PptInfo()
+    for s in range(1, 2 * REFUSED_NOTE - 1):
+        few.update(_step(s, (0,) if s % 2 else (1,), (1e-4,) if s % 2 else (0.5,), (False,), (0, 1, 2)))
+    assert few.notes() == []
+
+
 def test_the_suggested_replicas_give_each_pair_the_target_acceptance_where_swaps_are_gaussian():
     """Where log p0 has standard deviation sigma at every exponent, a pair's swap log ratio is Gaussian with mean
     -(d sigma)^2 and variance 2 (d sigma)^2 (d its gap), and its mean A is erfc(d sigma / 2): the lengths

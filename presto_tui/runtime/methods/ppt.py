@@ -609,13 +609,16 @@ class PptInfo(OneShotInfo):
         out = []
         if len(self.exponents) > 1 and not self.barriers:
             out.append("no swap was proposed: --pt-swap-every is more than the transitions of the whole response")
+        suggested = self.ladder.suggested_replicas
+        more = (f"the ladder's length suggests about {suggested} replicas, {len(self.exponents)} ran"
+                if suggested is not None and suggested > len(self.exponents) else "")
         for i, (n, a) in enumerate(zip(self.proposed, self.swaps)):
             if n >= REFUSED_NOTE and not a:
+                remedy = ("exponents closer together there in --pt-ladder narrow the gap" if self.ladder_given else
+                          "more replicas, or a higher --pt-alpha-min, narrow the gap")
                 out.append(f"no swap between replicas {i + 1} and {i + 2} (alpha {self.exponents[i]:.3g} and "
                            f"{self.exponents[i + 1]:.3g}) was accepted in {n} tries: states cannot travel the "
-                           "ladder there (" + ("exponents closer together there in --pt-ladder narrow the gap)"
-                                               if self.ladder_given else
-                                               "more replicas, or a higher --pt-alpha-min, narrow the gap)"))
+                           f"ladder there ({remedy}{'; ' + more if more else ''})")
         return out
 
 
