@@ -17,8 +17,8 @@ The ladder (levels from the lowest exponent, from 0; pairs named by their lower 
   of two levels has E[e^X] = 1, so where X is Gaussian its mean is -Var(X)/2 and the pair's mean swap
   probability is E[min(1, e^X)] = 2 Phi(-sd(X)/2) = erfc(l/2), with l = sd(X)/sqrt(2), to first order
   (alpha_{i+1} - alpha_i) times the standard deviation of log p0 there: the pair's thermodynamic length
-  (Predescu, Predescu and Ciobanu 2004 give the Gaussian swap rate; Syed et al.'s lambda is its
-  small-gap limit).  l = 2 erfcinv(mean A) reads it back from the measured mean A; unlike 1 - A it
+  (where pairs swap often, 1 - A ~ l / sqrt(pi): Syed et al.'s rejection rate is its small-gap limit, up
+  to that constant).  l = 2 erfcinv(mean A) reads it back from the measured mean A; unlike 1 - A it
   keeps growing as a pair stops swapping, and it adds up along the ladder (the total length L does not
   depend on where the exponents sit), so L / l* more pairs give each a mean A of TARGET_A
   (`suggested_replicas`: 1 + L / l*, l* = 2 erfcinv(TARGET_A)).  The adaptive ladder's update spaces
