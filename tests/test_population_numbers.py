@@ -163,7 +163,7 @@ def test_the_ladder_numbers_are_the_mean_swap_probability_per_pair_and_lambda_th
     assert [math.erfc(x / 2) for x in lad.lengths()] == pytest.approx([0.3, 0.25])
     assert lad.length == pytest.approx(sum(lad.lengths()))
     assert lad.length / TARGET_LENGTH == pytest.approx(2.11, abs=0.01)
-    assert lad.suggested_replicas == 4 and not lad.length_is_lower_bound
+    assert lad.suggested_replicas == 4 and lad.floored_pairs() == []
     assert lad.index == [(1, 0, 2)] * 4 and lad.barriers == 3 and lad.transitions == [4, 4, 4]
     assert lad.alpha_level_share() == [0.0, 0.0, 1.0]  # the state that started at the top never left it
     d = lad.to_dict()["ladder"]
@@ -232,11 +232,14 @@ def test_lambda_is_a_lower_bound_where_a_pair_never_swaps_and_the_length_says_ho
     assert not healthy.barrier_is_lower_bound and healthy.to_dict()["ladder"]["saturated_pairs"] == []
     assert dict(healthy.rows())["barrier Lambda (Syed et al.)"] == "1.20"
     assert dict(healthy.rows())["length L (sum of 2 erfcinv(A))"].startswith("2.38: 3 replicas")
-    # a pair below A_FLOOR reads as A_FLOOR: its length, L and the replicas are lower bounds
+    # a pair below A_FLOOR reads as A_FLOOR (its length 6.9), and the row says so
     stuck = LadderNumbers()
     for s in range(1, 5):
         stuck.update(_step(s, (s % 2,), (1e-9 if s % 2 == 0 else 0.4,), (False,), (0, 1, 2)))
-    assert stuck.length_is_lower_bound and dict(stuck.rows())["length L (sum of 2 erfcinv(A))"].startswith(">= ")
+    assert stuck.floored_pairs() == [0] and stuck.lengths()[0] == pytest.approx(6.9, abs=0.05)
+    assert dict(stuck.rows())["length L (sum of 2 erfcinv(A))"].endswith(
+        "; pair 2-1 read the floor (mean A < 1e-06: 6.9 each), so L is rough")
+    assert stuck.to_dict()["ladder"]["floored_pairs"] == ["2-1"]
 
 
 def test_a_pair_that_never_swaps_gets_a_note_naming_it_and_the_replicas_the_length_suggests():

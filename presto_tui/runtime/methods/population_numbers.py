@@ -63,7 +63,11 @@ SATURATED_A = 0.05
 # The mean swap probability a suggested ladder aims each pair at: the geometric middle of the classical
 # working range [0.15, 0.6] (the paper's Qwen3 ladders read 0.18-0.37).
 TARGET_A = 0.3
-A_FLOOR = 1e-6  # a mean A below this reads as this (a length of 6.9): a pair that never swaps bounds L below
+# A mean A below this reads as this (a length of 6.9, the most a pair reads).  Not a bound either way: with
+# few proposals the mean of a skewed A mostly reads below its expectation, so a pair at the floor can be
+# shorter (on the embedded model, prompts whose three pairs all read the floor at R = 4, L 20.4, read L
+# 10.4 at R = 12), and a pair that truly never swaps is longer.
+A_FLOOR = 1e-6
 
 
 def swap_length(mean_a: float) -> float:
@@ -189,13 +193,13 @@ class LadderNumbers:
     @property
     def suggested_replicas(self) -> int | None:
         """The replicas that put each pair at a mean A of about TARGET_A: 1 + L / l* (at least 2); None without
-        L.  A lower bound only where a pair's mean A is below A_FLOOR (`length_is_lower_bound`)."""
+        L.  Rough where a pair reads the floor (`floored_pairs`)."""
         L = self.length
         return None if L is None else max(2, 1 + math.ceil(L / TARGET_LENGTH - 1e-9))
 
-    @property
-    def length_is_lower_bound(self) -> bool:
-        return any(m is not None and m < A_FLOOR for m in self.mean_accept())
+    def floored_pairs(self) -> list[int]:
+        """The pairs (from the lowest) whose mean A is below A_FLOOR: their length reads as the floor's 6.9."""
+        return [i for i, m in enumerate(self.mean_accept()) if m is not None and m < A_FLOOR]
 
     def saturated_pairs(self) -> list[int]:
         """The pairs (from the lowest) whose mean swap probability is below SATURATED_A: their rejection rate
@@ -232,7 +236,7 @@ class LadderNumbers:
                            "barrier_is_lower_bound": self.barrier_is_lower_bound,
                            "saturated_pairs": [f"{i + 2}-{i + 1}" for i in self.saturated_pairs()],
                            "length": self.length, "suggested_replicas": self.suggested_replicas,
-                           "length_is_lower_bound": self.length_is_lower_bound,
+                           "floored_pairs": [f"{i + 2}-{i + 1}" for i in self.floored_pairs()],
                            "alpha_share_by_state": self.alpha_level_share(),
                            "earlier_ladders": self.earlier_ladders, "earlier_barriers": self.earlier_barriers}}
 
@@ -271,14 +275,17 @@ class LadderNumbers:
         L, R = self.length, len(self.exponents)
         if L is None:
             return "- (a pair never proposed)"
-        at_least = "at least " if self.length_is_lower_bound else ""
-        words = (f"{'>= ' if at_least else ''}{L:.2f}: {at_least}{self.suggested_replicas} replicas give each pair a "
-                 f"mean A near {TARGET_A:g} ({R} ran)")
+        words = f"{L:.2f}: {self.suggested_replicas} replicas give each pair a mean A near {TARGET_A:g} ({R} ran)"
         long = [i for i, x in enumerate(self.lengths()) if x is not None and x > 2 * TARGET_LENGTH]
         if long and (self.suggested_replicas or 0) > R:
             e = self.exponents
             words += "; the longest gap" + ("s: " if len(long) > 1 else ": ") + "; ".join(
                 f"alpha {e[i]:.3g} to {e[i + 1]:.3g}" for i in reversed(long))
+        floored = self.floored_pairs()
+        if floored:
+            where = ", ".join(f"{i + 2}-{i + 1}" for i in reversed(floored))
+            words += (f"; pair{'s' if len(floored) > 1 else ''} {where} read the floor (mean A < {A_FLOOR:g}: "
+                      f"{swap_length(A_FLOOR):.1f} each), so L is rough")
         return words
 
 
