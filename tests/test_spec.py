@@ -291,8 +291,8 @@ def test_an_uncached_hub_id_offline_is_one_line_naming_the_id_and_the_cache(tmp_
 
 def test_parameters_found_valid_are_not_checked_again_until_a_method_is_registered(monkeypatch):
     """A population's members were validated by its method's check and again by each member's driver (28% of a
-    tempering session's time on the enumerable model): valid parameters are remembered, per naming, until the
-    registry changes; bad ones are refused every time."""
+    tempering session's time on the enumerable model): valid parameters are remembered but for their seed, per
+    naming, until the registry changes; bad ones, a bad seed too, are refused every time."""
     from presto_tui.runtime.core import params as core_params
     from presto_tui.runtime.core import registry
     from presto_tui.runtime.core.params import SamplerParams
@@ -307,7 +307,10 @@ def test_parameters_found_valid_are_not_checked_again_until_a_method_is_register
     assert members == 4  # the session's, then its three members' (the method's check)
     SamplerParams(sampler="ppt", pt_replicas=3, alpha=4.0, max_new_tokens=4, seed=11).validate()  # an equal one
     p.method.members(p)[1].validate()  # a member, as its driver validates it
+    p.with_(seed=12).validate()  # another session: the checks read the seed only for its range
     assert len(checked) == members
+    with pytest.raises(ParamError, match="seed"):  # ... which is checked every time
+        p.with_(seed=-1).validate()
     p.validate(lambda name: name)  # another naming: its errors would read otherwise
     assert len(checked) == members + 1 + 3
     monkeypatch.setattr(registry, "generation", registry.generation + 1)  # a method registered since

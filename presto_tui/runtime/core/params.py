@@ -161,12 +161,15 @@ class SamplerParams:
     def validate(self, naming: Naming = flag) -> SamplerParams:
         """Return self, or raise ParamError naming the first bad value, each parameter named by
         `naming` (the command line's flags; the server names its fields).  Parameters found valid are
-        remembered (`_VALID`, until a method is registered): every driver validates its own, and a
-        population's members are its method's check and its members' drivers again, R + 1 times a session
-        (28% of a tempering session's time on the enumerable model)."""
+        remembered (`_VALID`, until a method is registered), but for their seed: every driver validates its
+        own, and a population's members are its method's check and its members' drivers again, R + 1 times
+        a session, each member with a seed of its own (28% of a tempering session's time on the enumerable
+        model).  The checks read the seed only for its range, which is checked every time."""
         try:
-            key: tuple | None = (registry.generation, self, naming)
+            key: tuple | None = (registry.generation, naming,
+                                 *(None if f.name == "seed" else getattr(self, f.name) for f in fields(self)))
             if key in _VALID:
+                param_table()["seed"].check(self.seed, naming)
                 return self
         except TypeError:  # (a value that cannot be hashed: checked every time, and refused below if bad)
             key = None
@@ -222,7 +225,7 @@ class SamplerParams:
 
 
 VALID_KEPT = 4096  # parameters remembered as valid (then forgotten all at once): a server's or an eval's variety
-_VALID: dict[tuple, None] = {}  # (the registry's generation, parameters, naming) that `validate` passed
+_VALID: dict[tuple, None] = {}  # (the registry's generation, naming, the parameters but the seed) `validate` passed
 
 
 def _whole(value: Any) -> Any:
