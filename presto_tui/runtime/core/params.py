@@ -113,8 +113,9 @@ class SamplerParams:
             for k, v in rule_defaults(self.sampler, self.prefetch, self.budget).items():
                 object.__setattr__(self, k, v)
 
-    def _key(self) -> tuple:
-        return (*(getattr(self, f.name) for f in fields(self) if f.name != "own"), self.own)
+    def _key(self, seed: bool = True) -> tuple:
+        """Every value, in the fields' order (`seed=False`: the seed as None, `validate`'s memory)."""
+        return tuple(None if f.name == "seed" and not seed else getattr(self, f.name) for f in fields(self))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SamplerParams) and self._key() == other._key()
@@ -166,8 +167,7 @@ class SamplerParams:
         a session, each member with a seed of its own (28% of a tempering session's time on the enumerable
         model).  The checks read the seed only for its range, which is checked every time."""
         try:
-            key: tuple | None = (registry.generation, naming,
-                                 *(None if f.name == "seed" else getattr(self, f.name) for f in fields(self)))
+            key: tuple | None = (registry.generation, naming, self._key(seed=False))
             if key in _VALID:
                 param_table()["seed"].check(self.seed, naming)
                 return self
