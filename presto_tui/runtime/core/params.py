@@ -88,26 +88,22 @@ class SamplerParams:
     own: tuple[tuple[str, Any], ...] = ()
 
     def __init__(self, **values: Any) -> None:
-        core = {f.name for f in fields(SamplerParams) if f.name != "own"}
-        table = param_table()
-        own: dict[str, Any] = {}
-        for p in sampler_table():
-            if p.name not in core:
-                own[p.name] = p.default
+        table, whole, own_defaults = _layout()
+        own = dict(own_defaults)
         for name, value in values.items():
-            param = table.get(name)
-            if param is not None and param.kind is int:
+            if name in whole and type(value) is not int:
                 value = _whole(value)
-            if name in core:
+            if name in _CORE:
                 object.__setattr__(self, name, value)
             elif name in own or (name in table and table[name].target.value == "sampler"):
                 own[name] = value
             else:
-                known = [*core, *own]
+                known = [*_CORE, *own]
                 raise ParamError(unknown_name("parameter", name, known, "; presto_tui.api.params.SPEC lists them"),
                                  param=str(name))
-        for name in core - values.keys():
-            object.__setattr__(self, name, getattr(SamplerParams, name))
+        for name in _CORE:
+            if name not in values:
+                object.__setattr__(self, name, getattr(SamplerParams, name))
         object.__setattr__(self, "own", tuple(sorted(own.items())))
         if self.prefetch is None or self.budget is None:
             for k, v in rule_defaults(self.sampler, self.prefetch, self.budget).items():
@@ -115,7 +111,7 @@ class SamplerParams:
 
     def _key(self, seed: bool = True) -> tuple:
         """Every value, in the fields' order (`seed=False`: the seed as None, `validate`'s memory)."""
-        return tuple(None if f.name == "seed" and not seed else getattr(self, f.name) for f in fields(self))
+        return tuple(None if name == "seed" and not seed else getattr(self, name) for name in _FIELDS)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SamplerParams) and self._key() == other._key()
@@ -218,10 +214,26 @@ class SamplerParams:
 
     def with_(self, **changes: Any) -> SamplerParams:
         """The same parameters but `changes` (of the same class: a public `Params` checks them again)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "own"}
+        values = {name: getattr(self, name) for name in _CORE}
         values.update(self.own)
         values.update(changes)
         return type(self)(**values)
+
+
+_FIELDS = tuple(f.name for f in fields(SamplerParams))  # (every value, `_key`'s order)
+_CORE = tuple(name for name in _FIELDS if name != "own")  # the core's parameters, each a field
+_LAYOUT: dict[str, Any] = {}
+
+
+def _layout() -> tuple[dict[str, Any], frozenset[str], dict[str, Any]]:
+    """The parameter table, its whole-number parameters' names and the methods' own parameters' defaults,
+    made once per table (a new one whenever a method is registered): every SamplerParams, and every
+    `with_` (a population's members, each adaptive barrier), reads them."""
+    table = param_table()
+    if _LAYOUT.get("table") is not table:
+        _LAYOUT.update(table=table, whole=frozenset(name for name, p in table.items() if p.kind is int),
+                       own={p.name: p.default for p in sampler_table() if p.name not in _CORE})
+    return _LAYOUT["table"], _LAYOUT["whole"], _LAYOUT["own"]
 
 
 VALID_KEPT = 4096  # parameters remembered as valid (then forgotten all at once): a server's or an eval's variety
