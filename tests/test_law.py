@@ -449,16 +449,16 @@ def test_the_replica_laws_see_a_swap_with_the_exponents_the_wrong_way_round(monk
     from presto_tui.runtime.core import randomness
     from presto_tui.runtime.methods import ppt
 
-    def wrong(self, barrier, s, group, states):  # (a pair's swap, as it meets at a barrier)
+    def wrong(self, barrier, states):
         exps = self.exponents
         self.exponents = tuple(-a for a in exps)  # the acceptance reads alpha_i - alpha_j: negated
         try:
-            return original(self, barrier, s, group, states)
+            return original(self, barrier, states)
         finally:
             self.exponents = exps
 
-    original = ppt.PptDriver.cross_group
-    monkeypatch.setattr(ppt.PptDriver, "cross_group", wrong)
+    original = ppt.PptDriver.cross
+    monkeypatch.setattr(ppt.PptDriver, "cross", wrong)
     assert randomness.swap_uniform  # (the swaps keep their keyed uniforms)
     chains = REPLICA_CHAINS
     params = SamplerParams(sampler="ppt", prefetch="none", alpha=4.0, max_new_tokens=3, steps=4, pt_swap_every=1)

@@ -123,22 +123,22 @@ def test_the_state_swapped_into_a_replica_is_scored_at_its_own_temperature():
     params = SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=6, steps=16, seed=3, pt_swap_every=1)
     b = small_backend(vocab=5, sharpness=1.0)
     seen = []
-    original = PptDriver.cross_group
+    original = PptDriver.cross
 
-    def cross_group(self, barrier, s, group, states):  # (each pair's swap: the replicas it meets at a barrier)
-        out = original(self, barrier, s, group, states)
-        for r, x in zip(group, out):
+    def cross(self, barrier, states):
+        out = original(self, barrier, states)
+        for r, x in enumerate(out):
             tau = self.taus[r]
             logq = [oracle.log_probs(b.lm, list(PROMPT) + list(x.tokens[:j]), tau)[1][t]
                     for j, t in enumerate(x.tokens)]
             seen.append(max(abs(a - c) for a, c in zip(x.logq, logq)))
         return out
 
-    PptDriver.cross_group = cross_group
+    PptDriver.cross = cross
     try:
         events = list(run_session(b, params, list(PROMPT)))
     finally:
-        PptDriver.cross_group = original
+        PptDriver.cross = original
     assert sum(sum(s.swapped) for s in pt_steps(events)) > 3
     assert seen and max(seen) < 1e-9
 

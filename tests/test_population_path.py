@@ -1,6 +1,5 @@
 """A population's critical path (runtime/session/critpath.py): its phases between barriers, the member that
-set each phase's pace, how long each member waited there for the members it meets, and its slowest member's
-own path through them.
+set each phase's pace, how long the others waited for it, and its slowest member's own path through them.
 
 On the synthetic engine the clock is virtual and exact: the parts add up to the population's time to the
 float's precision, and each member's path through a phase to the time from the phase's start to its arrival.
@@ -55,48 +54,20 @@ def test_the_parts_add_up_to_the_population_time_and_each_member_path_to_its_arr
     assert cp.time_s == pytest.approx(phases[-1].end, abs=1e-12) and phases[-1].final
     assert len(phases) == len(cp.phases) == s.calls  # a phase per model call of the population
     assert cp.parts[IRREDUCIBLE] == pytest.approx(cp.path_tokens * (cost.a + cost.b))
-    n = len(phases[0].arrived)
-    left = [0.0] * n  # when each member began its phase: its crossing of the barrier before (tempering's pairs
-    for ph in phases:  # cross apart, resample-move's particles together)
-        assert ph.crossed is not None and ph.start == min(left)  # phases follow each other
+    for before, ph in zip([None, *phases], phases):
+        assert ph.start == (0.0 if before is None else before.end)  # phases follow each other
         assert ph.paths is not None and len(ph.paths) == len(ph.arrived)
-        for i, (arrived, crossed, path) in enumerate(zip(ph.arrived, ph.crossed, ph.paths)):
-            assert left[i] <= arrived <= crossed <= ph.end
-            assert sum(path.values()) == pytest.approx(arrived - left[i], abs=1e-9)
-        assert ph.end == max(ph.crossed)
-        left = list(ph.crossed)
-    starts = [[0.0] * n, *(list(ph.crossed) for ph in phases[:-1])]
-    for ph, met, start in zip(cp.phases, phases, starts):  # the pace is the last to arrive: it waited for none
+        for arrived, path in zip(ph.arrived, ph.paths):
+            assert ph.start <= arrived <= ph.end
+            assert sum(path.values()) == pytest.approx(arrived - ph.start, abs=1e-9)
+    for ph, met in zip(cp.phases, phases):  # the pace is the last to arrive: it waited for none, every other for it
         assert ph.waits[ph.pace] == 0 and min(ph.waits) >= 0
-        assert ph.waits == pytest.approx([c - a for a, c in zip(met.arrived, met.crossed)], abs=1e-12)
-        assert sum(ph.pace_parts.values()) == pytest.approx(met.arrived[ph.pace] - start[ph.pace], abs=1e-9)
+        assert sum(ph.pace_parts.values()) == pytest.approx(met.arrived[ph.pace] - ph.start, abs=1e-9)
         assert ph.pace_parts[IRREDUCIBLE] == pytest.approx(met.tokens[ph.pace] * (cost.a + cost.b))
-    # the path follows the member longest at work; it waited at the barriers for the members it met there
-    work = [sum(ph.arrived[i] - start[i] for ph, start in zip(phases, starts)) for i in range(n)]
+    # the path follows the member longest at work; it waited at the barriers for the phases' pace
+    work = [sum(ph.arrived[i] - ph.start for ph in phases) for i in range(len(phases[0].arrived))]
     assert cp.member == work.index(max(work))
     assert cp.parts[BARRIER] == pytest.approx(sum(ph.waits[cp.member] for ph in cp.phases), abs=1e-12)
-
-
-def test_a_replica_waits_at_a_barrier_only_for_the_replica_it_pairs_with_there():
-    """Tempering's barriers are its pairs': a pair crosses as soon as both are there, a replica in no pair as
-    soon as it arrives, whoever else is still on the way.  Under the even/odd scheme with four replicas the
-    outer two are in no pair at every even barrier, where they wait for nobody; at every barrier a member
-    waits only until its partner arrives.  A population whose barriers are global (resample-move) waits for
-    the slowest of all."""
-    for rule in RULES:
-        phases = [ev for ev in run(params("ppt", rule, pt_replicas=4)) if isinstance(ev, BarrierMet)]
-        apart = 0
-        for ph in phases[:-1]:
-            assert ph.crossed is not None
-            pairs = ppt.deo_pairs(ph.step, 4)
-            partner = {**{i: i + 1 for i in pairs}, **{i + 1: i for i in pairs}}
-            for i in range(4):
-                met = max(ph.arrived[i], ph.arrived[partner[i]]) if i in partner else ph.arrived[i]
-                assert ph.crossed[i] == pytest.approx(met, abs=1e-12), (rule, ph.step, i)
-            apart += len(set(ph.crossed)) > 1
-        assert apart > 0  # (some barrier the members crossed at different times)
-    for ph in [ev for ev in run(params("rm", "stream")) if isinstance(ev, BarrierMet)]:
-        assert ph.crossed is not None and set(ph.crossed) == {max(ph.arrived)}
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -181,12 +152,12 @@ def test_a_replica_guesses_that_its_next_barrier_keeps_its_state_where_it_is_in_
     driver.start()
     R = len(driver.members)
     assert R == 4 and driver.pairs(2) == [1]  # the even/odd scheme: at the second barrier only levels 2-3
-    driver._next = [1] * R  # (each replica's next barrier: the second)
+    driver.crossed = 1
     driver._kept = [[0, 1]] * R  # every replica's state was swapped at the first barrier
     assert [driver.keeps(i) for i in range(R)] == [True, False, False, True]
     driver._kept = [[1, 1]] * R
     assert all(driver.keeps(i) for i in range(R))
-    driver._next = [0] * R  # the first barrier: pairs 1-2 and 3-4, nothing known yet
+    driver.crossed = 0  # the first barrier: pairs 1-2 and 3-4, nothing known yet
     driver._kept = [[0, 0]] * R
     assert not any(driver.keeps(i) for i in range(R))
 

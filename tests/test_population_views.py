@@ -113,21 +113,6 @@ async def test_replay_shows_the_replicas_over_the_barriers_and_resample_move_on_
         assert "drawn by the final weights of 4 particles" in choice.rule
 
 
-async def calls_until(pilot, engine, scr, records: int) -> None:
-    """Let the gated engine's calls through one at a time until the chat's run holds `records` barrier records
-    (the replicas cross their barriers apart: how many calls reach one depends on how far each walked)."""
-    def recorded() -> bool:
-        run = scr.state.current.method_run if scr.state.current is not None else None
-        return run is not None and len(run.steps) >= records
-
-    while not recorded():
-        await wait_until(pilot, lambda: engine.waiting or recorded())
-        if not recorded():
-            calls = engine.calls
-            engine.let_through(1)
-            await wait_until(pilot, lambda calls=calls: engine.calls > calls or recorded())
-
-
 async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
     engine = GatedEngine(counted=True)
     session = ChatSession(engine_factory=lambda model: engine)
@@ -143,7 +128,7 @@ async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
             scr.action_history()  # before the first barrier: no member to open yet (the prompt holds the keys)
             await wait_until(pilot, lambda: any("H: no member recorded yet" in t for t in toasts(app)))
             assert app.screen is scr
-            await calls_until(pilot, engine, scr, 1)  # to the first barrier
+            engine.let_through(3)  # the extensions and the first two transitions of each replica
             # drawn: the title says so (the state takes the barrier a frame before the screen)
             await wait_until(pilot, lambda: grid.display and "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
             assert grid.columns == 1 and (grid.row, grid.col) == (0, 0)
@@ -174,7 +159,7 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
         await pilot.press(*"the cat", "enter")
         await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
         try:
-            await calls_until(pilot, engine, scr, 1)  # to the first barrier
+            engine.let_through(3)  # to the first barrier
             await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
             scr.action_chains()  # m
             await wait_until(pilot, lambda: isinstance(app.screen, MembersScreen)
@@ -183,7 +168,12 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
             table = members.query_one("#members-table")
             await wait_until(pilot, lambda: table.row_count == 3)
             at_barrier_1 = cells(table)
-            await calls_until(pilot, engine, scr, 2)  # to the second barrier
+            run = scr.state.current.method_run
+            while len(run.steps) < 2:  # a call at a time, to the second barrier
+                await wait_until(pilot, lambda: engine.waiting or len(run.steps) >= 2)
+                if len(run.steps) < 2:
+                    engine.let_through(1)
+                    await wait_until(pilot, lambda: not engine.waiting or len(run.steps) >= 2)
             await wait_until(pilot, lambda: cells(table) != at_barrier_1)
             await pilot.press("enter")  # the first row's chain
             await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen)

@@ -18,8 +18,8 @@ model call's requests were submitted and at which it finished (`start`, `clock`)
 decisions could first be requested (`block_start`'s `open`), how long an issued streaming request
 had waited refused by the policy, by why (`request`'s `waited`), and the call purpose
 `extend-overlap` (a block's extension decoded while its first proposals already decode). A population
-writes a `barrier` line per phase (when each member arrived at the barrier that ended it, when it
-crossed it, its optional `crossed`, and each member's path through it by cause: `BarrierMet`).  A trace
+writes a `barrier` line per phase (when each member arrived at the barrier that ended it, and each
+member's path through it by cause: `BarrierMet`).  A trace
 without them reads as before; only the critical path is then not shown.
 
 Schema 1.2 numbers tree nodes compactly: a table row names its
@@ -278,7 +278,6 @@ def encode(ev: Event) -> dict:
     if isinstance(ev, BarrierMet):
         return {"type": "barrier", "step": ev.step, "block": ev.block, "k": ev.k, "final": ev.final,
                 "start": ev.start, "end": ev.end, "arrived": list(ev.arrived),
-                **({"crossed": list(ev.crossed)} if ev.crossed is not None else {}),
                 **({"paths": [dict(p) for p in ev.paths], "tokens": list(ev.tokens)} if ev.paths is not None
                    else {})}
     if isinstance(ev, SessionEnd):
@@ -321,11 +320,6 @@ def _barrier(d: dict) -> BarrierMet:
     _check(start <= end, "end", "should not come before the phase's start")
     arrived = tuple(_finite(x, "arrived", start) for x in _list(_get(d, "arrived"), "arrived"))
     _check(all(a <= end for a in arrived), "arrived", "should not come after the phase's end")
-    crossed: tuple[float, ...] | None = None
-    if "crossed" in d:
-        crossed = tuple(_finite(x, "crossed", start) for x in _list(d["crossed"], "crossed"))
-        _check(len(crossed) == len(arrived) and all(a <= c <= end for a, c in zip(arrived, crossed)), "crossed",
-               "should hold one time per member, between its arrival and the phase's end")
     paths: tuple[dict[str, float], ...] | None = None
     tokens: tuple[int, ...] = tuple(0 for _ in arrived)
     if "paths" in d:
@@ -336,7 +330,7 @@ def _barrier(d: dict) -> BarrierMet:
         tokens = tuple(_int(n, "tokens") for n in _list(_get(d, "tokens"), "tokens"))
         _check(len(tokens) == len(arrived), "tokens", "should hold one count per member")
     return BarrierMet(_int(_get(d, "step"), "step", 1), _int(_get(d, "block"), "block"), _int(_get(d, "k"), "k"),
-                      _bool(_get(d, "final"), "final"), start, end, arrived, paths, tokens, crossed)
+                      _bool(_get(d, "final"), "final"), start, end, arrived, paths, tokens)
 
 
 def _chain_of(d: dict) -> tuple[int, int, str]:

@@ -404,11 +404,6 @@ class PptDriver(Population):
         self._swaps: list[tuple[int, float]] = []
         self._round_barriers = 0
         self._rounds: list[tuple[tuple[float, ...], tuple[float | None, ...], float]] = []
-        # per barrier some replicas crossed, not all: each one's (holder, log p0, tokens, transitions, accepted)
-        # after it, and the pairs' (lower level, A, swapped)
-        self._open: dict[int, tuple[dict[int, tuple], list[tuple[int, float, bool]]]] = {}
-        self._recorded = 0  # barriers recorded (their `PtStep`s written)
-        self._held: list[tuple[int, Transition]] = []  # the alpha replica's draws past a barrier not yet recorded
         members = []
         for r in range(R):
             given = self.start_state(r)
@@ -428,22 +423,7 @@ class PptDriver(Population):
             self._since[i][0] += 1
             self._since[i][1] += ev.accepted
             if i == self.lead:  # the alpha replica's chain: the session's draws (diagnostics, the answer's numbers)
-                self._draw(ev)
-
-    def _draw(self, ev: Transition) -> None:
-        """A draw of the alpha replica's chain, in the trace after the record of every barrier it has crossed:
-        a replica walks on past a barrier before the pairs still on their way there have crossed it, and its
-        record (every level's state after it) comes when they have."""
-        crossed = self._next[self.lead]
-        if self._held or crossed > self._recorded:
-            self._held.append((crossed, ev))
-        else:
-            self.emit(ev)
-
-    def _recorded_to(self, s: int) -> None:
-        self._recorded = s
-        while self._held and self._held[0][0] <= s:
-            self.emit(self._held.pop(0)[1])
+                self.emit(ev)
 
     def pairs(self, s: int) -> list[int]:
         """The pairs (by their lower level) that propose to swap at barrier s (from 1)."""
@@ -456,64 +436,32 @@ class PptDriver(Population):
         """A replica in no pair of its next barrier keeps its state there for certain; one in a pair, where the
         barriers so far (those that did not pair it included) left its state as it was at least as often as not
         (the usual case on a language model's ladder).  A guess for speculation only: the law does not see it."""
-        s = self.next_barrier(i)
+        s = self.crossed + 1
         paired = any(j in (i, i - 1) for j in self.pairs(s)) if len(self.members) > 1 else False
         return not paired or self.kept_mostly(i)
 
-    def meets(self, s: int) -> list[list[int]] | None:
-        """Each pair that proposes to swap at barrier s meets there alone, and a replica in no pair meets none:
-        it crosses as soon as it arrives (its state is certain to stay).  An adaptive ladder's update moves
-        every exponent: at those barriers every replica meets (None)."""
-        if s in self.updates:
-            return None
-        return self._groups(s)
-
-    def _groups(self, s: int) -> list[list[int]]:
-        pairs = self.pairs(s)
-        paired = {j for i in pairs for j in (i, i + 1)}
-        return [[i, i + 1] for i in pairs] + [[j] for j in range(len(self.members)) if j not in paired]
-
     def cross(self, barrier: Barrier, states: list[SeqState]) -> list[SeqState]:
-        """Every replica at once (an adaptive ladder's update barrier): each pair's swap, then the update."""
-        s, out = self.crossed + 1, list(states)
-        for group in self._groups(s):
-            for j, st in zip(group, self.cross_group(barrier, s, group, [out[j] for j in group])):
-                out[j] = st
-        if s in self.updates:
-            self._adapt(barrier, s)
-        return out
-
-    def cross_group(self, barrier: Barrier, s: int, group: list[int], states: list[SeqState]) -> list[SeqState]:
-        """A pair proposes its swap (or a replica in no pair goes on as it is); the barrier's record is written
-        once every replica has crossed it."""
+        p, s = self.params, self.crossed + 1
+        pairs = self.pairs(s)
         out = list(states)
-        rec = self._open.setdefault(s, ({}, []))
-        if len(group) == 2:
-            i, p = group[0], self.params
+        probs, swapped = [], []
+        for i in pairs:
             a, b = self.exponents[i], self.exponents[i + 1]
-            log_a = (a - b) * (math.fsum(out[1].logp) - math.fsum(out[0].logp))
+            log_a = (a - b) * (math.fsum(out[i + 1].logp) - math.fsum(out[i].logp))
             A = math.exp(min(0.0, log_a)) if log_a == log_a else 0.0
             ok = swap_uniform(p.seed, s, i + 1) < A
             if ok:
-                out = [retempered(out[1], self.families[i], self.taus[i]),
-                       retempered(out[0], self.families[i + 1], self.taus[i + 1])]
+                out[i], out[i + 1] = (retempered(out[i + 1], self.families[i], self.taus[i]),
+                                      retempered(out[i], self.families[i + 1], self.taus[i + 1]))
                 self.holders[i], self.holders[i + 1] = self.holders[i + 1], self.holders[i]
-            rec[1].append((i, A, ok))
-            if self.updates and s <= self.updates[-1]:  # (the warm-up round's swaps)
-                self._swaps.append((i, A))
-        for j, st in zip(group, out):
-            rec[0][j] = (self.holders[j], math.fsum(st.logp), st.tokens, *self._since[j])
-            self._since[j] = [0, 0]
-        if len(rec[0]) == len(self.members):
-            del self._open[s]
-            if self.updates and s <= self.updates[-1]:
-                self._round_barriers += 1
-            holders, logp0, tokens, moves, accepted = zip(*(rec[0][j] for j in range(len(self.members))))
-            pairs = sorted(rec[1])
-            self.emit(PtStep(s, barrier[0], barrier[1], self.exponents, tuple(i for i, _, _ in pairs),
-                             tuple(A for _, A, _ in pairs), tuple(ok for _, _, ok in pairs), holders, logp0, tokens,
-                             moves, accepted, False, self.clock()))
-            self._recorded_to(s)
+            probs.append(A)
+            swapped.append(ok)
+        if self.updates and s <= self.updates[-1]:  # (the warm-up round's swaps)
+            self._swaps.extend(zip(pairs, probs))
+            self._round_barriers += 1
+        self._record(barrier, s, tuple(pairs), tuple(probs), tuple(swapped), out, final=False)
+        if s in self.updates:
+            self._adapt(barrier, s)
         return out
 
     def _adapt(self, barrier: Barrier, s: int) -> None:
@@ -537,12 +485,18 @@ class PptDriver(Population):
                 family.retarget(cast(SamplerFamily, mp.method.family(mp)))
             m.params = mp
 
+    def _record(self, barrier: Barrier, step: int, pairs: tuple[int, ...], probs: tuple[float, ...],
+                swapped: tuple[bool, ...], states: list[SeqState], final: bool) -> None:
+        self.emit(PtStep(step, barrier[0], barrier[1], self.exponents, pairs, probs, swapped,
+                                tuple(self.holders), tuple(math.fsum(x.logp) for x in states),
+                                tuple(x.tokens for x in states), tuple(n for n, _ in self._since),
+                                tuple(a for _, a in self._since), final, self.clock()))
+        self._since = [[0, 0] for _ in states]
+
     def finish(self, states: list[SeqState]) -> None:
         p = self.params
         # the end's record (each replica's final state, and its transitions since the last barrier)
-        self.emit(PtStep(self.crossed + 1, p.n_blocks - 1, p.steps, self.exponents, (), (), (), tuple(self.holders),
-                         tuple(math.fsum(x.logp) for x in states), tuple(x.tokens for x in states),
-                         tuple(n for n, _ in self._since), tuple(a for _, a in self._since), True, self.clock()))
+        self._record((p.n_blocks - 1, p.steps), self.crossed + 1, (), (), (), states, final=True)
         answer = states[self.lead]
         loglik, confidence = response_scores(answer.tokens, answer.logp, answer.entropy, self.engine.eos_id)
         R = len(states)

@@ -472,25 +472,16 @@ class MemberPaths:
         self.logs[i].update(ev)
 
     def begin(self, Ts: list[int]) -> None:
-        """A phase begins for every member: member i goes on from a state of Ts[i] tokens."""
-        self.marks = [self._mark(g, T) for g, T in zip(self.logs, Ts)]
+        """A phase begins: member i goes on from a state of Ts[i] tokens."""
+        self.marks = [(len(g.requests), len(g.decisions), len(g.blocks), T) for g, T in zip(self.logs, Ts)]
 
-    def begin_member(self, i: int, T: int) -> None:
-        """Member i crossed a barrier: its next phase begins from a state of T tokens."""
-        self.marks[i] = self._mark(self.logs[i], T)
-
-    @staticmethod
-    def _mark(g: PathLog, T: int) -> Mark:
-        return (len(g.requests), len(g.decisions), len(g.blocks), T)
-
-    def path(self, i: int, start: float, arrived: float) -> tuple[dict[str, float] | None, int]:
-        """Member i's path from `start` (its phase's: when it last crossed a barrier) to its arrival, by cause (its
-        decoding all `width`), and the tokens decoded on it; None where its events lacked the timing."""
-        g = self.logs[i]
-        if not g.timed:
-            return None, 0
-        parts, tokens = _PhaseWalk(self, g).run(self.marks[i], start, arrived)
-        return {c: v for c, v in parts.items() if v}, tokens
+    def paths(self, start: float, arrived: list[float]) -> tuple[tuple[dict[str, float], ...] | None, tuple[int, ...]]:
+        """Each member's path from `start` to its arrival, by cause (its decoding all `width`), and the tokens
+        decoded on it; None where a member's events lacked the timing."""
+        if not all(g.timed for g in self.logs):
+            return None, tuple(0 for _ in self.logs)
+        out = [_PhaseWalk(self, g).run(mark, start, a) for g, mark, a in zip(self.logs, self.marks, arrived)]
+        return tuple({c: v for c, v in parts.items() if v} for parts, _ in out), tuple(n for _, n in out)
 
 
 class _PhaseWalk(_Walk):
@@ -588,20 +579,13 @@ class _PhaseWalk(_Walk):
 
 def population_path(barriers: list[BarrierMet], cost: EngineCost | None) -> CriticalPath | None:
     """A population's critical path from its phases (see the module docstring); None where a phase lacks its
-    members' paths or the trace the engine's step cost.  The path is the member of the most work's: its own
-    path through each phase (from its crossing of the barrier before), its wait at each barrier for the
-    members it meets there (`barrier`), and the gaps between (`scheduler`)."""
+    members' paths or the trace the engine's step cost."""
     if cost is None or not barriers or any(b.paths is None for b in barriers):
         return None
     n = len(barriers[0].arrived)
-    if n == 0 or any(len(b.arrived) != n or len(b.crossed or b.arrived) != n for b in barriers):
+    if n == 0 or any(len(b.arrived) != n for b in barriers):
         return None
-    left = [barriers[0].start] * n  # per member: when its phase began (its crossing of the barrier before)
-    starts = []
-    for b in barriers:
-        starts.append(left)
-        left = list(b.crossed) if b.crossed is not None else [b.end] * n
-    work = [sum(b.arrived[i] - s[i] for b, s in zip(barriers, starts)) for i in range(n)]
+    work = [sum(b.arrived[i] - b.start for b in barriers) for i in range(n)]
     slow = max(range(n), key=lambda i: work[i])
     sigma = cost.a + cost.b
     parts = dict.fromkeys(CAUSES, 0.0)
@@ -615,14 +599,10 @@ def population_path(barriers: list[BarrierMet], cost: EngineCost | None) -> Crit
         tokens += b.tokens[slow]
         last = max(b.arrived)
         pace = b.arrived.index(last)
-        # its wait: for the members it meets there (every one where barriers are global), then to its crossing
-        crossed = b.crossed if b.crossed is not None else (last,) * n
-        met = max(a for a, c in zip(b.arrived, crossed) if c == crossed[slow]) if not b.final else last
-        parts[BARRIER] += met - b.arrived[slow]
-        parts[SCHEDULER] += (b.end if b.crossed is None or b.final else crossed[slow]) - met
+        parts[BARRIER] += last - b.arrived[slow]
+        parts[SCHEDULER] += b.end - last
         phases.append(Phase(b.step, b.block, b.k, b.final, b.start, b.end, pace,
-                            tuple(c - x for x, c in zip(b.arrived, crossed)), _limited(b.paths[pace], b.tokens[pace],
-                                                                                         sigma)))
+                            tuple(last - x for x in b.arrived), _limited(b.paths[pace], b.tokens[pace], sigma)))
     parts[IRREDUCIBLE] = tokens * sigma  # decoding on the path at one request's step time: the rest is width
     parts[WIDTH] -= tokens * sigma
     return CriticalPath(barriers[-1].end, tokens * sigma, tokens, tokens, parts, slow, tuple(phases))

@@ -205,15 +205,12 @@ class EngineSteps:
 
 @dataclass(frozen=True)
 class BarrierMet:
-    """A population's phase ended (session/population.py): every member crossed the barrier (block, k), or,
-    `final`, ended.  The phase ran from `start` (the first member's crossing of the barrier before) to `end`
-    (the last one's of this), on the session's clock; each member arrived at `arrived` (reached the barrier,
-    or ended) and waited there until `crossed`, when the members it meets there had all arrived (every
-    member where the population's barriers are global; None in older traces: all at `end`).
-    `paths`: each member's critical path by cause (critpath.py; from its own crossing of the barrier before
-    to its arrival, its decoding all counted as `width`, of which `tokens` decoded on the path are the
-    limit's at the engine's step cost), None where its events lacked the timing.  Population's critical
-    path reads them."""
+    """A population's phase ended (session/population.py): every member met the barrier (block, k), or,
+    `final`, ended.  The phase ran from `start` to `end` (the crossing), on the session's clock; each
+    member arrived at `arrived` (reached the barrier, or ended) and then waited for the slowest.  `paths`:
+    each member's critical path through the phase by cause (critpath.py; from `start` to its arrival,
+    its decoding all counted as `width`, of which `tokens` decoded on the path are the limit's at the
+    engine's step cost), None where its events lacked the timing.  Population's critical path reads them."""
 
     step: int  # the phase, from 1
     block: int
@@ -224,7 +221,6 @@ class BarrierMet:
     arrived: tuple[float, ...]
     paths: tuple[dict[str, float], ...] | None
     tokens: tuple[int, ...]
-    crossed: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

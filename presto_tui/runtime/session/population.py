@@ -11,30 +11,24 @@ that asked for it, so all members of all sessions share each engine step.  A met
   transitions of the block, 0 once the block's extension is in, K after its last transition);
 - what happens there (`cross`: the members' states in, the states they go on from out, the same object
   where a member's state is unchanged), and at the end (`finish`: the answer, from the members' states).
-- optionally, who meets whom there (`meets`): groups of members, each crossing the barrier as soon as its
-  own members are all there (`cross_group`) while the others walk on or wait for their own partners.  A
-  barrier whose outcome for a member needs none of the others' states (a tempering replica in no pair of
-  it) then costs that member nothing, and a pair waits only for itself, not for the slowest of all.
 
 Exactness: a member waits at its barrier (`Driver.hold`) before it takes the barrier's decision, and
 goes on from the state `cross` gives it with the decision's own keyed inputs, so every member is the
 sequential chain from the states the barriers hand it, under every prefetch rule, and `cross` sees the
-states the sequential population would hold.  A group's crossing reads only its own members' states at
-that barrier, which are the same whenever the others get there, so groups crossing apart change nothing.
-A streaming member keeps speculating while it waits; what it speculated for a state it does not go on
-from is wasted, never used (its walker uses only the proposal of the request its own state makes).
+states the sequential population would hold.  A streaming member keeps speculating while it waits;
+what it speculated for a state it does not go on from is wasted, never used (its walker uses only the
+proposal of the request its own state makes).
 
-The session's own events: a `ModelCall` per phase (everything its members decoded between two barriers
-crossed by all, its engine time: the population's calls are its time, as a one-shot method's), a
-`BarrierMet` per phase (when each member arrived at the barrier, when its group crossed it, and its path
-there from its last crossing: the population's critical path, critpath.py),
+The session's own events: a `ModelCall` per phase (everything its members decoded between two barriers,
+its engine time: the population's calls are its time, as a one-shot method's), a `BarrierMet` per phase
+(when each member arrived at its end and its path through it: the population's critical path, critpath.py),
 the method's own events from `cross` and `finish`, and whatever of its members' events the method forwards
 (`member_event`).  Every member's events are on the session's clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +65,9 @@ class Population(SessionDriver):
         self.members: list[Driver] = []
         self.tallies: list[SessionSummary] = []  # each member's events folded: its tokens, transitions
         self.lead = 0  # the member whose state the session holds while it runs (what a cancel ends with)
-        self.crossed = 0  # barriers crossed by every member
-        self._barriers: list[Barrier] = []
-        self._next: list[int] = []  # per member: its next barrier (an index of `_barriers`; past them: the end)
-        self._left: list[float] = []  # per member: when it crossed its last barrier (or began)
-        self._start = 0.0  # the phase's start: when the first member crossed the barrier all crossed last
-        self._met: dict[int, list[tuple[float, float, dict[str, float] | None, int] | None]] = {}
-        # (per barrier not yet crossed by all, per member that crossed it: arrived, crossed, path, tokens)
+        self.barrier: Barrier | None = None
+        self.crossed = 0  # barriers crossed
+        self._holds: Iterator[Barrier] = iter(())
         self._route: dict[int, int] = {}  # engine handle -> member
         self._phase = (0.0, 0, 0)  # the phase's start: (engine time, tokens decoded, requests submitted)
         self._requests = 0
@@ -97,17 +87,6 @@ class Population(SessionDriver):
         """Every member waits at `barrier` with its state: the states they go on from."""
         return states
 
-    def meets(self, s: int) -> list[list[int]] | None:
-        """The groups of members that meet at barrier s (from 1), each crossing it as soon as its own members
-        are there (`cross_group`); None (the default): all of them, together (`cross`)."""
-        return None
-
-    def cross_group(self, barrier: Barrier, s: int, group: list[int], states: list[SeqState]) -> list[SeqState]:
-        """The members of `group` (one of `meets(s)`) wait at barrier s with `states`: the states they go on
-        from.  Their crossing may come before or after other groups' crossings of the same barrier, and
-        after a member of another group has crossed later barriers."""
-        return states
-
     def finish(self, states: list[SeqState]) -> None:
         """Every member has ended: set the answer (`self.state`) and say how it was chosen."""
         raise NotImplementedError
@@ -121,10 +100,6 @@ class Population(SessionDriver):
         what the member decodes meanwhile, a right one lets it walk on at once.  Default: no guess (a member
         waits idle), as for resample-move, whose resampling hands most particles another's state."""
         return False
-
-    def next_barrier(self, i: int) -> int:
-        """Member i's next barrier, from 1 (past the last: the end)."""
-        return self._next[i] + 1
 
     def kept_mostly(self, i: int) -> bool:
         """Whether the barriers so far left member i's state as it was at least as often as not (False before
@@ -161,27 +136,20 @@ class Population(SessionDriver):
             self.tallies.append(tally)
             m.cost = self.cost
             m.peers = lambda: self.peers() + len(self.members) - 1  # the cost policy counts every member
-        n = len(self.members)
-        self._barriers = list(self.barriers())
-        self._next = [0] * n
+        self._holds = iter(self.barriers())
+        self.barrier = next(self._holds, None)
         self._phase = (self.clock(), 0, 0)
-        self._left = [self._phase[0]] * n
-        self._start = self._phase[0]
-        self._met = {}
-        self._paths = MemberPaths(n)
+        self._paths = MemberPaths(len(self.members))
         self._paths.begin([m.state.T for m in self.members])
-        self._arrived = [None] * n
+        self._arrived = [None] * len(self.members)
         self._kept = [[0, 0] for _ in self.members]
         for i, m in enumerate(self.members):
             m._t0 = self._t0  # (its events on the session's clock, as its steps are)
-            m.hold = self._hold(i)
+            m.hold = self.barrier
             m.speculate_held = self.keeps(i)
             m.begin()
             self._consume(i, m.flush())
         self._settle()
-
-    def _hold(self, i: int) -> Barrier | None:
-        return self._barriers[self._next[i]] if self._next[i] < len(self._barriers) else None
 
     def advance_session(self) -> None:
         for i, m in enumerate(self.members):
@@ -200,89 +168,51 @@ class Population(SessionDriver):
         self._paths.stepped(start - self._t0, end - self._t0)
 
     def _settle(self) -> None:
-        """Cross every barrier whose group is all there (a member let go may reach its next at once), end when
+        """Cross every barrier all members wait at (a member let go may reach the next at once), end when
         every member has."""
         while True:
             now = self.clock()
             self._arrived = [t if t is not None or not (m.held or m.done) else now
                              for t, m in zip(self._arrived, self.members)]
             if all(m.done for m in self.members):
-                self._call(len(self._barriers), final=True)
+                self._call(final=True)
                 self.finish([m.state for m in self.members])
                 self.end("done")
                 return
-            ready = self._ready()
-            if ready is None:
+            if self.barrier is None or not all(m.held or m.done for m in self.members):
                 self.state = self.members[self.lead].state
                 return
-            self._cross(*ready)
-
-    def _ready(self) -> tuple[int, list[int] | None] | None:
-        """A barrier (an index) and a group there whose members all wait at it (None: all members, together);
-        the earliest barrier first."""
-        waiting = sorted({self._next[i] for i, m in enumerate(self.members) if m.held})
-        for b in waiting:
-            groups = self.meets(b + 1)
-            for group in ([list(range(len(self.members)))] if groups is None else groups):
-                if all(self._next[j] == b and self.members[j].held for j in group):
-                    return b, (None if groups is None else group)
-        return None
-
-    def _cross(self, b: int, group: list[int] | None) -> None:
-        """Members (`group`; None: all) cross barrier b: their states from `cross` or `cross_group`, each let go
-        to its next barrier; once every member has crossed it, the phase's events."""
-        barrier, now = self._barriers[b], self.clock()
-        who = group if group is not None else list(range(len(self.members)))
-        met = self._met.setdefault(b, [None] * len(self.members))
-        for j in who:
-            arrived = self._arrived[j]
-            assert arrived is not None
-            path, tokens = self._paths.path(j, self._left[j], arrived)
-            met[j] = (arrived, now, path, tokens)
-        before = [self.members[j].state for j in who]
-        if group is None:
-            states = self.cross(barrier, before)
-        else:
-            states = self.cross_group(barrier, b + 1, group, before)
-        for j, st in zip(who, states):
-            self._next[j] += 1
-            self._left[j] = now
-            self._arrived[j] = None
-            self._paths.begin_member(j, st.T)
-            self._kept[j][0] += st is self.members[j].state
-            self._kept[j][1] += 1
-        if all(x is not None for x in met):  # (barriers are crossed by all in order: a member crosses them in order)
-            self._call(b)
+            barrier = self.barrier
+            states = self.cross(barrier, [m.state for m in self.members])
+            self._call()
             self.crossed += 1
-        for j in who:
-            self.members[j].speculate_held = self.keeps(j)
-        for j, st in zip(who, states):
-            self.members[j].release(st, self._hold(j))
-            self._consume(j, self.members[j].flush())
-        for j in who:  # let go: each asks for what it needs now (the loop steps next)
-            if not self.members[j].done:
-                self._consume(j, self.members[j].advance())
+            self.barrier = next(self._holds, None)
+            self._paths.begin([st.T for st in states])
+            self._arrived = [None] * len(self.members)
+            for i, (m, st) in enumerate(zip(self.members, states)):
+                self._kept[i][0] += st is m.state
+                self._kept[i][1] += 1
+                m.speculate_held = self.keeps(i)
+            for i, (m, st) in enumerate(zip(self.members, states)):
+                m.release(st, self.barrier)
+                self._consume(i, m.flush())
+            for i, m in enumerate(self.members):  # let go: each asks for what it needs now (the loop steps next)
+                if not m.done:
+                    self._consume(i, m.advance())
 
-    def _call(self, b: int, final: bool = False) -> None:
-        """Barrier b (an index; the end, `final`) crossed by every member: the phase since the last such as one
-        model call (its engine time, what its members decoded), and where each member's time went
-        (`BarrierMet`: its path from its own last crossing to its arrival, its wait there)."""
+    def _call(self, final: bool = False) -> None:
+        """The phase since the last barrier as one model call: its engine time, what its members decoded;
+        and where its time went (`BarrierMet`)."""
         t0, tokens0, requests0 = self._phase
         now, tokens = self.clock(), self.tokens_decoded
-        block, k = self._barriers[b] if not final else (self.params.n_blocks - 1, self.params.steps)
+        block = self.barrier[0] if self.barrier is not None else self.params.n_blocks - 1
         self.emit(ModelCall(block, self.crossed, "propose",
                                    self._requests - requests0, tokens - tokens0, now - t0, t0, now))
-        if final:  # (every member ended: it arrived at its end and left there)
-            arrived = [now if t is None else t for t in self._arrived]
-            parts = [self._paths.path(i, self._left[i], a) for i, a in enumerate(arrived)]
-            met = [(a, now, path, n) for a, (path, n) in zip(arrived, parts)]
-        else:
-            met = [x for x in self._met.pop(b) if x is not None]
-        start, self._start = self._start, min(c for _, c, _, _ in met)  # (the next phase's: the first let go)
-        paths = tuple(p for _, _, p, _ in met)
-        self.emit(BarrierMet(self.crossed + 1, block, k, final, start, now, tuple(a for a, _, _, _ in met),
-                             None if any(p is None for p in paths) else paths,  # type: ignore[arg-type]
-                             tuple(n for *_, n in met), tuple(c for _, c, _, _ in met)))
+        arrived = [now if t is None else t for t in self._arrived]
+        paths, path_tokens = self._paths.paths(t0, arrived)
+        # the end is after the last block's K transitions
+        k = self.params.steps if final or self.barrier is None else self.barrier[1]
+        self.emit(BarrierMet(self.crossed + 1, block, k, final, t0, now, tuple(arrived), paths, path_tokens))
         self._phase = (now, tokens, self._requests)
 
     # -- the loop's side: every member's requests as the population's ------------------------------
