@@ -204,3 +204,22 @@ def test_vllm_reports_peak_kv_pool_use_from_its_own_scheduler(vllm):
     eight = vllm.kv_peak()
     assert 0 < one < eight <= 1 and eight > 3 * one
     assert vllm.kv_peak() == 0.0  # nothing live since the last step
+
+
+def test_the_records_normalisers_at_score_temperatures_are_each_rows_own():
+    """vLLM's logits processor records a normaliser at each score temperature a request asks for (MultiTryMH's
+    candidates, a tempering replica's ladder): each is that row's own logsumexp of its logits over the
+    temperature, whichever rows share the batch; a row that asks for none gets none."""
+    import torch
+
+    from presto_tui.runtime.engines.vllm_stats import LogitStats
+
+    stats = LogitStats(None, "cpu", False)
+    ladders = {0: (1.0, 0.5, 0.25), 1: (), 2: (1.0, 0.5, 0.25), 3: (0.8, 0.3)}
+    stats.rows = {i: (f"r{i}", 0.25, [7] * i, taus) for i, taus in ladders.items()}
+    logits = torch.randn(5, 300, generator=torch.Generator().manual_seed(0), dtype=torch.float32) * 4
+    stats.apply(logits)
+    for i, taus in ladders.items():
+        (record,) = stats.records[f"r{i}"].values()
+        want = [float(torch.logsumexp(logits[i].to(torch.float64) / t, dim=-1)) for t in taus]
+        assert record[5] == pytest.approx(want, rel=0, abs=1e-12) and len(record[5]) == len(taus)
