@@ -93,15 +93,15 @@ class SamplerParams:
         for name, value in values.items():
             if name in whole and type(value) is not int:
                 value = _whole(value)
-            if name in _CORE:
+            if name in _CORE_NAMES:
                 object.__setattr__(self, name, value)
             elif name in own or (name in table and table[name].target.value == "sampler"):
                 own[name] = value
             else:
-                known = [*_CORE, *own]
+                known = [*_CORE_NAMES, *own]
                 raise ParamError(unknown_name("parameter", name, known, "; presto_tui.api.params.SPEC lists them"),
                                  param=str(name))
-        for name in _CORE:
+        for name in _CORE_NAMES:
             if name not in values:
                 object.__setattr__(self, name, getattr(SamplerParams, name))
         object.__setattr__(self, "own", tuple(sorted(own.items())))
@@ -214,14 +214,14 @@ class SamplerParams:
 
     def with_(self, **changes: Any) -> SamplerParams:
         """The same parameters but `changes` (of the same class: a public `Params` checks them again)."""
-        values = {name: getattr(self, name) for name in _CORE}
+        values = {name: getattr(self, name) for name in _CORE_NAMES}
         values.update(self.own)
         values.update(changes)
         return type(self)(**values)
 
 
 _FIELDS = tuple(f.name for f in fields(SamplerParams))  # (every value, `_key`'s order)
-_CORE = tuple(name for name in _FIELDS if name != "own")  # the core's parameters, each a field
+_CORE_NAMES = tuple(name for name in _FIELDS if name != "own")  # the core's parameters, each a field
 _LAYOUT: dict[str, Any] = {}
 
 
@@ -232,7 +232,7 @@ def _layout() -> tuple[dict[str, Any], frozenset[str], dict[str, Any]]:
     table = param_table()
     if _LAYOUT.get("table") is not table:
         _LAYOUT.update(table=table, whole=frozenset(name for name, p in table.items() if p.kind is int),
-                       own={p.name: p.default for p in sampler_table() if p.name not in _CORE})
+                       own={p.name: p.default for p in sampler_table() if p.name not in _CORE_NAMES})
     return _LAYOUT["table"], _LAYOUT["whole"], _LAYOUT["own"]
 
 
