@@ -14,6 +14,9 @@ import pytest
 from helpers import small_backend
 from scipy import stats
 
+from presto_tui.logs.reader import read_trace
+from presto_tui.logs.schema import decode, encode
+from presto_tui.logs.writer import TraceWriter
 from presto_tui.runtime.core import registry
 from presto_tui.runtime.core.fields import SchemaError
 from presto_tui.runtime.core.params import SamplerParams
@@ -21,7 +24,15 @@ from presto_tui.runtime.core.randomness import member_seed, resample_uniform, sw
 from presto_tui.runtime.core.spec import ParamError
 from presto_tui.runtime.methods.ppt import PT_STEP, PptInfo, PtStep, ladder
 from presto_tui.runtime.methods.resample_move import RM_STEP, RmStep
-from presto_tui.runtime.session.events import Choice, SessionEnd, Transition
+from presto_tui.runtime.session.events import (
+    TRANSIENT,
+    Choice,
+    MemberEvent,
+    RoundDone,
+    SessionEnd,
+    SessionStart,
+    Transition,
+)
 from presto_tui.runtime.session.runner import run_session
 from presto_tui.runtime.session.summary import summarize
 
@@ -596,3 +607,73 @@ def test_the_adaptive_ladders_warm_up_is_warm_up_in_the_library_and_the_draws_fi
         rows = list(csv.DictReader(f))
     assert {r["kept"] for r in rows if int(r["transition"]) <= 12} == {"false"}
     assert {r["kept"] for r in rows if int(r["transition"]) > 12} == {"true"}
+
+
+# -- every member's own chain, recorded ------------------------------------------------------------
+
+def member_views(events):
+    """The members' recorded events, by member: (its start, its own events after it)."""
+    out: dict[int, list] = {}
+    for e in events:
+        if isinstance(e, MemberEvent):
+            out.setdefault(e.member, []).append(e.event)
+    return out
+
+
+@pytest.mark.parametrize("rule", ["none", "bfs", "spine", "stream"])
+def test_every_member_records_its_own_chain_start_to_end_under_every_rule(rule):
+    """A population records each member's own events (`MemberEvent`): its start with its own parameters
+    first, its rounds (epochs), transitions and end, whose counts the method's records agree with; the
+    alpha replica's transitions are the session's draws."""
+    for params in (SamplerParams(sampler="ppt", max_new_tokens=8, block_size=4, steps=4, seed=3, prefetch=rule,
+                                 budget=4, pt_swap_every=1),
+                   SamplerParams(sampler="resample-move", particles=3, max_new_tokens=8, block_size=4, steps=3,
+                                 seed=4, prefetch=rule, budget=4, rm_ess=1.0)):
+        _, events = events_of(params)
+        members = member_views(events)
+        expect = params.method.members(params)
+        assert sorted(members) == list(range(len(expect)))
+        own = [e for e in events if isinstance(e, (PtStep, RmStep))]
+        for i, evs in members.items():
+            start = evs[0]
+            assert isinstance(start, SessionStart) and start.params == expect[i].to_dict()
+            assert not any(isinstance(e, SessionStart) for e in evs[1:])
+            assert isinstance(evs[-1], SessionEnd)
+            tr = [e for e in evs if isinstance(e, Transition)]
+            counts = [st.transitions[i] for st in own]
+            assert len(tr) == sum(counts) == params.n_blocks * params.steps
+            accepted = [st.accepted[i] for st in own]
+            assert sum(e.accepted for e in tr) == sum(accepted)
+            rounds = [e for e in evs if isinstance(e, RoundDone)]
+            if rule != "none":  # (PreSTO's rounds or epochs: together every transition, each in order)
+                assert rounds and sum(r.k_after - r.k_before for r in rounds) == len(tr)
+            if isinstance(own[-1], PtStep):
+                assert evs[-1].tokens == own[-1].tokens[i]  # (the end's record: no swap after it)
+        if params.sampler == "ppt":
+            lead = [e for e in members[len(expect) - 1] if isinstance(e, Transition)]
+            assert lead == [e for e in events if isinstance(e, Transition)]
+
+
+def test_members_events_read_back_equal_from_the_trace_and_a_damaged_one_is_refused_naming_its_field(tmp_path):
+    path = tmp_path / "m.jsonl"
+    params = SamplerParams(sampler="ppt", max_new_tokens=8, block_size=4, steps=4, seed=3, prefetch="bfs", budget=4)
+    b = small_backend(vocab=7, sharpness=1.2)
+    with TraceWriter(path, command="test", backend=b.name, model=b.model, params=params.to_dict(),
+                     pieces=b.token_pieces) as w:
+        written = list(run_session(b, params, list(PROMPT), prompt="p"))
+        for ev in written:
+            w.write(ev)
+    mine = [e for e in written if isinstance(e, MemberEvent)]
+    assert mine and not any(isinstance(e.event, TRANSIENT) for e in mine)
+    read = [e for e in read_trace(path).sessions[0].events if isinstance(e, MemberEvent)]
+    # (a round tree's per-token values are written rounded: what reads back is what its line says)
+    assert [encode(e) for e in read] == [encode(decode(json.loads(json.dumps(encode(e))))) for e in mine]
+    assert [type(e.event) for e in read] == [type(e.event) for e in mine]
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    line = next(x for x in lines if x["type"] == "member" and x["event"]["type"] == "round")
+    del line["event"]["k_after"]
+    with pytest.raises(SchemaError, match="missing field 'event.k_after'"):
+        decode(line)
+    line["event"] = {"type": "pt_step"}  # (a member is an MH chain: no method's own record inside)
+    with pytest.raises(SchemaError, match="'event.type'"):
+        decode(line)

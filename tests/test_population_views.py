@@ -192,6 +192,47 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
         assert "4 records" in text_of(app, "#member-info") and app.screen is member
 
 
+async def test_a_members_rounds_opened_in_chat_follow_its_new_rounds_as_they_come():
+    """Under a round rule: the alpha replica's own rounds, opened mid-run (H, then r), grow as its chain runs,
+    the cursor on the last round following them."""
+    from presto_tui.views.screens.member_rounds import MemberRoundsScreen
+    from presto_tui.views.screens.members import MemberScreen
+
+    engine = GatedEngine(counted=True)
+    session = ChatSession(engine_factory=lambda model: engine)
+    params = SamplerParams(sampler="ppt", prefetch="bfs", budget=2, max_new_tokens=8, steps=6, pt_swap_every=2,
+                           pt_replicas=3)
+    app = chat_app(session, params, backend="synthetic", model=None)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        scr = app.screen
+        scr.query_one("#prompt").focus()
+        await pilot.press(*"the cat", "enter")
+        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        try:
+            engine.let_through(3)  # to the first barrier
+            await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
+            scr.main_view.focus()
+            await pilot.press("H", "r")  # the answer's replica, then its own rounds
+            await wait_until(pilot, lambda: isinstance(app.screen, MemberRoundsScreen))
+            rounds = app.screen
+            own = scr.state.current.members[2]
+            await wait_until(pilot, lambda: rounds.state.total_rounds >= 1)
+            await pilot.press("end")
+            seen = rounds.state.total_rounds
+            engine.let_through(2)
+            await wait_until(pilot, lambda: rounds.state.total_rounds > seen)
+            await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1])  # (it followed)
+            assert "replica 3 of 3 (alpha 4, the alpha replica: the answer's) of session 1" in text_of(
+                app, "#tree-title")
+        finally:
+            engine.let_through(1000)
+        await wait_until(pilot, lambda: scr.state.current.status == "done")
+        await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1] and own.status == "done")
+        assert app.screen is rounds and sum(r.k_after - r.k_before for r in own.rounds) == params.n_blocks * 6
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+
+
 async def test_replay_of_an_adaptive_ladder_shows_how_it_moved_and_where_it_froze(tmp_path):
     """--pt-ladder auto: the grid keeps one column per barrier (its ladder's moves are not barriers), each
     cell's inspector names the exponent the replica had then, and the stats panel lists every move, the
@@ -302,14 +343,15 @@ def test_a_members_chain_is_its_own_records_and_counts_what_the_session_counts()
 
 
 async def test_enter_on_a_replica_opens_its_chain_and_escape_goes_back_to_the_grid_where_it_left():
-    from presto_tui.views.screens.members import NO_ROUNDS_RECORDED, MemberScreen
+    from presto_tui.views.screens.members import PER_TOKEN, MemberScreen
     from presto_tui.views.screens.round import RoundScreen
 
     app = replay_app(read_trace(POPULATIONS))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         grid = app.screen.query_one(ReplicaGrid)
         await wait_until(pilot, lambda: grid.display)
-        run = app.screen.state.sessions[0].method_run
+        view = app.screen.state.sessions[0]
+        run = view.method_run
         await pilot.press("down", "enter")  # replica 3 of 4, at the end
         await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
         member = app.screen
@@ -317,19 +359,94 @@ async def test_enter_on_a_replica_opens_its_chain_and_escape_goes_back_to_the_gr
         records = member.query_one("#member-records")
         assert records.row_count == len(run.steps) and records.cursor_row == len(run.steps) - 1
         assert "replica 3 of 4 (alpha 2.52)" in text_of(app, "#member-info")
-        assert "its rounds are not recorded" in text_of(app, "#member-info")
+        assert "r: its own rounds" in text_of(app, "#member-info")
         assert "replica 3 of 4, alpha 2.52, at the end" in text_of(app, "#member-inspector")
-        assert not member.query_one("#member-draws").display  # (its transitions are not in the trace)
+        # its every transition, from its own recorded chain (not the session's: those are the alpha replica's)
+        own = [e for e in view.members[2].events if isinstance(e, Transition)]
+        assert member.query_one("#member-draws").display and member.chain.draws == tuple(own)
+        assert len(own) == member.chain.transitions and own != [e for e in view.events if isinstance(e, Transition)]
         await pilot.press(*["up"] * len(run.steps))  # its first record: after barrier 1
         assert member.column == 0 and "replica 3 of 4, alpha 2.52, after barrier 1" in text_of(app, "#member-inspector")
         await pilot.press("left_square_bracket")  # the replica above: the alpha one, at the same record
         assert member.chain.member == 3 and member.column == 0 and member.query_one("#member-draws").display
         assert "replica 4 of 4, alpha 4, after barrier 1" in text_of(app, "#member-inspector")
-        await pilot.press("t")
-        await wait_until(pilot, lambda: any(NO_ROUNDS_RECORDED[:40] in t for t in toasts(app)))
+        await pilot.press("t")  # the per-token view is a round's: the member's rounds are one key away
+        await wait_until(pilot, lambda: any(PER_TOKEN[:40] in t for t in toasts(app)))
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, RoundScreen))
         assert (grid.row, grid.col) == (0, 0)  # the grid is on the record the chain was left on
+
+
+async def test_r_on_a_member_opens_its_own_rounds_in_the_round_view_with_its_keys():
+    """A replica's and a particle's own PreSTO chain (their epochs: the fixture streams): the round view over
+    the member's recorded session, with its tree, inspector, t and H; Escape goes back to the member."""
+    app = replay_app(read_trace(POPULATIONS))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        grid = app.screen.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display)
+        sessions = app.screen.state.sessions
+        for keys, session, said in ((("home", "down", "enter"), 0, "replica 3 of 4 (alpha 2.52)"),
+                                    (("end", "up", "enter"), 1, "particle ")):
+            await its_rounds(pilot, app, keys, sessions[session], session, said)
+
+
+async def its_rounds(pilot, app, keys, view, session, said):
+    """Enter on the grid's member (after `keys`), r, its rounds with t and H, and back to the grid."""
+    from presto_tui.views.screens.history import HistoryScreen
+    from presto_tui.views.screens.member_rounds import MemberRoundsScreen
+    from presto_tui.views.screens.members import MemberScreen
+    from presto_tui.views.screens.tokens import TokenScreen
+
+    await pilot.press(*keys)
+    await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+    member, title = app.screen.chain.member, app.screen.chain.title
+    assert title.startswith(said)
+    await pilot.press("r")
+    await wait_until(pilot, lambda: isinstance(app.screen, MemberRoundsScreen))
+    scr = app.screen
+    own = view.members[member]
+    assert scr.state.sessions == [own] and scr.state.total_rounds == len(own.rounds) > 1
+    assert own.start.params["sampler"] == "powermh"
+    tree = scr.query_one("#tree", RoundTreeView)
+    await wait_until(pilot, lambda: tree.display and scr.current_round() is own.rounds[0])
+    assert f"epoch 1/{len(own.rounds)} · {title} of session {session + 1}" in text_of(app, "#tree-title")
+    await pilot.press("end")
+    assert scr.current_round() is own.rounds[-1]
+    await pilot.press("t")  # the selected node's ratio per token (the round's first decision's)
+    await wait_until(pilot, lambda: isinstance(app.screen, TokenScreen))
+    assert f"{title} of session {session + 1} · epoch {len(own.rounds)}" in text_of(app, "#tok-info")
+    await pilot.press("escape")
+    await wait_until(pilot, lambda: app.screen is scr)
+    await pilot.press("H")  # its whole chain: every transition it made
+    await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
+    assert title in text_of(app, "#hist-info")
+    await pilot.press("escape")
+    await wait_until(pilot, lambda: app.screen is scr)
+    await pilot.press("escape")
+    await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+    await pilot.press("escape")
+    await wait_until(pilot, lambda: app.screen.query(ReplicaGrid) and not isinstance(app.screen, MemberScreen))
+
+
+async def test_a_trace_written_before_members_were_recorded_says_so_where_their_rounds_are_asked_for(tmp_path):
+    from presto_tui.views.screens.members import MemberScreen
+    from presto_tui.views.state.members import NOT_RECORDED
+
+    old = tmp_path / "old.jsonl"  # the fixture as schema 1.3 wrote it: no member lines
+    lines = [x for x in POPULATIONS.read_text().splitlines() if not x.startswith('{"type":"member"')]
+    old.write_text("\n".join(lines).replace('"schema":"1.4"', '"schema":"1.3"') + "\n")
+    app = replay_app(read_trace(old))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        grid = app.screen.query_one(ReplicaGrid)
+        await wait_until(pilot, lambda: grid.display)
+        await pilot.press("down", "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
+        member = app.screen
+        assert NOT_RECORDED[:60] in text_of(app, "#member-info")
+        assert not member.query_one("#member-draws").display  # (a replica below alpha: no transitions recorded)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: any(NOT_RECORDED[:40] in t for t in toasts(app)))
+        assert app.screen is member
 
 
 async def test_h_m_and_o_on_a_population_show_its_members_not_a_one_shot_session():
@@ -406,6 +523,11 @@ async def test_exports_of_a_population_write_its_members_records(tmp_path):
 
 def test_snapshot_a_replicas_chain_opened_from_the_grid(snap_compare):
     assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["home", "down", "enter", "up"],
+                        terminal_size=(120, 40))
+
+
+def test_snapshot_a_replicas_own_rounds_opened_from_its_chain(snap_compare):
+    assert snap_compare(replay_app(read_trace(POPULATIONS)), press=["home", "down", "enter", "r", "end"],
                         terminal_size=(120, 40))
 
 

@@ -26,6 +26,7 @@ from presto_tui.runtime.session.events import (
     Event,
     InFlight,
     LiveTree,
+    MemberEvent,
     MethodEvent,
     ModelCall,
     RequestEvent,
@@ -47,7 +48,7 @@ __all__ = [
     "EngineCost", "EngineSteps", "Event", "InFlight", "Limits", "LiveTree", "ModelCall", "NodeStatus", "NodeView",
     "Phase", "Pieces", "Proposal", "REJECT", "Request", "RequestEvent", "RequestKind", "RoundDone", "RoundTree",
     "SHORT", "Sample", "Score", "SeqState", "SessionEnd", "SessionError", "SessionStart", "SessionSummary",
-    "MethodEvent", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path", "cut_at_eos",
-    "cut_at_stop", "event_token_ids", "first_difference", "is_one_shot", "limits", "log_ratio_terms", "normalised",
-    "summarize",
+    "MemberEvent", "MethodEvent", "TRANSIENT", "TableTree", "Transition", "UNCERTAIN", "Vocab", "critical_path",
+    "cut_at_eos", "cut_at_stop", "event_token_ids", "first_difference", "is_one_shot", "limits", "log_ratio_terms",
+    "normalised", "summarize",
 ]

@@ -98,7 +98,7 @@ def stats(
         "decision, in seconds per cause (decoding at one request's step time, which is the dependency limit; "
         "a wider batch; the block's extension; proposals issued late, because not speculated, no slot under "
         "the cap or ranked below what pays; reissued; a round's wait; the scheduler's own time), per session "
-        "and pooled. Needs traces written by this version (schema 1.3).")] = False,
+        "and pooled. Needs traces of schema 1.3 or later.")] = False,
 ) -> None:
     """Per-session statistics of recorded traces, pooled over comparable sessions; no model needed.
 

@@ -6,7 +6,12 @@ id -> piece), written before the first line that uses those ids, so replay
 needs neither model nor tokenizer.  Every number a view or statistic needs
 (each node's terms, A, the uniform, the class) is stored with its score.
 
-Schema 1.3 (read: 1.0 to 1.3) adds `sps_step`, a step of Scalable Power Sampling (its
+Schema 1.4 (read: 1.0 to 1.4) adds `member` lines: a population's member's own events (its rounds or
+epochs, transitions, requests, blocks, start and end: `MemberEvent`), each an event line of a session
+inside, so that a replica's or a particle's chain replays as a session of its own.  Nothing else
+changed; a 1.3 reader refuses a trace with them (an unknown line type).
+
+Schema 1.3 adds `sps_step`, a step of Scalable Power Sampling (its
 candidate chunks, their log p0, the rollouts' log weights, zeta and the estimates, and the
 chunk drawn), with one change of meaning: a `transition`'s, a `sample`'s and a `choice`'s
 log-likelihood and confidence (eqs. 21-22) are those of the response a person gets, up to and
@@ -127,6 +132,7 @@ from presto_tui.runtime.session.events import (
     EngineCost,
     EngineSteps,
     Event,
+    MemberEvent,
     MethodEvent,
     ModelCall,
     RequestEvent,
@@ -139,7 +145,7 @@ from presto_tui.runtime.session.events import (
     Transition,
 )
 
-SCHEMA_VERSION = "1.3"  # major.minor: a reader refuses another major version
+SCHEMA_VERSION = "1.4"  # major.minor: a reader refuses another major version
 MAGIC = "presto-tui-trace"
 
 REQUEST_KINDS = tuple(RequestKind)  # a request line's kind
@@ -280,6 +286,8 @@ def encode(ev: Event) -> dict:
                 "start": ev.start, "end": ev.end, "arrived": list(ev.arrived),
                 **({"paths": [dict(p) for p in ev.paths], "tokens": list(ev.tokens)} if ev.paths is not None
                    else {})}
+    if isinstance(ev, MemberEvent):
+        return {"type": "member", "member": ev.member, "event": encode(ev.event)}
     if isinstance(ev, SessionEnd):
         return {"type": "session_end", "reason": ev.reason, "tokens": list(ev.tokens), "text": ev.text}
     if isinstance(ev, SessionError):
@@ -331,6 +339,23 @@ def _barrier(d: dict) -> BarrierMet:
         _check(len(tokens) == len(arrived), "tokens", "should hold one count per member")
     return BarrierMet(_int(_get(d, "step"), "step", 1), _int(_get(d, "block"), "block"), _int(_get(d, "k"), "k"),
                       _bool(_get(d, "final"), "final"), start, end, arrived, paths, tokens)
+
+
+MEMBER_EVENTS = ("session_start", "block_start", "model_call", "round", "transition", "request", "walked",
+                 "session_end", "error")  # what a population's member records (`MemberEvent`)
+
+
+def _member(d: dict) -> MemberEvent:
+    """A `member` line: a member's own event, read by the same gate as a session's (the field it names is
+    the inner event's, as `event.<field>`)."""
+    inner = _get(d, "event")
+    _check(isinstance(inner, dict), "event", "should be an object")
+    _choice(_get(inner, "type", "event."), "event.type", MEMBER_EVENTS)
+    try:
+        ev = decode(inner)
+    except SchemaError as e:
+        raise SchemaError(str(e).replace("field '", "field 'event.", 1)) from None
+    return MemberEvent(_int(_get(d, "member"), "member", 0, 1 << 16), ev)
 
 
 def _chain_of(d: dict) -> tuple[int, int, str]:
@@ -407,6 +432,8 @@ def decode(d: Any) -> Event:
                               _choice(g("eps_class"), "eps_class", EPS_CLASSES), _finite(g("clock"), "clock", 0.0))
     if kind == "barrier":
         return _barrier(d)
+    if kind == "member":
+        return _member(d)
     if kind == "session_end":
         return SessionEnd(_choice(g("reason"), "reason", ("done", "cancelled")), _tokens(g("tokens"), "tokens"),
                           _str(g("text"), "text"))

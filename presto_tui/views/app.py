@@ -20,6 +20,8 @@ from presto_tui.views.dialogs.help import HelpScreen
 from presto_tui.views.dialogs.quit import ConfirmQuitScreen
 from presto_tui.views.palette import theme_variables
 from presto_tui.views.screens.chat import ChatScreen, ChatWorker, engine_title
+from presto_tui.views.screens.member_rounds import MemberRoundsScreen
+from presto_tui.views.screens.members import MemberScreen
 from presto_tui.views.screens.replay import ReplayScreen
 from presto_tui.views.state.reducer import AppState
 
@@ -51,6 +53,9 @@ class PrestoApp(App):
         self.push_screen(self._first)
         for w in self.startup_warnings:
             self.notify(visible(w, keep_newlines=False), severity="warning", timeout=10, markup=False)
+
+    def on_member_screen_open_rounds(self, message: MemberScreen.OpenRounds) -> None:
+        self.push_screen(MemberRoundsScreen(message.state, message.session, message.member, message.label))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

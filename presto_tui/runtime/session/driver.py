@@ -94,6 +94,7 @@ class SessionDriver:
         self.cost: StepCost | None = None  # the engine loop's step costs, shared by its chains
         self.peers: Callable[[], int] = lambda: 1  # how many sessions share the engine now (the loop's)
         self.budget: SharedBudget | None = None  # the engine's speculation budget, shared by its chains (the loop's)
+        self.started: SessionStart | None = None  # its start event, once `start` has emitted it
         self._out: list[Event] = []
         self._submit: list[tuple[Tag, Request]] = []
         self._abort: list[int] = []
@@ -111,9 +112,10 @@ class SessionDriver:
     # -- the loop's side --------------------------------------------------------------------
     def start(self) -> list[Event]:
         e = self.engine
-        self.emit(SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
-                                      self.prompt, self.prompt_ids, time.time(), dict(e.info),
-                                      self.chain_index, self.chains, self.group))
+        self.started = SessionStart(uuid.uuid4().hex[:12], __version__, e.name, e.model, self.params.to_dict(),
+                                    self.prompt, self.prompt_ids, time.time(), dict(e.info),
+                                    self.chain_index, self.chains, self.group)
+        self.emit(self.started)
         check_context(e, len(self.prompt_ids), self.params)
         self.begin()
         return self.flush()

@@ -264,7 +264,18 @@ class Damaged:
     lines: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class MemberEvent:
+    """An event of a population's member (session/population.py: a replica's or a particle's MH chain), as
+    the member emitted it: its rounds or epochs, transitions, requests, blocks and end, so that each member's
+    chain replays as a session of its own.  The first of each member's is its `SessionStart` (its
+    parameters as it began).  The population's own numbers never read them: they are the member's."""
+
+    member: int  # from 0, the method's numbering (tempering: the level, 0 the lowest exponent)
+    event: Event
+
+
 Event = (SessionStart | ModelCall | BlockStart | RoundDone | Transition | RequestEvent | DecisionWalked | Sample
          | MethodEvent | Choice | EngineCost | EngineSteps | BarrierMet | SessionEnd | SessionError | InFlight
-         | LiveTree | Damaged)
+         | LiveTree | Damaged | MemberEvent)
 TRANSIENT = (InFlight, LiveTree)

@@ -23,15 +23,19 @@ The session's own events: a `ModelCall` per phase (everything its members decode
 its engine time: the population's calls are its time, as a one-shot method's), a `BarrierMet` per phase
 (when each member arrived at its end and its path through it: the population's critical path, critpath.py),
 the method's own events from `cross` and `finish`, and whatever of its members' events the method forwards
-(`member_event`).  Every member's events are on the session's clock.
+(`member_event`).  Every member's events are on the session's clock, and every one a member records
+(its rounds or epochs, transitions, requests, blocks, end) is emitted wrapped as a `MemberEvent`, its first
+the member's `SessionStart`: each member's chain replays as a session of its own (the app's member
+screens open its rounds under every rule), and nothing of the population's own numbers reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from presto_tui import __version__
 from presto_tui.runtime.core.classifier import CertaintyClassifier
 from presto_tui.runtime.core.engine import Engine
 from presto_tui.runtime.core.params import SamplerParams
@@ -39,10 +43,22 @@ from presto_tui.runtime.core.types import Proposal, Request, SeqState
 from presto_tui.runtime.samplers.families import SamplerFamily
 from presto_tui.runtime.session.critpath import MemberPaths
 from presto_tui.runtime.session.driver import Driver, SessionDriver
-from presto_tui.runtime.session.events import BarrierMet, Event, InFlight, ModelCall
+from presto_tui.runtime.session.events import (
+    TRANSIENT,
+    BarrierMet,
+    EngineCost,
+    Event,
+    InFlight,
+    MemberEvent,
+    ModelCall,
+    SessionStart,
+)
 from presto_tui.runtime.session.summary import SessionSummary
 
 Barrier = tuple[int, int]  # (block, transitions of the block done)
+# what a member emits that is not its chain's to record: what it shows in flight (never recorded), and the
+# engine's cost, which the population shares with every member and records once as its own
+NOT_THE_MEMBERS = (*TRANSIENT, EngineCost)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +160,7 @@ class Population(SessionDriver):
         self._arrived = [None] * len(self.members)
         self._kept = [[0, 0] for _ in self.members]
         for i, m in enumerate(self.members):
+            self.emit(MemberEvent(i, self.member_start(m, i)))
             m._t0 = self._t0  # (its events on the session's clock, as its steps are)
             m.hold = self.barrier
             m.speculate_held = self.keeps(i)
@@ -157,11 +174,22 @@ class Population(SessionDriver):
                 self._consume(i, m.advance())
         self._settle()
 
+    def member_start(self, m: Driver, i: int) -> SessionStart:
+        """Member i's start, as its recorded chain begins: the session's, with the member's parameters (a
+        session begun without `start`, as the law-test kit's are: the session's parameters and prompt)."""
+        e = self.engine
+        start = self.started or SessionStart("", __version__, e.name, e.model, self.params.to_dict(), self.prompt,
+                                             tuple(self.prompt_ids), 0.0, dict(e.info))
+        return replace(start, session_id=f"{start.session_id}.{i + 1}", params=m.params.to_dict(), chain=0,
+                       chains=1, group="")
+
     def _consume(self, i: int, events: list[Event]) -> None:
         for ev in events:
             self.tallies[i].update(ev)
             self._paths.update(i, ev)
             self.member_event(i, ev)
+            if not isinstance(ev, NOT_THE_MEMBERS):
+                self.emit(MemberEvent(i, ev))
 
     def stepped(self, start: float, end: float, live: int) -> None:
         super().stepped(start, end, live)

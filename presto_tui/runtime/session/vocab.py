@@ -13,6 +13,7 @@ from presto_tui.runtime.core import registry
 from presto_tui.runtime.session.events import (
     BlockStart,
     Event,
+    MemberEvent,
     MethodEvent,
     RoundDone,
     Sample,
@@ -38,6 +39,8 @@ def event_token_ids(ev: Event) -> list[int]:
         return list(ev.tokens)
     if isinstance(ev, Sample):  # a baseline's samples and particles are shown, not only its answer
         return list(ev.tokens)
+    if isinstance(ev, MemberEvent):
+        return event_token_ids(ev.event)
     if isinstance(ev, MethodEvent):  # a method's own: its declaration says which tokens it carries
         et = registry.event_type_of(ev)
         return list(et.tokens(ev)) if et is not None else []

@@ -56,10 +56,13 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("particles", " · ".join(SmcRun().legend())),
         ("enter", "the replica's or resample-move particle's chain: its records at every barrier or block (the "
                   "state it holds, log p0, its swap or weight, its MH transitions and acceptances), their plot and "
-                  "the inspector; [ ] the member above or below; escape back to the grid on the record left on"),
+                  "the inspector, its every transition plotted; [ ] the member above or below; escape back to the "
+                  "grid on the record left on"),
+        ("r", "on a member's chain: its own PreSTO rounds (epochs under the streaming rule) as a session of their "
+              "own, with the tree, the inspector, t, H, o, search and export; escape back to the member"),
         ("m / H / o", "m: every member's trace (log p0 per barrier, or log weight per block), enter opens one; H: "
-                      "the alpha replica's chain (its every transition plotted too); o: why there is no overview "
-                      "(the trace records members at barriers, not their rounds)"),
+                      "the alpha replica's chain; o: a population has no rounds of its own (its members' are: "
+                      "enter, then r)"),
         ("e", "the screen, every member's records as text or JSON (with the trace's own records), the answer"),
     )),
     ("Rounds (epochs in a streaming session)", (

@@ -54,7 +54,7 @@ class HistoryScreen(Screen[None]):
     def on_mount(self) -> None:
         h, p = self.history, self.view.params
         info = Text()
-        info.append(f"session {self.session + 1} of {len(self.state.sessions)}", style="bold")
+        info.append(self.state.session_words(self.session), style="bold")
         alike = sum(v.twin_from is not None for v in h.states)
         info.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} alpha {p.get('alpha'):g} · "
                     f"{count(len(h.steps), 'transition')}, {h.accepted} accepted · "

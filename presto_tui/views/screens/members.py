@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 from textual_plotext.plot import Plot
@@ -27,8 +28,7 @@ from presto_tui.views.widgets.plots import SeriesPlot
 from presto_tui.words import count
 
 POLL_S = 0.25  # a live chat's population screens take its new records at most four times a second
-NO_ROUNDS_RECORDED = ("t: the per-token view needs a round's node, and a population's trace records its members at "
-                      "their barriers, not their rounds")
+PER_TOKEN = "t: the per-token view splits a round's node: r opens this member's rounds, and t there"
 
 
 def _session_line(state: AppState, session: int) -> Text:
@@ -75,13 +75,18 @@ class MemberScreen(_PopulationScreen):
         Binding("escape,H", "close", "back to the grid"),
         Binding("left_square_bracket", "member(-1)", "member above"),
         Binding("right_square_bracket", "member(1)", "member below"),
+        Binding("r", "rounds", "its rounds"),
         Binding("t", "tokens", "per token", show=False),
     ]
 
     def __init__(self, state: AppState, session: int, member: int, column: int | None = None) -> None:
         super().__init__(state, session)
-        self.chain = ms.member_chain(self.run, member, self.view.events)
+        self.chain = self._chain(member)
         self.column = column
+
+    def _chain(self, member: int) -> ms.MemberChain:
+        own = self.view.members.get(member)
+        return ms.member_chain(self.run, member, self.view.events, own.events if own is not None else None)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -104,7 +109,7 @@ class MemberScreen(_PopulationScreen):
         record otherwise."""
         c = self.chain
         following = not c.rows or self.column == c.rows[-1].column
-        self.chain = ms.member_chain(self.run, c.member, self.view.events)
+        self.chain = self._chain(c.member)
         if following:
             self.column = None
         self._fill()
@@ -195,11 +200,27 @@ class MemberScreen(_PopulationScreen):
         row = self.chain.row + step
         if not 0 <= row < n:
             return
-        self.chain = ms.member_chain(self.run, ms.member_of_row(self.run, row), self.view.events)
+        self.chain = self._chain(ms.member_of_row(self.run, row))
         self._fill()
 
+    class OpenRounds(Message):
+        """`r`: open member `member`'s own rounds (the app opens them: the round view they open in is a
+        screen that opens this one, which never imports it)."""
+
+        def __init__(self, state: AppState, session: int, member: int, label: str) -> None:
+            super().__init__()
+            self.state, self.session, self.member, self.label = state, session, member, label
+
+    def action_rounds(self) -> None:
+        """Its own chain's rounds (epochs) in the round view, where the trace records them (schema 1.4)."""
+        if self.chain.member not in self.view.members:
+            self.notify(ms.NOT_RECORDED, timeout=5)
+            return
+        self.post_message(self.OpenRounds(self.state, self.session, self.chain.member,
+                                          f"{self.chain.title} of session {self.session + 1}"))
+
     def action_tokens(self) -> None:
-        self.notify(NO_ROUNDS_RECORDED, timeout=5)
+        self.notify(PER_TOKEN if self.chain.member in self.view.members else ms.NOT_RECORDED, timeout=5)
 
     def action_close(self) -> None:
         self.dismiss((self.chain.row, self.column) if self.column is not None else None)

@@ -108,7 +108,7 @@ class OverviewScreen(Screen[tuple[int, int] | None]):
         p = view.params
         cols = self.series.columns
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(f"session {self.session + 1} of {len(self.state.sessions)}", style="bold")
+        t.append(self.state.session_words(self.session), style="bold")
         t.append(f" · {p.get('sampler')} {p.get('prefetch')}/{p.get('inputs')} N={p.get('budget')} "
                  f"K={p.get('steps')} · {len(cols)} {view.unit}s, "
                  f"{sum(c.transitions for c in cols)} transitions · ")

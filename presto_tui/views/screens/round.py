@@ -272,9 +272,8 @@ class RoundScreen(Screen):
         view = self.state.sessions[s]
         start = view.start
         chain = f" (chain {start.chain + 1} of {start.chains}: m shows them all)" if start.chains > 1 else ""
-        return (f"{view.unit} {r + 1}/{len(view.rounds)} · session {s + 1} of "
-                f"{len(self.state.sessions)}{chain} · block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · "
-                f"{rd.tree.rule}/{rd.tree.inputs}")
+        return (f"{view.unit} {r + 1}/{len(view.rounds)} · {self.state.session_words(s)}{chain} · "
+                f"block {rd.block + 1} · k {rd.k_before}->{rd.k_after} · {rd.tree.rule}/{rd.tree.inputs}")
 
     def on_round_tree_view_node_selected(self, message: RoundTreeView.NodeSelected) -> None:
         self._draw_inspector()
@@ -411,7 +410,7 @@ class RoundScreen(Screen):
         rd = self.current_round()
         if self.cursor is not None and rd is not None and rd.tree is tree:  # not a live epoch still growing
             s, r = self.cursor
-            where = f"session {s + 1} · {self.state.sessions[s].unit} {r + 1} · "
+            where = f"{self.state.session_name(s)} · {self.state.sessions[s].unit} {r + 1} · "
         self.app.push_screen(TokenScreen(split, self.state.pieces, where))
 
     def action_history(self) -> None:

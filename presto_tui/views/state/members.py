@@ -6,9 +6,11 @@ What a population's trace holds of a member is what its method records at its ba
 log p0, the swap it proposed and its MH transitions and acceptances since the record before;
 resample-move's `rm_step` gives each particle slot its extension, weight, parent and its moves'
 transitions and acceptances per block.  The alpha replica's every transition is in the trace too (its
-`transition` events: the session's draws).  A member's rounds are not recorded (a population's trace
-would hold R chains' trees), so its chain is shown at its barriers.  Nothing is re-decided here: every
-number is a recorded one.  Members and records count from 1 in every word shown (docs/numbering.md).
+`transition` events: the session's draws).  From schema 1.4 every member's own events are recorded as
+well (`member` lines: its rounds or epochs and every transition), folded into a session view of its own
+(`SessionView.members`): its every transition is plotted, and its rounds open as any chain's (`r`).  A
+trace written before shows a member at its barriers only.  Nothing is re-decided here: every number is
+a recorded one.  Members and records count from 1 in every word shown (docs/numbering.md).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from presto_tui.views.state.baseline import NO_ROUNDS, MethodRun, SmcRun, shares
 from presto_tui.views.state.ppt import PptRun
 from presto_tui.views.state.resample_move import RmRun
 
-NO_MEMBER_ROUNDS = "no rounds recorded: a population's trace records its members at their barriers"
+NO_MEMBER_ROUNDS = "no rounds of its own: a population's are its members' (Enter on one, then r)"
+NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a member is "
+                "shown at its barriers")
 
 
 @dataclass(frozen=True)
@@ -92,16 +96,23 @@ def answer_member(run: MethodRun) -> int:
     return run.choice.index if run.choice is not None and 0 <= run.choice.index < members(run) else 0
 
 
-def member_chain(run: MethodRun, member: int, events: list | tuple = ()) -> MemberChain:
+def member_chain(run: MethodRun, member: int, events: list | tuple = (),
+                 own: list | tuple | None = None) -> MemberChain:
     """Member `member`'s chain from its session's fold (`events`: the session's events, for the alpha
-    replica's transitions)."""
+    replica's transitions; `own`: the member's own recorded events, None where the trace has none)."""
     if isinstance(run, PptRun):
-        return _replica(run, member, events)
+        return _replica(run, member, events, own)
     assert isinstance(run, SmcRun)
-    return _particle(run, member)
+    return _particle(run, member, own)
 
 
-def _replica(run: PptRun, level: int, events: list | tuple) -> MemberChain:
+def _own_notes(own: list | tuple | None) -> list[str]:
+    if own is None:
+        return [NOT_RECORDED]
+    return ["r: its own rounds (its epochs under the streaming rule), with the tree, the inspector, t and H"]
+
+
+def _replica(run: PptRun, level: int, events: list | tuple, own: list | tuple | None) -> MemberChain:
     R = run.replicas
     rows = []
     for s, st in enumerate(run.steps):
@@ -116,13 +127,14 @@ def _replica(run: PptRun, level: int, events: list | tuple) -> MemberChain:
                                   str(st.accepted[level]), said), lp if math.isfinite(lp) else None))
     alpha = level == R - 1
     a = run.exponents[level] if 0 <= level < R else float("nan")
-    draws = tuple(e for e in events if isinstance(e, Transition)) if alpha else ()
+    draws = tuple(e for e in (events if own is None else own) if isinstance(e, Transition)) \
+        if alpha or own is not None else ()
     notes = ["s n: the state replica n began with; ⇅ swapped with, × refused"]
     if alpha:
         notes.append("its every transition is the session's draws (transition events): the plot on the right")
-    else:
-        notes.append("the trace records this replica at its barriers (pt_step): its states, log p0 and "
-                     "transitions between them; its rounds are not recorded")
+    elif own is not None:
+        notes.append("its every transition: the plot on the right")
+    notes += _own_notes(own)
     return MemberChain(level, run.level(level), f"replica {level + 1} of {R} (alpha {a:.3g}"
                        + (", the alpha replica: the answer's)" if alpha else ")"),
                        ("record", "block", "k", "alpha", "holds", "log p0", "a log p0", "tr", "acc", "swap"),
@@ -131,7 +143,7 @@ def _replica(run: PptRun, level: int, events: list | tuple) -> MemberChain:
                        sum(st.accepted[level] for st in run.steps if level < len(st.accepted)), draws, tuple(notes))
 
 
-def _particle(run: SmcRun, i: int) -> MemberChain:
+def _particle(run: SmcRun, i: int, own: list | tuple | None) -> MemberChain:
     rows = []
     moves = [0, 0]
     K = run.params.get("steps")  # (a trace written before each particle's own count was: K a block)
@@ -158,10 +170,12 @@ def _particle(run: SmcRun, i: int) -> MemberChain:
         notes.append("PowerSMC's particles make no MH moves: a particle is its extensions and its weights")
     else:
         notes.append("the trace records each particle per block (rm_step): its weight, its parent and its "
-                     "moves' counts; its moves' rounds are not recorded")
+                     "moves' counts" + ("; its every move: the plot on the right" if own is not None else ""))
+        notes += _own_notes(own)
+    draws = tuple(e for e in own if isinstance(e, Transition)) if own is not None else ()
     return MemberChain(i, i, f"particle {i + 1} of {P}", ("block", "t", "from", "share", "log w", "resampled",
                                                           "moves", "acc"),
-                       tuple(rows), "log weight after the block", moves[0], moves[1], (), tuple(notes))
+                       tuple(rows), "log weight after the block", moves[0], moves[1], draws, tuple(notes))
 
 
 def member_series(run: MethodRun) -> list[tuple[str, list[tuple[int, float]]]]:

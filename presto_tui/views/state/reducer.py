@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from presto_tui.api.events import (
     Event,
+    MemberEvent,
     ModelCall,
     NodeStatus,
     RoundDone,
@@ -46,6 +47,9 @@ class SessionView:
     # its method's own view of it (`Method.view_state`: a one-shot method's samples, particles or steps);
     # None: an MH chain's rounds and trees
     method_run: MethodRun | None = None
+    # a population's members' own chains, by member (from 0), each folded from its `MemberEvent`s as a
+    # session of its own (its rounds under every rule); empty for a trace written before schema 1.4
+    members: dict[int, SessionView] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.method_run is None:
@@ -92,6 +96,17 @@ class AppState:
     followed: int = 0
     _chain_at: dict[int, int] = field(default_factory=dict)  # the running prompt's chains -> session index
     _current: int = -1
+    # a population member's chain opened as a state of its own (`members`): whose it is, as every screen
+    # names its session ('replica 2 of 4 (alpha 1.59) of session 1'); empty for a trace's or a chat's sessions
+    label: str = ""
+
+    def session_name(self, index: int) -> str:
+        """Session `index` in short: 'session 2' (a member's chain: its label)."""
+        return self.label or f"session {index + 1}"
+
+    def session_words(self, index: int) -> str:
+        """Session `index` as a screen's title names it: 'session 2 of 3' (a member's chain: its label)."""
+        return self.label or f"session {index + 1} of {len(self.sessions)}"
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab.get(i, f"<{i}>") for i in ids]
@@ -110,14 +125,10 @@ class AppState:
         if not self.sessions:
             return None
         s = self.sessions[self._chain_at.get(chain, -1) if chain is not None else -1]
-        s.summary.update(ev)
-        s.events.append(ev)
-        if s.method_run is not None:
-            s.method_run.apply(ev)
-        if isinstance(ev, RoundDone):
-            s.rounds.append(ev)
-        elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:
-            s.rounds[-1] = ended(s.rounds[-1])
+        if isinstance(ev, MemberEvent):
+            member_view(s, ev)
+            return s
+        fold(s, ev)
         return s
 
     @property
@@ -181,6 +192,29 @@ class AppState:
         s, r = cursor
         rounds = self.sessions[s].rounds
         return rounds[r] if 0 <= r < len(rounds) else None
+
+
+def fold(s: SessionView, ev: Event) -> None:
+    """Fold one of session `s`'s own events into it."""
+    s.summary.update(ev)
+    s.events.append(ev)
+    if s.method_run is not None:
+        s.method_run.apply(ev)
+    if isinstance(ev, RoundDone):
+        s.rounds.append(ev)
+    elif isinstance(ev, (SessionEnd, SessionError)) and s.rounds:
+        s.rounds[-1] = ended(s.rounds[-1])
+
+
+def member_view(s: SessionView, ev: MemberEvent) -> None:
+    """Fold a population member's event into its own session view (made by its `SessionStart`; an event of a
+    member whose start is not there, a trace cut or damaged before it, is dropped)."""
+    inner = ev.event
+    if isinstance(inner, SessionStart):
+        s.members[ev.member] = SessionView(inner)
+    member = s.members.get(ev.member)
+    if member is not None:
+        fold(member, inner)
 
 
 def ended(rd: RoundDone) -> RoundDone:
