@@ -481,6 +481,25 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
         t.chains(1, level=5)
 
 
+def test_read_trace_gives_every_members_own_transitions(population_trace):
+    """Every replica's and particle's own MH transitions (schema 1.4's member lines): as many per member as
+    its records count, the alpha replica's the session's own draws, each at its member's exponent."""
+    t = population_trace
+    mt, reps, parts = t.member_transitions, t.replicas, t.particles
+    for session, R in ((1, 4), (3, 4)):  # (two chains of tempering, then resample-move's four particles)
+        mine = mt[mt.session == session]
+        assert sorted(mine.member.unique()) == list(range(1, R + 1))
+        counts = mine.groupby("member").size().tolist()
+        if session == 1:
+            assert counts == reps[reps.session == 1].groupby("level")["transitions"].sum().tolist()
+            own = t.transitions[t.transitions.session == 1].reset_index(drop=True)
+            alpha = mine[mine.member == R].reset_index(drop=True)
+            assert (alpha[list(own.columns)] == own).all().all() and (alpha.exponent == 4.0).all()
+            assert sorted(mine.exponent.unique()) == pytest.approx(sorted(reps[reps.session == 1].exponent.unique()))
+        else:
+            assert counts == parts[parts.session == session].groupby("particle")["moves_proposed"].sum().tolist()
+
+
 def test_chains_of_a_level_keep_to_one_block_and_honour_burn_in_and_thin(tmp_path):
     """`chains(p, level=r)` took every block's records (prefixes of different lengths in one chain), repeated
     the last barrier's states as the end's record, and ignored block, burn_in and thin."""

@@ -45,7 +45,7 @@ from presto_tui.runtime.methods.ppt import PtStep
 from presto_tui.runtime.methods.resample_move import RmStep
 from presto_tui.runtime.session.batch import normalised
 from presto_tui.runtime.session.diagnostics import Selection
-from presto_tui.runtime.session.events import RoundDone, Transition
+from presto_tui.runtime.session.events import MemberEvent, RoundDone, SessionStart, Transition
 from presto_tui.runtime.session.summary import SessionSummary
 
 E = TypeVar("E")
@@ -55,6 +55,8 @@ __all__ = ["TraceData", "read_trace"]
 # the columns' types (pandas'): Int64 and boolean hold a missing value (<NA>) where int64 and bool cannot
 TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
                     "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
+MEMBER_TRANSITION_TYPES = {"session": "int64", "chain": "int64", "member": "int64", "exponent": "float64",
+                           **{k: v for k, v in TRANSITION_TYPES.items() if k not in ("session", "chain")}}
 ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
                "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
 NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "int64", "parent": "Int64",
@@ -254,6 +256,26 @@ class TraceData:
         return pd.DataFrame(rows, columns=columns).astype(NODE_TYPES)
 
     # -- populations ----------------------------------------------------------------------------
+    @cached_property
+    def member_transitions(self):
+        """A population's every member's MH transitions (traces of schema 1.4 on; earlier ones record none):
+        the `transitions` columns with the `member` (from 1: tempering's level, the lowest exponent first;
+        resample-move's particle) and its `exponent` as it began (its log-target is exponent x log p0; an
+        adaptive ladder's later exponents are `replicas`')."""
+        pd = need("pandas")
+        rows = []
+        starts: dict[tuple[int, int], float] = {}
+        for i, sess, ev in self._each(MemberEvent):
+            inner = ev.event
+            if isinstance(inner, SessionStart):
+                starts[i, ev.member] = float(inner.params.get("alpha", math.nan))
+            elif isinstance(inner, Transition):
+                rows.append({"session": i, "chain": sess.start.chain + 1, "member": ev.member + 1,
+                             "exponent": starts.get((i, ev.member), math.nan), "block": inner.block + 1,
+                             "transition": inner.k + 1, "accepted": inner.accepted, "log_target": inner.log_target,
+                             "loglik": inner.loglik, "confidence": inner.confidence, "first_diff": inner.first_diff})
+        return pd.DataFrame(rows, columns=list(MEMBER_TRANSITION_TYPES)).astype(MEMBER_TRANSITION_TYPES)
+
     @cached_property
     def swaps(self):
         """Tempering: one row per swap proposed: session, chain, barrier (from 1), block and transition (of the
