@@ -14,6 +14,7 @@ import pytest
 from helpers import small_backend
 from scipy import stats
 
+from presto_tui.errors import TraceError
 from presto_tui.logs.reader import read_trace
 from presto_tui.logs.schema import decode, encode
 from presto_tui.logs.writer import TraceWriter
@@ -677,3 +678,41 @@ def test_members_events_read_back_equal_from_the_trace_and_a_damaged_one_is_refu
     line["event"] = {"type": "pt_step"}  # (a member is an MH chain: no method's own record inside)
     with pytest.raises(SchemaError, match="'event.type'"):
         decode(line)
+    # a member's chain reads as a session's: its start first and once, nothing after its end (line numbered)
+    raw = path.read_text().splitlines()
+    at = {kind: next(i for i, x in enumerate(raw) if '"member":1,' in x and f'"type":"{kind}"' in x.split('"event"')[1])
+          for kind in ("session_start", "session_end")}
+    for name, lines, said in (
+            ("late", raw[:at["session_start"]] + raw[at["session_start"] + 1:at["session_end"] + 1]
+             + [raw[at["session_start"]]] + raw[at["session_end"] + 1:], r"member 2's \w+ event before its "
+                                                                          "session_start"),
+            ("twice", raw[:at["session_start"] + 1] + [raw[at["session_start"]]] + raw[at["session_start"] + 1:],
+             "member 2's second session_start"),
+            ("after", raw[:at["session_end"] + 1] + [raw[at["session_end"]]] + raw[at["session_end"] + 1:],
+             "member 2's event after its chain ended")):
+        bad = tmp_path / f"{name}.jsonl"
+        bad.write_text("\n".join(lines) + "\n")
+        with pytest.raises(TraceError, match=rf"{name}.jsonl:\d+: {said}"):
+            read_trace(bad)
+
+
+@pytest.mark.parametrize("rule", ["bfs", "stream"])
+def test_a_cancelled_population_ends_every_members_chain_before_its_own(rule):
+    """Cancelled mid-run (the loop polls `cancel` before every engine step): every member's recorded chain
+    ends as cancelled where it stopped, before the population's end; nothing of a member follows."""
+    for params in (SamplerParams(sampler="ppt", max_new_tokens=16, block_size=4, steps=4, seed=3, prefetch=rule,
+                                 budget=4, pt_swap_every=1),
+                   SamplerParams(sampler="resample-move", particles=3, max_new_tokens=16, block_size=4, steps=3,
+                                 seed=4, prefetch=rule, budget=4, rm_ess=1.0)):
+        b = small_backend(vocab=7, sharpness=1.2)
+        polls = iter(range(1000))
+        events = list(run_session(b, params, list(PROMPT), cancel=lambda polls=polls: next(polls) >= 12))
+        end = next(i for i, e in enumerate(events) if isinstance(e, SessionEnd))
+        assert events[end].reason == "cancelled" and end == len(events) - 1
+        members = member_views(events[:end])
+        assert sorted(members) == list(range(len(params.method.members(params))))
+        for evs in members.values():
+            ends = [e for e in evs if isinstance(e, SessionEnd)]
+            assert len(ends) == 1 and evs[-1] is ends[0] and ends[0].reason == "cancelled"
+            done = sum(isinstance(e, Transition) for e in evs)
+            assert done < params.n_blocks * params.steps  # (cut short: it did not run to its end)

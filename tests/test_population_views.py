@@ -4,6 +4,7 @@ states, in a replay and live in chat."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from helpers import GatedEngine, text_of, wait_until
@@ -193,14 +194,15 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
 
 
 async def test_a_members_rounds_opened_in_chat_follow_its_new_rounds_as_they_come():
-    """Under a round rule: the alpha replica's own rounds, opened mid-run (H, then r), grow as its chain runs,
-    the cursor on the last round following them."""
+    """Under a round rule: a replica below alpha's chain, opened mid-run (H, then ]), plots its new transitions
+    as they come (its own events, not the session's), and its own rounds (r) grow as its chain runs, the cursor
+    on the last round following them."""
     from presto_tui.views.screens.member_rounds import MemberRoundsScreen
     from presto_tui.views.screens.members import MemberScreen
 
     engine = GatedEngine(counted=True)
     session = ChatSession(engine_factory=lambda model: engine)
-    params = SamplerParams(sampler="ppt", prefetch="bfs", budget=2, max_new_tokens=8, steps=6, pt_swap_every=2,
+    params = SamplerParams(sampler="ppt", prefetch="bfs", budget=2, max_new_tokens=8, steps=16, pt_swap_every=4,
                            pt_replicas=3)
     app = chat_app(session, params, backend="synthetic", model=None)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -209,26 +211,40 @@ async def test_a_members_rounds_opened_in_chat_follow_its_new_rounds_as_they_com
         await pilot.press(*"the cat", "enter")
         await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
         try:
-            engine.let_through(3)  # to the first barrier
-            await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
+            for _ in range(100):  # a call at a time, to the first barrier
+                if "barrier 1, 3 replicas" in text_of(app, "#tree-title"):
+                    break
+                engine.let_through(1)
+                await pilot.pause(0.05)
             scr.main_view.focus()
-            await pilot.press("H", "r")  # the answer's replica, then its own rounds
+            await pilot.press("H", "right_square_bracket")  # the answer's replica, then the one below it
+            await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen) and app.screen.chain.member == 1)
+            member = app.screen
+            drawn = len(member.chain.draws)
+            for _ in range(100):
+                if len(member.chain.draws) > drawn:
+                    break
+                engine.let_through(1)
+                await pilot.pause(0.05)
+            await pilot.press("r")  # its own rounds
             await wait_until(pilot, lambda: isinstance(app.screen, MemberRoundsScreen))
             rounds = app.screen
-            own = scr.state.current.members[2]
+            own = scr.state.current.members[1]
             await wait_until(pilot, lambda: rounds.state.total_rounds >= 1)
             await pilot.press("end")
             seen = rounds.state.total_rounds
-            engine.let_through(2)
-            await wait_until(pilot, lambda: rounds.state.total_rounds > seen)
+            for _ in range(100):  # (a call at a time: the others' calls may come first)
+                if rounds.state.total_rounds > seen:
+                    break
+                engine.let_through(1)
+                await pilot.pause(0.05)
             await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1])  # (it followed)
-            assert "replica 3 of 3 (alpha 4, the alpha replica: the answer's) of session 1" in text_of(
-                app, "#tree-title")
+            assert "replica 2 of 3 (alpha 2) of session 1" in text_of(app, "#tree-title")
         finally:
             engine.let_through(1000)
         await wait_until(pilot, lambda: scr.state.current.status == "done")
         await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1] and own.status == "done")
-        assert app.screen is rounds and sum(r.k_after - r.k_before for r in own.rounds) == params.n_blocks * 6
+        assert app.screen is rounds and sum(r.k_after - r.k_before for r in own.rounds) == params.n_blocks * 16
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
 
@@ -377,7 +393,7 @@ async def test_enter_on_a_replica_opens_its_chain_and_escape_goes_back_to_the_gr
         assert (grid.row, grid.col) == (0, 0)  # the grid is on the record the chain was left on
 
 
-async def test_r_on_a_member_opens_its_own_rounds_in_the_round_view_with_its_keys():
+async def test_r_on_a_member_opens_its_own_rounds_in_the_round_view_with_its_keys(tmp_path):
     """A replica's and a particle's own PreSTO chain (their epochs: the fixture streams): the round view over
     the member's recorded session, with its tree, inspector, t and H; Escape goes back to the member."""
     app = replay_app(read_trace(POPULATIONS))
@@ -387,10 +403,10 @@ async def test_r_on_a_member_opens_its_own_rounds_in_the_round_view_with_its_key
         sessions = app.screen.state.sessions
         for keys, session, said in ((("home", "down", "enter"), 0, "replica 3 of 4 (alpha 2.52)"),
                                     (("end", "up", "enter"), 1, "particle ")):
-            await its_rounds(pilot, app, keys, sessions[session], session, said)
+            await its_rounds(pilot, app, keys, sessions[session], session, said, tmp_path / f"x{session}")
 
 
-async def its_rounds(pilot, app, keys, view, session, said):
+async def its_rounds(pilot, app, keys, view, session, said, folder):
     """Enter on the grid's member (after `keys`), r, its rounds with t and H, and back to the grid."""
     from presto_tui.views.screens.history import HistoryScreen
     from presto_tui.views.screens.member_rounds import MemberRoundsScreen
@@ -422,10 +438,32 @@ async def its_rounds(pilot, app, keys, view, session, said):
     assert title in text_of(app, "#hist-info")
     await pilot.press("escape")
     await wait_until(pilot, lambda: app.screen is scr)
+    folder.mkdir()
+    scr.export("json", folder)  # its round, named as its population's session and the member, not "session 1"
+    path = next(folder.glob(f"*-s{session + 1}m{member + 1}e{len(own.rounds)}-tree.json"))
+    doc = json.loads(path.read_text())
+    assert doc["session"]["index"] == session + 1 and doc["session"]["member"] == member + 1
+    assert doc["session"]["params"]["sampler"] == "powermh" and doc["epoch"] == len(own.rounds)
     await pilot.press("escape")
     await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
     await pilot.press("escape")
     await wait_until(pilot, lambda: app.screen.query(ReplicaGrid) and not isinstance(app.screen, MemberScreen))
+
+
+def test_a_member_whose_end_the_trace_lacks_ends_with_its_population():
+    """A trace cut by a kill records the population's end only: its members' chains end with it (a streaming
+    member's last epoch shows nothing decoding for ever)."""
+    from presto_tui.api.events import MemberEvent, NodeStatus
+
+    state = AppState()
+    for ev in read_trace(POPULATIONS).sessions[0].events:
+        if not (isinstance(ev, MemberEvent) and isinstance(ev.event, SessionEnd)):
+            state.apply(ev)
+    view = state.sessions[0]
+    assert view.status == "done" and len(view.members) == 4
+    for member in view.members.values():
+        assert member.status == "done" and member.rounds
+        assert all(rec.status != NodeStatus.LIVE for rec in member.rounds[-1].tree.table.values())
 
 
 async def test_a_trace_written_before_members_were_recorded_says_so_where_their_rounds_are_asked_for(tmp_path):
@@ -490,7 +528,6 @@ async def test_h_m_and_o_on_a_population_show_its_members_not_a_one_shot_session
 async def test_exports_of_a_population_write_its_members_records(tmp_path):
     """`e` `t` and `e` `j` on a population's grid: every member's records (there is no round to export), the
     JSON with the trace's own records, which read back as the events they were."""
-    import json
 
     from presto_tui.logs.schema import decode
 

@@ -38,6 +38,7 @@ from presto_tui.runtime.session.events import (
     Choice,
     Damaged,
     Event,
+    MemberEvent,
     RoundDone,
     Sample,
     SessionEnd,
@@ -182,6 +183,7 @@ class _Reading:
         self.skipped: list[int] = []
         self.lost: dict[str, list[int]] = {}  # lines of sessions whose start was skipped, by session id
         self.foreign: list[int] = []  # lines of a method's own records, its method not installed here
+        self.members: dict[str, dict[int, bool]] = {}  # per session id: its members' chains, whether ended
 
     def line(self, n: int, raw: bytes, complete: bool) -> None:
         shown = self.shown
@@ -230,8 +232,23 @@ class _Reading:
             raise TraceError(f"{shown}:{n}: {type(ev).__name__} event before any session_start")
         if sess.ended:
             raise TraceError(f"{shown}:{n}: event after its session ended")
+        if isinstance(ev, MemberEvent):
+            self.member_line(n, sess, ev)
         sess.events.append(ev)
         sess.last_line = n
+
+    def member_line(self, n: int, sess: SessionTrace, ev: MemberEvent) -> None:
+        """A member's chain reads as a session's does: its start first and once, nothing after its end."""
+        ended = self.members.setdefault(sess.start.session_id, {})  # member -> whether its chain has ended
+        who, inner = f"{self.shown}:{n}: member {ev.member + 1}'s", ev.event
+        if isinstance(inner, SessionStart):
+            if ev.member in ended:
+                raise TraceError(f"{who} second session_start")
+        elif ev.member not in ended:
+            raise TraceError(f"{who} {type(inner).__name__} event before its session_start")
+        elif ended[ev.member]:
+            raise TraceError(f"{who} event after its chain ended")
+        ended[ev.member] = isinstance(inner, (SessionEnd, SessionError))
 
     def absent(self) -> list[str]:
         """The methods this trace's sessions name that are not installed here (read with stand-ins)."""

@@ -228,6 +228,23 @@ class Population(SessionDriver):
                 if not m.done:
                     self._consume(i, m.advance())
 
+    def cancel(self) -> list[Event]:
+        """Cancelled: every member still running ends as cancelled first (its recorded chain ends where it
+        stopped), then the population, with the state of its lead."""
+        if not self.done:
+            for i, m in enumerate(self.members):
+                if not m.done:
+                    self._consume(i, m.cancel())
+        return super().cancel()
+
+    def fail(self, exc: BaseException) -> list[Event]:
+        """Failed: every member still running records the error too, then the population."""
+        if not self.done:
+            for i, m in enumerate(self.members):
+                if not m.done:
+                    self._consume(i, m.fail(exc))
+        return super().fail(exc)
+
     def _call(self, final: bool = False) -> None:
         """The phase since the last barrier as one model call: its engine time, what its members decoded;
         and where its time went (`BarrierMet`)."""

@@ -136,7 +136,7 @@ class HistoryScreen(Screen[None]):
         """Write the history as JSON or CSV into `folder`; one toast either way."""
         self.folder = folder
         unit = self.view.unit
-        stem = f"s{self.session + 1}-history"
+        stem = f"{self.state.stem(self.session)}-history"
         try:
             if kind == "json":
                 paths = [export.write(folder, export.file_name(stem, None, "json", unit),
@@ -144,7 +144,8 @@ class HistoryScreen(Screen[None]):
             else:
                 steps, states = export.history_as_csv(self.state, self.view, self.history)
                 paths = [export.write(folder, export.file_name(stem, None, "csv", unit), steps),
-                         export.write(folder, export.file_name(f"s{self.session + 1}-states", None, "csv", unit),
+                         export.write(folder, export.file_name(f"{self.state.stem(self.session)}-states", None, "csv",
+                                                               unit),
                                       states)]
         except export.ExportError as e:
             self.notify(str(e), severity="error", timeout=8, markup=False)

@@ -18,8 +18,9 @@ class MemberRoundsScreen(ReplayScreen):
 
     def __init__(self, state: AppState, session: int, member: int, label: str) -> None:
         view = state.sessions[session].members[member]
-        super().__init__(AppState(sessions=[view], vocab=state.vocab, label=label))  # (the vocab grows with
-        # the chat's; every screen from here names the session by its label)
+        super().__init__(AppState(sessions=[view], vocab=state.vocab, label=label, member=(session, member)))
+        # (the vocab grows with the chat's; every screen from here names the session by its label, every export
+        # by the population's session and the member)
         self._seen = len(view.events)
 
     def on_mount(self) -> None:

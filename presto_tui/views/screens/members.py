@@ -53,14 +53,18 @@ class _PopulationScreen(Screen[tuple[int, int] | None]):
         run = self.view.method_run
         assert run is not None and ms.is_population(run)
         self.run = run
-        self._seen = len(self.view.events)
+        self._seen = self._event_count()
+
+    def _event_count(self) -> int:
+        """Its events and its members' own (a member's transitions come as its own events)."""
+        return len(self.view.events) + sum(len(m.events) for m in self.view.members.values())
 
     def _watch_growth(self) -> None:
         self.set_interval(POLL_S, self._poll)
 
     def _poll(self) -> None:
-        if len(self.view.events) != self._seen:
-            self._seen = len(self.view.events)
+        if self._event_count() != self._seen:
+            self._seen = self._event_count()
             self.grown()
 
     def grown(self) -> None:

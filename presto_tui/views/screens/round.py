@@ -324,8 +324,8 @@ class RoundScreen(Screen):
             return
         baseline = self.shown_baseline()
         if baseline is not None and ms.is_population(baseline.method_run):
-            self.notify("o: the overview lists a chain's rounds; a population's trace records its members at their "
-                        "barriers: Enter opens the member under the cursor's chain, m every member's trace", timeout=5)
+            self.notify("o: the overview lists a chain's rounds, and a population's are its members': Enter opens the "
+                        "member under the cursor's chain (r there its rounds), m every member's trace", timeout=5)
             return
         if baseline is not None:
             self.notify(f"{NO_ROUNDS}: its samples or particles are on screen", timeout=3)
@@ -506,7 +506,8 @@ class RoundScreen(Screen):
             return
         cursor, node, wrapped = found
         s, r = cursor
-        self._search_said = (f"/{shown}: session {s + 1} {self.state.sessions[s].unit} {r + 1} node #{node}"
+        where = f"{self.state.session_name(s)} {self.state.sessions[s].unit} {r + 1}"
+        self._search_said = (f"/{shown}: {where} node #{node}"
                              + (" (wrapped)" if wrapped else "") + " · n/N", cursor)
         self.go_to(self.state.timeline_index(cursor), node=node)
 
@@ -546,10 +547,13 @@ class RoundScreen(Screen):
                     return
                 session = self.state.sessions[cursor[0]]
                 if kind == "text":
-                    content = export.tree_as_text(session, cursor, rd, self.tree_mode.layout(rd.tree))
-                    path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit), content)
+                    content = export.tree_as_text(session, cursor, rd, self.tree_mode.layout(rd.tree),
+                                                  self.state.session_name(cursor[0]))
+                    path = export.write(folder, export.file_name("tree", cursor, "txt", session.unit,
+                                                                 self.state.stem(cursor[0])), content)
                 else:
-                    path = export.write(folder, export.file_name("tree", cursor, "json", session.unit),
+                    path = export.write(folder, export.file_name("tree", cursor, "json", session.unit,
+                                                                 self.state.stem(cursor[0])),
                                         export.tree_as_json(self.state, session, cursor, rd))
             else:
                 shown = self.answer_tokens()
@@ -561,7 +565,8 @@ class RoundScreen(Screen):
                     self.app.copy_to_clipboard(answer)
                     self.notify(f"copied the answer ({len(answer)} characters) to the clipboard", timeout=4)
                     return
-                path = export.write(folder, export.file_name("answer", cursor, "txt", self.unit_at(cursor)), answer)
+                path = export.write(folder, export.file_name("answer", cursor, "txt", self.unit_at(cursor),
+                                                             self.state.stem(cursor[0]) if cursor else None), answer)
         except export.ExportError as e:
             self.notify(str(e), severity="error", timeout=8, markup=False)
             return
@@ -569,7 +574,8 @@ class RoundScreen(Screen):
 
     def _screenshot(self, folder: Path, cursor: tuple[int, int] | None) -> None:
         try:
-            path = export.write(folder, export.file_name("screen", cursor, "svg", self.unit_at(cursor)),
+            path = export.write(folder, export.file_name("screen", cursor, "svg", self.unit_at(cursor),
+                                                         self.state.stem(cursor[0]) if cursor else None),
                                 self.app.export_screenshot())
         except export.ExportError as e:
             self.notify(str(e), severity="error", timeout=8, markup=False)

@@ -50,9 +50,10 @@ class ExportError(OutputError):
     """A file that could not be written; the message is one line naming the path and the reason."""
 
 
-def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str) -> str:
-    """`presto-<time>-s<session><r|e><round or epoch>-<kind>.<ext>` (`unit`: the session's, reducer.unit_name)."""
-    where = f"-s{cursor[0] + 1}{unit[0]}{cursor[1] + 1}" if cursor else ""
+def file_name(kind: str, cursor: tuple[int, int] | None, ext: str, unit: str, stem: str | None = None) -> str:
+    """`presto-<time>-s<session><r|e><round or epoch>-<kind>.<ext>` (`unit`: the session's, reducer.unit_name;
+    `stem`: the session's part where it is not `s<session>`, `AppState.stem`: a member's chain's)."""
+    where = f"-{stem or f's{cursor[0] + 1}'}{unit[0]}{cursor[1] + 1}" if cursor else ""
     return f"presto-{time.strftime('%Y%m%d-%H%M%S')}{where}-{kind}.{ext}"
 
 
@@ -70,16 +71,28 @@ def shown(path: Path) -> str:
     return visible(str(path), keep_newlines=False)
 
 
-def round_header(session: SessionView, cursor: tuple[int, int], rd: RoundDone) -> str:
+def round_header(session: SessionView, cursor: tuple[int, int], rd: RoundDone, name: str = "") -> str:
+    """`name`: whose rounds (`AppState.session_name`; default 'session <s>')."""
     s, r = cursor
     p = session.params
-    return (f"session {s + 1}, {session.unit} {r + 1} (block {rd.block + 1}, k {rd.k_before}->{rd.k_after}), "
+    return (f"{name or f'session {s + 1}'}, {session.unit} {r + 1} (block {rd.block + 1}, "
+            f"k {rd.k_before}->{rd.k_after}), "
             f"{p.get('sampler')} {rd.tree.rule}/{rd.tree.inputs} N={p.get('budget')}\n"
             f"prompt: {visible(session.start.prompt[:300], keep_newlines=False)}\n")
 
 
-def tree_as_text(session: SessionView, cursor: tuple[int, int], rd: RoundDone, lay: Layout) -> str:
-    return round_header(session, cursor, rd) + "\n" + visible(tree_text(rd.tree, lay))
+def tree_as_text(session: SessionView, cursor: tuple[int, int], rd: RoundDone, lay: Layout,
+                 name: str = "") -> str:
+    return round_header(session, cursor, rd, name) + "\n" + visible(tree_text(rd.tree, lay))
+
+
+def session_doc(state: AppState, session: SessionView, s: int, status: bool = False) -> dict:
+    """Session `s` as an export's JSON names it (with its `status` where asked); a member's chain opened as a
+    session of its own (`AppState.member`): its population's session and the member, its own params."""
+    return {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
+            "backend": session.start.backend, "model": session.start.model,
+            **({"status": session.status} if status else {}),
+            **({"index": state.member[0] + 1, "member": state.member[1] + 1} if state.member is not None else {})}
 
 
 def tree_as_json(state: AppState, session: SessionView, cursor: tuple[int, int], rd: RoundDone) -> str:
@@ -90,8 +103,7 @@ def tree_as_json(state: AppState, session: SessionView, cursor: tuple[int, int],
     ids = sorted(set(event_token_ids(rd)))
     doc = {
         "format": "presto-tui-round",
-        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
-                    "backend": session.start.backend, "model": session.start.model},
+        "session": session_doc(state, session, s),
         session.unit: r + 1,
         "block": rd.block + 1,
         "record": encode(rd),
@@ -146,8 +158,7 @@ def population_as_json(state: AppState, session: SessionView, s: int) -> str:
     ids = sorted({t for ev in own for t in event_token_ids(ev)})
     doc = {
         "format": "presto-tui-population",
-        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
-                    "backend": session.start.backend, "model": session.start.model, "status": session.status},
+        "session": session_doc(state, session, s, status=True),
         "members": population_rows(session),
         "records": [encode(ev) for ev in own],
         "vocab": {str(i): piece for i, piece in zip(ids, state.pieces(ids))},
@@ -177,8 +188,7 @@ def history_as_json(state: AppState, session: SessionView, s: int, history: Chai
     steps, states = history_rows(state, session, history)
     doc = {
         "format": "presto-tui-history",
-        "session": {"index": s + 1, "prompt": session.start.prompt, "params": session.params,
-                    "backend": session.start.backend, "model": session.start.model, "status": session.status},
+        "session": session_doc(state, session, s, status=True),
         "diagnostics_recorded": history.diagnostics,
         "transitions": steps,
         "states": states,

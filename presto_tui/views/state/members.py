@@ -23,7 +23,8 @@ from presto_tui.views.state.baseline import NO_ROUNDS, MethodRun, SmcRun, shares
 from presto_tui.views.state.ppt import PptRun
 from presto_tui.views.state.resample_move import RmRun
 
-NO_MEMBER_ROUNDS = "no rounds of its own: a population's are its members' (Enter on one, then r)"
+NO_MEMBER_ROUNDS = ("no rounds of its own: a population's are its members' (Enter on one, then r, where the trace "
+                    "records them)")
 NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a member is "
                 "shown at its barriers")
 

@@ -99,10 +99,15 @@ class AppState:
     # a population member's chain opened as a state of its own (`members`): whose it is, as every screen
     # names its session ('replica 2 of 4 (alpha 1.59) of session 1'); empty for a trace's or a chat's sessions
     label: str = ""
+    member: tuple[int, int] | None = None  # ... and which: (its population's session, the member), from 0
 
     def session_name(self, index: int) -> str:
         """Session `index` in short: 'session 2' (a member's chain: its label)."""
         return self.label or f"session {index + 1}"
+
+    def stem(self, index: int) -> str:
+        """Session `index` in an export's file name: 's2' (a member's chain: 's2m3', member 3 of session 2)."""
+        return f"s{self.member[0] + 1}m{self.member[1] + 1}" if self.member is not None else f"s{index + 1}"
 
     def session_words(self, index: int) -> str:
         """Session `index` as a screen's title names it: 'session 2 of 3' (a member's chain: its label)."""
@@ -129,6 +134,11 @@ class AppState:
             member_view(s, ev)
             return s
         fold(s, ev)
+        if isinstance(ev, (SessionEnd, SessionError)):  # a member's chain ends with its population at the latest
+            for member in s.members.values():  # (a trace cut short by a kill records the population's end only)
+                if member.status == "running":
+                    fold(member, ev if isinstance(ev, SessionError) else
+                         SessionEnd(ev.reason, tuple(member.summary.tokens), ""))
         return s
 
     @property
