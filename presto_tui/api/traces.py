@@ -111,6 +111,12 @@ def read_trace(path: str | Path | Sequence[str | Path], *, on_bad_lines: str = "
     return TraceData([_read(p, on_bad_lines) for p in paths])
 
 
+def _transition(ev: Transition) -> dict[str, Any]:
+    """A transition's own columns in `transitions` and `member_transitions` (block, transition from 1)."""
+    return {"block": ev.block + 1, "transition": ev.k + 1, "accepted": ev.accepted, "log_target": ev.log_target,
+            "loglik": ev.loglik, "confidence": ev.confidence, "first_diff": ev.first_diff}
+
+
 @dataclass(repr=False)
 class TraceData:
     """One or several traces read for analysis: their sessions as DataFrames (`sessions`,
@@ -210,9 +216,7 @@ class TraceData:
         pd = need("pandas")
         rows = []
         for i, sess, ev in self._each(Transition):
-            rows.append({"session": i, "chain": sess.start.chain + 1, "block": ev.block + 1, "transition": ev.k + 1,
-                         "accepted": ev.accepted, "log_target": ev.log_target, "loglik": ev.loglik,
-                         "confidence": ev.confidence, "first_diff": ev.first_diff})
+            rows.append({"session": i, "chain": sess.start.chain + 1, **_transition(ev)})
         return pd.DataFrame(rows, columns=list(TRANSITION_TYPES)).astype(TRANSITION_TYPES)
 
     @cached_property
@@ -271,9 +275,7 @@ class TraceData:
                 starts[i, ev.member] = float(inner.params.get("alpha", math.nan))
             elif isinstance(inner, Transition):
                 rows.append({"session": i, "chain": sess.start.chain + 1, "member": ev.member + 1,
-                             "exponent": starts.get((i, ev.member), math.nan), "block": inner.block + 1,
-                             "transition": inner.k + 1, "accepted": inner.accepted, "log_target": inner.log_target,
-                             "loglik": inner.loglik, "confidence": inner.confidence, "first_diff": inner.first_diff})
+                             "exponent": starts.get((i, ev.member), math.nan), **_transition(inner)})
         return pd.DataFrame(rows, columns=list(MEMBER_TRANSITION_TYPES)).astype(MEMBER_TRANSITION_TYPES)
 
     @cached_property
