@@ -176,9 +176,9 @@ class Population(SessionDriver):
 
     def member_start(self, m: Driver, i: int) -> SessionStart:
         """Member i's start, as its recorded chain begins: the session's, with the member's parameters (a
-        session begun without `start`, as the law-test kit's are: the session's parameters and prompt)."""
+        session begun without `start`, as the law-test kit's are, has no start of its own: its engine and prompt)."""
         e = self.engine
-        start = self.started or SessionStart("", __version__, e.name, e.model, self.params.to_dict(), self.prompt,
+        start = self.started or SessionStart("", __version__, e.name, e.model, {}, self.prompt,
                                              tuple(self.prompt_ids), 0.0, dict(e.info))
         return replace(start, session_id=f"{start.session_id}.{i + 1}", params=m.params.to_dict(), chain=0,
                        chains=1, group="")
