@@ -114,16 +114,38 @@ async def test_replay_shows_the_replicas_over_the_barriers_and_resample_move_on_
         assert "drawn by the final weights of 4 particles" in choice.rule
 
 
-async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
+LIVE_PPT = SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2, pt_replicas=3)
+
+
+def gated_chat(params):
+    """A chat on the synthetic engine whose calls the test lets through (`GatedEngine(counted=True)`)."""
     engine = GatedEngine(counted=True)
-    session = ChatSession(engine_factory=lambda model: engine)
-    app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
-                                          pt_replicas=3), backend="synthetic", model=None)
+    return engine, chat_app(ChatSession(engine_factory=lambda model: engine), params, backend="synthetic", model=None)
+
+
+async def ask(pilot, app):
+    """Type a prompt into the chat and wait for its population's grid: the chat screen."""
+    scr = app.screen
+    scr.query_one("#prompt").focus()
+    await pilot.press(*"the cat", "enter")
+    await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+    return scr
+
+
+async def let_through_until(pilot, engine, done, calls: int = 100) -> None:
+    """Let the engine's calls through one at a time until `done()` (the other members' calls may come first)."""
+    for _ in range(calls):
+        if done():
+            return
+        engine.let_through(1)
+        await pilot.pause(0.05)
+    assert done()
+
+
+async def test_chat_shows_the_replica_grid_growing_barrier_by_barrier():
+    engine, app = gated_chat(LIVE_PPT)
     async with app.run_test(size=(120, 34), notifications=True) as pilot:
-        scr = app.screen
-        scr.query_one("#prompt").focus()
-        await pilot.press(*"the cat", "enter")
-        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        scr = await ask(pilot, app)
         grid = scr.query_one(ReplicaGrid)
         try:
             scr.action_history()  # before the first barrier: no member to open yet (the prompt holds the keys)
@@ -146,19 +168,13 @@ async def test_the_members_and_a_replicas_chain_opened_in_chat_take_the_new_reco
     """Opened mid-run, `m` (every member's trace) and a member's chain grew only when opened again."""
     from presto_tui.views.screens.members import MemberScreen, MembersScreen
 
-    engine = GatedEngine(counted=True)
-    session = ChatSession(engine_factory=lambda model: engine)
-    app = chat_app(session, SamplerParams(sampler="ppt", prefetch="none", max_new_tokens=8, steps=6, pt_swap_every=2,
-                                          pt_replicas=3), backend="synthetic", model=None)
+    engine, app = gated_chat(LIVE_PPT)
 
     def cells(table) -> list[str]:
         return [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
 
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        scr = app.screen
-        scr.query_one("#prompt").focus()
-        await pilot.press(*"the cat", "enter")
-        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        scr = await ask(pilot, app)
         try:
             engine.let_through(3)  # to the first barrier
             await wait_until(pilot, lambda: "barrier 1, 3 replicas" in text_of(app, "#tree-title"))
@@ -200,51 +216,38 @@ async def test_a_members_rounds_opened_in_chat_follow_its_new_rounds_as_they_com
     from presto_tui.views.screens.member_rounds import MemberRoundsScreen
     from presto_tui.views.screens.members import MemberScreen
 
-    engine = GatedEngine(counted=True)
-    session = ChatSession(engine_factory=lambda model: engine)
-    params = SamplerParams(sampler="ppt", prefetch="bfs", budget=2, max_new_tokens=8, steps=16, pt_swap_every=4,
-                           pt_replicas=3)
-    app = chat_app(session, params, backend="synthetic", model=None)
+    params = LIVE_PPT.with_(prefetch="bfs", budget=2, steps=16, pt_swap_every=4)
+    engine, app = gated_chat(params)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        scr = app.screen
-        scr.query_one("#prompt").focus()
-        await pilot.press(*"the cat", "enter")
-        await wait_until(pilot, lambda: bool(scr.query(ReplicaGrid)))
+        scr = await ask(pilot, app)
         try:
-            for _ in range(100):  # a call at a time, to the first barrier
-                if "barrier 1, 3 replicas" in text_of(app, "#tree-title"):
-                    break
-                engine.let_through(1)
-                await pilot.pause(0.05)
+            run = scr.state.current.method_run
+            await let_through_until(pilot, engine, lambda: len(run.steps) >= 1)  # (the state: no overshoot)
+            await wait_until(pilot, lambda: "3 replicas" in text_of(app, "#tree-title"))
             scr.main_view.focus()
             await pilot.press("H", "right_square_bracket")  # the answer's replica, then the one below it
             await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen) and app.screen.chain.member == 1)
-            member = app.screen
+            member, own = app.screen, scr.state.current.members[1]
             drawn = len(member.chain.draws)
-            for _ in range(100):
-                if len(member.chain.draws) > drawn:
-                    break
-                engine.let_through(1)
-                await pilot.pause(0.05)
+            moves = lambda: sum(isinstance(e, Transition) for e in own.events)
+            before = moves()
+            await let_through_until(pilot, engine, lambda: moves() > before)  # (the state first: no overshoot)
+            await wait_until(pilot, lambda: len(member.chain.draws) > drawn)  # then the screen took them
             await pilot.press("r")  # its own rounds
             await wait_until(pilot, lambda: isinstance(app.screen, MemberRoundsScreen))
             rounds = app.screen
-            own = scr.state.current.members[1]
             await wait_until(pilot, lambda: rounds.state.total_rounds >= 1)
             await pilot.press("end")
             seen = rounds.state.total_rounds
-            for _ in range(100):  # (a call at a time: the others' calls may come first)
-                if rounds.state.total_rounds > seen:
-                    break
-                engine.let_through(1)
-                await pilot.pause(0.05)
+            await let_through_until(pilot, engine, lambda: rounds.state.total_rounds > seen)
             await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1])  # (it followed)
             assert "replica 2 of 3 (alpha 2) of session 1" in text_of(app, "#tree-title")
         finally:
             engine.let_through(1000)
         await wait_until(pilot, lambda: scr.state.current.status == "done")
         await wait_until(pilot, lambda: rounds.current_round() is own.rounds[-1] and own.status == "done")
-        assert app.screen is rounds and sum(r.k_after - r.k_before for r in own.rounds) == params.n_blocks * 16
+        assert app.screen is rounds
+        assert sum(r.k_after - r.k_before for r in own.rounds) == params.n_blocks * params.steps
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
 
