@@ -481,11 +481,11 @@ def test_read_trace_gives_swaps_replicas_and_the_ladder_as_dataframes(population
         t.chains(1, level=5)
 
 
-def test_read_trace_gives_every_members_own_transitions(population_trace):
+def test_read_trace_gives_every_members_own_chain(population_trace):
     """Every replica's and particle's own MH transitions (schema 1.4's member lines): as many per member as
     its records count, the alpha replica's the session's own draws, each at its member's exponent."""
     t = population_trace
-    mt, reps, parts = t.member_transitions, t.replicas, t.particles
+    mt, reps, parts = t.member_chains, t.replicas, t.particles
     for session, R in ((1, 4), (3, 4)):  # (two chains of tempering, then resample-move's four particles)
         mine = mt[mt.session == session]
         assert sorted(mine.member.unique()) == list(range(1, R + 1))

@@ -471,7 +471,7 @@ def test_a_member_whose_end_the_trace_lacks_ends_with_its_population():
 
 async def test_a_trace_written_before_members_were_recorded_says_so_where_their_rounds_are_asked_for(tmp_path):
     from presto_tui.views.screens.members import MemberScreen
-    from presto_tui.views.state.members import NOT_RECORDED
+    from presto_tui.views.state.members import MEMBERS_NOT_RECORDED
 
     old = tmp_path / "old.jsonl"  # the fixture as schema 1.3 wrote it: no member lines
     lines = [x for x in POPULATIONS.read_text().splitlines() if not x.startswith('{"type":"member"')]
@@ -483,10 +483,10 @@ async def test_a_trace_written_before_members_were_recorded_says_so_where_their_
         await pilot.press("down", "enter")
         await wait_until(pilot, lambda: isinstance(app.screen, MemberScreen))
         member = app.screen
-        assert NOT_RECORDED[:60] in text_of(app, "#member-info")
+        assert MEMBERS_NOT_RECORDED[:60] in text_of(app, "#member-info")
         assert not member.query_one("#member-draws").display  # (a replica below alpha: no transitions recorded)
         await pilot.press("r")
-        await wait_until(pilot, lambda: any(NOT_RECORDED[:40] in t for t in toasts(app)))
+        await wait_until(pilot, lambda: any(MEMBERS_NOT_RECORDED[:40] in t for t in toasts(app)))
         assert app.screen is member
 
 

@@ -55,7 +55,7 @@ __all__ = ["TraceData", "read_trace"]
 # the columns' types (pandas'): Int64 and boolean hold a missing value (<NA>) where int64 and bool cannot
 TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
                     "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
-MEMBER_TRANSITION_TYPES = {"session": "int64", "chain": "int64", "member": "int64", "exponent": "float64",
+MEMBER_CHAIN_TYPES = {"session": "int64", "chain": "int64", "member": "int64", "exponent": "float64",
                            **{k: v for k, v in TRANSITION_TYPES.items() if k not in ("session", "chain")}}
 ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
                "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
@@ -112,7 +112,7 @@ def read_trace(path: str | Path | Sequence[str | Path], *, on_bad_lines: str = "
 
 
 def _transition(ev: Transition) -> dict[str, Any]:
-    """A transition's own columns in `transitions` and `member_transitions` (block, transition from 1)."""
+    """A transition's own columns in `transitions` and `member_chains` (block, transition from 1)."""
     return {"block": ev.block + 1, "transition": ev.k + 1, "accepted": ev.accepted, "log_target": ev.log_target,
             "loglik": ev.loglik, "confidence": ev.confidence, "first_diff": ev.first_diff}
 
@@ -261,7 +261,7 @@ class TraceData:
 
     # -- populations ----------------------------------------------------------------------------
     @cached_property
-    def member_transitions(self):
+    def member_chains(self):
         """A population's every member's MH transitions (traces of schema 1.4 on; earlier ones record none):
         the `transitions` columns with the `member` (from 1: tempering's level, the lowest exponent first;
         resample-move's particle) and its `exponent` as it began (its log-target is exponent x log p0; an
@@ -276,7 +276,7 @@ class TraceData:
             elif isinstance(inner, Transition):
                 rows.append({"session": i, "chain": sess.start.chain + 1, "member": ev.member + 1,
                              "exponent": starts.get((i, ev.member), math.nan), **_transition(inner)})
-        return pd.DataFrame(rows, columns=list(MEMBER_TRANSITION_TYPES)).astype(MEMBER_TRANSITION_TYPES)
+        return pd.DataFrame(rows, columns=list(MEMBER_CHAIN_TYPES)).astype(MEMBER_CHAIN_TYPES)
 
     @cached_property
     def swaps(self):

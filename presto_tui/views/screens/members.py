@@ -218,13 +218,13 @@ class MemberScreen(_PopulationScreen):
     def action_rounds(self) -> None:
         """Its own chain's rounds (epochs) in the round view, where the trace records them (schema 1.4)."""
         if self.chain.member not in self.view.members:
-            self.notify(ms.NOT_RECORDED, timeout=5)
+            self.notify(ms.MEMBERS_NOT_RECORDED, timeout=5)
             return
         self.post_message(self.OpenRounds(self.state, self.session, self.chain.member,
                                           f"{self.chain.title} of session {self.session + 1}"))
 
     def action_tokens(self) -> None:
-        self.notify(PER_TOKEN if self.chain.member in self.view.members else ms.NOT_RECORDED, timeout=5)
+        self.notify(PER_TOKEN if self.chain.member in self.view.members else ms.MEMBERS_NOT_RECORDED, timeout=5)
 
     def action_close(self) -> None:
         self.dismiss((self.chain.row, self.column) if self.column is not None else None)

@@ -25,7 +25,7 @@ from presto_tui.views.state.resample_move import RmRun
 
 NO_MEMBER_ROUNDS = ("no rounds of its own: a population's are its members' (Enter on one, then r, where the trace "
                     "records them)")
-NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a member is "
+MEMBERS_NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a member is "
                 "shown at its barriers")
 
 
@@ -109,7 +109,7 @@ def member_chain(run: MethodRun, member: int, events: list | tuple = (),
 
 def _own_notes(own: list | tuple | None) -> list[str]:
     if own is None:
-        return [NOT_RECORDED]
+        return [MEMBERS_NOT_RECORDED]
     return ["r: its own rounds (its epochs under the streaming rule), with the tree, the inspector, t and H"]
 
 
