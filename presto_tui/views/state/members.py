@@ -25,8 +25,8 @@ from presto_tui.views.state.resample_move import RmRun
 
 NO_MEMBER_ROUNDS = ("no rounds of its own: a population's are its members' (Enter on one, then r, where the trace "
                     "records them)")
-MEMBERS_NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a member is "
-                "shown at its barriers")
+MEMBERS_NOT_RECORDED = ("this trace does not record its members' own rounds (written before schema 1.4): a "
+                        "member is shown at its barriers")
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,10 @@ def member_chain(run: MethodRun, member: int, events: list | tuple = (),
     return _particle(run, member, own)
 
 
+def _transitions(events: list | tuple) -> tuple[Transition, ...]:
+    return tuple(e for e in events if isinstance(e, Transition))
+
+
 def _own_notes(own: list | tuple | None) -> list[str]:
     if own is None:
         return [MEMBERS_NOT_RECORDED]
@@ -128,8 +132,7 @@ def _replica(run: PptRun, level: int, events: list | tuple, own: list | tuple | 
                                   str(st.accepted[level]), said), lp if math.isfinite(lp) else None))
     alpha = level == R - 1
     a = run.exponents[level] if 0 <= level < R else float("nan")
-    draws = tuple(e for e in (events if own is None else own) if isinstance(e, Transition)) \
-        if alpha or own is not None else ()
+    draws = _transitions(own if own is not None else events if alpha else ())  # (the alpha's: the session's)
     notes = ["s n: the state replica n began with; ⇅ swapped with, × refused"]
     if alpha:
         notes.append("its every transition is the session's draws (transition events): the plot on the right")
@@ -173,7 +176,7 @@ def _particle(run: SmcRun, i: int, own: list | tuple | None) -> MemberChain:
         notes.append("the trace records each particle per block (rm_step): its weight, its parent and its "
                      "moves' counts" + ("; its every move: the plot on the right" if own is not None else ""))
         notes += _own_notes(own)
-    draws = tuple(e for e in own if isinstance(e, Transition)) if own is not None else ()
+    draws = _transitions(own or ())
     return MemberChain(i, i, f"particle {i + 1} of {P}", ("block", "t", "from", "share", "log w", "resampled",
                                                           "moves", "acc"),
                        tuple(rows), "log weight after the block", moves[0], moves[1], draws, tuple(notes))
