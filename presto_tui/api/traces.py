@@ -56,7 +56,7 @@ __all__ = ["TraceData", "read_trace"]
 TRANSITION_TYPES = {"session": "int64", "chain": "int64", "block": "int64", "transition": "int64", "accepted": "bool",
                     "log_target": "float64", "loglik": "float64", "confidence": "float64", "first_diff": "int64"}
 MEMBER_CHAIN_TYPES = {"session": "int64", "chain": "int64", "member": "int64", "exponent": "float64",
-                           **{k: v for k, v in TRANSITION_TYPES.items() if k not in ("session", "chain")}}
+                      **{k: v for k, v in TRANSITION_TYPES.items() if k not in ("session", "chain")}}
 ROUND_TYPES = {"session": "int64", "block": "int64", "round": "int64", "k_before": "int64", "k_after": "int64",
                "transitions": "int64", "nodes": "int64", "requests": "int64", "call_s": "float64", "clock": "float64"}
 NODE_TYPES = {"session": "int64", "block": "int64", "round": "int64", "node": "int64", "parent": "Int64",
